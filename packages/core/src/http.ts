@@ -1,0 +1,68 @@
+import Fastify, {
+  LogController,
+  type FastifyInstance,
+  type FastifyServerOptions,
+} from 'fastify';
+import type { Logger } from 'pino';
+import { isAppError } from './errors.ts';
+
+export interface HttpAppOptions {
+  logger: Logger;
+  /** Largest accepted request body in bytes (fastify rejects larger ones with 413 before parsing). */
+  bodyLimit?: number;
+  trustProxy?: boolean;
+  /** Extra fastify options. */
+  fastify?: Omit<FastifyServerOptions, 'logger' | 'loggerInstance' | 'bodyLimit' | 'trustProxy'>;
+}
+
+/**
+ * A fastify instance with the toolkit's defaults: our pino logger, a body limit, and an error handler that
+ * turns AppError into `{error, message}` with its status and everything else into 500 without leaking
+ * internals. Services build their app in one function and call `listen` only from main.ts.
+ */
+export function createHttpApp(options: HttpAppOptions): FastifyInstance {
+  const serverOptions: FastifyServerOptions = {
+    loggerInstance: options.logger.child({ component: 'http' }),
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: options.bodyLimit ?? 64 * 1024,
+    trustProxy: options.trustProxy ?? false,
+    // Idle keep-alive sockets are closed at shutdown; in-flight requests are allowed to finish.
+    forceCloseConnections: 'idle',
+    ...options.fastify,
+  };
+  const app = Fastify(serverOptions) as unknown as FastifyInstance;
+  // During shutdown, answers to in-flight requests carry `Connection: close` so their keep-alive sockets
+  // end with the response and close() can finish instead of waiting for an idle client.
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    if (closing) void reply.header('connection', 'close');
+    done(null, payload);
+  });
+  app.setErrorHandler((err, request, reply) => {
+    if (isAppError(err)) {
+      if (err.headers) void reply.headers(err.headers);
+      return reply.status(err.status).send(err.toBody());
+    }
+    const e = err as { statusCode?: number; code?: string; message?: string };
+    if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
+      return reply
+        .status(e.statusCode)
+        .send({ error: e.code ?? 'BAD_REQUEST', message: e.message ?? 'bad request' });
+    }
+    request.log.error({ err }, 'unhandled error');
+    return reply.status(500).send({ error: 'SERVER_ERROR', message: 'internal server error' });
+  });
+  return app;
+}
+
+/** The URL a listening fastify app answers on, for printing and tests. */
+export function listeningUrl(app: FastifyInstance): string {
+  const address = app.server.address();
+  if (address === null || typeof address === 'string') throw new Error('server is not listening on TCP');
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return `http://${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${address.port}`;
+}

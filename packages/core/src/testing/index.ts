@@ -1,0 +1,136 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export { ManualClock } from '../clock.ts';
+
+/** Repository root (where the root package.json is). */
+export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
+
+interface ToolEntry {
+  binary: string;
+  aptPackage: string;
+}
+
+/** The system tools tests may need, from scripts/system-tools.txt (`binary apt-package` per line). */
+export function systemTools(): ToolEntry[] {
+  return readFileSync(join(repoRoot, 'scripts/system-tools.txt'), 'utf8')
+    .split('\n')
+    .map((l) => l.replace(/#.*/, '').trim())
+    .filter(Boolean)
+    .map((l) => {
+      const [binary = '', aptPackage = ''] = l.split(/\s+/);
+      return { binary, aptPackage };
+    });
+}
+
+export function findBinary(binary: string): string | undefined {
+  try {
+    return execFileSync('sh', ['-c', `command -v ${binary}`], { encoding: 'utf8' }).trim() || undefined;
+  } catch {
+    for (const dir of ['/usr/sbin', '/sbin', '/usr/bin']) {
+      try {
+        execFileSync('test', ['-x', join(dir, binary)]);
+        return join(dir, binary);
+      } catch {
+        /* not here */
+      }
+    }
+    return undefined;
+  }
+}
+
+/**
+ * A test that needs a system tool calls this first. scripts/setup-tools.sh (run by the test runner) has
+ * installed every listed tool when running as root; if the tool is still missing this throws, naming the
+ * exact command to run. It never skips.
+ */
+export function requireTool(binary: string): string {
+  const found = findBinary(binary);
+  if (found) return found;
+  const entry = systemTools().find((t) => t.binary === binary);
+  const pkg = entry?.aptPackage ?? '<package providing ' + binary + '>';
+  throw new Error(
+    `system tool "${binary}" is missing; install it with: apt-get update && apt-get install -y ${pkg} ` +
+      `(or run: npm run setup:tools as root)`,
+  );
+}
+
+/** A fresh temporary directory, removed by the returned function. */
+export function tempDir(prefix = 'toolkit-test-'): { path: string; remove: () => void } {
+  const path = mkdtempSync(join(tmpdir(), prefix));
+  return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
+}
+
+/** Poll `check` until it returns a truthy value or the bound runs out. */
+export async function waitFor<T>(
+  check: () => T | Promise<T>,
+  options: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
+): Promise<NonNullable<T>> {
+  const deadline = Date.now() + (options.timeoutMs ?? 5000);
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(
+        `timed out waiting for ${options.what ?? 'condition'}${last instanceof Error ? `: ${last.message}` : ''}`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, options.intervalMs ?? 20));
+  }
+}
+
+/** A child process with its output collected, ended by PID when the test is done. */
+export interface RunningProcess {
+  child: ChildProcess;
+  output: () => string;
+  waitForOutput: (pattern: RegExp, timeoutMs?: number) => Promise<RegExpMatchArray>;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  stop: (signal?: NodeJS.Signals) => Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+export function startProcess(
+  command: string,
+  args: string[],
+  options: { env?: NodeJS.ProcessEnv; cwd?: string } = {},
+): RunningProcess {
+  const child = spawn(command, args, {
+    cwd: options.cwd ?? repoRoot,
+    env: { ...process.env, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const cap = 4 * 1024 * 1024; // bounded: a chatty child cannot exhaust the test's memory
+  const onData = (d: Buffer): void => {
+    out += d.toString();
+    if (out.length > cap) out = out.slice(-cap / 2);
+  };
+  child.stdout?.on('data', onData);
+  child.stderr?.on('data', onData);
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) => {
+    child.once('exit', (code, signal) => res({ code, signal }));
+  });
+  return {
+    child,
+    output: () => out,
+    waitForOutput: async (pattern, timeoutMs = 10_000) =>
+      waitFor(() => pattern.exec(out), { timeoutMs, what: `output ${pattern}` }).catch((err: unknown) => {
+        throw new Error(`${(err as Error).message}\n--- output ---\n${out.slice(-4000)}`);
+      }),
+    exited,
+    stop: async (signal = 'SIGTERM') => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      const r = await exited;
+      clearTimeout(timer);
+      return r;
+    },
+  };
+}
