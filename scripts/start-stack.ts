@@ -4,6 +4,9 @@
  * on Ctrl-C (SIGINT) or SIGTERM.
  *
  * package.json of a service:
+ * `${NAME}` and `${NAME:-default}` in these entries are taken from the environment, so a port moved by an
+ * environment variable is also the port printed and polled.
+ *
  *   "toolkit": { "start": { "args": ["serve", "--config", "config/x.json"],
  *                           "env": { "X": "y" },
  *                           "ready": "http://127.0.0.1:8787/api/health",
@@ -23,6 +26,7 @@ import {
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
+import { substituteEnv } from '../packages/core/src/config.ts';
 
 interface StartEntry {
   args?: string[];
@@ -63,7 +67,12 @@ function discover(): Service[] {
     const start = pkg.toolkit?.start;
     const binEntry = pkg.bin ? Object.entries(pkg.bin)[0] : undefined;
     if (!start || !binEntry) continue;
-    services.push({ name: binEntry[0], dir, bin: join(dir, binEntry[1]), start });
+    services.push({
+      name: binEntry[0],
+      dir,
+      bin: join(dir, binEntry[1]),
+      start: substituteEnv(start, process.env, `${pkgFile} toolkit.start`) as StartEntry,
+    });
   }
   return services;
 }

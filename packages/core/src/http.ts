@@ -1,8 +1,4 @@
-import Fastify, {
-  LogController,
-  type FastifyInstance,
-  type FastifyServerOptions,
-} from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { Logger } from 'pino';
 import { isAppError } from './errors.ts';
 

@@ -22,7 +22,7 @@ test('SIGTERM: the in-flight request completes, the port is released, the proces
   const port = Number(new URL(url!).port);
   const inFlight = fetch(`${url}/slow`).then(async (r) => ({
     status: r.status,
-    body: (await r.json()),
+    body: await r.json(),
   }));
   await new Promise((r) => setTimeout(r, 200)); // the request is now being handled
   proc.child.kill('SIGTERM');
