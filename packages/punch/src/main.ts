@@ -1,4 +1,99 @@
 // Entry point of `npx punch`: the only module that reads the environment and opens ports.
-import { runCli } from '@broadcast-ops/core';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { dirname, resolve } from 'node:path';
+import { ConfigError, Shutdown, createLogger, runCli } from '@broadcast-ops/core';
+import { loadPunchConfig } from './config.ts';
+import { createPunchServer } from './server.ts';
 
-await runCli('punch', 'not implemented yet; see the issues', {});
+const DEMO_SECRET_FILE = 'data/punch/secret';
+
+/** `serve --demo`: a random secret created once, kept in a 0600 file; its value is never printed. */
+function demoSecret(file: string): { secret: string; created: boolean } {
+  if (existsSync(file)) return { secret: readFileSync(file, 'utf8').trim(), created: false };
+  mkdirSync(dirname(file), { recursive: true });
+  const secret = randomBytes(48).toString('base64url'); // 64 characters, the length the original advises
+  writeFileSync(file, secret + '\n', { mode: 0o600, flag: 'wx' });
+  chmodSync(file, 0o600);
+  return { secret, created: true };
+}
+
+async function serve(values: Record<string, unknown>): Promise<void> {
+  let config;
+  try {
+    config = loadPunchConfig({ file: typeof values['config'] === 'string' ? values['config'] : undefined });
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`punch: configuration error:\n${err.message}\n`);
+    process.exitCode = 2;
+    return;
+  }
+  const logger = createLogger({
+    service: 'punch',
+    level: config.logLevel,
+    pretty: process.env['LOG_PRETTY'] === '1',
+  });
+  let secret = config.secret;
+  if (secret === undefined && values['demo'] === true) {
+    const file = resolve(DEMO_SECRET_FILE);
+    const demo = demoSecret(file);
+    secret = demo.secret;
+    logger.warn(
+      { file },
+      demo.created
+        ? 'demo mode: created a random PUNCH_SECRET in this file (mode 0600); set PUNCH_SECRET in production'
+        : 'demo mode: using the PUNCH_SECRET stored in this file; set PUNCH_SECRET in production',
+    );
+  }
+  if (secret === undefined) {
+    process.stderr.write(
+      'punch: PUNCH_SECRET is not set. It is the HMAC key that signs every access token, so the broker ' +
+        'refuses to start without it. Set PUNCH_SECRET to a random string of at least 32 (advised 64+) ' +
+        'characters, e.g. `export PUNCH_SECRET=$(openssl rand -base64 48)`, or run `punch serve --demo` ' +
+        `to keep a generated one in ${DEMO_SECRET_FILE}.\n`,
+    );
+    process.exitCode = 2;
+    return;
+  }
+  if (secret.length < 32) {
+    process.stderr.write(
+      'punch: PUNCH_SECRET must be at least 32 characters (advised 64+); refusing to start.\n',
+    );
+    process.exitCode = 2;
+    return;
+  }
+  if (secret.length < 64) logger.warn('PUNCH_SECRET is shorter than the advised 64 characters');
+  if (!config.limits.rateLimits)
+    logger.warn('per-IP rate limits are OFF (PUNCH_RATE_LIMITS=off); benchmarks only');
+  const server = createPunchServer({ config: { ...config, secret }, logger });
+  const shutdown = new Shutdown({ logger }).install();
+  shutdown.add('broker', () => server.close());
+  const url = await server.listen();
+  logger.info(
+    {
+      url,
+      db: config.db,
+      baseUrl: config.baseUrl ?? null,
+      trustProxy: config.trustProxy,
+      sessions: server.broker.liveSessions,
+    },
+    'punch broker listening',
+  );
+  if (!config.baseUrl && (config.host === '0.0.0.0' || config.host === '::')) {
+    logger.warn('PUNCH_BASE_URL is not set: session links use localhost; set it to the public origin');
+  }
+}
+
+await runCli('punch', 'SRT session broker (sessions, tokens, connection strings)', {
+  serve: {
+    summary: 'Start the broker (configuration from PUNCH_* environment variables)',
+    options: {
+      config: { type: 'string', description: 'JSON or YAML config file (environment overrides it)' },
+      demo: {
+        type: 'boolean',
+        description: `Without PUNCH_SECRET, keep a random secret in ${DEMO_SECRET_FILE}`,
+      },
+    },
+    run: ({ values }) => serve(values),
+  },
+});

@@ -1,0 +1,61 @@
+/**
+ * Child process of the playout-inputs bench: runs the device simulators so their CPU is not counted as
+ * the monitor's. Protocol on stdio (JSON lines):
+ *   out {"ready": {"vmix": [ports], "hyperdeck": [ports]}}
+ *   in  {"osc": <monitor OSC port>}            -> starts 4 CasparCG senders at 50 fps, out {"osc": "started"}
+ *   in  {"report": true}                       -> out {"cpu": {"user", "system"}, "datagrams": n}
+ *   in  {"quit": true}                         -> closes everything and exits 0
+ */
+import { createInterface } from 'node:readline';
+import { CasparcgSimulator } from '../../packages/playout-monitor/src/simulators/casparcg-sim.ts';
+import { HyperdeckSimulator } from '../../packages/playout-monitor/src/simulators/hyperdeck-sim.ts';
+import { VmixSimulator } from '../../packages/playout-monitor/src/simulators/vmix-sim.ts';
+
+const send = (o: unknown): void => {
+  process.stdout.write(JSON.stringify(o) + '\n');
+};
+
+const vmix = [0, 1, 2, 3].map(() => new VmixSimulator({ host: '127.0.0.1', port: 0 }));
+const decks = [0, 1, 2, 3].map(() => new HyperdeckSimulator({ host: '127.0.0.1', port: 0 }));
+const caspar: CasparcgSimulator[] = [];
+const vmixPorts: number[] = [];
+const deckPorts: number[] = [];
+for (const v of vmix) {
+  vmixPorts.push(await v.start());
+  v.play('opener.mp4', { durationSec: 3600 });
+}
+for (const d of decks) {
+  deckPorts.push(await d.start());
+  d.play(1);
+}
+send({ ready: { vmix: vmixPorts, hyperdeck: deckPorts } });
+
+const rl = createInterface({ input: process.stdin });
+rl.on('line', (line) => {
+  void (async () => {
+    const msg = JSON.parse(line) as { osc?: number; report?: boolean; quit?: boolean };
+    if (msg.osc !== undefined) {
+      for (let i = 0; i < 4; i++) {
+        const sim = new CasparcgSimulator({
+          targetHost: '127.0.0.1',
+          targetPort: msg.osc,
+          sourceAddress: `127.0.0.${i + 2}`,
+          layout: i % 2 === 0 ? '2.2' : '2.0',
+          fps: 50,
+        });
+        await sim.start();
+        sim.play(`clip${i}.mov`, { durationSec: 3600 });
+        caspar.push(sim);
+      }
+      send({ osc: 'started' });
+    } else if (msg.report) {
+      send({ cpu: process.cpuUsage(), datagrams: caspar.reduce((n, s) => n + s.datagramsSent, 0) });
+    } else if (msg.quit) {
+      for (const s of caspar) await s.close();
+      for (const v of vmix) await v.close();
+      for (const d of decks) await d.close();
+      rl.close();
+      process.exit(0);
+    }
+  })();
+});

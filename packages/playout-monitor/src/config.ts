@@ -1,0 +1,126 @@
+/**
+ * Configuration (spec 2 Part B "Configuration file", reference §1.1): `settings` and `servers`, validated
+ * strictly (unknown keys are errors naming the key), 1 to 12 servers, unique ids.
+ * Per-server input options are design additions with defaults, documented in the README.
+ */
+import { ConfigError, loadConfig } from '@broadcast-ops/core';
+import { z } from 'zod';
+
+const port = z.number().int().min(0).max(65535);
+const host = z.string().min(1).max(253);
+
+export const MAX_DEVICES = 12;
+
+const defaultPorts = z
+  .strictObject({
+    osc_player: port.default(6250),
+    http_mixer: port.default(8088),
+    tcp_recorder: port.default(9993),
+  })
+  .default({ osc_player: 6250, http_mixer: 8088, tcp_recorder: 9993 });
+
+export const settingsSchema = z.strictObject({
+  defaultFramerate: z.number().positive().max(100).default(50),
+  updateIntervalMs: z.number().int().min(10).max(60_000).default(100),
+  webSocketPort: port.default(3050),
+  defaultPorts,
+  emberPlusPort: port.default(9000),
+  tslUmdDestinations: z
+    .array(z.strictObject({ host, port: port.default(4003) }))
+    .max(32)
+    .default([]),
+  tslUmdScreen: z.number().int().min(0).max(65535).default(0),
+  /** Design addition: address the HTTP server and the OSC sockets bind to. */
+  bindAddress: z.string().min(1).default('0.0.0.0'),
+});
+
+const common = {
+  id: z.number().int().min(1).max(65534),
+  name: z.string().min(1).max(64),
+  ip: host,
+  port: port.optional(),
+  framerate: z.number().positive().max(100).optional(),
+};
+
+export const oscServerSchema = z.strictObject({
+  ...common,
+  type: z.literal('osc_player'),
+  channel: z.number().int().min(1).max(9999).default(1),
+  layer: z.number().int().min(-999).max(99999).default(10),
+  staleTimeoutMs: z.number().int().min(100).max(600_000).default(5000),
+  layerQuietMs: z.number().int().min(100).max(60_000).default(1000),
+});
+
+export const httpServerSchema = z.strictObject({
+  ...common,
+  type: z.literal('http_mixer'),
+  pollIntervalMs: z.number().int().min(50).max(60_000).default(250),
+  timeoutMs: z.number().int().min(50).max(60_000).default(2000),
+  offlineAfterFailures: z.number().int().min(1).max(100).default(3),
+  username: z.string().max(256).optional(),
+  password: z.string().max(256).optional(),
+});
+
+export const tcpServerSchema = z.strictObject({
+  ...common,
+  type: z.literal('tcp_recorder'),
+  pollIntervalMs: z.number().int().min(0).max(60_000).default(500),
+  pingIntervalMs: z.number().int().min(100).max(60_000).default(5000),
+  timeoutMs: z.number().int().min(200).max(120_000).default(6500),
+  reconnectMinMs: z.number().int().min(10).max(60_000).default(1000),
+  reconnectMaxMs: z.number().int().min(10).max(600_000).default(30_000),
+});
+
+export const serverSchema = z.discriminatedUnion('type', [
+  oscServerSchema,
+  httpServerSchema,
+  tcpServerSchema,
+]);
+
+export const configSchema = z
+  .strictObject({
+    settings: settingsSchema,
+    servers: z.array(serverSchema).min(1).max(MAX_DEVICES),
+  })
+  .superRefine((cfg, ctx) => {
+    const seen = new Set<number>();
+    cfg.servers.forEach((s, i) => {
+      if (seen.has(s.id))
+        ctx.addIssue({ code: 'custom', path: ['servers', i, 'id'], message: `duplicate id ${s.id}` });
+      seen.add(s.id);
+    });
+  });
+
+export type MonitorConfig = z.output<typeof configSchema>;
+export type ServerConfig = MonitorConfig['servers'][number];
+export type OscServerConfig = z.output<typeof oscServerSchema>;
+export type HttpServerConfig = z.output<typeof httpServerSchema>;
+export type TcpServerConfig = z.output<typeof tcpServerSchema>;
+
+export function serverPort(server: ServerConfig, settings: MonitorConfig['settings']): number {
+  return server.port ?? settings.defaultPorts[server.type];
+}
+
+/** Environment overrides (documented in the README). */
+export const CONFIG_ENV = {
+  PLAYOUT_MONITOR_PORT: 'settings.webSocketPort',
+  PLAYOUT_MONITOR_BIND: 'settings.bindAddress',
+} as const;
+
+export function loadMonitorConfig(options: {
+  file?: string;
+  data?: unknown;
+  environment?: NodeJS.ProcessEnv;
+}): MonitorConfig {
+  if (options.file === undefined && options.data === undefined) {
+    throw new ConfigError('a configuration file is required: playout-monitor --config <file.json>');
+  }
+  return loadConfig({
+    schema: configSchema,
+    file: options.file,
+    data: options.data,
+    env: CONFIG_ENV,
+    substitute: true,
+    ...(options.environment ? { environment: options.environment } : {}),
+  });
+}

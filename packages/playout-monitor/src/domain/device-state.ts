@@ -1,0 +1,66 @@
+/**
+ * The normalised device state (reference §1.3): one per configured server, whatever the device kind.
+ * Reducers per device kind turn protocol traffic into `DevicePatch`es; the store applies them and emits a
+ * change event only when something people can see changed. Outputs react to those events.
+ */
+export type DeviceType = 'osc_player' | 'http_mixer' | 'tcp_recorder';
+export type PlayState = 'play' | 'rec' | 'stop' | 'offline';
+
+export const DEVICE_TYPES: readonly DeviceType[] = ['osc_player', 'http_mixer', 'tcp_recorder'];
+
+export interface DeviceState {
+  id: number;
+  name: string;
+  type: DeviceType;
+  ip: string;
+  port: number;
+  state: PlayState;
+  /** `HH:MM:SS:FF` at `framerate`, always with `:`. */
+  timecode: string;
+  filename: string;
+  framerate: number;
+  /** Epoch ms of the last data from the device (or of the last state change when none). */
+  updated: number;
+  connected: boolean;
+  /** Design extras (reference §1.3): present only when the device tells them. */
+  positionMs?: number;
+  durationMs?: number;
+  remainingMs?: number;
+  loop?: boolean;
+  /** Why the device is offline (or other notable condition), e.g. "no OSC for 5 s". */
+  reason?: string;
+  /** vMix only: whether it streams. */
+  streaming?: boolean;
+}
+
+/** Fields a reducer may set; `undefined` for an optional field removes it. */
+export type DevicePatch = {
+  [K in Exclude<keyof DeviceState, 'id' | 'name' | 'type' | 'ip' | 'port' | 'updated'>]?:
+    DeviceState[K] | undefined;
+};
+
+export interface DeviceIdentity {
+  id: number;
+  name: string;
+  type: DeviceType;
+  ip: string;
+  port: number;
+  framerate: number;
+}
+
+export function initialState(identity: DeviceIdentity, now: number): DeviceState {
+  return {
+    id: identity.id,
+    name: identity.name,
+    type: identity.type,
+    ip: identity.ip,
+    port: identity.port,
+    state: 'offline',
+    timecode: '00:00:00:00',
+    filename: '',
+    framerate: identity.framerate,
+    updated: now,
+    connected: false,
+    reason: 'not connected yet',
+  };
+}

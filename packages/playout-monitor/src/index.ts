@@ -1,0 +1,15 @@
+// Public surface of the package (the outputs issue and tests build on these).
+export * from './config.ts';
+export * from './domain/device-state.ts';
+export * from './domain/device-store.ts';
+export { Monitor, type MonitorOptions, type StartedMonitor } from './monitor.ts';
+export { healthBody, type HealthBody } from './io/http-server.ts';
+export {
+  startSimulator,
+  simulatorKind,
+  type SimulatorHandle,
+  type SimulatorKind,
+} from './simulators/index.ts';
+export { CasparcgSimulator } from './simulators/casparcg-sim.ts';
+export { VmixSimulator } from './simulators/vmix-sim.ts';
+export { HyperdeckSimulator } from './simulators/hyperdeck-sim.ts';

@@ -1,0 +1,87 @@
+/**
+ * HTTP app on `settings.webSocketPort`: `GET /health` in the spec's shape (reference §1.3), plus
+ * `GET /api/devices` (the DeviceState list) and `GET /metrics`. The WebSocket, Ember+, TSL and the
+ * pages arrive with the outputs; their health fields already report them as not running.
+ */
+import { createHttpApp, type Logger, type Registry } from '@broadcast-ops/core';
+import type { FastifyInstance } from 'fastify';
+import type { MonitorConfig } from '../config.ts';
+import type { DeviceStore } from '../domain/device-store.ts';
+import type { MalformedInputs } from '../malformed.ts';
+import { fail } from '../errors.ts';
+
+export interface HealthDeps {
+  store: DeviceStore;
+  config: MonitorConfig;
+  version: string;
+  /** Monotonic ms when the service started, and a monotonic clock. */
+  startedAtMs: number;
+  monotonicMs: () => number;
+  now: () => number;
+  malformed: MalformedInputs;
+}
+
+export interface HealthBody {
+  status: 'healthy' | 'degraded';
+  uptime: number;
+  timestamp: number;
+  version: string;
+  devices: {
+    total: number;
+    connected: number;
+    list: { id: number; name: string; type: string; connected: boolean; state: string }[];
+  };
+  protocols: {
+    websocket: { clients: number };
+    emberPlus: { enabled: boolean; running: boolean; port: number };
+    tslUmd: { enabled: boolean; running: boolean; destinations: number };
+  };
+  memory: { heapUsed: number; heapTotal: number; unit: 'MB' };
+  inputs: { malformed: Record<string, number> };
+}
+
+export function healthBody(d: HealthDeps): HealthBody {
+  const list = d.store
+    .list()
+    .map((s) => ({ id: s.id, name: s.name, type: s.type, connected: s.connected, state: s.state }));
+  const connected = list.filter((s) => s.connected).length;
+  const mem = process.memoryUsage();
+  return {
+    status: connected > 0 ? 'healthy' : 'degraded',
+    uptime: (d.monotonicMs() - d.startedAtMs) / 1000,
+    timestamp: d.now(),
+    version: d.version,
+    devices: { total: list.length, connected, list },
+    protocols: {
+      websocket: { clients: 0 },
+      emberPlus: { enabled: false, running: false, port: d.config.settings.emberPlusPort },
+      tslUmd: {
+        enabled: d.config.settings.tslUmdDestinations.length > 0,
+        running: false,
+        destinations: d.config.settings.tslUmdDestinations.length,
+      },
+    },
+    memory: {
+      heapUsed: Math.round(mem.heapUsed / 1048576),
+      heapTotal: Math.round(mem.heapTotal / 1048576),
+      unit: 'MB',
+    },
+    inputs: { malformed: d.malformed.counts() },
+  };
+}
+
+export function buildHttpApp(deps: HealthDeps & { logger: Logger; registry: Registry }): FastifyInstance {
+  const app = createHttpApp({ logger: deps.logger });
+  app.get('/health', () => healthBody(deps));
+  app.get('/api/devices', () => deps.store.list());
+  app.get<{ Params: { id: string } }>('/api/devices/:id', (req) => {
+    const device = deps.store.get(Number(req.params.id));
+    if (!device) throw fail('DEVICE_NOT_FOUND', `no device with id ${req.params.id}`);
+    return device;
+  });
+  app.get('/metrics', async (_req, reply) => {
+    void reply.header('content-type', deps.registry.contentType);
+    return deps.registry.metrics();
+  });
+  return app;
+}

@@ -1,0 +1,284 @@
+/**
+ * HyperDeck client for one `tcp_recorder` server (reference §3.4): a persistent TCP connection that
+ * waits for the `500 connection info` banner, enables transport notifications, sets a watchdog, asks
+ * `transport info` (and polls it, since decks push 508 on changes but not the running timecode), gets the
+ * clip list with `clips get` when the clip or slot changes, pings to keep the link alive, treats silence
+ * as a timeout, and reconnects with capped exponential backoff (1 s × 2ⁿ up to 30 s, ±20 % jitter).
+ * `120 connection rejected` (another client holds the deck) is reported as the offline reason.
+ * One command is in flight at a time; the queue is bounded.
+ */
+import { Socket } from 'node:net';
+import type { Clock, Logger, TimerHandle } from '@broadcast-ops/core';
+import type { TcpServerConfig } from '../config.ts';
+import { reconnectDelayMs } from '../domain/backoff.ts';
+import type { DeviceStore } from '../domain/device-store.ts';
+import { HyperdeckReducer } from '../domain/hyperdeck-reducer.ts';
+import type { MalformedInputs } from '../malformed.ts';
+import {
+  encodeCommand,
+  HD,
+  HyperdeckReader,
+  isAsync,
+  parseClipsInfo,
+  parseConnectionInfo,
+  parseTransportInfo,
+  type HyperdeckResponse,
+} from '../protocol/hyperdeck.ts';
+
+export interface HyperdeckClientOptions {
+  server: TcpServerConfig;
+  port: number;
+  defaultFramerate: number;
+  store: DeviceStore;
+  clock: Clock;
+  logger: Logger;
+  malformed: MalformedInputs;
+  /** Jitter source (tests pass a constant). */
+  random?: () => number;
+}
+
+interface Pending {
+  command: string;
+  name: string;
+  onResponse: (r: HyperdeckResponse) => void;
+}
+
+const MAX_QUEUE = 16;
+
+export class HyperdeckClient {
+  readonly #o: HyperdeckClientOptions;
+  readonly #reducer: HyperdeckReducer;
+  readonly #logger: Logger;
+  #socket: Socket | undefined;
+  #reader = new HyperdeckReader();
+  #queue: Pending[] = [];
+  #inFlight: Pending | undefined;
+  #timers: TimerHandle[] = [];
+  #reconnectTimer: TimerHandle | undefined;
+  #attempt = 0;
+  #closed = false;
+  #session = false;
+  #lastRxAt = 0;
+  #lastTxAt = 0;
+  #closeReason: string | undefined;
+  #wasConnected = false;
+  #connects = 0;
+  #rejectionLogged = false;
+
+  constructor(options: HyperdeckClientOptions) {
+    this.#o = options;
+    this.#logger = options.logger.child({ device: options.server.id });
+    this.#reducer = new HyperdeckReducer({
+      framerate: options.server.framerate,
+      defaultFramerate: options.defaultFramerate,
+    });
+  }
+
+  get connects(): number {
+    return this.#connects;
+  }
+
+  start(): void {
+    this.#connect();
+  }
+
+  #apply(patch: Parameters<DeviceStore['apply']>[1], fromDevice: boolean): void {
+    this.#o.store.apply(this.#o.server.id, patch, fromDevice);
+  }
+
+  #connect(): void {
+    if (this.#closed) return;
+    this.#connects++;
+    this.#reader = new HyperdeckReader();
+    this.#queue = [];
+    this.#inFlight = undefined;
+    this.#session = false;
+    this.#closeReason = undefined;
+    const socket = new Socket();
+    this.#socket = socket;
+    socket.setNoDelay(true);
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => this.#onData(chunk));
+    socket.on('error', (err: NodeJS.ErrnoException) => {
+      this.#closeReason ??=
+        err.code === 'ECONNREFUSED' ? 'connection refused' : `socket error: ${err.message}`;
+    });
+    socket.on('close', () => this.#onClose(socket));
+    this.#lastRxAt = this.#o.clock.monotonicMs();
+    socket.connect({ host: this.#o.server.ip, port: this.#o.port });
+    this.#armWatchdog();
+  }
+
+  #armWatchdog(): void {
+    // Silence for longer than timeoutMs (no banner, no reply to polls or pings) ends the connection.
+    const check = (): void => {
+      if (this.#closed || !this.#socket) return;
+      const now = this.#o.clock.monotonicMs();
+      if (now - this.#lastRxAt > this.#o.server.timeoutMs) {
+        this.#drop(this.#session ? `no reply for ${this.#o.server.timeoutMs} ms` : 'no connection banner');
+        return;
+      }
+      this.#timers.push(this.#o.clock.setTimer(250, check));
+    };
+    this.#timers.push(this.#o.clock.setTimer(250, check));
+  }
+
+  #drop(reason: string): void {
+    this.#closeReason ??= reason;
+    this.#socket?.destroy();
+  }
+
+  #onClose(socket: Socket): void {
+    if (socket !== this.#socket) return;
+    this.#socket = undefined;
+    for (const t of this.#timers) t.cancel();
+    this.#timers = [];
+    const reason = this.#closeReason ?? 'connection closed';
+    if (this.#wasConnected || this.#attempt === 0) this.#logger.warn({ reason }, 'HyperDeck offline');
+    this.#wasConnected = false;
+    this.#apply(this.#reducer.onDisconnected(reason), false);
+    if (this.#closed) return;
+    const s = this.#o.server;
+    const delay = reconnectDelayMs(
+      this.#attempt,
+      s.reconnectMinMs,
+      s.reconnectMaxMs,
+      this.#o.random ?? Math.random,
+    );
+    this.#attempt++;
+    this.#reconnectTimer = this.#o.clock.setTimer(delay, () => this.#connect());
+  }
+
+  #onData(chunk: string): void {
+    this.#lastRxAt = this.#o.clock.monotonicMs();
+    const { responses, problems } = this.#reader.push(chunk);
+    for (const p of problems)
+      this.#o.malformed.report(`hyperdeck-${p.kind}`, { device: this.#o.server.id, ...p });
+    for (const r of responses) {
+      try {
+        this.#onResponse(r);
+      } catch (err) {
+        this.#o.malformed.report('hyperdeck-response', {
+          device: this.#o.server.id,
+          code: r.code,
+          error: String(err),
+        });
+      }
+    }
+  }
+
+  #onResponse(r: HyperdeckResponse): void {
+    if (r.code === HD.CONNECTION_INFO) {
+      this.#onBanner(r);
+      return;
+    }
+    if (r.code === HD.CONNECTION_REJECTED) {
+      // Logged once until the monitor gets in: the retries keep meeting the same 120.
+      if (!this.#rejectionLogged)
+        this.#logger.warn('HyperDeck rejected the connection (120): another client holds it');
+      this.#rejectionLogged = true;
+      this.#drop('connection rejected (120)');
+      return;
+    }
+    if (isAsync(r.code)) {
+      if (r.code === HD.ASYNC_TRANSPORT_INFO) this.#onTransport(r, true);
+      else if (r.code === HD.ASYNC_SLOT_INFO) this.#requestClips();
+      return;
+    }
+    const pending = this.#inFlight;
+    if (!pending) {
+      this.#o.malformed.report('hyperdeck-unexpected-response', { device: this.#o.server.id, code: r.code });
+      return;
+    }
+    this.#inFlight = undefined;
+    pending.onResponse(r);
+    this.#sendNext();
+  }
+
+  #onBanner(r: HyperdeckResponse): void {
+    const info = parseConnectionInfo(r.params);
+    this.#session = true;
+    this.#attempt = 0;
+    this.#rejectionLogged = false;
+    this.#wasConnected = true;
+    this.#logger.info({ model: info.model, protocolVersion: info.protocolVersion }, 'HyperDeck connected');
+    this.#apply(this.#reducer.onConnected(info), true);
+    const s = this.#o.server;
+    // Separate commands: a deck that refuses one key (1xx) must still enable the other.
+    this.#enqueue('notify', encodeCommand('notify', [['transport', true]]));
+    this.#enqueue('notify', encodeCommand('notify', [['slot', true]]));
+    this.#enqueue('watchdog', encodeCommand('watchdog', [['period', Math.ceil(s.timeoutMs / 1000) + 1]]));
+    this.#enqueue('transport info', encodeCommand('transport info'), (resp) =>
+      this.#onTransport(resp, false),
+    );
+    this.#requestClips();
+    if (s.pollIntervalMs > 0) this.#every(s.pollIntervalMs, () => this.#poll());
+    this.#every(s.pingIntervalMs, () => {
+      if (this.#o.clock.monotonicMs() - this.#lastTxAt >= s.pingIntervalMs - 1)
+        this.#enqueue('ping', encodeCommand('ping'));
+    });
+  }
+
+  #every(ms: number, fn: () => void): void {
+    const run = (): void => {
+      if (this.#closed || !this.#socket) return;
+      fn();
+      this.#timers.push(this.#o.clock.setTimer(ms, run));
+    };
+    this.#timers.push(this.#o.clock.setTimer(ms, run));
+  }
+
+  #poll(): void {
+    if (this.#queue.some((p) => p.name === 'transport info') || this.#inFlight?.name === 'transport info')
+      return;
+    this.#enqueue('transport info', encodeCommand('transport info'), (resp) =>
+      this.#onTransport(resp, false),
+    );
+  }
+
+  #requestClips(): void {
+    if (this.#queue.some((p) => p.name === 'clips get') || this.#inFlight?.name === 'clips get') return;
+    this.#enqueue('clips get', encodeCommand('clips get'), (resp) => {
+      if (resp.code === HD.CLIPS_INFO) this.#apply(this.#reducer.onClips(parseClipsInfo(resp.params)), true);
+    });
+  }
+
+  #onTransport(r: HyperdeckResponse, merge: boolean): void {
+    if (r.code !== HD.TRANSPORT_INFO && r.code !== HD.ASYNC_TRANSPORT_INFO) return;
+    const { patch, clipChanged } = this.#reducer.onTransport(parseTransportInfo(r.params), merge);
+    this.#apply(patch, true);
+    if (clipChanged) this.#requestClips();
+  }
+
+  #enqueue(
+    name: string,
+    command: string,
+    onResponse: (r: HyperdeckResponse) => void = () => undefined,
+  ): void {
+    if (!this.#socket || this.#queue.length >= MAX_QUEUE) return;
+    this.#queue.push({ name, command, onResponse });
+    if (!this.#inFlight) this.#sendNext();
+  }
+
+  #sendNext(): void {
+    const next = this.#queue.shift();
+    if (!next || !this.#socket) return;
+    this.#inFlight = next;
+    this.#lastTxAt = this.#o.clock.monotonicMs();
+    this.#socket.write(next.command);
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#reconnectTimer?.cancel();
+    for (const t of this.#timers) t.cancel();
+    this.#timers = [];
+    if (this.#socket) {
+      // Polite goodbye (the deck frees its single client slot at once), then close.
+      this.#socket.end(encodeCommand('quit'));
+      this.#socket.destroySoon();
+      const s = this.#socket;
+      setTimeout(() => s.destroy(), 200).unref();
+    }
+  }
+}

@@ -1,0 +1,169 @@
+/**
+ * OSC input runner for `osc_player` servers: one UDP socket per configured port, datagrams demultiplexed
+ * by source IP (then channel and layer inside the CasparCG reducer, defect P3). Datagrams from unknown
+ * sources are dropped before decoding, so a flood from elsewhere costs almost nothing.
+ * A periodic tick lets the reducers notice silence (offline) and quiet layers (stop).
+ */
+import { createSocket, type Socket } from 'node:dgram';
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
+import type { Clock, Logger, TimerHandle } from '@broadcast-ops/core';
+import type { OscServerConfig } from '../config.ts';
+import { CasparcgReducer } from '../domain/casparcg-reducer.ts';
+import type { DeviceStore } from '../domain/device-store.ts';
+import type { MalformedInputs } from '../malformed.ts';
+import { parseCasparMessage } from '../protocol/casparcg.ts';
+import { decodeOsc, oscMessages } from '../protocol/osc.ts';
+
+export interface OscInputOptions {
+  port: number;
+  bindAddress: string;
+  servers: OscServerConfig[];
+  defaultFramerate: number;
+  store: DeviceStore;
+  clock: Clock;
+  logger: Logger;
+  malformed: MalformedInputs;
+  tickMs?: number;
+}
+
+interface Entry {
+  id: number;
+  reducer: CasparcgReducer;
+}
+
+function normaliseAddress(address: string): string {
+  return address.startsWith('::ffff:') ? address.slice(7) : address;
+}
+
+export class OscInput {
+  readonly #o: OscInputOptions;
+  readonly #byAddress = new Map<string, Entry[]>();
+  readonly #entries: Entry[] = [];
+  #socket: Socket | undefined;
+  #tick: TimerHandle | undefined;
+  #closed = false;
+  #datagrams = 0;
+
+  constructor(options: OscInputOptions) {
+    this.#o = options;
+    for (const s of options.servers) {
+      this.#entries.push({
+        id: s.id,
+        reducer: new CasparcgReducer({
+          channel: s.channel,
+          layer: s.layer,
+          framerate: s.framerate,
+          defaultFramerate: options.defaultFramerate,
+          staleTimeoutMs: s.staleTimeoutMs,
+          layerQuietMs: s.layerQuietMs,
+          advanceWindowMs: 500,
+        }),
+      });
+    }
+  }
+
+  get datagrams(): number {
+    return this.#datagrams;
+  }
+
+  /** Resolve server addresses (CasparCG sends from an IP; names are resolved once), bind, start ticking. */
+  async start(): Promise<number> {
+    for (const [i, s] of this.#o.servers.entries()) {
+      let address = s.ip;
+      if (isIP(address) === 0) {
+        try {
+          address = (await lookup(address, { family: 4 })).address;
+        } catch (err) {
+          this.#o.logger.warn(
+            { id: s.id, ip: s.ip, err },
+            'cannot resolve the CasparCG server name; use an IP',
+          );
+        }
+      }
+      const entry = this.#entries[i];
+      if (!entry) continue;
+      const list = this.#byAddress.get(address) ?? [];
+      list.push(entry);
+      this.#byAddress.set(address, list);
+    }
+    const socket = createSocket({
+      type: isIP(this.#o.bindAddress) === 6 ? 'udp6' : 'udp4',
+      reuseAddr: false,
+    });
+    this.#socket = socket;
+    socket.on('message', (msg, rinfo) => this.#onDatagram(msg, normaliseAddress(rinfo.address)));
+    socket.on('error', (err) => this.#o.logger.error({ err }, 'OSC socket error'));
+    await new Promise<void>((resolve, reject) => {
+      socket.once('error', reject);
+      socket.bind(this.#o.port, this.#o.bindAddress, () => {
+        socket.removeListener('error', reject);
+        resolve();
+      });
+    });
+    try {
+      // 50 bundle sets per second per server at 50p: give the kernel room for bursts.
+      socket.setRecvBufferSize(1024 * 1024);
+    } catch {
+      /* not permitted: the default buffer still works */
+    }
+    this.#armTick();
+    this.#refreshAll(false);
+    return socket.address().port;
+  }
+
+  #armTick(): void {
+    if (this.#closed) return;
+    this.#tick = this.#o.clock.setTimer(this.#o.tickMs ?? 250, () => {
+      this.#refreshAll(false);
+      this.#armTick();
+    });
+  }
+
+  #refreshAll(fromDevice: boolean): void {
+    const now = this.#o.clock.monotonicMs();
+    for (const e of this.#entries) this.#o.store.apply(e.id, e.reducer.derive(now), fromDevice);
+  }
+
+  /** Entry point for one datagram (public for tests that drive it without a socket). */
+  handleDatagram(msg: Uint8Array, address: string): void {
+    this.#onDatagram(msg, address);
+  }
+
+  #onDatagram(msg: Uint8Array, address: string): void {
+    this.#datagrams++;
+    const entries = this.#byAddress.get(address);
+    if (!entries) {
+      this.#o.malformed.report('osc-unknown-source', { address });
+      return;
+    }
+    const now = this.#o.clock.monotonicMs();
+    const { packet, errors } = decodeOsc(msg);
+    for (const err of errors) {
+      this.#o.malformed.report(packet ? 'osc-element' : 'osc-datagram', {
+        address,
+        code: err.code,
+        error: err.message,
+      });
+    }
+    for (const e of entries) e.reducer.onDatagram(now);
+    for (const m of oscMessages(packet)) {
+      const parsed = parseCasparMessage(m);
+      if (!parsed.ok) {
+        if (parsed.reason === 'bad-arguments')
+          this.#o.malformed.report('osc-arguments', { address, path: parsed.address });
+        continue;
+      }
+      for (const e of entries) e.reducer.onEvent(parsed.event, now);
+    }
+    for (const e of entries) this.#o.store.apply(e.id, e.reducer.derive(now), true);
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#tick?.cancel();
+    const socket = this.#socket;
+    this.#socket = undefined;
+    if (socket) await new Promise<void>((resolve) => socket.close(() => resolve()));
+  }
+}

@@ -1,0 +1,305 @@
+/**
+ * Blackmagic HyperDeck Ethernet protocol (pure): bytes in, lines, responses and typed facts out
+ * (reference §3.4, defect P6). Framing: a response is `NNN text` on one line, or `NNN text:` followed by
+ * `key: value` lines up to a blank line. Only a header ending in `:` has parameters.
+ * The deck ends lines with CR LF; LF alone is accepted too. Every buffer is bounded.
+ */
+
+export const HYPERDECK_MAX_LINE = 4096;
+export const HYPERDECK_MAX_PARAMS = 10_000;
+
+export interface HyperdeckResponse {
+  code: number;
+  text: string;
+  /** `key: value` pairs in wire order (a clip list has one pair per clip). */
+  params: [string, string][];
+}
+
+export type HyperdeckProblem =
+  | { kind: 'line-too-long'; length: number }
+  | { kind: 'unknown-line'; line: string }
+  | { kind: 'bad-parameter'; line: string }
+  | { kind: 'too-many-parameters'; code: number }
+  | { kind: 'unterminated-block'; code: number };
+
+/** Splits a byte stream into lines; a line longer than the bound is dropped and reported once. */
+export class LineSplitter {
+  readonly #max: number;
+  #partial = '';
+  #discarding = false;
+
+  constructor(maxLine = HYPERDECK_MAX_LINE) {
+    this.#max = maxLine;
+  }
+
+  /** Returns the complete lines (without CR/LF) and any overlong-line problems. */
+  push(chunk: string): { lines: string[]; problems: HyperdeckProblem[] } {
+    const lines: string[] = [];
+    const problems: HyperdeckProblem[] = [];
+    let start = 0;
+    for (;;) {
+      const nl = chunk.indexOf('\n', start);
+      if (nl < 0) break;
+      const piece = chunk.slice(start, nl);
+      start = nl + 1;
+      if (this.#discarding) {
+        this.#discarding = false;
+        this.#partial = '';
+        continue;
+      }
+      let line = this.#partial + piece;
+      this.#partial = '';
+      if (line.endsWith('\r')) line = line.slice(0, -1);
+      if (line.length > this.#max) {
+        problems.push({ kind: 'line-too-long', length: line.length });
+        continue;
+      }
+      lines.push(line);
+    }
+    const rest = chunk.slice(start);
+    if (!this.#discarding && rest.length > 0) {
+      this.#partial += rest;
+      if (this.#partial.length > this.#max + 1) {
+        problems.push({ kind: 'line-too-long', length: this.#partial.length });
+        this.#partial = '';
+        this.#discarding = true;
+      }
+    }
+    return { lines, problems };
+  }
+
+  /** Characters held while waiting for an end of line (for bound checks in tests). */
+  get pending(): number {
+    return this.#partial.length;
+  }
+}
+
+const HEADER = /^(\d{3}) (.+?)(:?)$/;
+const PARAM = /^(.*?): (.*)$/;
+
+/** Turns lines into responses. Feed it every line; it returns a response when one is complete. */
+export class ResponseAssembler {
+  #current: HyperdeckResponse | undefined;
+  readonly #maxParams: number;
+
+  constructor(maxParams = HYPERDECK_MAX_PARAMS) {
+    this.#maxParams = maxParams;
+  }
+
+  push(line: string): { responses: HyperdeckResponse[]; problems: HyperdeckProblem[] } {
+    const responses: HyperdeckResponse[] = [];
+    const problems: HyperdeckProblem[] = [];
+    const current = this.#current;
+    if (current) {
+      if (line === '') {
+        responses.push(current);
+        this.#current = undefined;
+        return { responses, problems };
+      }
+      const header = HEADER.exec(line);
+      if (!header || PARAM.test(line)) {
+        const p = PARAM.exec(line);
+        if (!p) {
+          problems.push({ kind: 'bad-parameter', line: line.slice(0, 200) });
+        } else if (current.params.length >= this.#maxParams) {
+          problems.push({ kind: 'too-many-parameters', code: current.code });
+          this.#current = undefined;
+        } else {
+          current.params.push([p[1] ?? '', p[2] ?? '']);
+        }
+        return { responses, problems };
+      }
+      // A new header before the blank line: the block was cut short. Keep what arrived, then go on.
+      problems.push({ kind: 'unterminated-block', code: current.code });
+      responses.push(current);
+      this.#current = undefined;
+    }
+    if (line === '') return { responses, problems };
+    const header = HEADER.exec(line);
+    if (!header) {
+      problems.push({ kind: 'unknown-line', line: line.slice(0, 200) });
+      return { responses, problems };
+    }
+    const response: HyperdeckResponse = { code: Number(header[1]), text: header[2] ?? '', params: [] };
+    if (header[3] === ':') this.#current = response;
+    else responses.push(response);
+    return { responses, problems };
+  }
+
+  reset(): void {
+    this.#current = undefined;
+  }
+}
+
+/** One reader = splitter + assembler, for a connection. */
+export class HyperdeckReader {
+  readonly #lines: LineSplitter;
+  readonly #assembler: ResponseAssembler;
+
+  constructor(maxLine = HYPERDECK_MAX_LINE, maxParams = HYPERDECK_MAX_PARAMS) {
+    this.#lines = new LineSplitter(maxLine);
+    this.#assembler = new ResponseAssembler(maxParams);
+  }
+
+  push(chunk: string): { responses: HyperdeckResponse[]; problems: HyperdeckProblem[] } {
+    const { lines, problems } = this.#lines.push(chunk);
+    const responses: HyperdeckResponse[] = [];
+    for (const line of lines) {
+      const r = this.#assembler.push(line);
+      responses.push(...r.responses);
+      problems.push(...r.problems);
+    }
+    return { responses, problems };
+  }
+}
+
+/** Response code classes (reference §3.4). */
+export const HD = {
+  CONNECTION_REJECTED: 120,
+  OK: 200,
+  CLIPS_INFO: 205,
+  TRANSPORT_INFO: 208,
+  CONNECTION_INFO: 500,
+  ASYNC_SLOT_INFO: 502,
+  ASYNC_TRANSPORT_INFO: 508,
+  ASYNC_DISPLAY_TIMECODE: 513,
+} as const;
+
+export function isAsync(code: number): boolean {
+  return code >= 500 && code < 600;
+}
+
+export function isFailure(code: number): boolean {
+  return code >= 100 && code < 200;
+}
+
+/** `name` or `name: key: value key: value` on one line, CR LF terminated. */
+export function encodeCommand(name: string, params: [string, string | number | boolean][] = []): string {
+  if (params.length === 0) return `${name}\r\n`;
+  return `${name}: ${params.map(([k, v]) => `${k}: ${String(v)}`).join(' ')}\r\n`;
+}
+
+export type TransportStatus =
+  'preview' | 'stopped' | 'play' | 'forward' | 'rewind' | 'jog' | 'shuttle' | 'record';
+
+export interface TransportInfo {
+  status?: string;
+  speed?: number;
+  slotId?: string;
+  clipId?: number | null;
+  singleClip?: boolean;
+  displayTimecode?: string;
+  timecode?: string;
+  videoFormat?: string;
+  loop?: boolean;
+}
+
+function boolParam(v: string): boolean | undefined {
+  if (v === 'true') return true;
+  if (v === 'false') return false;
+  return undefined;
+}
+
+/** The keys of a 208/508 block. 508 blocks may carry only the changed keys: merge the result. */
+export function parseTransportInfo(params: [string, string][]): TransportInfo {
+  const info: TransportInfo = {};
+  for (const [key, value] of params) {
+    switch (key) {
+      case 'status':
+        info.status = value;
+        break;
+      case 'speed': {
+        const n = Number(value);
+        if (Number.isFinite(n)) info.speed = n;
+        break;
+      }
+      case 'slot id':
+      case 'active slot':
+        info.slotId = value;
+        break;
+      case 'clip id': {
+        if (value === 'none') info.clipId = null;
+        else {
+          const n = Number(value);
+          if (Number.isInteger(n)) info.clipId = n;
+        }
+        break;
+      }
+      case 'single clip': {
+        const b = boolParam(value);
+        if (b !== undefined) info.singleClip = b;
+        break;
+      }
+      case 'display timecode':
+        info.displayTimecode = value;
+        break;
+      case 'timecode':
+        info.timecode = value;
+        break;
+      case 'video format':
+        info.videoFormat = value;
+        break;
+      case 'loop': {
+        const b = boolParam(value);
+        if (b !== undefined) info.loop = b;
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return info;
+}
+
+export interface ClipInfo {
+  id: number;
+  name: string;
+  startTimecode: string;
+  durationTimecode: string;
+}
+
+const CLIP = /^(.*) (\d{2}:\d{2}:\d{2}[:;]\d{2}) (\d{2}:\d{2}:\d{2}[:;]\d{2})$/;
+
+/** `205 clips info:` → `clip count: N`, then `{id}: {name} {start tc} {duration tc}` (protocol ≥ 1.1). */
+export function parseClipsInfo(params: [string, string][]): ClipInfo[] {
+  const clips: ClipInfo[] = [];
+  for (const [key, value] of params) {
+    if (!/^\d+$/.test(key)) continue;
+    const m = CLIP.exec(value);
+    if (m)
+      clips.push({
+        id: Number(key),
+        name: m[1] ?? '',
+        startTimecode: m[2] ?? '',
+        durationTimecode: m[3] ?? '',
+      });
+    else clips.push({ id: Number(key), name: value, startTimecode: '', durationTimecode: '' });
+  }
+  return clips;
+}
+
+export interface ConnectionInfo {
+  protocolVersion: string | undefined;
+  model: string | undefined;
+}
+
+export function parseConnectionInfo(params: [string, string][]): ConnectionInfo {
+  const map = new Map(params);
+  return { protocolVersion: map.get('protocol version'), model: map.get('model') };
+}
+
+/** HyperDeck `video format` names (`1080i50`, `1080p2997`, `720p5994`, `4Kp25`, `PAL`, `NTSC`) to fps. */
+export function hyperdeckFormatFps(format: string): number | undefined {
+  const f = format.trim();
+  if (/^PAL/i.test(f)) return 25;
+  if (/^NTSC/i.test(f)) return 30000 / 1001;
+  const m = /([pi])(\d{2,4})$/i.exec(f);
+  if (!m) return undefined;
+  const digits = m[2] ?? '';
+  const value = digits.length > 2 ? Number(digits) / 100 : Number(digits);
+  const exact =
+    value === 59.94 ? 60000 / 1001 : value === 29.97 ? 30000 / 1001 : value === 23.98 ? 24000 / 1001 : value;
+  const fps = m[1]?.toLowerCase() === 'i' ? exact / 2 : exact;
+  // HH:MM:SS:FF counts at most 100 frames a second.
+  return fps >= 1 && fps <= 100 ? fps : undefined;
+}

@@ -1,0 +1,27 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { reconnectDelayMs } from '../../src/domain/backoff.ts';
+
+test('1 s × 2ⁿ capped at 30 s (no jitter at random = 0.5)', () => {
+  const delays = [0, 1, 2, 3, 4, 5, 6, 10, 100].map((n) => reconnectDelayMs(n, 1000, 30_000, () => 0.5));
+  assert.deepEqual(delays, [1000, 2000, 4000, 8000, 16_000, 30_000, 30_000, 30_000, 30_000]);
+});
+
+test('jitter stays within ±20 % and never exceeds the cap', () => {
+  assert.equal(
+    reconnectDelayMs(0, 1000, 30_000, () => 0),
+    800,
+  );
+  assert.equal(
+    reconnectDelayMs(0, 1000, 30_000, () => 1),
+    1200,
+  );
+  fc.assert(
+    fc.property(fc.integer({ min: 0, max: 1000 }), fc.double({ min: 0, max: 1, noNaN: true }), (n, r) => {
+      const d = reconnectDelayMs(n, 1000, 30_000, () => r);
+      assert.ok(d >= 800 && d <= 30_000, String(d));
+    }),
+    { numRuns: 500 },
+  );
+});

@@ -1,0 +1,75 @@
+// Shared test helpers (not a test file itself).
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { silentLogger } from '@broadcast-ops/core';
+import { configSchema, type MonitorConfig } from '../src/config.ts';
+import { Monitor } from '../src/monitor.ts';
+
+export const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), 'fixtures');
+
+/** A .hex fixture: `#` comment lines, then hex digits. */
+export function readHex(name: string): Uint8Array {
+  const text = readFileSync(join(FIXTURES, 'osc', name), 'utf8');
+  const hex = text
+    .split('\n')
+    .filter((l) => !l.startsWith('#'))
+    .join('')
+    .replace(/\s+/g, '');
+  return new Uint8Array(Buffer.from(hex, 'hex'));
+}
+
+export function readFixture(...parts: string[]): string {
+  return readFileSync(join(FIXTURES, ...parts), 'utf8');
+}
+
+export function makeConfig(servers: unknown[], settings: Record<string, unknown> = {}): MonitorConfig {
+  return configSchema.parse({
+    settings: { webSocketPort: 0, bindAddress: '127.0.0.1', ...settings },
+    servers,
+  });
+}
+
+export async function startMonitor(
+  config: MonitorConfig,
+): Promise<{ monitor: Monitor; url: string; oscPort: number }> {
+  const monitor = new Monitor({ config, logger: silentLogger() });
+  const started = await monitor.start(0);
+  const oscPort = [...started.oscPorts.values()][0] ?? 0;
+  return { monitor, url: started.httpUrl, oscPort };
+}
+
+export interface HealthJson {
+  status: string;
+  devices: { total: number; connected: number; list: { id: number; state: string; connected: boolean }[] };
+  inputs: { malformed: Record<string, number> };
+}
+
+export async function health(url: string): Promise<HealthJson> {
+  const res = await fetch(`${url}/health`);
+  return (await res.json()) as HealthJson;
+}
+
+/** Wait until device `id` satisfies `pred` (polling the store), or fail naming the last state seen. */
+export async function waitDevice(
+  monitor: Monitor,
+  id: number,
+  pred: (d: NonNullable<ReturnType<Monitor['store']['get']>>) => boolean,
+  timeoutMs = 5000,
+): Promise<NonNullable<ReturnType<Monitor['store']['get']>>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const d = monitor.store.get(id);
+    if (d && pred(d)) return d;
+    if (Date.now() > deadline)
+      throw new Error(`device ${id} not as expected within ${timeoutMs} ms; last: ${JSON.stringify(d)}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+export async function healthState(
+  url: string,
+  id: number,
+): Promise<{ state: string; connected: boolean } | undefined> {
+  return (await health(url)).devices.list.find((d) => d.id === id);
+}

@@ -1,0 +1,345 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { requireTool, tempDir } from '@broadcast-ops/core/testing';
+import { fromBuffer } from 'osc-min';
+import {
+  decodeOsc,
+  encodeOsc,
+  oscMessages,
+  OSC_MAX_BUNDLE_DEPTH,
+  type OscArg,
+  type OscPacket,
+} from '../../src/protocol/osc.ts';
+import { CasparcgSimulator } from '../../src/simulators/casparcg-sim.ts';
+import { readHex } from '../helpers.ts';
+
+const FIXTURES = [
+  'casparcg-2.0.7-play-1.hex',
+  'casparcg-2.0.7-play-2.hex',
+  'casparcg-2.0.7-frame-hhT.hex',
+  'casparcg-2.3-paused.hex',
+  'casparcg-2.3-playing.hex',
+  'casparcg-2.3-stopped.hex',
+  'casparcg-2.3-nested.hex',
+];
+
+function argText(a: OscArg): string {
+  switch (a.type) {
+    case 'T':
+    case 'F':
+    case 'N':
+    case 'I':
+      return a.type;
+    case 'b':
+      return Buffer.from(a.value).toString('hex');
+    case 'f':
+      return String(Math.fround(a.value));
+    default:
+      return String(a.value);
+  }
+}
+
+test('2.0.7 bundle: timetag immediate, int32 values as int64 (h), booleans T/F', () => {
+  const { packet, errors } = decodeOsc(readHex('casparcg-2.0.7-play-1.hex'));
+  assert.deepEqual(errors, []);
+  assert.ok(packet?.kind === 'bundle');
+  assert.equal(packet.timetag, 1n);
+  const msgs = oscMessages(packet);
+  assert.deepEqual(
+    msgs.map((m) => m.address),
+    [
+      '/channel/1/mixer/audio/nb_channels',
+      '/channel/1/stage/layer/10/file/time',
+      '/channel/1/stage/layer/10/file/frame',
+      '/channel/1/stage/layer/10/file/fps',
+    ],
+  );
+  assert.deepEqual(msgs[2]?.args, [
+    { type: 'h', value: 125n },
+    { type: 'h', value: 1500n },
+  ]);
+  assert.deepEqual(msgs[1]?.args, [
+    { type: 'f', value: 5 },
+    { type: 'f', value: 60 },
+  ]);
+  const second = oscMessages(decodeOsc(readHex('casparcg-2.0.7-play-2.hex')).packet);
+  assert.deepEqual(second[0]?.args, [{ type: 's', value: 'AMB.mp4' }]);
+  assert.deepEqual(second[2]?.args, [{ type: 'F' }]);
+});
+
+test('2.3 bundle: counter timetag, int32 pairs, float32 time, strings', () => {
+  const { packet, errors } = decodeOsc(readHex('casparcg-2.3-paused.hex'));
+  assert.deepEqual(errors, []);
+  assert.ok(packet?.kind === 'bundle');
+  assert.equal(packet.timetag, 41250n);
+  const msgs = oscMessages(packet);
+  assert.equal(msgs.length, 11);
+  assert.deepEqual(msgs[0], {
+    kind: 'message',
+    address: '/channel/1/framerate',
+    args: [
+      { type: 'i', value: 50 },
+      { type: 'i', value: 1 },
+    ],
+  });
+  const time = msgs.find((m) => m.address.endsWith('/foreground/file/time'));
+  assert.equal(time?.args[0]?.type, 'f');
+  assert.equal((time?.args[0] as { value: number }).value, Math.fround(12.48));
+  assert.deepEqual(msgs.find((m) => m.address.endsWith('/foreground/paused'))?.args, [{ type: 'T' }]);
+});
+
+test('nested bundles and int64 beyond 32 bits', () => {
+  const { packet, errors } = decodeOsc(readHex('casparcg-2.3-nested.hex'));
+  assert.deepEqual(errors, []);
+  assert.ok(packet?.kind === 'bundle');
+  assert.equal(packet.elements[0]?.kind, 'bundle');
+  const msgs = oscMessages(packet);
+  assert.deepEqual(msgs[0]?.args, [{ type: 'h', value: 5_000_000_000n }]);
+  assert.equal(msgs[1]?.address, '/channel/1/stage/layer/20/foreground/file/name');
+});
+
+test('every fixture re-encodes byte for byte', () => {
+  for (const name of FIXTURES) {
+    const bytes = readHex(name);
+    const { packet } = decodeOsc(bytes);
+    assert.ok(packet, name);
+    assert.deepEqual(Buffer.from(encodeOsc(packet)), Buffer.from(bytes), name);
+  }
+});
+
+test('osc-min (independent decoder) reads the fixtures as we do', () => {
+  // osc-min decodes `h` to BigInt; the reference cites ,hhT -> 125n, 1500n, true.
+  const hht = fromBuffer(Buffer.from(readHex('casparcg-2.0.7-frame-hhT.hex'))) as unknown as {
+    elements: { args: { value: unknown }[] }[];
+  };
+  assert.deepEqual(
+    hht.elements[0]?.args.map((a) => a.value),
+    [125n, 1500n, true],
+  );
+  for (const name of FIXTURES) {
+    const bytes = readHex(name);
+    const theirs: { address: string; args: unknown[] }[] = [];
+    const walk = (p: {
+      oscType: string;
+      address?: string;
+      args?: { value: unknown }[];
+      elements?: unknown[];
+    }): void => {
+      if (p.oscType === 'message')
+        theirs.push({ address: p.address ?? '', args: (p.args ?? []).map((a) => a.value) });
+      else for (const e of p.elements ?? []) walk(e as never);
+    };
+    walk(fromBuffer(Buffer.from(bytes)));
+    const ours = oscMessages(decodeOsc(bytes).packet).map((m) => ({
+      address: m.address,
+      args: m.args.map((a) =>
+        a.type === 'T' ? true : a.type === 'F' ? false : 'value' in a ? a.value : null,
+      ),
+    }));
+    assert.deepEqual(ours, theirs, name);
+  }
+});
+
+/** Decode datagrams with tshark's OSC dissector (heuristic osc_udp), one line per datagram. */
+function tsharkDecode(datagrams: Uint8Array[]): string[] {
+  requireTool('tshark');
+  requireTool('text2pcap');
+  const dir = tempDir('pm-osc-');
+  try {
+    let dump = '';
+    for (const d of datagrams) {
+      for (let i = 0; i < d.length; i += 16) {
+        dump += `${i.toString(16).padStart(6, '0')} ${Buffer.from(d.subarray(i, i + 16))
+          .toString('hex')
+          .replace(/(..)/g, '$1 ')}\n`;
+      }
+      dump += '\n';
+    }
+    const txt = join(dir.path, 'osc.txt');
+    const pcap = join(dir.path, 'osc.pcap');
+    writeFileSync(txt, dump);
+    execFileSync('text2pcap', ['-q', '-u', '40000,6250', txt, pcap]);
+    const out = execFileSync(
+      'tshark',
+      [
+        '-r',
+        pcap,
+        '--enable-heuristic',
+        'osc_udp',
+        '-T',
+        'fields',
+        '-E',
+        'occurrence=a',
+        '-E',
+        'separator=|',
+        '-e',
+        'osc.message.header.path',
+        '-e',
+        'osc.message.header.format',
+        '-e',
+        'osc.message.int32',
+        '-e',
+        'osc.message.int64',
+        '-e',
+        'osc.message.string',
+      ],
+      { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] },
+    );
+    return out.trim().split('\n');
+  } finally {
+    dir.remove();
+  }
+}
+
+function ourFields(d: Uint8Array): string {
+  const msgs = oscMessages(decodeOsc(d).packet);
+  const all = (t: string): string =>
+    msgs.flatMap((m) => m.args.filter((a) => a.type === t).map(argText)).join(',');
+  return [
+    msgs.map((m) => m.address).join(','),
+    msgs.map((m) => ',' + m.args.map((a) => a.type).join('')).join(','),
+    all('i'),
+    all('h'),
+    all('s'),
+  ].join('|');
+}
+
+test('tshark (independent decoder) agrees on the fixtures and on both simulator layouts', () => {
+  const sims = (['2.0', '2.2'] as const).map((layout) => {
+    const sim = new CasparcgSimulator({ targetHost: '127.0.0.1', targetPort: 9, layout, fps: 50 });
+    sim.play('GO1080P25.mp4', { durationSec: 10, startFrame: 42 });
+    return sim.datagramsForFrame();
+  });
+  const datagrams = [...FIXTURES.map(readHex), ...sims.flat()];
+  const lines = tsharkDecode(datagrams);
+  assert.equal(lines.length, datagrams.length);
+  datagrams.forEach((d, i) => {
+    // tshark prints a type-tag string per message with its own separators; compare addresses, ints, strings.
+    const [paths, , ints, longs, strings] = (lines[i] ?? '').split('|');
+    const [oPaths, , oInts, oLongs, oStrings] = ourFields(d).split('|');
+    assert.equal(paths, oPaths, `datagram ${i} paths`);
+    assert.equal(ints, oInts, `datagram ${i} int32`);
+    assert.equal(longs, oLongs, `datagram ${i} int64`);
+    assert.equal(strings, oStrings, `datagram ${i} strings`);
+  });
+});
+
+test('2.0.7 simulator bundles stay below 508 bytes, 2.2 below 2048', () => {
+  for (const [layout, max] of [
+    ['2.0', 508],
+    ['2.2', 2048],
+  ] as const) {
+    const sim = new CasparcgSimulator({ targetHost: '127.0.0.1', targetPort: 9, layout });
+    sim.play('a-rather-long-clip-name-to-make-the-bundle-bigger.mov', { durationSec: 10 });
+    for (const d of sim.datagramsForFrame()) assert.ok(d.length < max, `${layout}: ${d.length}`);
+  }
+});
+
+test('malformed datagrams give typed errors, and bad elements do not lose the good ones', () => {
+  assert.equal(decodeOsc(new Uint8Array(0)).errors[0]?.code, 'empty');
+  assert.equal(decodeOsc(new Uint8Array([0x2f, 0x61, 0, 0, 0x2c])).errors[0]?.code, 'not-aligned');
+  assert.equal(decodeOsc(new TextEncoder().encode('abc\0')).errors[0]?.code, 'bad-address');
+  const unknownTag = encodeOsc({ kind: 'message', address: '/x', args: [{ type: 'i', value: 1 }] });
+  unknownTag[unknownTag.indexOf(0x2c) + 1] = 0x7a;
+  assert.equal(decodeOsc(unknownTag).errors[0]?.code, 'unknown-type-tag');
+  const truncated = encodeOsc({ kind: 'message', address: '/x', args: [{ type: 'h', value: 1n }] }).subarray(
+    0,
+    12,
+  );
+  assert.equal(decodeOsc(truncated).errors[0]?.code, 'truncated');
+  // A bundle whose first element has an unknown tag still yields its second element.
+  const bundle = encodeOsc({
+    kind: 'bundle',
+    timetag: 1n,
+    elements: [
+      { kind: 'message', address: '/bad', args: [{ type: 'i', value: 1 }] },
+      { kind: 'message', address: '/ok', args: [{ type: 'T' }] },
+    ],
+  });
+  bundle[bundle.indexOf(0x2c) + 1] = 0x7a;
+  const r = decodeOsc(bundle);
+  assert.equal(r.errors.length, 1);
+  assert.deepEqual(
+    oscMessages(r.packet).map((m) => m.address),
+    ['/ok'],
+  );
+  // Nesting deeper than the bound is refused, not recursed into.
+  let deep: OscPacket = { kind: 'message', address: '/deep', args: [] };
+  for (let i = 0; i < OSC_MAX_BUNDLE_DEPTH + 2; i++) deep = { kind: 'bundle', timetag: 1n, elements: [deep] };
+  const d = decodeOsc(encodeOsc(deep));
+  assert.ok(d.errors.some((e) => e.code === 'too-deep'));
+  assert.equal(decodeOsc(new Uint8Array(70_000)).errors[0]?.code, 'too-large');
+});
+
+const argArb: fc.Arbitrary<OscArg> = fc.oneof(
+  fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }).map((value) => ({ type: 'i' as const, value })),
+  fc.float({ noNaN: true }).map((value) => ({ type: 'f' as const, value: Math.fround(value) })),
+  fc.double({ noNaN: true }).map((value) => ({ type: 'd' as const, value })),
+  fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }).map((value) => ({ type: 'h' as const, value })),
+  fc
+    .string({ unit: 'grapheme', maxLength: 20 })
+    .filter((s) => !s.includes('\0'))
+    .map((value) => ({ type: 's' as const, value })),
+  fc.uint8Array({ maxLength: 9 }).map((value) => ({ type: 'b' as const, value })),
+  fc.constantFrom<OscArg>({ type: 'T' }, { type: 'F' }, { type: 'N' }, { type: 'I' }),
+);
+const messageArb = fc.record({
+  kind: fc.constant('message' as const),
+  address: fc.stringMatching(/^\/[a-z0-9/_]{0,30}$/),
+  args: fc.array(argArb, { maxLength: 6 }),
+});
+const packetArb: fc.Arbitrary<OscPacket> = fc.letrec<{ packet: OscPacket }>((tie) => ({
+  packet: fc.oneof(
+    { depthSize: 'small', withCrossShrink: true },
+    messageArb,
+    fc.record({
+      kind: fc.constant('bundle' as const),
+      timetag: fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }),
+      elements: fc.array(tie('packet'), { maxLength: 4 }),
+    }),
+  ),
+})).packet;
+
+test('fast-check: every valid packet round-trips through encode and decode', () => {
+  fc.assert(
+    fc.property(packetArb, (p) => {
+      const bytes = encodeOsc(p);
+      const { packet, errors } = decodeOsc(bytes);
+      assert.deepEqual(errors, []);
+      assert.deepEqual(Buffer.from(encodeOsc(packet!)), Buffer.from(bytes));
+    }),
+    { numRuns: 300 },
+  );
+});
+
+test('fast-check: random and mutated datagrams never throw', () => {
+  const valid = FIXTURES.map(readHex);
+  fc.assert(
+    fc.property(
+      fc.oneof(
+        fc.uint8Array({ maxLength: 600 }),
+        fc
+          .tuple(
+            fc.constantFrom(...valid),
+            fc.array(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 })), { maxLength: 8 }),
+            fc.nat(),
+          )
+          .map(([v, flips, cut]) => {
+            const b = new Uint8Array(v);
+            for (const [at, value] of flips) b[at % b.length] = value;
+            return b.subarray(0, cut % (b.length + 1));
+          }),
+      ),
+      (bytes) => {
+        const r = decodeOsc(bytes);
+        assert.ok(r.packet !== undefined || r.errors.length > 0);
+        oscMessages(r.packet);
+      },
+    ),
+    { numRuns: 2000 },
+  );
+});

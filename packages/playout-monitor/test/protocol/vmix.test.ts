@@ -1,0 +1,156 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { VmixReducer } from '../../src/domain/vmix-reducer.ts';
+import { parseVmixXml, VMIX_MAX_XML_BYTES } from '../../src/protocol/vmix.ts';
+import { VmixSimulator } from '../../src/simulators/vmix-sim.ts';
+import { readFixture } from '../helpers.ts';
+
+function stateOf(xml: string, framerate = 25) {
+  const parsed = parseVmixXml(xml);
+  assert.ok(parsed.ok, parsed.ok ? '' : parsed.message);
+  return {
+    snapshot: parsed.snapshot,
+    patch: new VmixReducer({ framerate, offlineAfterFailures: 3 }).onSnapshot(parsed.snapshot),
+  };
+}
+
+test('vMix 21: active clip Running while recording is rec, with position, duration and remaining', () => {
+  const { snapshot, patch } = stateOf(readFixture('vmix', 'vmix-21-playing-recording.xml'));
+  assert.equal(snapshot.version, '21.0.0.55');
+  assert.equal(snapshot.recordingDurationSec, 325);
+  assert.equal(patch.state, 'rec');
+  assert.equal(patch.filename, 'clip.mp4');
+  // 22797 ms at 25 fps = frame 569 (22.76 s) -> 00:00:22:19.
+  assert.equal(patch.timecode, '00:00:22:19');
+  assert.equal(patch.positionMs, 22_797);
+  assert.equal(patch.durationMs, 30_000);
+  assert.equal(patch.remainingMs, 7203);
+  assert.equal(patch.loop, true);
+});
+
+test('vMix 24: the <active> input decides, not the first Running input (P4)', () => {
+  const { patch } = stateOf(readFixture('vmix', 'vmix-24-playing.xml'), 50);
+  assert.equal(patch.state, 'play');
+  assert.equal(patch.filename, 'Playlist - Opener_HD.mp4');
+  assert.equal(patch.timecode, '00:00:04:02');
+  assert.equal(patch.remainingMs, 90_960);
+});
+
+test('vMix 27: paused active input is stop; markOut bounds the remaining time; entities decoded', () => {
+  const { snapshot, patch } = stateOf(readFixture('vmix', 'vmix-27-paused-markout.xml'));
+  assert.equal(snapshot.inputCount, 4);
+  assert.equal(patch.state, 'stop');
+  assert.equal(patch.filename, 'Q&A Promo <v2>.mp4');
+  assert.equal(patch.remainingMs, 45_000 - 12_040);
+  assert.equal(patch.streaming, true);
+  assert.equal(patch.timecode, '00:00:12:01');
+});
+
+test('vMix 28: a Completed clip while recording is rec; recording attributes read', () => {
+  const { snapshot, patch } = stateOf(readFixture('vmix', 'vmix-28-completed.xml'));
+  assert.equal(snapshot.recording, true);
+  assert.equal(snapshot.recordingDurationSec, 61);
+  assert.equal(patch.state, 'rec');
+  assert.equal(patch.remainingMs, 0);
+  const notRecording = readFixture('vmix', 'vmix-28-completed.xml').replace(
+    /<recording[^>]*>True<\/recording>/,
+    '<recording>False</recording>',
+  );
+  assert.equal(stateOf(notRecording).patch.state, 'stop');
+});
+
+test('the simulator XML decodes to its own state (play, pause at an exact position, stop, record)', () => {
+  const sim = new VmixSimulator();
+  sim.play('opener.mp4', { durationSec: 30, positionMs: 10_000 });
+  sim.pause(10_000);
+  let { patch } = stateOf(sim.xml());
+  assert.deepEqual([patch.state, patch.filename, patch.timecode], ['stop', 'opener.mp4', '00:00:10:00']);
+  sim.play('opener.mp4', { durationSec: 30 });
+  ({ patch } = stateOf(sim.xml()));
+  assert.equal(patch.state, 'play');
+  sim.record(true);
+  assert.equal(stateOf(sim.xml()).patch.state, 'rec');
+  sim.record(false);
+  sim.stop();
+  ({ patch } = stateOf(sim.xml()));
+  assert.deepEqual([patch.state, patch.filename], ['stop', 'Black']);
+});
+
+test('broken, truncated, foreign and oversized documents are typed errors', () => {
+  const full = readFixture('vmix', 'vmix-21-playing-recording.xml');
+  const truncated = parseVmixXml(full.slice(0, full.length / 2));
+  assert.equal(truncated.ok, false);
+  assert.equal(truncated.ok ? '' : truncated.code, 'not-xml');
+  const foreign = parseVmixXml('<html><body>login</body></html>');
+  assert.equal(foreign.ok ? '' : foreign.code, 'not-vmix');
+  const big = parseVmixXml('<vmix>' + ' '.repeat(VMIX_MAX_XML_BYTES) + '</vmix>');
+  assert.equal(big.ok ? '' : big.code, 'too-large');
+  assert.equal(parseVmixXml('').ok, false);
+});
+
+test('three consecutive failures make offline, a good poll brings it back', () => {
+  const r = new VmixReducer({ framerate: 25, offlineAfterFailures: 3 });
+  const { snapshot } = stateOf(readFixture('vmix', 'vmix-24-playing.xml'));
+  r.onSnapshot(snapshot);
+  assert.equal(r.onFailure('timeout'), undefined);
+  assert.equal(r.onFailure('timeout'), undefined);
+  const off = r.onFailure('timeout');
+  assert.equal(off?.state, 'offline');
+  assert.equal(off?.reason, 'timeout (3 failed polls)');
+  assert.equal(r.onSnapshot(snapshot).state, 'play');
+  assert.equal(r.consecutiveFailures, 0);
+});
+
+test('fast-check: random XML-ish text and mutated vMix documents never throw', () => {
+  const docs = ['vmix-21-playing-recording.xml', 'vmix-24-playing.xml', 'vmix-27-paused-markout.xml'].map(
+    (f) => readFixture('vmix', f),
+  );
+  const tag = fc.constantFrom('vmix', 'inputs', 'input', 'active', 'recording', 'streaming', 'version', 'x');
+  const xmlish: fc.Arbitrary<string> = fc.letrec<{ node: string }>((tie) => ({
+    node: fc.oneof(
+      { depthSize: 'small' },
+      fc.string({ maxLength: 12 }),
+      fc
+        .tuple(
+          tag,
+          fc.dictionary(
+            fc.constantFrom('number', 'state', 'position', 'duration', 'title', 'markOut'),
+            fc.string({ maxLength: 8 }),
+            { maxKeys: 4 },
+          ),
+          fc.array(tie('node'), { maxLength: 4 }),
+        )
+        .map(
+          ([t, attrs, kids]) =>
+            `<${t}${Object.entries(attrs)
+              .map(([k, v]) => ` ${k}="${v.replace(/["<&]/g, '')}"`)
+              .join('')}>${kids.join('')}</${t}>`,
+        ),
+    ),
+  })).node;
+  fc.assert(
+    fc.property(
+      fc.oneof(
+        fc.string({ maxLength: 300 }),
+        xmlish.map((x) => `<vmix>${x}</vmix>`),
+        fc
+          .tuple(fc.constantFrom(...docs), fc.nat(), fc.nat(), fc.string({ maxLength: 10 }))
+          .map(([d, a, b, ins]) => d.slice(0, a % d.length) + ins + d.slice(b % d.length)),
+      ),
+      (text) => {
+        const r = parseVmixXml(text);
+        if (r.ok) new VmixReducer({ framerate: 25, offlineAfterFailures: 3 }).onSnapshot(r.snapshot);
+      },
+    ),
+    { numRuns: 1500 },
+  );
+});
+
+test('a document with a single input (no array in the XML) still finds the active input', () => {
+  const { snapshot, patch } = stateOf(
+    '<vmix><version>27.0.0.49</version><inputs><input key="k" number="1" type="Video" title="A.mp4" state="Running" position="40" duration="1000" loop="False">A.mp4</input></inputs><active>1</active><recording>False</recording></vmix>',
+  );
+  assert.equal(snapshot.inputCount, 1);
+  assert.deepEqual([patch.state, patch.filename, patch.timecode], ['play', 'A.mp4', '00:00:00:01']);
+});

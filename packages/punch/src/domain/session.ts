@@ -1,0 +1,119 @@
+import { randomBytes, randomFillSync } from 'node:crypto';
+
+/**
+ * The session model shared by the HTTP API (this issue) and the WebSocket signalling (next issue).
+ * Plain data: the broker (broker.ts) owns transitions, the store (store.ts) persists these records.
+ */
+export type SessionState = 'WAITING' | 'READY' | 'CONNECTED' | 'RELAYING' | 'CLOSED';
+/** Reference §1.2 "Stream and session states": waiting (0-1 peers) → ready (matched) → connected. */
+export type StreamState = 'waiting' | 'ready' | 'connected';
+export type CloseReason = 'admin_closed' | 'ttl_expired' | 'error';
+export type PeerSlot = 'a' | 'b';
+
+export interface PeerClaim {
+  /** Public IP taken from the connection (spec: peers never send their own IP), `::ffff:` stripped. */
+  ip: string;
+  /** Local SRT port from `register`, 1024-65535. */
+  port: number;
+  label: string;
+  role: 'sender' | 'receiver' | null;
+  /** Opaque metadata advertised by the peer (bounded by the WebSocket layer). */
+  meta: Record<string, unknown>;
+  /** Optional `meta.clientId` for immediate reclaim after a reconnect (reference §4). */
+  clientId: string | null;
+  claimedAt: number;
+}
+
+export interface StreamHealth {
+  rtt: number;
+  retransmit: number;
+  bitrate: number;
+}
+
+export interface StreamRecord {
+  name: string;
+  state: StreamState;
+  peerA: PeerClaim | null;
+  peerB: PeerClaim | null;
+  /** Latest health (not persisted: it is stale after a restart anyway). */
+  health: StreamHealth | null;
+}
+
+export interface SessionRecord {
+  name: string;
+  /**
+   * Random id of this incarnation of the name, carried in tokens as the `sid` claim, so a token of a closed
+   * session never opens a later session of the same name.
+   */
+  id: string;
+  state: SessionState;
+  /** 32 alphanumerics, generated once at creation (spec "Passphrase"). Never logged. */
+  passphrase: string;
+  latency: number;
+  ttl: number;
+  /** Unix epoch ms. */
+  createdAt: number;
+  /** Unix epoch ms, a whole second so that the tokens' `exp` (seconds) equals it exactly. */
+  expiresAt: number;
+  closedAt: number | null;
+  closeReason: CloseReason | null;
+  streams: StreamRecord[];
+}
+
+export const PASSPHRASE_LENGTH = 32;
+const ALPHANUMERIC = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+/** Largest multiple of 62 that fits in a byte: bytes at or above it are rejected, so there is no modulo bias. */
+const UNBIASED_LIMIT = 256 - (256 % ALPHANUMERIC.length); // 248
+
+export type RandomBytes = (n: number) => Buffer;
+
+const POOL = Buffer.alloc(8192);
+let poolOffset = POOL.length;
+
+/**
+ * CSPRNG bytes from a pool refilled by `randomFillSync`: one system call per 8 KiB instead of two per
+ * session. Every byte is handed out once and copied, so callers never share or alias pool memory.
+ */
+export function pooledRandomBytes(n: number): Buffer {
+  if (n > POOL.length) return randomBytes(n);
+  if (poolOffset + n > POOL.length) {
+    randomFillSync(POOL);
+    poolOffset = 0;
+  }
+  const out = Buffer.from(POOL.subarray(poolOffset, poolOffset + n));
+  poolOffset += n;
+  return out;
+}
+
+/** 32 alphanumerics from a CSPRNG by rejection sampling (no modulo bias). */
+export function generatePassphrase(
+  random: RandomBytes = pooledRandomBytes,
+  length = PASSPHRASE_LENGTH,
+): string {
+  let out = '';
+  // Each byte is accepted with probability 248/256; 64 bytes per round make a second round rare.
+  for (let round = 0; out.length < length; round++) {
+    if (round > 1000) throw new Error('random source returned only rejected bytes');
+    for (const b of random(64)) {
+      if (b >= UNBIASED_LIMIT) continue;
+      out += ALPHANUMERIC.charAt(b % ALPHANUMERIC.length);
+      if (out.length === length) break;
+    }
+  }
+  return out;
+}
+
+export function isLive(session: SessionRecord): boolean {
+  return session.state !== 'CLOSED';
+}
+
+export function peerCount(stream: StreamRecord): number {
+  return (stream.peerA ? 1 : 0) + (stream.peerB ? 1 : 0);
+}
+
+/** Session state from its streams (reference §1.2): any connected → CONNECTED, any matched → READY. */
+export function deriveSessionState(streams: readonly StreamRecord[]): SessionState {
+  if (streams.some((s) => s.state === 'connected')) return 'CONNECTED';
+  if (streams.some((s) => s.state === 'ready')) return 'READY';
+  return 'WAITING';
+}

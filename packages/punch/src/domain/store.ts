@@ -1,0 +1,65 @@
+import type { CloseReason, SessionRecord, SessionState, StreamRecord } from './session.ts';
+
+/**
+ * Durable session store. The broker keeps the working set in memory (one owner per session, like the
+ * original's one Durable Object per session) and writes every change through to the store, so sessions,
+ * their streams and peer claims survive a restart.
+ *
+ * Methods may be synchronous (embedded SQLite) or return promises (a Redis store for several instances,
+ * a later issue), so callers always `await` them. Health is not persisted: it is stale after a restart.
+ */
+export interface SessionStore {
+  /** Every stored session, closed tombstones included. */
+  loadAll(): SessionRecord[] | Promise<SessionRecord[]>;
+  /** Insert a session with its streams and claims, replacing any stored session of the same name. */
+  putSession(session: SessionRecord): void | Promise<void>;
+  updateSessionState(
+    name: string,
+    change: { state: SessionState; closedAt: number | null; closeReason: CloseReason | null },
+  ): void | Promise<void>;
+  /** Persist the streams of a session: their states and peer claims. */
+  putStreams(session: string, streams: readonly StreamRecord[]): void | Promise<void>;
+  deleteSession(name: string): void | Promise<void>;
+  close(): void | Promise<void>;
+}
+
+function copy(session: SessionRecord): SessionRecord {
+  return structuredClone(session);
+}
+
+/** In-memory store for tests and `PUNCH_DB=:memory:`-like setups; keeps deep copies, like a real store. */
+export class MemoryStore implements SessionStore {
+  readonly #sessions = new Map<string, SessionRecord>();
+
+  loadAll(): SessionRecord[] {
+    return [...this.#sessions.values()].map(copy);
+  }
+
+  putSession(session: SessionRecord): void {
+    this.#sessions.set(session.name, {
+      ...copy(session),
+      streams: session.streams.map((s) => ({ ...s, health: null })),
+    });
+  }
+
+  updateSessionState(
+    name: string,
+    change: { state: SessionState; closedAt: number | null; closeReason: CloseReason | null },
+  ): void {
+    const s = this.#sessions.get(name);
+    if (s) Object.assign(s, change);
+  }
+
+  putStreams(session: string, streams: readonly StreamRecord[]): void {
+    const s = this.#sessions.get(session);
+    if (s) s.streams = streams.map((x) => ({ ...structuredClone(x), health: null }));
+  }
+
+  deleteSession(name: string): void {
+    this.#sessions.delete(name);
+  }
+
+  close(): void {
+    /* nothing to release */
+  }
+}

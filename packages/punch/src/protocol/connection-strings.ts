@@ -1,0 +1,105 @@
+import { isIPv6 } from 'node:net';
+import type { ConnectFormat } from './schemas.ts';
+
+/**
+ * Connection strings per output format (spec "GET /api/session/:name/connect"; reference §2). Policy
+ * (reference §2.4): emit strings that work in the real applications, keeping all spec-mandated content
+ * (other peer's IP and port, rendezvous, latency, passphrase, connect timeout 120000, packet size 1316).
+ * Deviations from the spec's literal wording are listed in the package README ("Connection strings").
+ */
+export const CONNECT_TIMEOUT_MS = 120_000;
+export const PACKET_SIZE = 1316;
+
+export interface ConnectionParams {
+  /** The other peer's public IP. */
+  remoteIp: string;
+  /** The other peer's SRT port. */
+  remotePort: number;
+  /** This peer's local UDP port (identical to remotePort in a normal deployment, spec "What the service does"). */
+  localPort: number;
+  latencyMs: number;
+  passphrase: string;
+  /** This peer's SRT role. */
+  role: 'sender' | 'receiver';
+}
+
+/** `srt://IP:PORT`, IPv6 literals in brackets (RFC 3986 §3.2.2). */
+function srtBase(ip: string, port: number): string {
+  return `srt://${isIPv6(ip) ? `[${ip}]` : ip}:${port}`;
+}
+
+/** Query for srt-live-transmit (libsrt option names; latency in ms, SRTO_LATENCY). */
+export function liveTransmitUri(p: ConnectionParams): string {
+  return (
+    `${srtBase(p.remoteIp, p.remotePort)}?mode=rendezvous&port=${p.localPort}&latency=${p.latencyMs}` +
+    `&passphrase=${p.passphrase}&conntimeo=${CONNECT_TIMEOUT_MS}&payloadsize=${PACKET_SIZE}`
+  );
+}
+
+/** OBS Studio ≥ 30 custom server URL: FFmpeg-style µs latency; rendezvous needs localip and localport. */
+export function studioAppUri(p: ConnectionParams): string {
+  return (
+    `${srtBase(p.remoteIp, p.remotePort)}?mode=rendezvous&localip=${isIPv6(p.remoteIp) ? '::' : '0.0.0.0'}` +
+    `&localport=${p.localPort}&latency=${p.latencyMs * 1000}&passphrase=${p.passphrase}` +
+    `&connect_timeout=${CONNECT_TIMEOUT_MS}`
+  );
+}
+
+/** GStreamer srtsrc/srtsink URI: latency in ms, libsrt names, explicit local bind (else it binds the remote IP). */
+export function pipelineUri(p: ConnectionParams): string {
+  return (
+    `${srtBase(p.remoteIp, p.remotePort)}?mode=rendezvous&localaddress=${isIPv6(p.remoteIp) ? '::' : '0.0.0.0'}` +
+    `&localport=${p.localPort}&latency=${p.latencyMs}&passphrase=${p.passphrase}&conntimeo=${CONNECT_TIMEOUT_MS}`
+  );
+}
+
+/**
+ * transcoder: FFmpeg's own srt:// handler cannot do rendezvous between two hosts: libavformat/libsrt.c calls
+ * `srt_bind()` with the address of the URL host, i.e. the remote peer (reference §2.2 trap; checked with
+ * FFmpeg 5.1 on loopback: each side handshakes with itself, "COOKIE CONTEST UNRESOLVED"). So the transcoder
+ * string pipes MPEG-TS between ffmpeg and srt-live-transmit, which binds the local port correctly.
+ */
+function transcoder(p: ConnectionParams): string {
+  const uri = liveTransmitUri(p);
+  return p.role === 'sender'
+    ? `ffmpeg -re -i <INPUT> -c copy -f mpegts - | srt-live-transmit file://con "${uri}"`
+    : `srt-live-transmit "${uri}" file://con | ffmpeg -i - -c copy -f mpegts <OUTPUT>`;
+}
+
+function liveTransmit(p: ConnectionParams): string {
+  const uri = liveTransmitUri(p);
+  return p.role === 'sender'
+    ? `srt-live-transmit udp://:<IN_PORT> "${uri}"`
+    : `srt-live-transmit "${uri}" udp://127.0.0.1:<OUT_PORT>`;
+}
+
+function pipeline(p: ConnectionParams): string {
+  const uri = pipelineUri(p);
+  return p.role === 'sender'
+    ? `gst-launch-1.0 <SOURCE> ! mpegtsmux ! srtsink uri="${uri}"`
+    : `gst-launch-1.0 srtsrc uri="${uri}" ! tsdemux ! <SINK>`;
+}
+
+/** vMix has GUI fields only: one "Field: value" per line (spec wording; vMix labels the mode field "Type"). */
+function mixer(p: ConnectionParams): string {
+  return [
+    `Hostname: ${p.remoteIp}`,
+    `Port: ${p.remotePort}`,
+    `Local Port: ${p.localPort}`,
+    `Latency (ms): ${p.latencyMs}`,
+    `Passphrase: ${p.passphrase}`,
+    'Mode: Rendezvous',
+    'Key Length: 0 (auto)',
+  ].join('\n');
+}
+
+/** All five formats; key order is stable. */
+export function connectionStrings(p: ConnectionParams): Record<ConnectFormat, string> {
+  return {
+    transcoder: transcoder(p),
+    'studio-app': studioAppUri(p),
+    mixer: mixer(p),
+    pipeline: pipeline(p),
+    'live-transmit': liveTransmit(p),
+  };
+}

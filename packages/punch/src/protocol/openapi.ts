@@ -1,0 +1,152 @@
+import { z } from 'zod';
+import {
+  PUNCH_VERSION,
+  connectResponse,
+  createSessionResponse,
+  errorBody,
+  healthResponse,
+  sessionView,
+  tokenResponse,
+  type Schemas,
+} from './schemas.ts';
+
+/**
+ * OpenAPI 3.1 document generated from the zod schemas that validate the requests (schemas.ts), so the
+ * published contract and the validation are one source. JSON Schema 2020-12 is OpenAPI 3.1's dialect.
+ */
+type Json = Record<string, unknown>;
+
+export function buildOpenApi(schemas: Schemas, options: { serverUrl: string; maxBodyBytes: number }): Json {
+  const components: Record<string, unknown> = {};
+  const convert = (schema: z.ZodType, io: 'input' | 'output'): Json => {
+    const js = z.toJSONSchema(schema, { io, target: 'draft-2020-12' }) as Json;
+    const defs = (js['$defs'] ?? {}) as Record<string, unknown>;
+    for (const [k, v] of Object.entries(defs)) components[k] = v;
+    const { $schema: _s, $defs: _d, ...rest } = js;
+    return rest;
+  };
+  const json = (schema: z.ZodType, io: 'input' | 'output' = 'output') => ({
+    content: { 'application/json': { schema: convert(schema, io) } },
+  });
+  const err = (description: string) => ({ description, ...json(errorBody) });
+  const versionHeader = {
+    'Punch-Version': {
+      description: 'Protocol version, major.minor',
+      schema: { type: 'string', const: PUNCH_VERSION },
+    },
+  };
+  const nameParam = {
+    name: 'name',
+    in: 'path',
+    required: true,
+    schema: convert(z.string().max(64), 'input'),
+  };
+  const connectQuery = convert(schemas.connectQuery, 'input');
+  const common = {
+    '401': err('AUTH_FAILED: token missing, malformed or forged'),
+    '403': err('AUTH_FAILED: token for another session or stream, or a peer token where admin is needed'),
+    '410': err('SESSION_EXPIRED: token expired, or the session is closed or unknown'),
+    '429': {
+      ...err('RATE_LIMITED (header Retry-After, seconds)'),
+      headers: { 'Retry-After': { schema: { type: 'integer' } } },
+    },
+  };
+
+  const doc: Json = {
+    openapi: '3.1.0',
+    info: {
+      title: 'Punch session broker',
+      version: PUNCH_VERSION,
+      description:
+        'Brokers SRT rendezvous sessions. Every response carries the header Punch-Version. Errors are ' +
+        '`{error, code, message}`; see the package README for the status of each code.',
+    },
+    servers: [{ url: options.serverUrl }],
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'Punch token, prefix p_' } },
+    },
+    security: [{ bearer: [] }],
+    paths: {
+      '/api/session': {
+        post: {
+          operationId: 'createSession',
+          security: [],
+          summary: 'Create a session; the response carries the admin token (once)',
+          requestBody: { required: true, ...json(schemas.createSessionRequest, 'input') },
+          responses: {
+            '201': { description: 'Created', headers: versionHeader, ...json(createSessionResponse) },
+            '400': err(
+              `INVALID_MESSAGE: bad field, non-JSON body or body over ${options.maxBodyBytes} bytes`,
+            ),
+            '403': err('TURNSTILE_FAILED'),
+            '409': err('SESSION_EXISTS'),
+            '429': common['429'],
+            '503': err('SESSION_LIMIT'),
+          },
+        },
+      },
+      '/api/session/{name}': {
+        get: {
+          operationId: 'getSession',
+          parameters: [nameParam],
+          responses: { '200': { description: 'Session view', ...json(sessionView) }, ...common },
+        },
+        delete: {
+          operationId: 'closeSession',
+          parameters: [nameParam],
+          responses: { '204': { description: 'Closed; peers receive session_closed' }, ...common },
+        },
+      },
+      '/api/session/{name}/connect': {
+        get: {
+          operationId: 'connectionStrings',
+          summary: 'Connection strings for both peers (admin token: they contain the passphrase)',
+          parameters: [
+            nameParam,
+            ...Object.entries((connectQuery['properties'] ?? {}) as Record<string, Json>).map(
+              ([n, schema]) => ({
+                name: n,
+                in: 'query',
+                required: false,
+                schema,
+              }),
+            ),
+          ],
+          responses: {
+            '200': { description: 'Strings per format', ...json(connectResponse) },
+            '400': err('INVALID_MESSAGE: unknown stream or role'),
+            '409': err('STREAM_NOT_READY: both peers must register first'),
+            ...common,
+          },
+        },
+      },
+      '/api/session/{name}/token': {
+        post: {
+          operationId: 'issuePeerToken',
+          summary: 'Issue a peer token scoped to one stream (admin only)',
+          parameters: [nameParam],
+          requestBody: { required: false, ...json(schemas.tokenRequest, 'input') },
+          responses: {
+            '201': { description: 'Peer token', ...json(tokenResponse) },
+            '400': err('INVALID_MESSAGE: unknown stream'),
+            ...common,
+          },
+        },
+      },
+      '/api/health': {
+        get: {
+          operationId: 'health',
+          security: [],
+          responses: { '200': { description: 'Up', headers: versionHeader, ...json(healthResponse) } },
+        },
+        head: { operationId: 'healthHead', security: [], responses: { '200': { description: 'Up' } } },
+      },
+      '/api/openapi.json': {
+        get: { operationId: 'openapi', security: [], responses: { '200': { description: 'This document' } } },
+      },
+    },
+  };
+  (doc['components'] as Json)['schemas'] = components;
+  // zod names its definitions under $defs; OpenAPI keeps them under components.schemas.
+  return JSON.parse(JSON.stringify(doc).replaceAll('"#/$defs/', '"#/components/schemas/')) as Json;
+}

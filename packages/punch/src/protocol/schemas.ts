@@ -1,0 +1,187 @@
+import { z } from 'zod';
+
+/**
+ * Request and response schemas of the HTTP API. The same zod objects validate requests and generate the
+ * OpenAPI document (openapi.ts), so the two cannot drift apart.
+ *
+ * Unknown request fields are ignored, not rejected: spec "Versioning" says "Servers ignore unknown fields"
+ * (reference §1.1 "Schema/prose tension": the spec text wins).
+ */
+
+/** Reference §1.1: JSON Schema `SessionName` of the original; also used for stream names. */
+export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+export const MAX_NAME_LENGTH = 64;
+/** Spec "Limits": latency 20-8000 ms, default 200 ms. */
+export const MIN_LATENCY_MS = 20;
+export const MAX_LATENCY_MS = 8000;
+/** Single-stream sessions use this stream name (reference §1.2 "Single-stream sessions"). */
+export const DEFAULT_STREAM = 'default';
+export const PUNCH_VERSION = '1.0';
+
+export const SESSION_STATES = ['WAITING', 'READY', 'CONNECTED', 'RELAYING', 'CLOSED'] as const;
+export const STREAM_STATES = ['waiting', 'ready', 'connected'] as const;
+export const SRT_ROLES = ['sender', 'receiver'] as const;
+export const CONNECT_FORMATS = ['transcoder', 'studio-app', 'mixer', 'pipeline', 'live-transmit'] as const;
+export type ConnectFormat = (typeof CONNECT_FORMATS)[number];
+
+export interface SchemaLimits {
+  maxStreams: number;
+  defaultTtl: number;
+  maxTtl: number;
+  defaultLatency: number;
+}
+
+export const nameSchema = z
+  .string()
+  .max(MAX_NAME_LENGTH, { error: `at most ${MAX_NAME_LENGTH} characters` })
+  .regex(NAME_PATTERN, {
+    error: 'must start with a letter or digit and contain only letters, digits, ".", "_" and "-"',
+  });
+
+export function makeSchemas(limits: SchemaLimits) {
+  const createSessionRequest = z
+    .object({
+      name: nameSchema.meta({ description: 'Session name, 1-64 characters, URL-safe' }),
+      streams: z
+        .array(nameSchema)
+        .min(1, { error: 'at least one stream name (omit the field for one default stream)' })
+        .max(limits.maxStreams, { error: `at most ${limits.maxStreams} streams` })
+        .refine((s) => new Set(s).size === s.length, { error: 'stream names must be unique' })
+        .optional()
+        .meta({
+          description: `Named stream slots; default one stream named "${DEFAULT_STREAM}"`,
+          uniqueItems: true,
+        }),
+      latency: z
+        .number()
+        .int()
+        .min(MIN_LATENCY_MS)
+        .max(MAX_LATENCY_MS)
+        .default(limits.defaultLatency)
+        .meta({ description: 'Recommended SRT latency, milliseconds' }),
+      ttl: z
+        .number()
+        .int()
+        .min(1)
+        .max(limits.maxTtl)
+        .default(limits.defaultTtl)
+        .meta({ description: 'Session lifetime, seconds' }),
+      turnstileToken: z.string().max(4096).optional().meta({
+        description: 'Cloudflare Turnstile response; required only when the server has a Turnstile secret',
+      }),
+    })
+    .meta({ id: 'CreateSessionRequest' });
+
+  const tokenRequest = z
+    .object({
+      stream: nameSchema
+        .nullable()
+        .optional()
+        .meta({ description: 'Stream the token is scoped to; omitted: the first stream; null: all streams' }),
+      label: z.string().max(64).optional().meta({ description: 'Operator label carried in the token' }),
+    })
+    .meta({ id: 'PeerTokenRequest' });
+
+  const connectQuery = z
+    .object({
+      stream: nameSchema.optional().meta({ description: "Stream name; default the session's first stream" }),
+      role: z
+        .enum(SRT_ROLES)
+        .default('sender')
+        .meta({ description: 'SRT role of peer A; peer B gets the other' }),
+    })
+    .meta({ id: 'ConnectQuery' });
+
+  return { createSessionRequest, tokenRequest, connectQuery };
+}
+
+export type Schemas = ReturnType<typeof makeSchemas>;
+
+// Response schemas: used for the OpenAPI document and by the tests to check responses.
+const peerSchema = z
+  .object({ ip: z.string(), port: z.number().int(), label: z.string() })
+  .meta({ id: 'Peer' });
+const healthSchema = z
+  .object({ rtt: z.number(), retransmit: z.number(), bitrate: z.number() })
+  .meta({ id: 'StreamHealth' });
+
+export const createSessionResponse = z
+  .object({
+    session: z.string(),
+    token: z.string().meta({ description: 'Admin token, prefix p_; returned exactly once' }),
+    url: z.string(),
+    qr: z.string(),
+    streams: z.array(z.string()),
+    latency: z.number().int(),
+    ttl: z.number().int(),
+    state: z.enum(SESSION_STATES),
+    created: z.string().meta({ description: 'ISO 8601 UTC' }),
+    expiresAt: z.number().int().meta({ description: 'Unix epoch milliseconds (extra field)' }),
+  })
+  .meta({ id: 'CreateSessionResponse' });
+
+export const sessionView = z
+  .object({
+    session: z.string(),
+    state: z.enum(SESSION_STATES),
+    streams: z.record(
+      z.string(),
+      z
+        .object({
+          state: z.enum(STREAM_STATES),
+          peer_a: peerSchema.nullable(),
+          peer_b: peerSchema.nullable(),
+          health: healthSchema.nullable(),
+        })
+        .meta({ id: 'Stream' }),
+    ),
+    latency: z.number().int(),
+    created: z.string(),
+    expiresAt: z.number().int().meta({ description: 'Unix epoch milliseconds' }),
+  })
+  .meta({ id: 'SessionView' });
+
+export const connectResponse = z
+  .object({
+    stream: z.string(),
+    role: z.enum(SRT_ROLES),
+    for_peer_a: z.record(z.enum(CONNECT_FORMATS), z.string()),
+    for_peer_b: z.record(z.enum(CONNECT_FORMATS), z.string()),
+  })
+  .meta({ id: 'ConnectResponse' });
+
+export const tokenResponse = z
+  .object({
+    token: z.string(),
+    session: z.string(),
+    stream: z.string().nullable(),
+    role: z.literal('peer'),
+    exp: z.number().int().meta({ description: 'Unix seconds (the session expiry)' }),
+    url: z.string(),
+    qr: z.string(),
+  })
+  .meta({ id: 'PeerTokenResponse' });
+
+export const healthResponse = z
+  .object({ status: z.literal('ok'), version: z.string(), uptime: z.number() })
+  .meta({ id: 'Health' });
+
+export const errorBody = z
+  .object({
+    error: z.string().meta({ description: 'Stable error code' }),
+    code: z.string().meta({ description: 'Same value as error' }),
+    message: z.string(),
+  })
+  .meta({ id: 'Error' });
+
+/** `name: message` lines for a zod error, so a 400 names the offending field (issue 3 acceptance). */
+export function describeIssues(error: z.ZodError, root = 'body'): string {
+  return error.issues
+    .slice(0, 5)
+    .map((i) => {
+      const path = i.path.length ? i.path.map(String).join('.') : root;
+      if (i.code === 'invalid_type' && /received undefined/.test(i.message)) return `${path}: required`;
+      return `${path}: ${i.message}`;
+    })
+    .join('; ');
+}

@@ -1,0 +1,90 @@
+import {
+  createMetricsRegistry,
+  listeningUrl,
+  systemClock,
+  type Clock,
+  type Logger,
+} from '@broadcast-ops/core';
+import type { FastifyInstance } from 'fastify';
+import { defaultBaseUrl, type PunchConfig } from './config.ts';
+import { SessionBroker } from './domain/broker.ts';
+import type { RandomBytes } from './domain/session.ts';
+import type { SessionStore } from './domain/store.ts';
+import { buildHttpApi } from './io/http-api.ts';
+import { SqliteSessionStore } from './io/sqlite-store.ts';
+import { cloudflareTurnstile, type TurnstileVerifier } from './io/turnstile.ts';
+import { TokenSigner } from './protocol/token.ts';
+
+/** Everything the broker process runs, wired once; main.ts only adds the environment and signals. */
+export interface PunchServer {
+  app: FastifyInstance;
+  broker: SessionBroker;
+  store: SessionStore;
+  /** Load the store and listen; resolves with the URL the server answers on. */
+  listen(): Promise<string>;
+  close(): Promise<void>;
+}
+
+export interface PunchServerOptions {
+  config: PunchConfig & { secret: string };
+  logger: Logger;
+  clock?: Clock;
+  /** Default: the SQLite file of `config.db`. */
+  store?: SessionStore;
+  random?: RandomBytes;
+  /** Default: Cloudflare when `config.turnstile.secret` is set, else none. */
+  turnstile?: TurnstileVerifier;
+}
+
+export function createPunchServer(options: PunchServerOptions): PunchServer {
+  const { config, logger } = options;
+  const clock = options.clock ?? systemClock;
+  const store = options.store ?? new SqliteSessionStore(config.db);
+  const broker = new SessionBroker({
+    store,
+    clock,
+    ...(options.random ? { random: options.random } : {}),
+    maxSessions: config.limits.maxSessions,
+    tombstoneMs: config.limits.tombstoneTtl * 1000,
+  });
+  let baseUrl = config.baseUrl?.replace(/\/+$/, '') ?? defaultBaseUrl(config.host, config.port);
+  const turnstile =
+    options.turnstile ??
+    (config.turnstile.secret
+      ? cloudflareTurnstile(config.turnstile.secret, config.turnstile.verifyUrl)
+      : undefined);
+  const app = buildHttpApi({
+    config,
+    broker,
+    signer: new TokenSigner(config.secret),
+    clock,
+    logger,
+    registry: createMetricsRegistry(),
+    baseUrl: () => baseUrl,
+    turnstile,
+  });
+  broker.subscribe((e) => {
+    if (e.type === 'session_closed')
+      logger.info({ session: e.session.name, reason: e.reason }, 'session closed');
+  });
+  let closed = false;
+  return {
+    app,
+    broker,
+    store,
+    async listen() {
+      await broker.start();
+      await app.listen({ host: config.host, port: config.port });
+      const url = listeningUrl(app);
+      if (!config.baseUrl) baseUrl = defaultBaseUrl(config.host, Number(new URL(url).port));
+      return url;
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await app.close();
+      broker.stop();
+      await store.close();
+    },
+  };
+}

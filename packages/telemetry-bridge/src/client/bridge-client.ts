@@ -1,0 +1,574 @@
+/**
+ * Typed client for the bridge's client WebSocket: handshake, subscriptions, commands with their acks,
+ * custom state and events, and automatic reconnect. After a reconnect it re-subscribes with
+ * `since: {offset, epoch}` so the hub replays what was missed (or says `recovery_failed` and sends a fresh
+ * snapshot), so the application sees every message once and in order.
+ *
+ *   const client = new BridgeClient({ url: 'ws://127.0.0.1:8765/', name: 'graphics' });
+ *   client.on('state', (m) => console.log(m.path, m.payload.value));
+ *   await client.connect();
+ *   await client.subscribe(['companion.variables.**'], { snapshot: true });
+ *   const ack = await client.command('companion', 'companion.page.1.bank.1', 'press').done;
+ */
+import WebSocket from 'ws';
+import type {
+  AckPayload,
+  Envelope,
+  ErrorPayload,
+  EventPayload,
+  HandshakeResponse,
+  StatePayload,
+} from '../protocol/envelope.ts';
+
+export type StateMessage = Envelope<StatePayload>;
+export type EventMessage = Envelope<EventPayload>;
+export type AckMessage = Envelope<AckPayload>;
+export type ErrorMessage = Envelope<ErrorPayload>;
+
+export interface TransportErrorMessage {
+  type: 'error';
+  code: string;
+  message: string;
+  timestamp: number;
+}
+
+export interface ClientEvents {
+  connected: (info: { namespace: string; sessionId: string; reconnect: boolean }) => void;
+  disconnected: (info: { code: number; reason: string; willReconnect: boolean }) => void;
+  state: (m: StateMessage) => void;
+  event: (m: EventMessage) => void;
+  ack: (m: AckMessage) => void;
+  error: (m: ErrorMessage | TransportErrorMessage) => void;
+  /** The hub coalesced deltas for this client (it was reading too slowly); `dropped` superseded deltas. */
+  gap: (info: { dropped: number }) => void;
+  /** A resume could not replay; a fresh snapshot follows. */
+  recoveryFailed: (info: { subscriptionId: string; reason: string }) => void;
+  snapshotComplete: (info: { subscriptionId: string; replayed?: number }) => void;
+}
+
+export interface BridgeClientOptions {
+  url: string;
+  name: string;
+  version?: string;
+  authToken?: string;
+  /** Send the token as `Authorization: Bearer` on the upgrade instead of in the handshake. */
+  authInHeader?: boolean;
+  reconnect?: { enabled?: boolean; initialDelayMs?: number; maxDelayMs?: number; maxAttempts?: number };
+  /** App-level ping interval, keeps the connection clear of the hub's idle timeout. */
+  heartbeatIntervalMs?: number;
+  /** Reject a request (subscribe, setState, ...) without an answer after this long. */
+  requestTimeoutMs?: number;
+}
+
+export interface CommandOptions {
+  ttl?: number;
+  idempotencyKey?: string;
+  correlationId?: string;
+  timestamp?: number;
+}
+
+export interface CommandHandle {
+  id: string;
+  /** Every ack so far, in arrival order. */
+  acks: AckMessage[];
+  /** The final ack (completed, failed, rejected or timeout); rejects on an `error` message or disconnect. */
+  done: Promise<AckMessage>;
+}
+
+export class BridgeError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string) {
+    super(`${code}: ${message}`);
+    this.name = 'BridgeError';
+    this.code = code;
+  }
+}
+
+interface Waiter {
+  resolve: (m: AckMessage) => void;
+  reject: (e: Error) => void;
+  onAck: ((m: AckMessage) => void) | undefined;
+}
+
+interface Pending {
+  waiters: Waiter[];
+  /** Wait for the final ack (commands), not the first. */
+  final: boolean;
+  timer: NodeJS.Timeout | undefined;
+}
+
+interface SubscriptionSpec {
+  patterns: string[];
+  filter: 'state' | 'events' | 'all';
+  snapshot: boolean;
+  subscriptionId: string | undefined;
+}
+
+type Listeners = { [K in keyof ClientEvents]: Set<ClientEvents[K]> };
+
+let counter = 0;
+
+export class BridgeClient {
+  readonly #opts: BridgeClientOptions;
+  #ws: WebSocket | undefined;
+  #namespace: string | undefined;
+  #sessionId: string | undefined;
+  #epoch: string | undefined;
+  #lastOffset = -1;
+  #closedByUser = false;
+  #everConnected = false;
+  #attempts = 0;
+  #reconnectTimer: NodeJS.Timeout | undefined;
+  #heartbeat: NodeJS.Timeout | undefined;
+  readonly #pending = new Map<string, Pending>();
+  readonly #subs: SubscriptionSpec[] = [];
+  readonly #listeners: Listeners = {
+    connected: new Set(),
+    disconnected: new Set(),
+    state: new Set(),
+    event: new Set(),
+    ack: new Set(),
+    error: new Set(),
+    gap: new Set(),
+    recoveryFailed: new Set(),
+    snapshotComplete: new Set(),
+  };
+  #sequence = 0;
+  readonly #idemIds = new Map<string, string>();
+  #connecting: Promise<void> | undefined;
+
+  constructor(options: BridgeClientOptions) {
+    this.#opts = options;
+  }
+
+  get namespace(): string | undefined {
+    return this.#namespace;
+  }
+  get sessionId(): string | undefined {
+    return this.#sessionId;
+  }
+  get epoch(): string | undefined {
+    return this.#epoch;
+  }
+  /** Highest hub offset this client has seen (replayed after a reconnect). */
+  get lastOffset(): number {
+    return this.#lastOffset;
+  }
+  get connected(): boolean {
+    return this.#ws?.readyState === WebSocket.OPEN && this.#namespace !== undefined;
+  }
+  /** The underlying socket (tests use it to stop reading). */
+  get socket(): WebSocket | undefined {
+    return this.#ws;
+  }
+
+  on<K extends keyof ClientEvents>(event: K, fn: ClientEvents[K]): () => void {
+    (this.#listeners[event] as Set<ClientEvents[K]>).add(fn);
+    return () => (this.#listeners[event] as Set<ClientEvents[K]>).delete(fn);
+  }
+
+  #emit<K extends keyof ClientEvents>(event: K, ...args: Parameters<ClientEvents[K]>): void {
+    for (const fn of this.#listeners[event]) (fn as (...a: Parameters<ClientEvents[K]>) => void)(...args);
+  }
+
+  /** Connect and complete the handshake; rejects if the hub refuses (bad token, invalid name). */
+  connect(): Promise<void> {
+    this.#closedByUser = false;
+    this.#connecting ??= this.#open(false).finally(() => {
+      this.#connecting = undefined;
+    });
+    return this.#connecting;
+  }
+
+  #open(reconnect: boolean): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const headers: Record<string, string> = {};
+      if (this.#opts.authToken !== undefined && this.#opts.authInHeader) {
+        headers['authorization'] = `Bearer ${this.#opts.authToken}`;
+      }
+      const ws = new WebSocket(this.#opts.url, {
+        perMessageDeflate: false,
+        headers,
+        maxPayload: 64 * 1024 * 1024,
+      });
+      this.#ws = ws;
+      let settled = false;
+      ws.on('open', () => {
+        ws.send(
+          JSON.stringify({
+            type: 'handshake',
+            name: this.#opts.name,
+            version: this.#opts.version ?? '1.0.0',
+            ...(this.#opts.authToken !== undefined && !this.#opts.authInHeader
+              ? { authToken: this.#opts.authToken }
+              : {}),
+          }),
+        );
+      });
+      ws.on('message', (data: Buffer) => {
+        let msg: Record<string, unknown>;
+        try {
+          msg = JSON.parse(data.toString('utf8')) as Record<string, unknown>;
+        } catch {
+          return;
+        }
+        if (msg['type'] === 'handshake_response') {
+          const r = msg as unknown as HandshakeResponse;
+          settled = true;
+          if (!r.success || r.namespace === undefined) {
+            reject(new BridgeError('UNAUTHORIZED', r.error ?? 'handshake refused'));
+            return;
+          }
+          this.#namespace = r.namespace;
+          this.#sessionId = r.sessionId;
+          this.#everConnected = true;
+          this.#attempts = 0;
+          this.#startHeartbeat();
+          this.#emit('connected', { namespace: r.namespace, sessionId: r.sessionId ?? '', reconnect });
+          this.#resubscribe();
+          resolve();
+          return;
+        }
+        this.#dispatch(msg);
+      });
+      ws.on('error', (err) => {
+        if (!settled) {
+          settled = true;
+          reject(err);
+        }
+      });
+      ws.on('close', (code, reasonBuf) => {
+        const reason = reasonBuf.toString();
+        if (!settled) {
+          settled = true;
+          reject(new BridgeError('DISCONNECTED', `closed ${code} ${reason}`));
+        }
+        this.#onClose(ws, code, reason);
+      });
+    });
+  }
+
+  #onClose(ws: WebSocket, code: number, reason: string): void {
+    if (this.#ws !== ws) return;
+    this.#stopHeartbeat();
+    this.#namespace = undefined;
+    for (const [id, p] of this.#pending) {
+      if (p.timer) clearTimeout(p.timer);
+      for (const w of p.waiters)
+        w.reject(new BridgeError('DISCONNECTED', `connection closed (${code}) before an answer`));
+      this.#pending.delete(id);
+    }
+    const r = this.#opts.reconnect ?? {};
+    const maxAttempts = r.maxAttempts ?? 0;
+    const willReconnect =
+      !this.#closedByUser &&
+      this.#everConnected &&
+      (r.enabled ?? true) &&
+      code !== 4003 &&
+      (maxAttempts === 0 || this.#attempts < maxAttempts);
+    this.#emit('disconnected', { code, reason, willReconnect });
+    if (willReconnect) this.#scheduleReconnect();
+  }
+
+  #scheduleReconnect(): void {
+    const r = this.#opts.reconnect ?? {};
+    const initial = r.initialDelayMs ?? 500;
+    const delay =
+      Math.min(r.maxDelayMs ?? 30_000, initial * 2 ** this.#attempts) * (0.8 + Math.random() * 0.4);
+    this.#attempts++;
+    this.#reconnectTimer = setTimeout(() => {
+      this.#reconnectTimer = undefined;
+      if (this.#closedByUser) return;
+      this.#open(true).catch(() => {
+        // #onClose has already scheduled the next attempt (or given up).
+      });
+    }, delay);
+  }
+
+  #startHeartbeat(): void {
+    this.#stopHeartbeat();
+    const every = this.#opts.heartbeatIntervalMs ?? 30_000;
+    this.#heartbeat = setInterval(
+      () => this.#raw(JSON.stringify({ type: 'ping', timestamp: Date.now() })),
+      every,
+    );
+    this.#heartbeat.unref();
+  }
+
+  #stopHeartbeat(): void {
+    if (this.#heartbeat) clearInterval(this.#heartbeat);
+    this.#heartbeat = undefined;
+  }
+
+  #resubscribe(): void {
+    for (const s of this.#subs) {
+      const since =
+        this.#epoch !== undefined && this.#lastOffset >= 0
+          ? { offset: this.#lastOffset, epoch: this.#epoch }
+          : undefined;
+      this.#request('subscribe', 'hub.subscriptions', {
+        patterns: s.patterns,
+        filter: s.filter,
+        snapshot: s.snapshot,
+        ...(since ? { since } : {}),
+      }).then(
+        (ack) => {
+          const r = (ack.payload.result ?? {}) as {
+            subscriptionId?: string;
+            offset?: number;
+            epoch?: string;
+          };
+          s.subscriptionId = r.subscriptionId;
+          this.#adoptPosition(r);
+        },
+        () => undefined,
+      );
+    }
+  }
+
+  /**
+   * Take the hub's position from a subscribe ack. Everything up to `offset` is covered by the snapshot or
+   * replay that follows the ack on this connection. A new epoch means offsets restarted: adopt them as is.
+   */
+  #adoptPosition(r: { offset?: number; epoch?: string }): void {
+    if (typeof r.offset !== 'number') return;
+    if (r.epoch !== undefined && r.epoch !== this.#epoch) {
+      this.#epoch = r.epoch;
+      this.#lastOffset = r.offset;
+    } else if (r.offset > this.#lastOffset) {
+      this.#lastOffset = r.offset;
+    }
+  }
+
+  #noteOffset(m: Record<string, unknown>): void {
+    const o = m['offset'];
+    if (typeof o === 'number' && o > this.#lastOffset) this.#lastOffset = o;
+  }
+
+  #dispatch(msg: Record<string, unknown>): void {
+    switch (msg['type']) {
+      case 'state':
+        this.#noteOffset(msg);
+        this.#emit('state', msg as unknown as StateMessage);
+        return;
+      case 'event': {
+        const m = msg as unknown as EventMessage;
+        this.#noteOffset(msg);
+        if (m.source === 'hub.core' && m.path === 'hub.subscriptions') {
+          const data = (m.payload.data ?? {}) as Record<string, unknown>;
+          if (m.payload.event === 'messages_coalesced')
+            this.#emit('gap', { dropped: Number(data['dropped'] ?? 0) });
+          if (m.payload.event === 'recovery_failed') {
+            this.#emit('recoveryFailed', {
+              subscriptionId: String(data['subscriptionId']),
+              reason: String(data['reason']),
+            });
+          }
+          if (m.payload.event === 'snapshot_complete') {
+            this.#emit('snapshotComplete', {
+              subscriptionId: String(data['subscriptionId']),
+              ...(typeof data['replayed'] === 'number' ? { replayed: data['replayed'] } : {}),
+            });
+          }
+        }
+        this.#emit('event', m);
+        return;
+      }
+      case 'ack': {
+        const m = msg as unknown as AckMessage;
+        const p = this.#pending.get(m.payload.commandId);
+        if (p) {
+          for (const w of p.waiters) w.onAck?.(m);
+          if (m.payload.status !== 'received' || !p.final) {
+            this.#pending.delete(m.payload.commandId);
+            if (p.timer) clearTimeout(p.timer);
+            for (const w of p.waiters) w.resolve(m);
+          }
+        }
+        this.#emit('ack', m);
+        return;
+      }
+      case 'error': {
+        const payload = msg['payload'] as ErrorPayload | undefined;
+        const related = payload?.relatedMessageId;
+        if (related !== undefined) {
+          const p = this.#pending.get(related);
+          if (p) {
+            this.#pending.delete(related);
+            if (p.timer) clearTimeout(p.timer);
+            for (const w of p.waiters)
+              w.reject(new BridgeError(payload?.code ?? 'ERROR', payload?.message ?? ''));
+          }
+        }
+        this.#emit('error', msg as unknown as ErrorMessage | TransportErrorMessage);
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  #raw(text: string): boolean {
+    const ws = this.#ws;
+    if (ws?.readyState !== WebSocket.OPEN) return false;
+    ws.send(text);
+    return true;
+  }
+
+  /** Send any text frame (tests, fuzzing). */
+  sendRaw(text: string): boolean {
+    return this.#raw(text);
+  }
+
+  newId(): string {
+    return `${this.#opts.name}-${process.pid}-${++counter}`;
+  }
+
+  #request(
+    type: 'subscribe' | 'unsubscribe' | 'state' | 'event' | 'command',
+    path: string,
+    payload: unknown,
+    extra: Record<string, unknown> = {},
+    final = false,
+    onAck?: (m: AckMessage) => void,
+    id = this.newId(),
+  ): Promise<AckMessage> {
+    return new Promise<AckMessage>((resolve, reject) => {
+      const msg = {
+        id,
+        type,
+        source: this.#namespace ?? 'app.unknown',
+        path,
+        payload,
+        timestamp: Date.now(),
+        sequence: ++this.#sequence,
+        ...extra,
+      };
+      const waiter: Waiter = { resolve, reject, onAck };
+      const existing = this.#pending.get(id);
+      if (existing) {
+        // A retry of a command still in flight (same id and idempotency key): the hub replays its acks.
+        existing.waiters.push(waiter);
+        this.#raw(JSON.stringify(msg));
+        return;
+      }
+      const timeoutMs = this.#opts.requestTimeoutMs ?? 60_000;
+      const timer = setTimeout(() => {
+        const p = this.#pending.get(id);
+        this.#pending.delete(id);
+        for (const w of p?.waiters ?? [])
+          w.reject(new BridgeError('TIMEOUT', `no answer to ${type} ${id} within ${timeoutMs} ms`));
+      }, timeoutMs);
+      timer.unref();
+      this.#pending.set(id, { waiters: [waiter], final, timer });
+      if (!this.#raw(JSON.stringify(msg))) {
+        this.#pending.delete(id);
+        clearTimeout(timer);
+        reject(new BridgeError('DISCONNECTED', 'not connected'));
+      }
+    });
+  }
+
+  /**
+   * Subscribe; kept and re-sent after a reconnect. Resolves with the subscription id once the hub has
+   * acknowledged (the snapshot and `snapshot_complete` follow on the same connection).
+   */
+  async subscribe(
+    patterns: string[],
+    options: { snapshot?: boolean; filter?: 'state' | 'events' | 'all' } = {},
+  ): Promise<string> {
+    const spec: SubscriptionSpec = {
+      patterns,
+      filter: options.filter ?? 'all',
+      snapshot: options.snapshot ?? false,
+      subscriptionId: undefined,
+    };
+    const ack = await this.#request('subscribe', 'hub.subscriptions', {
+      patterns,
+      filter: spec.filter,
+      snapshot: spec.snapshot,
+    });
+    const r = (ack.payload.result ?? {}) as { subscriptionId?: string; offset?: number; epoch?: string };
+    this.#adoptPosition(r);
+    spec.subscriptionId = r.subscriptionId;
+    this.#subs.push(spec);
+    return r.subscriptionId ?? '';
+  }
+
+  async unsubscribe(patterns: string[]): Promise<number> {
+    for (const s of this.#subs) s.patterns = s.patterns.filter((p) => !patterns.includes(p));
+    for (let i = this.#subs.length - 1; i >= 0; i--)
+      if (this.#subs[i]?.patterns.length === 0) this.#subs.splice(i, 1);
+    const ack = await this.#request('unsubscribe', 'hub.subscriptions', { patterns });
+    return (ack.payload.result as { removedCount?: number } | undefined)?.removedCount ?? 0;
+  }
+
+  /** Write `app.<name>.custom.<key>`; resolves with the hub's ack. `null` clears the key. */
+  setState(key: string, value: unknown): Promise<AckMessage> {
+    if (this.#namespace === undefined)
+      return Promise.reject(new BridgeError('DISCONNECTED', 'not connected'));
+    return this.setStatePath(`${this.#namespace}.custom.${key}`, value);
+  }
+
+  setStatePath(path: string, value: unknown): Promise<AckMessage> {
+    return this.#request('state', path, { value });
+  }
+
+  publishEvent(path: string, event: string, data?: unknown): Promise<AckMessage> {
+    return this.#request('event', path, data === undefined ? { event } : { event, data });
+  }
+
+  /** Send a command to an adapter. `acks` fills as acks arrive; `done` resolves with the final one. */
+  command(
+    target: string,
+    path: string,
+    action: string,
+    params?: Record<string, unknown>,
+    options: CommandOptions = {},
+  ): CommandHandle {
+    // A repeat with the same idempotency key reuses the first id: the hub answers with that command's acks.
+    const key = options.idempotencyKey;
+    const id = (key === undefined ? undefined : this.#idemIds.get(key)) ?? this.newId();
+    if (key !== undefined) {
+      this.#idemIds.set(key, id);
+      // Bounded: the hub forgets keys after its idempotency window anyway.
+      if (this.#idemIds.size > 10_000) this.#idemIds.delete(this.#idemIds.keys().next().value as string);
+    }
+    const acks: AckMessage[] = [];
+    const done = this.#request(
+      'command',
+      path,
+      params === undefined ? { action } : { action, params },
+      {
+        target,
+        ...(options.ttl === undefined ? {} : { ttl: options.ttl }),
+        ...(options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey }),
+        ...(options.correlationId === undefined ? {} : { correlationId: options.correlationId }),
+        ...(options.timestamp === undefined ? {} : { timestamp: options.timestamp }),
+      },
+      true,
+      (m) => acks.push(m),
+      id,
+    );
+    return { id, acks, done };
+  }
+
+  async close(): Promise<void> {
+    this.#closedByUser = true;
+    if (this.#reconnectTimer) clearTimeout(this.#reconnectTimer);
+    this.#stopHeartbeat();
+    const ws = this.#ws;
+    if (!ws || ws.readyState === WebSocket.CLOSED) return;
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(() => {
+        ws.terminate();
+        resolve();
+      }, 1000);
+      ws.once('close', () => {
+        clearTimeout(t);
+        resolve();
+      });
+      ws.close(1000, 'bye');
+    });
+  }
+}

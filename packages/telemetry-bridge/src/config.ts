@@ -1,0 +1,161 @@
+/**
+ * Configuration (spec 2 Part A "Configuration file": name, environment, companion, clientTransport, logging)
+ * plus the documented additions of reference §1.10 (auth tokens, limits, metrics, health, event log).
+ * Strict: unknown keys are errors. Environment overrides are derived from the schema: the dotted camelCase
+ * path in SCREAMING_SNAKE with prefix BRIDGE_ (`clientTransport.maxClients` → BRIDGE_CLIENT_TRANSPORT_MAX_CLIENTS),
+ * coerced by the type of the default (arrays comma-separated), per reference R15.
+ */
+import { coerceEnvValue, loadConfig, type EnvOverride } from '@broadcast-ops/core';
+import { z } from 'zod';
+
+const port = z.number().int().min(0).max(65535);
+
+export const configSchema = z.strictObject({
+  name: z.string().min(1).max(64).default('telemetry-bridge'),
+  environment: z.enum(['development', 'production', 'test']).default('production'),
+  companion: z
+    .strictObject({
+      // The Companion Satellite adapter arrives with the next issue; until then `enabled: true` only logs a
+      // warning and reports `companion` as degraded in /health.
+      enabled: z.boolean().default(false),
+      host: z.string().min(1).default('127.0.0.1'),
+      port: port.default(16623),
+    })
+    .prefault({}),
+  clientTransport: z
+    .strictObject({
+      host: z.string().min(1).default('0.0.0.0'),
+      port: port.default(8765),
+      requireAuth: z.boolean().default(false),
+      authTokens: z.array(z.string().min(16).max(1024)).default([]),
+      maxClients: z.number().int().min(1).max(1000).default(100),
+      maxMessageSize: z
+        .number()
+        .int()
+        .min(1024)
+        .max(16 * 1024 * 1024)
+        .default(1024 * 1024),
+      rateLimit: z.number().int().min(1).max(1_000_000).default(100),
+      rateLimitWindow: z.number().int().min(10).max(60_000).default(1000),
+      handshakeTimeout: z.number().int().min(100).max(60_000).default(10_000),
+      idleTimeout: z.number().int().min(1000).max(86_400_000).default(300_000),
+      heartbeatInterval: z.number().int().min(100).max(300_000).default(30_000),
+      maxPatternsPerClient: z.number().int().min(1).max(100_000).default(1000),
+      backpressure: z
+        .strictObject({
+          softLimitBytes: z
+            .number()
+            .int()
+            .min(1024)
+            .default(1024 * 1024),
+          hardLimitBytes: z
+            .number()
+            .int()
+            .min(2048)
+            .default(8 * 1024 * 1024),
+          // ≥ replay.ringSize, so a resume replay of events cannot trip it on its own.
+          maxQueuedMessages: z.number().int().min(1).max(1_000_000).default(10_000),
+        })
+        .prefault({}),
+    })
+    .prefault({}),
+  commands: z
+    .strictObject({
+      defaultTimeout: z.number().int().min(1).max(300_000).default(30_000),
+      idempotencyWindow: z.number().int().min(1000).max(3_600_000).default(60_000),
+    })
+    .prefault({}),
+  replay: z.strictObject({ ringSize: z.number().int().min(1).max(1_000_000).default(10_000) }).prefault({}),
+  eventLog: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+      path: z.string().min(1).default('data/telemetry-bridge/events'),
+      maxFileSize: z
+        .number()
+        .int()
+        .min(4096)
+        .default(16 * 1024 * 1024),
+      maxFiles: z.number().int().min(1).max(10_000).default(8),
+    })
+    .prefault({}),
+  metrics: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+      host: z.string().min(1).default('0.0.0.0'),
+      port: port.default(9090),
+      path: z.string().startsWith('/').default('/metrics'),
+    })
+    .prefault({}),
+  health: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+      host: z.string().min(1).default('0.0.0.0'),
+      port: port.default(9091),
+    })
+    .prefault({}),
+  logging: z
+    .strictObject({
+      level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+      pretty: z.boolean().default(false),
+    })
+    .prefault({}),
+});
+
+export type BridgeConfig = z.output<typeof configSchema>;
+
+/** The fully defaulted configuration (used to derive environment names and types). */
+export const DEFAULT_CONFIG: BridgeConfig = configSchema.parse({});
+
+function snake(key: string): string {
+  return key.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toUpperCase();
+}
+
+/** Environment variable → config path, for every leaf of the schema. */
+export function envOverrides(): Record<string, EnvOverride> {
+  const out: Record<string, EnvOverride> = {};
+  const walk = (obj: Record<string, unknown>, prefix: string[]): void => {
+    for (const [k, v] of Object.entries(obj)) {
+      const path = [...prefix, k];
+      if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
+        walk(v as Record<string, unknown>, path);
+        continue;
+      }
+      const name = 'BRIDGE_' + path.map(snake).join('_');
+      const parse = Array.isArray(v)
+        ? (raw: string) =>
+            raw
+              .split(',')
+              .map((s) => s.trim())
+              .filter(Boolean)
+        : typeof v === 'string'
+          ? (raw: string) => raw
+          : coerceEnvValue;
+      out[name] = { path: path.join('.'), parse };
+    }
+  };
+  walk(DEFAULT_CONFIG, []);
+  return out;
+}
+
+export function loadBridgeConfig(file?: string, environment: NodeJS.ProcessEnv = process.env): BridgeConfig {
+  const config = loadConfig({
+    schema: configSchema,
+    file,
+    env: envOverrides(),
+    environment,
+    substitute: true,
+  });
+  if (config.clientTransport.requireAuth && config.clientTransport.authTokens.length === 0) {
+    throw new Error(
+      `${file ?? 'configuration'}: clientTransport.requireAuth is true but clientTransport.authTokens is empty`,
+    );
+  }
+  if (
+    config.clientTransport.backpressure.hardLimitBytes <= config.clientTransport.backpressure.softLimitBytes
+  ) {
+    throw new Error(
+      `${file ?? 'configuration'}: clientTransport.backpressure.hardLimitBytes must exceed softLimitBytes`,
+    );
+  }
+  return config;
+}

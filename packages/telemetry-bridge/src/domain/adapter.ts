@@ -1,0 +1,56 @@
+/**
+ * The adapter interface: how a device integration (the Companion Satellite adapter, the buttons adapter, a
+ * test fake) plugs into the hub. An adapter owns a state namespace, reports its connection, publishes state
+ * and events through its context, and executes commands routed to it by `target` (spec 2 Part A).
+ */
+import type { Clock, Logger } from '@broadcast-ops/core';
+
+/** Feature negotiation result (spec capability table); values are flags, versions or counts. */
+export type AdapterCapabilities = Record<string, boolean | string | number>;
+
+export interface AdapterCommand {
+  /** Id of the client's command message; acks carry it as `commandId`. */
+  id: string;
+  source: string;
+  path: string;
+  action: string;
+  params: Record<string, unknown>;
+  /** Carry onto every state change and event the command causes. */
+  correlationId: string;
+  /** Wall-clock ms after which the result no longer counts (the hub answers `timeout` then). */
+  deadline: number;
+}
+
+export type AdapterResult =
+  | { status: 'completed'; result?: unknown }
+  | { status: 'failed' | 'rejected'; error: { code: string; message: string; details?: unknown } };
+
+export interface AdapterContext {
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** Publish a value at a path inside the adapter's namespace; `null` clears the key. */
+  setState(path: string, value: unknown, options?: { correlationId?: string }): void;
+  emitEvent(path: string, event: string, data?: unknown, options?: { correlationId?: string }): void;
+  /**
+   * Report the link to the device. `false` marks every key the adapter owns stale (one delta per key);
+   * `true` clears stale on the keys the adapter does not republish (reference §4.1 "Stale / last will", R13).
+   */
+  setConnected(connected: boolean): void;
+  /** Count a reconnect attempt and feed the latency histogram (reference §1.9). */
+  reportReconnect(): void;
+  reportLatency(seconds: number): void;
+}
+
+export interface Adapter {
+  /** Namespace of the adapter, e.g. `companion.satellite`; the source of its messages. */
+  readonly name: string;
+  /** Command `target` values routed to this adapter (its name and aliases such as `companion`). */
+  readonly targets: readonly string[];
+  /** State path prefixes the adapter owns, e.g. `companion` or `buttons.device`. */
+  readonly owns: readonly string[];
+  capabilities(): AdapterCapabilities;
+  start(context: AdapterContext): Promise<void> | void;
+  stop(): Promise<void> | void;
+  /** Execute a command. A thrown error becomes `failed` with ADAPTER_ERROR; `signal` aborts at the deadline. */
+  execute(command: AdapterCommand, signal: AbortSignal): Promise<AdapterResult>;
+}

@@ -1,0 +1,190 @@
+/**
+ * One client connection's protocol handler, independent of the transport (WebSocket today; any framed
+ * transport can reuse it): handshake first, authentication, then frames go to the hub (reference §1.6).
+ * The transport gives it a sink and feeds it text frames and timer ticks.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { Clock, TimerHandle } from '@broadcast-ops/core';
+import type { Hub } from './hub.ts';
+import type { OutboundSink } from './outbound-queue.ts';
+import {
+  PROTOCOL_VERSION,
+  parseClientFrame,
+  sanitiseClientName,
+  type HandshakeResponse,
+} from '../protocol/envelope.ts';
+
+/** Close codes (reference §1.6 table; 4008 is our slow-consumer decision). */
+export const CloseCode = {
+  SERVER_SHUTDOWN: 1001,
+  MAX_CLIENTS: 1013,
+  HANDSHAKE_TIMEOUT: 4000,
+  NOT_HANDSHAKE: 4001,
+  INVALID_HANDSHAKE: 4002,
+  AUTH_FAILED: 4003,
+  IDLE_TIMEOUT: 4004,
+  DISCONNECTED: 4005,
+  SLOW_CONSUMER: 4008,
+} as const;
+
+export interface SessionOptions {
+  requireAuth: boolean;
+  authTokens: readonly string[];
+  handshakeTimeoutMs: number;
+  idleTimeoutMs: number;
+  serverVersion: string;
+}
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s).digest();
+}
+
+/** Constant-time membership test: every configured token is compared, equal-length digests only. */
+export function tokenAccepted(token: string | undefined, tokens: readonly string[]): boolean {
+  if (token === undefined || token.length === 0) return false;
+  const d = digest(token);
+  let ok = false;
+  for (const t of tokens) if (timingSafeEqual(d, digest(t))) ok = true;
+  return ok;
+}
+
+export function bearerToken(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return m?.[1];
+}
+
+export class ClientSession {
+  readonly #hub: Hub;
+  readonly #sink: OutboundSink;
+  readonly #clock: Clock;
+  readonly #opts: SessionOptions;
+  readonly #headerToken: string | undefined;
+  #connId: number | undefined;
+  #namespace: string | undefined;
+  #timer: TimerHandle | undefined;
+  #lastInbound: number;
+  #closed = false;
+  readonly #onOpen: (namespace: string) => void;
+
+  constructor(
+    hub: Hub,
+    sink: OutboundSink,
+    clock: Clock,
+    options: SessionOptions,
+    headerToken: string | undefined,
+    onOpen: (namespace: string) => void = () => undefined,
+  ) {
+    this.#hub = hub;
+    this.#sink = sink;
+    this.#clock = clock;
+    this.#opts = options;
+    this.#headerToken = headerToken;
+    this.#onOpen = onOpen;
+    this.#lastInbound = clock.monotonicMs();
+    this.#timer = clock.setTimer(options.handshakeTimeoutMs, () => {
+      this.#timer = undefined;
+      if (this.#connId === undefined) this.#close(CloseCode.HANDSHAKE_TIMEOUT, 'Handshake timeout');
+    });
+  }
+
+  get namespace(): string | undefined {
+    return this.#namespace;
+  }
+  get connId(): number | undefined {
+    return this.#connId;
+  }
+
+  #close(code: number, reason: string): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#timer?.cancel();
+    this.#sink.close(code, reason);
+  }
+
+  #respond(r: Omit<HandshakeResponse, 'type' | 'serverVersion' | 'protocolVersion'>): void {
+    const body: HandshakeResponse = {
+      type: 'handshake_response',
+      serverVersion: this.#opts.serverVersion,
+      protocolVersion: PROTOCOL_VERSION,
+      ...r,
+    };
+    this.#sink.send(JSON.stringify(body));
+  }
+
+  receive(text: string): void {
+    if (this.#closed) return;
+    this.#lastInbound = this.#clock.monotonicMs();
+    if (this.#connId !== undefined) {
+      this.#hub.receive(this.#connId, text);
+      return;
+    }
+    const parsed = parseClientFrame(text);
+    if (!parsed.ok && parsed.code === 'PARSE_ERROR') {
+      this.#sink.send(this.#hub.transportError('PARSE_ERROR', parsed.message));
+      this.#close(CloseCode.NOT_HANDSHAKE, 'First message was not a handshake');
+      return;
+    }
+    if (!parsed.ok || parsed.value.kind !== 'handshake') {
+      let typedHandshake = false;
+      if (!parsed.ok) {
+        try {
+          const raw = JSON.parse(text) as { type?: unknown } | null;
+          typedHandshake = raw !== null && typeof raw === 'object' && raw.type === 'handshake';
+        } catch {
+          typedHandshake = false;
+        }
+      }
+      if (typedHandshake && !parsed.ok) {
+        this.#respond({ success: false, error: `Invalid handshake: ${parsed.message}` });
+        this.#close(CloseCode.INVALID_HANDSHAKE, 'Invalid handshake');
+        return;
+      }
+      this.#sink.send(this.#hub.transportError('INVALID_MESSAGE', 'the first message must be a handshake'));
+      this.#close(CloseCode.NOT_HANDSHAKE, 'First message was not a handshake');
+      return;
+    }
+    const hs = parsed.value.frame;
+    if (this.#opts.requireAuth) {
+      const token = hs.authToken ?? this.#headerToken;
+      if (!tokenAccepted(token, this.#opts.authTokens)) {
+        this.#respond({ success: false, error: 'Authentication failed' });
+        this.#close(CloseCode.AUTH_FAILED, 'Authentication failed');
+        return;
+      }
+    }
+    this.#timer?.cancel();
+    const opened = this.#hub.openClient(this.#sink, sanitiseClientName(hs.name), hs.version);
+    this.#connId = opened.connId;
+    this.#namespace = opened.namespace;
+    this.#respond({ success: true, sessionId: opened.sessionId, namespace: opened.namespace });
+    this.#onOpen(opened.namespace);
+    this.#armIdle();
+  }
+
+  #armIdle(): void {
+    const check = (): void => {
+      this.#timer = undefined;
+      if (this.#closed) return;
+      const idle = this.#clock.monotonicMs() - this.#lastInbound;
+      if (idle >= this.#opts.idleTimeoutMs) {
+        this.#close(CloseCode.IDLE_TIMEOUT, 'Idle timeout');
+        return;
+      }
+      this.#timer = this.#clock.setTimer(this.#opts.idleTimeoutMs - idle, check);
+    };
+    this.#timer = this.#clock.setTimer(this.#opts.idleTimeoutMs, check);
+  }
+
+  /** Close from the server side (shutdown, kick). */
+  close(code: number, reason: string): void {
+    this.#close(code, reason);
+  }
+
+  /** The transport reports the connection gone. */
+  closed(): void {
+    this.#closed = true;
+    this.#timer?.cancel();
+    if (this.#connId !== undefined) this.#hub.closeClient(this.#connId);
+  }
+}

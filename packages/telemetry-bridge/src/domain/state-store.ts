@@ -1,0 +1,135 @@
+/**
+ * Canonical state store (spec 2 Part A): one value per path, one owner per path, a version per key and the
+ * hub-wide offset of the key's last change. Ownership is by namespace prefix (reference §1.1): a write from
+ * anyone but the owner is refused; an unchanged value produces no delta; `null` clears the key.
+ */
+export interface StateEntry {
+  path: string;
+  value: unknown;
+  /** JSON text of `value`, kept so "unchanged" is one string compare and snapshots need no re-serialising. */
+  valueJson: string;
+  owner: string;
+  version: number;
+  stale: boolean;
+  offset: number;
+  updatedAt: number;
+}
+
+export type WriteOutcome =
+  | { kind: 'changed'; entry: StateEntry; deleted: boolean }
+  | { kind: 'unchanged'; entry: StateEntry | undefined }
+  | { kind: 'conflict'; owner: string | undefined };
+
+export class StateStore {
+  readonly #entries = new Map<string, StateEntry>();
+  /** Prefix → owner. Lookup walks the path's own prefixes, longest first: O(segments), not O(rules). */
+  readonly #rules = new Map<string, string>();
+  readonly #byOwner = new Map<string, Set<string>>();
+
+  /** `prefix` is a dotted namespace (`companion`, `app.cam.custom`); it owns that key and everything below. */
+  claim(prefix: string, owner: string): void {
+    this.#rules.set(prefix, owner);
+  }
+
+  unclaim(prefix: string): void {
+    this.#rules.delete(prefix);
+  }
+
+  /** The owner of the longest claimed prefix of `path` (so `buttons.device.x` can be carved out of `buttons`). */
+  ownerOf(path: string): string | undefined {
+    let end = path.length;
+    for (;;) {
+      const owner = this.#rules.get(end === path.length ? path : path.slice(0, end));
+      if (owner !== undefined) return owner;
+      end = path.lastIndexOf('.', end - 1);
+      if (end <= 0) return undefined;
+    }
+  }
+
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  get(path: string): StateEntry | undefined {
+    return this.#entries.get(path);
+  }
+
+  entries(): IterableIterator<StateEntry> {
+    return this.#entries.values();
+  }
+
+  pathsOf(owner: string): ReadonlySet<string> {
+    return this.#byOwner.get(owner) ?? new Set();
+  }
+
+  /** Check a write without applying it; the caller needs the offset of the delta before applying. */
+  check(path: string, writer: string, valueJson: string): WriteOutcome {
+    const owner = this.ownerOf(path);
+    if (owner !== writer) return { kind: 'conflict', owner };
+    const existing = this.#entries.get(path);
+    if (existing && !existing.stale && existing.valueJson === valueJson)
+      return { kind: 'unchanged', entry: existing };
+    if (!existing && valueJson === 'null') return { kind: 'unchanged', entry: undefined };
+    return { kind: 'changed', entry: existing as StateEntry, deleted: valueJson === 'null' };
+  }
+
+  /** Apply a checked write. Writing the same value to a stale key clears `stale` (reference R13). */
+  apply(
+    path: string,
+    owner: string,
+    value: unknown,
+    valueJson: string,
+    offset: number,
+    now: number,
+  ): StateEntry {
+    const existing = this.#entries.get(path);
+    const entry: StateEntry = {
+      path,
+      value,
+      valueJson,
+      owner,
+      version: (existing?.version ?? 0) + 1,
+      stale: false,
+      offset,
+      updatedAt: now,
+    };
+    if (valueJson === 'null') {
+      this.#entries.delete(path);
+      this.#byOwner.get(owner)?.delete(path);
+    } else {
+      this.#entries.set(path, entry);
+      let set = this.#byOwner.get(owner);
+      if (!set) this.#byOwner.set(owner, (set = new Set()));
+      set.add(path);
+    }
+    return entry;
+  }
+
+  /** Restore an entry read back from the event log (no ownership check: the log is the authority). */
+  restore(entry: StateEntry): void {
+    if (entry.valueJson === 'null') {
+      this.#entries.delete(entry.path);
+      this.#byOwner.get(entry.owner)?.delete(entry.path);
+      return;
+    }
+    this.#entries.set(entry.path, entry);
+    let set = this.#byOwner.get(entry.owner);
+    if (!set) this.#byOwner.set(entry.owner, (set = new Set()));
+    set.add(entry.path);
+  }
+
+  /** Set the stale flag; returns the entry if it changed (the caller publishes one delta per changed key). */
+  setStale(path: string, stale: boolean, offset: number, now: number): StateEntry | undefined {
+    const e = this.#entries.get(path);
+    if (!e || e.stale === stale) return undefined;
+    const next: StateEntry = { ...e, stale, version: e.version + 1, offset, updatedAt: now };
+    this.#entries.set(path, next);
+    return next;
+  }
+
+  countByOwner(): Map<string, number> {
+    const m = new Map<string, number>();
+    for (const [owner, set] of this.#byOwner) m.set(owner, set.size);
+    return m;
+  }
+}

@@ -1,0 +1,273 @@
+/**
+ * Bridge protocol 0.1: the message envelope (spec 2 Part A "Message envelope") and the payload shapes the spec
+ * leaves "not shown", filled from reference §1.1-1.6. Pure: text in, typed values or typed errors out.
+ */
+import { z } from 'zod';
+
+export const PROTOCOL_VERSION = '0.1';
+
+export const MESSAGE_TYPES = [
+  'command',
+  'event',
+  'state',
+  'ack',
+  'error',
+  'subscribe',
+  'unsubscribe',
+] as const;
+export type MessageType = (typeof MESSAGE_TYPES)[number];
+
+export const ACK_STATUSES = ['received', 'completed', 'failed', 'timeout', 'rejected'] as const;
+export type AckStatus = (typeof ACK_STATUSES)[number];
+
+/** Namespace of a sender or recipient (reference §1.1). */
+export const NAMESPACE_RE = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/;
+/** A concrete state/command path: lower case, dot separated, no wildcards (reference §1.1). */
+export const PATH_RE = /^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$/;
+export const MAX_PATH_LENGTH = 256;
+export const MAX_ID_LENGTH = 128;
+export const MAX_CORRELATION_ID_LENGTH = 64;
+export const MAX_TTL_MS = 300_000;
+export const MAX_PATTERNS = 100;
+
+/** Every envelope the hub sends or accepts. `offset` is the hub-wide log position of broadcast messages. */
+export interface Envelope<P = unknown> {
+  id: string;
+  type: MessageType;
+  source: string;
+  target?: string;
+  path: string;
+  payload: P;
+  timestamp: number;
+  correlationId?: string;
+  sequence: number;
+  ttl?: number;
+  idempotencyKey?: string;
+  offset?: number;
+}
+
+export interface CommandPayload {
+  action: string;
+  params?: Record<string, unknown>;
+}
+export interface EventPayload {
+  event: string;
+  data?: unknown;
+}
+export interface StatePayload {
+  value: unknown;
+  stale?: boolean;
+  owner?: string;
+  version?: number;
+}
+export interface ErrorInfo {
+  code: string;
+  message: string;
+  details?: unknown;
+}
+export interface AckPayload {
+  status: AckStatus;
+  commandId: string;
+  result?: unknown;
+  error?: ErrorInfo;
+}
+export interface ErrorPayload extends ErrorInfo {
+  relatedMessageId?: string;
+}
+export interface SubscribePayload {
+  patterns: string[];
+  filter?: 'state' | 'events' | 'all';
+  snapshot?: boolean;
+  /** Resume after a reconnect (reference §4.1, Centrifugo-style offset + epoch). */
+  since?: { offset: number; epoch: string };
+}
+export interface UnsubscribePayload {
+  patterns: string[];
+}
+
+export interface HandshakeFrame {
+  type: 'handshake';
+  name: string;
+  version: string;
+  authToken?: string;
+  metadata?: Record<string, unknown>;
+}
+export interface HandshakeResponse {
+  type: 'handshake_response';
+  success: boolean;
+  sessionId?: string;
+  namespace?: string;
+  serverVersion: string;
+  protocolVersion: string;
+  error?: string;
+}
+export interface HeartbeatFrame {
+  type: 'ping' | 'pong';
+  timestamp?: number;
+}
+
+/** Transport-level error (not an envelope), reference §1.4 last paragraph. */
+export interface TransportError {
+  type: 'error';
+  code: string;
+  message: string;
+  timestamp: number;
+}
+
+const idString = z.string().min(1).max(MAX_ID_LENGTH);
+const path = z.string().max(MAX_PATH_LENGTH).regex(PATH_RE, 'must be a lower-case dotted path');
+const namespace = z.string().max(128).regex(NAMESPACE_RE, 'must be a namespace like companion.satellite');
+const pattern = z
+  .string()
+  .min(1)
+  .max(MAX_PATH_LENGTH)
+  .refine((p) => patternError(p) === undefined, { message: 'invalid pattern' });
+const patterns = z.array(pattern).min(1).max(MAX_PATTERNS);
+
+const commandPayload = z.strictObject({
+  action: z.string().min(1).max(64),
+  params: z.record(z.string(), z.unknown()).optional(),
+});
+const eventPayload = z.strictObject({ event: z.string().min(1).max(64), data: z.unknown().optional() });
+// `value` must be present (zod 4 treats an unknown-typed key as required); null clears the key.
+const statePayload = z.strictObject({ value: z.unknown() });
+const subscribePayload = z.strictObject({
+  patterns,
+  filter: z.enum(['state', 'events', 'all']).optional(),
+  snapshot: z.boolean().optional(),
+  since: z.strictObject({ offset: z.number().int().min(0), epoch: z.string().min(1).max(64) }).optional(),
+});
+const unsubscribePayload = z.strictObject({ patterns });
+
+const base = {
+  id: idString,
+  // The hub overwrites `source` with the connection's namespace (reference §1.1), so any bounded string is fine.
+  source: z.string().max(128).optional(),
+  path,
+  timestamp: z.number().int().positive(),
+  correlationId: z.string().min(1).max(MAX_CORRELATION_ID_LENGTH).optional(),
+  sequence: z.number().int().min(0).optional(),
+};
+
+const clientEnvelope = z.discriminatedUnion('type', [
+  z.strictObject({
+    ...base,
+    type: z.literal('command'),
+    target: namespace,
+    payload: commandPayload,
+    ttl: z.number().int().positive().max(MAX_TTL_MS).optional(),
+    idempotencyKey: z.string().min(1).max(MAX_ID_LENGTH).optional(),
+  }),
+  z.strictObject({ ...base, type: z.literal('event'), payload: eventPayload }),
+  z.strictObject({ ...base, type: z.literal('state'), payload: statePayload }),
+  z.strictObject({ ...base, type: z.literal('subscribe'), payload: subscribePayload }),
+  z.strictObject({ ...base, type: z.literal('unsubscribe'), payload: unsubscribePayload }),
+]);
+
+const handshake = z.strictObject({
+  type: z.literal('handshake'),
+  name: z.string().max(256),
+  version: z.string().max(64),
+  authToken: z.string().max(1024).optional(),
+  metadata: z.record(z.string(), z.unknown()).optional(),
+});
+const heartbeat = z.strictObject({
+  type: z.enum(['ping', 'pong']),
+  timestamp: z.number().optional(),
+});
+
+export type ClientEnvelope = z.output<typeof clientEnvelope>;
+export type ClientCommand = Extract<ClientEnvelope, { type: 'command' }>;
+
+export type ClientFrame =
+  | { kind: 'handshake'; frame: HandshakeFrame }
+  | { kind: 'heartbeat'; frame: HeartbeatFrame }
+  | { kind: 'envelope'; frame: ClientEnvelope };
+
+export type FrameParseResult =
+  | { ok: true; value: ClientFrame }
+  | {
+      ok: false;
+      code: 'PARSE_ERROR' | 'INVALID_MESSAGE';
+      message: string;
+      relatedMessageId?: string;
+    };
+
+function issuesText(issues: readonly z.core.$ZodIssue[]): string {
+  return issues
+    .slice(0, 5)
+    .map((i) => `${i.path.length ? i.path.map(String).join('.') : '(root)'}: ${i.message}`)
+    .join('; ');
+}
+
+/**
+ * Parse one client text frame. Never throws: JSON errors are PARSE_ERROR, schema errors INVALID_MESSAGE with
+ * the message id when one could be read (so the client can correlate the error).
+ */
+export function parseClientFrame(text: string): FrameParseResult {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return { ok: false, code: 'PARSE_ERROR', message: 'frame is not valid JSON' };
+  }
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
+    return { ok: false, code: 'INVALID_MESSAGE', message: 'frame must be a JSON object' };
+  }
+  const type = (raw as { type?: unknown }).type;
+  const rawId = (raw as { id?: unknown }).id;
+  const related =
+    typeof rawId === 'string' && rawId.length > 0 && rawId.length <= MAX_ID_LENGTH
+      ? { relatedMessageId: rawId }
+      : {};
+  if (type === 'handshake') {
+    const r = handshake.safeParse(raw);
+    if (!r.success) return { ok: false, code: 'INVALID_MESSAGE', message: issuesText(r.error.issues) };
+    const frame: HandshakeFrame = { type: 'handshake', name: r.data.name, version: r.data.version };
+    if (r.data.authToken !== undefined) frame.authToken = r.data.authToken;
+    if (r.data.metadata !== undefined) frame.metadata = r.data.metadata;
+    return { ok: true, value: { kind: 'handshake', frame } };
+  }
+  if (type === 'ping' || type === 'pong') {
+    const r = heartbeat.safeParse(raw);
+    if (!r.success) return { ok: false, code: 'INVALID_MESSAGE', message: issuesText(r.error.issues) };
+    const frame: HeartbeatFrame = { type: r.data.type };
+    if (r.data.timestamp !== undefined) frame.timestamp = r.data.timestamp;
+    return { ok: true, value: { kind: 'heartbeat', frame } };
+  }
+  const r = clientEnvelope.safeParse(raw);
+  if (!r.success)
+    return { ok: false, code: 'INVALID_MESSAGE', message: issuesText(r.error.issues), ...related };
+  return { ok: true, value: { kind: 'envelope', frame: r.data } };
+}
+
+/**
+ * Why a subscription pattern is invalid, or undefined. `*` is exactly one segment; `**` is one or more
+ * trailing segments and only allowed last (reference §4.1, NATS `>` semantics).
+ */
+export function patternError(p: string): string | undefined {
+  if (p.length === 0 || p.length > MAX_PATH_LENGTH) return 'pattern length out of range';
+  const segments = p.split('.');
+  for (let i = 0; i < segments.length; i++) {
+    const s = segments[i] as string;
+    if (s === '**') {
+      if (i !== segments.length - 1) return '"**" is only allowed as the last segment';
+    } else if (s !== '*' && !/^[a-z0-9_]+$/.test(s)) {
+      return `segment "${s}" is not a lower-case name, "*" or "**"`;
+    }
+  }
+  return undefined;
+}
+
+/** Name sanitising for `app.<name>` (reference §1.6): lower case, [^a-z0-9] → _, trim _, ≤32, default client. */
+export function sanitiseClientName(name: string): string {
+  const s = name
+    .toLowerCase()
+    .replace(/[^a-z0-9]/g, '_')
+    .replace(/^_+|_+$/g, '')
+    .slice(0, 32)
+    .replace(/_+$/g, '');
+  // A namespace segment must start with a letter (NAMESPACE_RE); prefix digits-first names.
+  if (s.length === 0) return 'client';
+  return /^[a-z]/.test(s) ? s : `c_${s}`.slice(0, 32);
+}

@@ -1,0 +1,235 @@
+/**
+ * Assembles one bridge: event log → hub → adapters → client transport → metrics and health servers.
+ * main.ts calls it with the loaded configuration; tests call it with port 0 and a fake adapter.
+ */
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { listeningUrl, systemClock, type Clock, type Logger } from '@broadcast-ops/core';
+import type { FastifyInstance } from 'fastify';
+import type { BridgeConfig } from './config.ts';
+import type { Adapter } from './domain/adapter.ts';
+import { Hub } from './domain/hub.ts';
+import { UuidV7Generator } from './domain/ids.ts';
+import { EventLog } from './io/event-log.ts';
+import {
+  buildHealthApp,
+  buildMetricsApp,
+  createBridgeMetrics,
+  type BridgeMetrics,
+  type DependencyCheck,
+} from './io/observability.ts';
+import { WsTransport } from './io/ws-transport.ts';
+
+export const SERVER_VERSION = (
+  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+).version;
+
+export interface BridgeOptions {
+  config: BridgeConfig;
+  logger: Logger;
+  clock?: Clock;
+  adapters?: Adapter[];
+  /** Base directory for a relative eventLog.path (default: the current directory). */
+  cwd?: string;
+}
+
+export interface RunningBridge {
+  hub: Hub;
+  metrics: BridgeMetrics;
+  eventLog: EventLog | undefined;
+  transport: WsTransport;
+  clientUrl: string;
+  metricsUrl: string | undefined;
+  healthUrl: string | undefined;
+  close(): Promise<void>;
+}
+
+export async function startBridge(options: BridgeOptions): Promise<RunningBridge> {
+  const { config, logger } = options;
+  const clock = options.clock ?? systemClock;
+  const startedAt = clock.now();
+  const metrics = createBridgeMetrics();
+  const ids = new UuidV7Generator(() => clock.now());
+  let eventLog: EventLog | undefined;
+  if (config.eventLog.enabled) {
+    eventLog = new EventLog({
+      dir: resolve(options.cwd ?? process.cwd(), config.eventLog.path),
+      maxFileBytes: config.eventLog.maxFileSize,
+      maxFiles: config.eventLog.maxFiles,
+      newEpoch: () => ids.next(),
+      now: () => clock.now(),
+    });
+    eventLog.open();
+    const r = eventLog.report;
+    const log = logger.child({ component: 'event-log' });
+    if (r.historyLost) log.warn({ ...r }, 'event log history was not intact; started a new epoch');
+    else log.info({ ...r, epoch: eventLog.epoch }, 'event log opened');
+  }
+  const ct = config.clientTransport;
+  const hub = new Hub({
+    clock,
+    logger,
+    metrics,
+    ...(eventLog ? { log: eventLog, epoch: eventLog.epoch } : {}),
+    ...(eventLog?.recovered ? { recovered: eventLog.recovered } : {}),
+    limits: {
+      rateLimit: ct.rateLimit,
+      rateLimitWindowMs: ct.rateLimitWindow,
+      maxPatternsPerClient: ct.maxPatternsPerClient,
+      defaultCommandTimeoutMs: config.commands.defaultTimeout,
+      idempotencyWindowMs: config.commands.idempotencyWindow,
+      replayRingSize: config.replay.ringSize,
+      outbound: {
+        softLimitBytes: ct.backpressure.softLimitBytes,
+        hardLimitBytes: ct.backpressure.hardLimitBytes,
+        maxQueuedMessages: ct.backpressure.maxQueuedMessages,
+        pollMs: 5,
+      },
+    },
+  });
+  for (const a of options.adapters ?? []) hub.registerAdapter(a);
+  if (config.companion.enabled) {
+    logger
+      .child({ component: 'companion' })
+      .warn(
+        { host: config.companion.host, port: config.companion.port },
+        'companion.enabled is set but the Companion Satellite adapter is not part of this build yet (next issue)',
+      );
+  }
+  await hub.startAdapters();
+
+  const transport = new WsTransport(
+    hub,
+    {
+      host: ct.host,
+      port: ct.port,
+      maxClients: ct.maxClients,
+      maxMessageSize: ct.maxMessageSize,
+      heartbeatIntervalMs: ct.heartbeatInterval,
+      requireAuth: ct.requireAuth,
+      authTokens: ct.authTokens,
+      handshakeTimeoutMs: ct.handshakeTimeout,
+      idleTimeoutMs: ct.idleTimeout,
+      serverVersion: SERVER_VERSION,
+    },
+    clock,
+    logger,
+    {
+      opened: () => metrics.connectionOpened('client'),
+      closed: (reason) => {
+        if (reason !== 'slow_consumer') metrics.disconnected('client', reason);
+      },
+    },
+  );
+  const clientPort = await transport.listen();
+  metrics.bind({ hub, clientConnections: () => transport.connections });
+
+  const checks = (): DependencyCheck[] => {
+    const now = clock.now();
+    const t0 = clock.monotonicMs();
+    const stats = hub.stats();
+    const lat = (): number => Math.round((clock.monotonicMs() - t0) * 1000) / 1000;
+    const list: DependencyCheck[] = [
+      {
+        name: 'state_store',
+        status: 'healthy',
+        latencyMs: lat(),
+        lastCheck: now,
+        metadata: { entries: stats.stateEntries },
+      },
+      {
+        name: 'router',
+        status: 'healthy',
+        latencyMs: lat(),
+        lastCheck: now,
+        metadata: { patterns: stats.patterns, coalescingClients: stats.coalescingClients },
+      },
+      {
+        name: 'client_transport',
+        status: transport.listening ? 'healthy' : 'unhealthy',
+        latencyMs: lat(),
+        lastCheck: now,
+        metadata: { clients: transport.connections, port: clientPort },
+      },
+    ];
+    if (eventLog) {
+      list.push({
+        name: 'event_log',
+        status: eventLog.healthy ? 'healthy' : 'degraded',
+        latencyMs: lat(),
+        lastCheck: now,
+        ...(eventLog.lastError ? { error: eventLog.lastError.message } : {}),
+        metadata: { epoch: eventLog.epoch, offset: stats.offset },
+      });
+    }
+    for (const a of hub.adapters()) {
+      // A disconnected device degrades the service but keeps it ready (reference §1.8).
+      list.push({
+        name: a.name,
+        status: a.connected ? 'healthy' : 'degraded',
+        latencyMs: lat(),
+        lastCheck: now,
+        metadata: { capabilities: a.capabilities },
+      });
+    }
+    if (config.companion.enabled && !hub.adapters().some((a) => a.name === 'companion.satellite')) {
+      list.push({
+        name: 'companion',
+        status: 'degraded',
+        latencyMs: 0,
+        lastCheck: now,
+        error: 'adapter not implemented yet',
+      });
+    }
+    return list;
+  };
+
+  let metricsApp: FastifyInstance | undefined;
+  let healthApp: FastifyInstance | undefined;
+  let metricsUrl: string | undefined;
+  let healthUrl: string | undefined;
+  try {
+    if (config.metrics.enabled) {
+      metricsApp = buildMetricsApp(logger, metrics.registry, config.metrics.path);
+      await metricsApp.listen({ host: config.metrics.host, port: config.metrics.port });
+      metricsUrl = listeningUrl(metricsApp) + config.metrics.path;
+    }
+    if (config.health.enabled) {
+      healthApp = buildHealthApp(logger, {
+        version: SERVER_VERSION,
+        startedAt,
+        now: () => clock.now(),
+        checks,
+        metrics: () => {
+          const s = hub.stats();
+          return { stateEntries: s.stateEntries, subscriptions: s.subscriptions, clients: s.clients };
+        },
+      });
+      await healthApp.listen({ host: config.health.host, port: config.health.port });
+      healthUrl = listeningUrl(healthApp);
+    }
+  } catch (err) {
+    await transport.close();
+    await metricsApp?.close();
+    eventLog?.close();
+    throw err;
+  }
+  const clientHost = ct.host === '0.0.0.0' || ct.host === '::' ? '127.0.0.1' : ct.host;
+  return {
+    hub,
+    metrics,
+    eventLog,
+    transport,
+    clientUrl: `ws://${clientHost}:${clientPort}/`,
+    metricsUrl,
+    healthUrl,
+    close: async () => {
+      await transport.close();
+      hub.abortAll();
+      await hub.stopAdapters();
+      await healthApp?.close();
+      await metricsApp?.close();
+      eventLog?.close();
+    },
+  };
+}

@@ -1,0 +1,114 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ManualClock } from '@broadcast-ops/core/testing';
+import { OutboundQueue, type OutboundSink } from '../src/domain/outbound-queue.ts';
+
+class FakeSocket implements OutboundSink {
+  buffered = 0;
+  grows = true;
+  sent: string[] = [];
+  closedWith: [number, string] | undefined;
+  bufferedAmount(): number {
+    return this.buffered;
+  }
+  send(data: string): void {
+    this.sent.push(data);
+    if (this.grows) this.buffered += data.length;
+  }
+  close(code: number, reason: string): void {
+    this.closedWith = [code, reason];
+  }
+}
+
+const limits = { softLimitBytes: 100, hardLimitBytes: 400, maxQueuedMessages: 5, pollMs: 5 };
+
+test('below the soft limit messages go straight out; above it state deltas coalesce per path', () => {
+  const clock = new ManualClock();
+  const sock = new FakeSocket();
+  let slow = 0;
+  const q = new OutboundQueue(
+    sock,
+    limits,
+    clock,
+    (n) => `gap:${n}`,
+    () => slow++,
+  );
+  q.push('state', 'a'.repeat(60), 'p.a');
+  q.push('state', 'b'.repeat(60), 'p.b'); // 60 < 100: still sent
+  assert.equal(sock.sent.length, 2);
+  q.push('state', 'A1', 'p.a'); // 120 ≥ 100: queued
+  q.push('state', 'A2', 'p.a'); // replaces A1
+  q.push('control', 'ACK');
+  q.push('state', 'A3', 'p.a'); // replaces A2, moves behind the ack
+  assert.ok(q.coalescing);
+  assert.equal(q.queuedMessages, 2);
+  assert.equal(q.coalescedTotal, 2);
+  sock.buffered = 0; // socket drained
+  clock.advance(5);
+  assert.deepEqual(sock.sent.slice(2), ['gap:2', 'ACK', 'A3']);
+  assert.ok(!q.coalescing);
+  assert.equal(slow, 0);
+});
+
+test('hard limit or too many queued events: closed 4008, queue released', () => {
+  const clock = new ManualClock();
+  const sock = new FakeSocket();
+  let slow = 0;
+  const q = new OutboundQueue(
+    sock,
+    limits,
+    clock,
+    (n) => `gap:${n}`,
+    () => slow++,
+  );
+  sock.buffered = 150;
+  for (let i = 0; i < 5; i++) q.push('event', `e${i}`);
+  assert.equal(sock.closedWith, undefined);
+  q.push('event', 'e5');
+  assert.deepEqual(sock.closedWith, [4008, 'Slow consumer']);
+  assert.equal(slow, 1);
+  assert.equal(q.queuedBytes, 0);
+  q.push('event', 'after');
+  assert.equal(sock.sent.length, 0, 'nothing after close');
+
+  const sock2 = new FakeSocket();
+  const q2 = new OutboundQueue(
+    sock2,
+    limits,
+    clock,
+    () => 'gap',
+    () => undefined,
+  );
+  sock2.buffered = 300;
+  q2.push('state', 'x'.repeat(50), 'a');
+  assert.equal(sock2.closedWith, undefined);
+  q2.push('state', 'y'.repeat(60), 'b'); // 300 + 110 ≥ 400
+  assert.deepEqual(sock2.closedWith, [4008, 'Slow consumer']);
+});
+
+test('flush waits for the socket to fall below half the soft limit; memory stays O(paths)', () => {
+  const clock = new ManualClock();
+  const sock = new FakeSocket();
+  const q = new OutboundQueue(
+    sock,
+    { ...limits, hardLimitBytes: 1e9 },
+    clock,
+    (n) => `gap:${n}`,
+    () => undefined,
+  );
+  sock.buffered = 100;
+  for (let i = 0; i < 100_000; i++) q.push('state', `v${i}`, `p.${i % 10}`);
+  assert.equal(q.queuedMessages, 10);
+  assert.ok(q.maxQueuedBytes < 200, `queued bytes bounded by distinct paths, got ${q.maxQueuedBytes}`);
+  sock.buffered = 60;
+  clock.advance(5);
+  assert.equal(sock.sent.length, 0, 'still above half the soft limit');
+  sock.buffered = 0;
+  sock.grows = false;
+  clock.advance(5);
+  assert.equal(sock.sent[0], 'gap:99990');
+  assert.deepEqual(
+    sock.sent.slice(1),
+    Array.from({ length: 10 }, (_, k) => `v${99_990 + k}`),
+  );
+});

@@ -1,0 +1,309 @@
+import { networkInterfaces } from 'node:os';
+import { isIP } from 'node:net';
+import { ConfigError, loadConfig } from '@broadcast-ops/core';
+import { z } from 'zod';
+import { parseNetwork } from './domain/access-list.ts';
+
+/**
+ * timesvc configuration (spec 3 "Resources and their fields", reference §1.8). Every section of the spec
+ * is accepted and validated strictly now; sections and keys marked "inert" are parsed but not acted on yet
+ * (NTS, PTP, GPSDO, most of web: later issues). See README "Configuration".
+ */
+
+/** `${NAME}` substitution yields text: numeric and boolean keys also accept their textual form. */
+function num<T extends z.ZodNumber>(schema: T) {
+  return z.preprocess(
+    (v) => (typeof v === 'string' && /^-?\d+(\.\d+)?$/.test(v.trim()) ? Number(v) : v),
+    schema,
+  );
+}
+
+function bool() {
+  return z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean());
+}
+
+/** `64`, `"64s"`, `"30m"`, `"24h"`, `"500ms"` -> seconds. */
+const duration = z.union([
+  num(z.number().nonnegative()),
+  z
+    .string()
+    .regex(/^\d+(\.\d+)?(ms|s|m|h)?$/, 'a duration such as 64s, 30m or 24h')
+    .transform((s) => {
+      const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(s);
+      const v = Number(m?.[1] ?? 0);
+      const unit = m?.[2] ?? 's';
+      return unit === 'ms' ? v / 1000 : unit === 'm' ? v * 60 : unit === 'h' ? v * 3600 : v;
+    }),
+]);
+
+const hostPort = z.string().refine((s) => parseHostPort(s, 123) !== undefined, 'must be host:port');
+
+const peerSchema = z.strictObject({
+  address: hostPort,
+  prefer: bool().default(false),
+  iburst: bool().default(true),
+  /** log2 s; below RFC 5905's MINPOLL 4 only for labs (chrony allows down to -6). */
+  minpoll: num(z.number().int().min(-4).max(17)).optional(),
+  maxpoll: num(z.number().int().min(-4).max(17)).optional(),
+  /** Inert until NTS client support (later issue). */
+  nts_enabled: bool().default(false),
+});
+
+const rateLimitSchema = z.strictObject({
+  enabled: bool().default(true),
+  /** Average interval a client may sustain, seconds (chrony's `ratelimit interval` is log2 of this). */
+  average_interval: duration.default(1),
+  burst: num(z.number().int().min(1).max(1024)).default(16),
+  /** Send at most one RATE kiss per client per this interval; other excess requests are dropped. */
+  kod_interval: duration.default(8),
+  max_clients: num(z.number().int().min(16).max(10_000_000)).default(65_536),
+  ipv6_prefix: num(z.number().int().min(0).max(128)).default(64),
+});
+
+const ntpSchema = z.strictObject({
+  enabled: bool().default(true),
+  /** 0 = any free port (tests); 123 needs root or CAP_NET_BIND_SERVICE. */
+  port: num(z.number().int().min(0).max(65535)).default(123),
+  /** "" = all addresses, IPv4 and IPv6; an IP address or an interface name binds to that only. */
+  interface: z.string().default(''),
+  /** Served stratum in local-stratum mode; otherwise the stratum follows the reference (R7). */
+  stratum: num(z.number().int().min(1).max(15)).default(2),
+  /** Default minpoll for peers that set none (64 s -> minpoll 6). */
+  poll_interval: duration.default(64),
+  ref_id: z
+    .string()
+    .regex(/^[\x20-\x7e]{1,4}$/, 'must be 1-4 ASCII characters')
+    .default('LOCL'),
+  allowed_networks: z
+    .array(z.string().refine((s) => tryNetwork(s), 'must be an IP network such as 10.0.0.0/8'))
+    .default([]),
+  upstream_peers: z.array(peerSchema).max(64).default([]),
+  /** Local-stratum mode: serve time from the host clock at `stratum` when no other reference is usable. */
+  local_stratum: bool().default(false),
+  rate_limit: rateLimitSchema.prefault({}),
+  /**
+   * Kernel receive timestamps (SIOCGSTAMPNS through the native addon, README "Accuracy"); on by default,
+   * used wherever the addon is built. Off: the handler's own reading minus `rx_timestamp_correction_us`.
+   */
+  kernel_rx_timestamps: bool().default(true),
+  /**
+   * Microseconds subtracted from receive timestamps for the event loop's wake-up latency when kernel
+   * timestamps are not in use (README "Accuracy"); a client sees the served clock move by about half of it.
+   */
+  rx_timestamp_correction_us: num(z.number().min(0).max(2000)).default(0),
+  /** SO_RCVBUF of the NTP sockets, bytes (the kernel caps it at net.core.rmem_max). */
+  socket_receive_buffer: num(
+    z
+      .number()
+      .int()
+      .min(4096)
+      .max(256 * 1024 * 1024),
+  ).default(4 * 1024 * 1024),
+});
+
+const ntsSchema = z.strictObject({
+  enabled: bool().default(false),
+  ke_port: num(z.number().int().min(0).max(65535)).default(4460),
+  cert_path: z.string().default(''),
+  key_path: z.string().default(''),
+  ca_path: z.string().default(''),
+  cookie_key: z
+    .string()
+    .default('')
+    .refine((s) => s === '' || (/^[0-9a-fA-F]+$/.test(s) && s.length % 2 === 0 && s.length >= 64), {
+      message: 'must be hex, at least 32 bytes',
+    }),
+  min_tls_version: z.literal('1.3').default('1.3'),
+  cipher_suite: z.string().default(''),
+});
+
+const ptpSchema = z.strictObject({
+  enabled: bool().default(false),
+  interface: z.string().default(''),
+  domain: num(z.number().int().min(0).max(127)).default(0),
+  priority1: num(z.number().int().min(0).max(255)).default(128),
+  priority2: num(z.number().int().min(0).max(255)).default(128),
+  clock_class: num(z.number().int().min(0).max(255)).default(248),
+  clock_accuracy: num(z.number().int().min(0).max(255)).default(0xfe),
+  log_announce_interval: num(z.number().int().min(-7).max(7)).default(1),
+  log_sync_interval: num(z.number().int().min(-7).max(7)).default(0),
+  log_min_delay_req_interval: num(z.number().int().min(-7).max(7)).default(0),
+  transport_mode: z.enum(['multicast', 'unicast']).default('multicast'),
+  delay_mechanism: z.enum(['E2E', 'P2P']).default('E2E'),
+  profile: z.string().default('default'),
+  two_step_flag: bool().default(true),
+});
+
+const gpsdoSchema = z.strictObject({
+  enabled: bool().default(false),
+  type: z.enum(['dummy', 'serialpps', 'network']).default('dummy'),
+  serial_device: z.string().default(''),
+  serial_baud: num(z.number().int().positive()).default(9600),
+  pps_device: z.string().default(''),
+  network_address: z.string().default(''),
+  poll_interval: duration.default(1),
+  nmea_sentences: z.array(z.string().regex(/^[A-Z]{5}$/)).default(['GPRMC', 'GPGGA']),
+});
+
+const userSchema = z.strictObject({
+  username: z.string().min(1),
+  password_hash: z.string().min(1),
+  role: z.enum(['admin', 'operator', 'viewer']),
+});
+
+const webSchema = z.strictObject({
+  /** 0 = any free port (tests). */
+  port: num(z.number().int().min(0).max(65535)).default(8080),
+  bind_address: z.string().default('0.0.0.0'),
+  tls_enabled: bool().default(false),
+  tls_cert: z.string().default(''),
+  tls_key: z.string().default(''),
+  jwt_secret: z.string().default(''),
+  jwt_expiry: duration.default(24 * 3600),
+  session_timeout: duration.default(30 * 60),
+  allowed_origins: z.array(z.string()).default([]),
+  read_only_mode: bool().default(false),
+  rate_limit_rps: num(z.number().positive()).default(100),
+  static_dir: z.string().default('./static'),
+  users: z.array(userSchema).default([]),
+});
+
+const loggingSchema = z.strictObject({
+  level: z.enum(['trace', 'debug', 'info', 'warn', 'warning', 'error', 'fatal', 'silent']).default('info'),
+  format: z.enum(['json', 'pretty']).default('json'),
+  output: z.literal('stdout').default('stdout'),
+});
+
+/** Known placeholder secrets that must not guard real users (reference §1.9 start-up check). */
+export const PLACEHOLDER_SECRETS = new Set([
+  'changeme',
+  'changeme-in-production',
+  'secret',
+  'change-me',
+  'your-secret-key',
+]);
+
+export const configSchema = z
+  .strictObject({
+    ntp: ntpSchema.prefault({}),
+    nts: ntsSchema.prefault({}),
+    ptp: ptpSchema.prefault({}),
+    gpsdo: gpsdoSchema.prefault({}),
+    web: webSchema.prefault({}),
+    logging: loggingSchema.prefault({}),
+  })
+  .superRefine((c, ctx) => {
+    const issue = (path: (string | number)[], message: string): void => {
+      ctx.addIssue({ code: 'custom', path, message });
+    };
+    c.ntp.upstream_peers.forEach((p, i) => {
+      if (p.minpoll !== undefined && p.maxpoll !== undefined && p.minpoll > p.maxpoll) {
+        issue(['ntp', 'upstream_peers', i, 'minpoll'], 'minpoll must not exceed maxpoll');
+      }
+    });
+    if (c.nts.enabled && (!c.nts.cert_path || !c.nts.key_path)) {
+      issue(['nts'], 'NTS needs cert_path and key_path when enabled');
+    }
+    if (c.ptp.enabled && !c.ptp.interface) issue(['ptp', 'interface'], 'PTP needs an interface when enabled');
+    if (c.gpsdo.enabled && c.gpsdo.type === 'serialpps' && (!c.gpsdo.serial_device || !c.gpsdo.pps_device)) {
+      issue(['gpsdo'], 'type serialpps needs serial_device and pps_device');
+    }
+    if (c.gpsdo.enabled && c.gpsdo.type === 'network' && !c.gpsdo.network_address) {
+      issue(['gpsdo', 'network_address'], 'type network needs network_address');
+    }
+    if (c.web.tls_enabled && (!c.web.tls_cert || !c.web.tls_key)) {
+      issue(['web'], 'TLS needs tls_cert and tls_key');
+    }
+    if (c.web.users.length > 0 && (!c.web.jwt_secret || PLACEHOLDER_SECRETS.has(c.web.jwt_secret))) {
+      issue(
+        ['web', 'jwt_secret'],
+        'a real JWT secret is required when users exist (not empty, not a placeholder)',
+      );
+    }
+  });
+
+export type TimesvcConfig = z.output<typeof configSchema>;
+
+/** Environment overrides (reference §1.9): environment > file > default. Values are taken as strings. */
+export const ENV_OVERRIDES = {
+  TIMESVC_JWT_SECRET: { path: 'web.jwt_secret', parse: (raw: string) => raw },
+  TIMESVC_NTS_COOKIE_KEY: { path: 'nts.cookie_key', parse: (raw: string) => raw },
+};
+
+export function loadTimesvcConfig(
+  file: string | undefined,
+  environment: NodeJS.ProcessEnv = process.env,
+): TimesvcConfig {
+  return loadConfig({ schema: configSchema, file, env: ENV_OVERRIDES, environment, substitute: true });
+}
+
+/** Parse `host:port`, `[v6]:port`, a bare host (port = defaultPort) or a bare IPv6 address. */
+export function parseHostPort(text: string, defaultPort: number): { host: string; port: number } | undefined {
+  const t = text.trim();
+  let host: string;
+  let portText: string | undefined;
+  const bracket = /^\[([^\]]+)\](?::(\d+))?$/.exec(t);
+  if (bracket) {
+    host = bracket[1] ?? '';
+    portText = bracket[2];
+  } else if (isIP(t) === 6) {
+    host = t;
+  } else {
+    const i = t.lastIndexOf(':');
+    if (i >= 0) {
+      host = t.slice(0, i);
+      portText = t.slice(i + 1);
+    } else host = t;
+  }
+  if (!host || /\s/.test(host)) return undefined;
+  const port = portText === undefined ? defaultPort : Number(portText);
+  if (
+    !Number.isInteger(port) ||
+    port < 1 ||
+    port > 65535 ||
+    (portText !== undefined && !/^\d+$/.test(portText))
+  ) {
+    return undefined;
+  }
+  return { host, port };
+}
+
+function tryNetwork(s: string): boolean {
+  try {
+    parseNetwork(s);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Where the NTP sockets bind: "" = every IPv4 and IPv6 address (two sockets); an address = that one; an
+ * interface name = its first IPv4 and IPv6 addresses (link-local IPv6 addresses get their zone).
+ */
+export function ntpBindAddresses(iface: string): { udp4?: string; udp6?: string } {
+  if (iface === '') return { udp4: '0.0.0.0', udp6: '::' };
+  const family = isIP(iface);
+  if (family === 4) return { udp4: iface };
+  if (family === 6) return { udp6: iface };
+  const list = networkInterfaces()[iface];
+  if (!list || list.length === 0)
+    throw new ConfigError(`ntp.interface: no network interface named "${iface}"`);
+  const v4 = list.find((a) => a.family === 'IPv4');
+  const v6 = list.find((a) => a.family === 'IPv6');
+  const out: { udp4?: string; udp6?: string } = {};
+  if (v4) out.udp4 = v4.address;
+  if (v6) out.udp6 = v6.address.startsWith('fe80') ? `${v6.address}%${iface}` : v6.address;
+  return out;
+}
+
+/** The effective minpoll/maxpoll of a peer: its own, else from ntp.poll_interval, maxpoll default 10. */
+export function peerPolls(
+  peer: { minpoll?: number | undefined; maxpoll?: number | undefined },
+  pollIntervalS: number,
+): { minpoll: number; maxpoll: number } {
+  const fromInterval = Math.max(-4, Math.min(17, Math.round(Math.log2(Math.max(pollIntervalS, 1 / 16)))));
+  const minpoll = peer.minpoll ?? Math.min(fromInterval, peer.maxpoll ?? 17);
+  const maxpoll = peer.maxpoll ?? Math.max(minpoll, 10);
+  return { minpoll, maxpoll };
+}

@@ -1,0 +1,277 @@
+import {
+  LEAP,
+  MAXDISP,
+  MAXPOLL,
+  MAXSTRAT,
+  MODE,
+  NTP_HEADER_LENGTH,
+  PHI,
+  decodeNtpPacket,
+  isZeroTimestamp,
+  kissCode,
+  shortToSeconds,
+  timestampDiffSeconds,
+  timestampsEqual,
+  writeHeader,
+  type NtpPacket,
+  type NtpTimestamp,
+} from '../protocol/ntp-packet.ts';
+import { ClockFilter, type FilterOutput } from './clock-filter.ts';
+
+/**
+ * One upstream NTP server as seen by our client side (RFC 5905 §8–§10, §13): request building, reply
+ * validation, offset/delay/dispersion per sample, the clock filter, the reach register, poll adaptation and
+ * Kiss-o'-Death handling. No sockets: the io runner sends what `request()` returns and feeds replies to
+ * `receive()`, with timestamps of the raw (uncorrected) local clock and monotonic milliseconds.
+ */
+
+export interface PeerConfig {
+  /** `host:port` as configured (also the peer's name `NTP:<host>:<port>`). */
+  address: string;
+  prefer: boolean;
+  iburst: boolean;
+  /** log2 seconds. */
+  minpoll: number;
+  /** log2 seconds. */
+  maxpoll: number;
+}
+
+/** Interval between iburst packets (chrony and ntpd use 2 s). */
+export const IBURST_INTERVAL_S = 2;
+/** Packets in an initial burst (chrony sends 4, ntpd 8). */
+export const IBURST_COUNT = 4;
+/** Consecutive good samples after which the poll interval doubles. */
+export const POLL_UP_AFTER = 4;
+
+export type PeerReceiveResult =
+  | {
+      kind: 'sample';
+      output: FilterOutput;
+      offsetS: number;
+      delayS: number;
+      stratum: number;
+      packet: NtpPacket;
+    }
+  | { kind: 'kod'; code: string }
+  | { kind: 'unsynchronised'; packet: NtpPacket }
+  | { kind: 'ignored'; reason: 'malformed' | 'not_server' | 'bogus' | 'duplicate' | 'bad_header' };
+
+export interface PeerStatus {
+  address: string;
+  prefer: boolean;
+  reach: number;
+  reachable: boolean;
+  /** Usable for selection: reachable, synchronised, not denied, with at least one sample. */
+  usable: boolean;
+  denied: string | undefined;
+  poll: number;
+  stratum: number;
+  leap: number;
+  referenceId: number;
+  rootDelayS: number;
+  rootDispersionS: number;
+  offsetS: number | undefined;
+  delayS: number | undefined;
+  dispersionS: number;
+  jitterS: number | undefined;
+  lastSampleMs: number | undefined;
+  nextPollMs: number;
+  pollCount: number;
+  errorCount: number;
+}
+
+interface Outstanding {
+  transmit: NtpTimestamp;
+  t1: NtpTimestamp;
+  sentMs: number;
+}
+
+export class NtpPeer {
+  readonly config: PeerConfig;
+  readonly #filter: ClockFilter;
+  readonly #precisionS: number;
+  #poll: number;
+  #minpoll: number;
+  #reach = 0;
+  #burstLeft: number;
+  #nextPollMs: number;
+  #outstanding: Outstanding | undefined;
+  #goodStreak = 0;
+  #denied: string | undefined;
+  #last: FilterOutput | undefined;
+  #lastPacket: NtpPacket | undefined;
+  #lastSynchronised = false;
+  #pollCount = 0;
+  #errorCount = 0;
+
+  constructor(config: PeerConfig, nowMs: number, precisionLog2 = -20) {
+    if (config.minpoll > config.maxpoll) throw new RangeError('minpoll must not exceed maxpoll');
+    this.config = config;
+    this.#precisionS = 2 ** precisionLog2;
+    this.#filter = new ClockFilter(this.#precisionS);
+    this.#poll = config.minpoll;
+    this.#minpoll = config.minpoll;
+    this.#burstLeft = config.iburst ? IBURST_COUNT : 0;
+    this.#nextPollMs = nowMs;
+  }
+
+  get nextPollMs(): number {
+    return this.#nextPollMs;
+  }
+
+  get poll(): number {
+    return this.#poll;
+  }
+
+  get denied(): string | undefined {
+    return this.#denied;
+  }
+
+  /**
+   * Build the next request if it is due. `t1` is the raw local clock now; it goes into the transmit field
+   * and is what the reply's origin must match bit for bit (RFC 5905 §8, the "bogus" test).
+   */
+  request(nowMs: number, t1: NtpTimestamp): Buffer | undefined {
+    if (this.#denied !== undefined || nowMs < this.#nextPollMs) return undefined;
+    if (this.#outstanding !== undefined) {
+      // The previous request got no valid answer: a miss slows nothing down but may trigger a burst.
+      this.#errorCount++;
+      this.#goodStreak = 0;
+      if (this.#poll > this.#minpoll) this.#poll--;
+    }
+    this.#reach = (this.#reach << 1) & 0xff;
+    if (this.#reach === 0 && this.config.iburst && this.#burstLeft === 0 && this.#pollCount > 0) {
+      this.#burstLeft = IBURST_COUNT; // unreachable again: re-burst as ntpd does for iburst peers
+    }
+    const buf = Buffer.alloc(NTP_HEADER_LENGTH);
+    writeHeader(buf, {
+      leap: LEAP.NONE,
+      version: 4,
+      mode: MODE.CLIENT,
+      stratum: 0,
+      poll: Math.max(-128, Math.min(127, this.#poll)),
+      precision: Math.round(Math.log2(this.#precisionS)),
+      rootDelay: 0,
+      rootDispersion: 0,
+      referenceId: 0,
+      referenceTimestamp: { seconds: 0, fraction: 0 },
+      originTimestamp: { seconds: 0, fraction: 0 },
+      receiveTimestamp: { seconds: 0, fraction: 0 },
+      transmitTimestamp: t1,
+      extensions: [],
+    });
+    this.#outstanding = { transmit: t1, t1, sentMs: nowMs };
+    this.#pollCount++;
+    let intervalS = 2 ** this.#poll;
+    if (this.#burstLeft > 0) {
+      this.#burstLeft--;
+      intervalS = Math.min(intervalS, IBURST_INTERVAL_S);
+    }
+    this.#nextPollMs = nowMs + intervalS * 1000;
+    return buf;
+  }
+
+  /** Feed one datagram from the peer; `t4` is the raw local clock taken on arrival. */
+  receive(msg: Uint8Array, t4: NtpTimestamp, nowMs: number): PeerReceiveResult {
+    let packet: NtpPacket;
+    try {
+      packet = decodeNtpPacket(msg);
+    } catch {
+      return { kind: 'ignored', reason: 'malformed' };
+    }
+    if (packet.mode !== MODE.SERVER || packet.version < 1 || packet.version > 4) {
+      return { kind: 'ignored', reason: 'not_server' };
+    }
+    const pending = this.#outstanding;
+    if (pending === undefined) return { kind: 'ignored', reason: 'duplicate' };
+    if (!timestampsEqual(packet.originTimestamp, pending.transmit)) {
+      return { kind: 'ignored', reason: 'bogus' };
+    }
+    this.#outstanding = undefined;
+    const kiss = kissCode(packet);
+    if (kiss !== undefined) {
+      this.#handleKiss(kiss, packet, pending.sentMs);
+      return { kind: 'kod', code: kiss };
+    }
+    this.#reach |= 1;
+    this.#lastPacket = packet;
+    if (packet.leap === LEAP.UNSYNCHRONISED || packet.stratum >= MAXSTRAT) {
+      this.#lastSynchronised = false;
+      return { kind: 'unsynchronised', packet };
+    }
+    const rootDelay = shortToSeconds(packet.rootDelay);
+    const rootDisp = shortToSeconds(packet.rootDispersion);
+    if (
+      rootDelay / 2 + rootDisp >= MAXDISP ||
+      isZeroTimestamp(packet.receiveTimestamp) ||
+      isZeroTimestamp(packet.transmitTimestamp) ||
+      timestampDiffSeconds(packet.transmitTimestamp, packet.receiveTimestamp) < 0
+    ) {
+      this.#errorCount++;
+      return { kind: 'ignored', reason: 'bad_header' };
+    }
+    this.#lastSynchronised = true;
+    // RFC 5905 §8: θ = ((T2 − T1) + (T3 − T4)) / 2, δ = (T4 − T1) − (T3 − T2).
+    const t21 = timestampDiffSeconds(packet.receiveTimestamp, pending.t1);
+    const t34 = timestampDiffSeconds(packet.transmitTimestamp, t4);
+    const offsetS = (t21 + t34) / 2;
+    const delayS = Math.max(this.#precisionS, t21 - t34);
+    const roundTripS = Math.max(0, timestampDiffSeconds(t4, pending.t1));
+    const dispersionS = 2 ** packet.precision + this.#precisionS + PHI * roundTripS;
+    // The offset applies to the middle of the exchange.
+    const atMs = (pending.sentMs + nowMs) / 2;
+    const output = this.#filter.add({ offsetS, delayS, dispersionS, atMs });
+    this.#last = output;
+    this.#goodStreak++;
+    if (this.#goodStreak >= POLL_UP_AFTER && this.#burstLeft === 0) {
+      this.#goodStreak = 0;
+      // Takes effect from the next request; the one already scheduled keeps its time.
+      if (this.#poll < this.config.maxpoll) this.#poll++;
+    }
+    return { kind: 'sample', output, offsetS, delayS, stratum: packet.stratum, packet };
+  }
+
+  /** RFC 5905 §7.4: DENY/RSTR demobilise the association; RATE asks us to poll less often. */
+  #handleKiss(code: string, packet: NtpPacket, sentMs: number): void {
+    if (code === 'DENY' || code === 'RSTR') {
+      this.#denied = code;
+      this.#burstLeft = 0;
+      return;
+    }
+    if (code === 'RATE') {
+      this.#burstLeft = 0;
+      const next = Math.min(MAXPOLL, Math.max(this.#poll + 1, packet.poll, this.config.minpoll));
+      // Stay at least this slow from now on; the server told us our rate was too high.
+      this.#minpoll = Math.min(Math.max(next, this.#minpoll), MAXPOLL);
+      this.#poll = Math.max(this.#poll, this.#minpoll);
+      this.#nextPollMs = Math.max(this.#nextPollMs, sentMs + 2 ** this.#poll * 1000);
+    }
+  }
+
+  status(): PeerStatus {
+    const p = this.#lastPacket;
+    const reachable = this.#reach !== 0;
+    return {
+      address: this.config.address,
+      prefer: this.config.prefer,
+      reach: this.#reach,
+      reachable,
+      usable: reachable && this.#denied === undefined && this.#lastSynchronised && this.#last !== undefined,
+      denied: this.#denied,
+      poll: this.#poll,
+      stratum: p?.stratum ?? MAXSTRAT,
+      leap: p?.leap ?? LEAP.UNSYNCHRONISED,
+      referenceId: p?.referenceId ?? 0,
+      rootDelayS: p ? shortToSeconds(p.rootDelay) : 0,
+      rootDispersionS: p ? shortToSeconds(p.rootDispersion) : 0,
+      offsetS: this.#last?.offsetS,
+      delayS: this.#last?.delayS,
+      dispersionS: this.#last?.dispersionS ?? MAXDISP,
+      jitterS: this.#last?.jitterS,
+      lastSampleMs: this.#last?.atMs,
+      nextPollMs: this.#nextPollMs,
+      pollCount: this.#pollCount,
+      errorCount: this.#errorCount,
+    };
+  }
+}

@@ -1,0 +1,13 @@
+import { defineErrors, errorFactory } from '@broadcast-ops/core';
+
+/** timesvc's error catalogue: stable codes (API contract), one HTTP status each. */
+export const TIMESVC_ERRORS = defineErrors({
+  NOT_FOUND: { status: 404, message: 'not found' },
+  NOT_IMPLEMENTED: { status: 501, message: 'not implemented yet' },
+  CONFIG_INVALID: { status: 400, message: 'invalid configuration' },
+  NTP_BIND_FAILED: { status: 500, message: 'cannot bind the NTP socket' },
+  PEER_RESOLVE_FAILED: { status: 400, message: 'cannot resolve the upstream peer' },
+});
+
+export type TimesvcErrorCode = keyof typeof TIMESVC_ERRORS;
+export const fail = errorFactory(TIMESVC_ERRORS);

@@ -1,0 +1,63 @@
+import type { Socket } from 'node:dgram';
+import { createRequire } from 'node:module';
+
+/**
+ * Kernel receive timestamps (native/rx-timestamp.c, built by `node-gyp` at `npm ci`). Where the addon is
+ * missing (not Linux, no compiler at install), receive timestamps fall back to the 'message' handler's own
+ * reading minus `rx_timestamp_correction_us`; `/api/health` tells which is in use.
+ */
+interface RxAddon {
+  lastRxTimestampMs(fd: number): number | undefined;
+}
+
+let cached: RxAddon | null | undefined;
+
+function addon(): RxAddon | undefined {
+  if (cached === undefined) {
+    try {
+      const require = createRequire(import.meta.url);
+      cached = require('../../build/Release/rx_timestamp.node') as RxAddon;
+    } catch {
+      cached = null;
+    }
+  }
+  return cached ?? undefined;
+}
+
+/** Whether the addon loaded. */
+export function kernelRxTimestampsAvailable(): boolean {
+  return addon() !== undefined;
+}
+
+/**
+ * The file descriptor of a bound dgram socket. Node keeps the handle under an internal symbol (the public
+ * `_handle` getter is deprecated, DEP0112); if that ever changes this returns undefined and the caller falls
+ * back to userspace timestamps.
+ */
+function socketFd(socket: Socket): number | undefined {
+  const sym = Object.getOwnPropertySymbols(socket).find((s) => s.description === 'state symbol');
+  if (!sym) return undefined;
+  const state = (socket as unknown as Record<symbol, { handle?: { fd?: unknown } } | undefined>)[sym];
+  const fd = state?.handle?.fd;
+  return typeof fd === 'number' && fd >= 0 ? fd : undefined;
+}
+
+/** Longest plausible wait between arrival and the handler; beyond it a timestamp is stale, not a delay. */
+const MAX_DELAY_MS = 1000;
+
+/**
+ * For a bound socket, a function that, called inside its 'message' handler, returns how long ago (ms) the
+ * kernel received the datagram being handled, given the current Unix time in ms; undefined when unknown.
+ */
+export function kernelRxDelay(socket: Socket): ((nowUnixMs: number) => number | undefined) | undefined {
+  const a = addon();
+  const fd = a ? socketFd(socket) : undefined;
+  if (!a || fd === undefined) return undefined;
+  a.lastRxTimestampMs(fd); // enables timestamping on this socket (socket(7) SIOCGSTAMP)
+  return (nowUnixMs) => {
+    const stamp = a.lastRxTimestampMs(fd);
+    if (stamp === undefined) return undefined;
+    const delay = nowUnixMs - stamp;
+    return delay >= 0 && delay < MAX_DELAY_MS ? delay : undefined;
+  };
+}

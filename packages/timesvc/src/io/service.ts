@@ -1,0 +1,143 @@
+import { createRequire } from 'node:module';
+import type { FastifyInstance } from 'fastify';
+import type { Logger, Registry } from '@broadcast-ops/core';
+import { AccessList } from '../domain/access-list.ts';
+import { ClockManager } from '../domain/clock-manager.ts';
+import { RateLimiter } from '../domain/rate-limiter.ts';
+import { asciiRefId } from '../protocol/ntp-packet.ts';
+import { ntpBindAddresses, parseHostPort, peerPolls, type TimesvcConfig } from '../config.ts';
+import { buildHttpApp } from './http-app.ts';
+import { createTimesvcMetrics } from './metrics.ts';
+import { NtpServer } from './ntp-server.ts';
+import { PeerClient } from './peer-client.ts';
+import { ServedClock, hiresClock, measurePrecision } from './served-clock.ts';
+
+/**
+ * Wires the time service: served clock, clock manager, upstream peers, NTP server, web app. `start()`
+ * opens the sockets; main.ts calls it and the tests call it with port 0.
+ */
+export interface TimesvcService {
+  readonly config: TimesvcConfig;
+  readonly clock: ServedClock;
+  readonly manager: ClockManager;
+  readonly peers: readonly PeerClient[];
+  readonly registry: Registry;
+  readonly app: FastifyInstance;
+  server(): NtpServer | undefined;
+  start(): Promise<void>;
+  close(): Promise<void>;
+}
+
+const require = createRequire(import.meta.url);
+export const VERSION = (require('../../package.json') as { version: string }).version;
+
+export function createTimesvc(config: TimesvcConfig, logger: Logger): TimesvcService {
+  const startedMs = Date.now();
+  const precision = measurePrecision();
+  const clockLog = logger.child({ component: 'clock' });
+  const served = new ServedClock({
+    onStep: (deltaMs) => {
+      clockLog.warn({ deltaMs }, 'system clock step detected; served clock re-anchored');
+    },
+  });
+  const ntp = config.ntp;
+  const manager = new ClockManager({
+    clock: hiresClock,
+    precision,
+    local: ntp.local_stratum ? { stratum: ntp.stratum, referenceId: asciiRefId(ntp.ref_id) } : undefined,
+  });
+  manager.on((e) => {
+    if (e.type === 'state') clockLog.info({ from: e.from, to: e.to, reason: e.reason }, 'clock state');
+    else if (e.type === 'selected') clockLog.info({ from: e.from, to: e.to }, 'reference selected');
+    else if (e.type === 'step') {
+      clockLog.info({ source: e.source, offsetS: e.offsetS }, 'served clock stepped to reference');
+    }
+    // The served clock follows the manager's correction as soon as it changes.
+    served.setCorrection(manager.correction);
+  });
+  const rxCorrectionMs = ntp.rx_timestamp_correction_us / 1000;
+  const peerLog = logger.child({ component: 'ntp-peer' });
+  const peers: PeerClient[] = [];
+  if (ntp.enabled) {
+    for (const p of ntp.upstream_peers) {
+      const hp = parseHostPort(p.address, 123);
+      if (!hp) continue; // the schema has rejected it already
+      const polls = peerPolls(p, ntp.poll_interval);
+      const client = new PeerClient({
+        config: { address: p.address, prefer: p.prefer, iburst: p.iburst, ...polls },
+        host: hp.host,
+        port: hp.port,
+        clock: served,
+        manager,
+        logger: peerLog,
+        precision,
+        rxCorrectionMs,
+        kernelRxTimestamps: ntp.kernel_rx_timestamps,
+      });
+      manager.register(client);
+      peers.push(client);
+    }
+  }
+  const rl = ntp.rate_limit;
+  const policy = {
+    access: ntp.allowed_networks.length ? new AccessList(ntp.allowed_networks) : undefined,
+    rateLimiter: rl.enabled
+      ? new RateLimiter({
+          averageIntervalS: rl.average_interval,
+          burst: rl.burst,
+          kodIntervalS: rl.kod_interval,
+          maxClients: rl.max_clients,
+          ipv6PrefixBits: rl.ipv6_prefix,
+        })
+      : undefined,
+  };
+  let server: NtpServer | undefined;
+  const registry = createTimesvcMetrics({ server: () => server, manager, peers: () => peers, startedMs });
+  const app = buildHttpApp({
+    logger,
+    registry,
+    version: VERSION,
+    servedNowMs: () => served.servedUnixMs(),
+    rxTimestamps: () => server?.rxTimestamps ?? 'off',
+  });
+  const inert = (['nts', 'ptp', 'gpsdo'] as const).filter((k) => config[k].enabled);
+  if (inert.length) {
+    logger.warn({ sections: inert }, 'enabled sections are not implemented yet and are ignored');
+  }
+
+  return {
+    config,
+    clock: served,
+    manager,
+    peers,
+    registry,
+    app,
+    server: () => server,
+    async start() {
+      served.start();
+      manager.start();
+      if (ntp.enabled) {
+        server = new NtpServer({
+          port: ntp.port,
+          bind: ntpBindAddresses(ntp.interface),
+          clock: served,
+          state: () => manager.serverState,
+          policy,
+          rxCorrectionMs,
+          kernelRxTimestamps: ntp.kernel_rx_timestamps,
+          recvBufferSize: ntp.socket_receive_buffer,
+          logger: logger.child({ component: 'ntp-server' }),
+        });
+        await server.start();
+        for (const p of peers) p.start();
+      }
+    },
+    async close() {
+      manager.stop();
+      served.stop();
+      await Promise.all(peers.map((p) => p.close()));
+      await server?.close();
+      await app.close();
+    },
+  };
+}
