@@ -11,7 +11,7 @@
 import type { CasparEvent } from '../protocol/casparcg.ts';
 import { casparFormatFps } from '../protocol/casparcg.ts';
 import { framesToTimecode, secondsToFrames, ZERO_TIMECODE } from '../protocol/timecode.ts';
-import type { DevicePatch } from './device-state.ts';
+import { remainingMs, type DevicePatch } from './device-state.ts';
 
 export interface CasparReducerOptions {
   channel: number;
@@ -159,10 +159,7 @@ export class CasparcgReducer {
       filename: l.name ?? l.path ?? '',
       positionMs,
       durationMs,
-      remainingMs:
-        positionMs !== undefined && durationMs !== undefined
-          ? Math.max(0, durationMs - positionMs)
-          : undefined,
+      remainingMs: remainingMs(positionMs, durationMs),
       loop: l.loop,
     };
   }

@@ -64,3 +64,13 @@ export function initialState(identity: DeviceIdentity, now: number): DeviceState
     reason: 'not connected yet',
   };
 }
+
+/** Time left in the clip, when the device tells both position and duration. */
+export function remainingMs(
+  positionMs: number | undefined,
+  durationMs: number | undefined,
+): number | undefined {
+  return positionMs !== undefined && durationMs !== undefined
+    ? Math.max(0, durationMs - positionMs)
+    : undefined;
+}

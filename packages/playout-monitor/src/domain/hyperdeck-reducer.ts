@@ -13,7 +13,7 @@ import {
   type TransportInfo,
 } from '../protocol/hyperdeck.ts';
 import { normaliseTimecode, timecodeToFrames, ZERO_TIMECODE } from '../protocol/timecode.ts';
-import type { DevicePatch, PlayState } from './device-state.ts';
+import { remainingMs, type DevicePatch, type PlayState } from './device-state.ts';
 
 export function mapTransportStatus(status: string | undefined): PlayState {
   if (status === 'play') return 'play';
@@ -106,10 +106,7 @@ export class HyperdeckReducer {
       framerate: fps,
       positionMs,
       durationMs,
-      remainingMs:
-        positionMs !== undefined && durationMs !== undefined
-          ? Math.max(0, durationMs - positionMs)
-          : undefined,
+      remainingMs: remainingMs(positionMs, durationMs),
       loop: t.loop,
     };
   }

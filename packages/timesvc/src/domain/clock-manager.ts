@@ -370,13 +370,7 @@ export class ClockManager {
       this.#setState('SYNCING', `reference ${id} returned`);
     }
     if (!this.#fitted) {
-      this.#phase = sample.offsetS;
-      this.#t0 = t;
-      this.#fitted = true;
-      this.#fit = [{ t, offset: sample.offsetS }];
-      this.#lastResidual = 0;
-      this.#emit({ type: 'step', source: id, offsetS: sample.offsetS });
-      this.#markUpdate(sample);
+      this.#stepTo(t, id, sample);
       return;
     }
     const residual = sample.offsetS - this.#predict(t);
@@ -393,13 +387,7 @@ export class ClockManager {
     ) {
       // Still acquiring: step to the new offset rather than slewing for minutes.
       this.#resetFit(true);
-      this.#phase = sample.offsetS;
-      this.#t0 = t;
-      this.#fitted = true;
-      this.#fit = [{ t, offset: sample.offsetS }];
-      this.#lastResidual = 0;
-      this.#emit({ type: 'step', source: id, offsetS: sample.offsetS });
-      this.#markUpdate(sample);
+      this.#stepTo(t, id, sample);
       return;
     }
     // Popcorn spike suppressor (RFC 5905 §10, SGATE = 3): the first residual far outside the recent spread
@@ -474,6 +462,17 @@ export class ClockManager {
       if (runs >= (n + 1) / 2 - Math.sqrt(n - 1)) return;
       this.#fit = pts.slice(Math.floor(n / 2));
     }
+  }
+
+  /** Phase the fit to this sample's offset (first sample, or a step while acquiring). */
+  #stepTo(t: number, id: string, sample: ReferenceSample): void {
+    this.#phase = sample.offsetS;
+    this.#t0 = t;
+    this.#fitted = true;
+    this.#fit = [{ t, offset: sample.offsetS }];
+    this.#lastResidual = 0;
+    this.#emit({ type: 'step', source: id, offsetS: sample.offsetS });
+    this.#markUpdate(sample);
   }
 
   #markUpdate(sample: ReferenceSample): void {

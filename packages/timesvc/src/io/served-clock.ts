@@ -143,20 +143,12 @@ export class ServedClock {
 
   /** Write the raw or served time at monotonic `perf` as an NTP timestamp into buf[offset..offset+8]. */
   write(buf: Buffer, offset: number, served: boolean, perf = performance.now()): void {
-    let ns = this.#anchorNs + (perf - this.#anchorPerf) * 1e6;
-    if (served) {
-      const c = this.#correction;
-      ns += (c.phaseS + (c.freq * (perf - c.t0Ms)) / 1000) * 1e9;
-    }
-    const whole = Math.floor(ns / 1e9);
-    ns -= whole * 1e9;
-    let sec = (this.#anchorSec + whole + NTP_UNIX_OFFSET_S) % TWO32;
-    if (sec < 0) sec += TWO32;
-    buf.writeUInt32BE(sec, offset);
-    buf.writeUInt32BE(Math.min(TWO32 - 1, Math.floor((ns * TWO32) / 1e9)), offset + 4);
+    const { seconds, fraction } = this.read(served, perf);
+    buf.writeUInt32BE(seconds, offset);
+    buf.writeUInt32BE(fraction, offset + 4);
   }
 
-  /** The same as write() but returning the timestamp (no allocation beyond the result). */
+  /** The raw or served time at monotonic `perf` as an NTP timestamp. */
   read(served: boolean, perf = performance.now()): NtpTimestamp {
     let ns = this.#anchorNs + (perf - this.#anchorPerf) * 1e6;
     if (served) {
