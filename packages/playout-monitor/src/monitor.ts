@@ -62,17 +62,7 @@ export class Monitor {
         framerate: s.framerate ?? settings.defaultFramerate,
       })),
     );
-    this.app = buildHttpApp({
-      store: this.store,
-      config: this.config,
-      version: VERSION,
-      startedAtMs: this.#startedAtMs,
-      monotonicMs: () => this.#clock.monotonicMs(),
-      now: () => this.#clock.now(),
-      malformed: this.malformed,
-      logger: options.logger,
-      registry,
-    });
+    this.app = buildHttpApp({ ...this.#healthContext(), logger: options.logger, registry });
     const common = {
       defaultFramerate: settings.defaultFramerate,
       store: this.store,
@@ -133,7 +123,12 @@ export class Monitor {
   }
 
   health(): HealthBody {
-    return healthBody({
+    return healthBody(this.#healthContext());
+  }
+
+  /** What /health is made of; shared by the HTTP app and health(). */
+  #healthContext() {
+    return {
       store: this.store,
       config: this.config,
       version: VERSION,
@@ -141,7 +136,7 @@ export class Monitor {
       monotonicMs: () => this.#clock.monotonicMs(),
       now: () => this.#clock.now(),
       malformed: this.malformed,
-    });
+    };
   }
 
   /** Bind the OSC sockets, start polling and connecting, listen for HTTP on `httpPort` (default: config). */
