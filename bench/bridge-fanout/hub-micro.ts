@@ -47,8 +47,8 @@ function run(withLog: boolean): void {
     payload: { patterns: ['app.pub.custom.**'] },
     timestamp: 1,
   });
-  for (let k = 0; k < SUBSCRIBERS; k++) hub.receive(hub.openClient(sink, `s${k}`, '1').connId, sub);
-  const pub = hub.openClient(sink, 'pub', '1');
+  for (let k = 0; k < SUBSCRIBERS; k++) hub.receive(hub.openClient(sink, `s${k}`).connId, sub);
+  const pub = hub.openClient(sink, 'pub');
   const t0 = performance.now();
   for (let i = 0; i < N; i++) {
     hub.receive(
@@ -87,7 +87,7 @@ function snapshot(keys: number): void {
     },
     close: () => undefined,
   };
-  const c = hub.openClient(sink, 'snap', '1');
+  const c = hub.openClient(sink, 'snap');
   hub.receive(
     c.connId,
     JSON.stringify({

@@ -3,26 +3,31 @@
  * on loopback, in one run.
  *
  *   npx tsx bench/timesvc-ntp/run.ts [--step-ms 2000] [--rates 5000,10000,...] [--queries 9]
- *                                    [--rx-correction-us 120]
  *
  * Prints, for each server: the highest offered rate answered with < 0.1 % loss, the server's CPU time per
  * request at that rate (utime + stime from /proc/<pid>/stat), the ratio timesvc/chrony; and the median
- * offset `chronyd -Q` measures against timesvc and against chronyd (both serve the same host clock).
+ * offset `chronyd -Q` measures against timesvc and against chronyd (both serve the same host clock), for
+ * timesvc with its default receive timestamps (kernel, where the addon is built) and with
+ * `kernel_rx_timestamps: false`. Each timesvc's receive-timestamp mode is read from its `/api/health`.
  * chronyd runs with -x (never touches the clock), its own config/pidfile/driftfile, no command port.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createSocket, type Socket } from 'node:dgram';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { requireTool, repoRoot, tempDir } from '@broadcast-ops/core/testing';
+import { repoRoot, startProcess, tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
+import {
+  chronyQuery,
+  medianOf,
+  startChronyServer,
+  type ChronyServer,
+} from '../../packages/timesvc/test/helpers/chrony.ts';
 
 const { values } = parseArgs({
   options: {
     'step-ms': { type: 'string' },
     rates: { type: 'string' },
     queries: { type: 'string' },
-    'rx-correction-us': { type: 'string' },
   },
 });
 const STEP_MS = Number(values['step-ms'] ?? 2000);
@@ -30,8 +35,6 @@ const RATES = (values.rates ?? '5000,10000,20000,30000,40000,50000,60000,80000,1
   .split(',')
   .map(Number);
 const QUERIES = Number(values.queries ?? 9);
-/** A receive-latency correction calibrated on the 2-core CI VM (README "Accuracy"), shown for comparison. */
-const CORRECTION_US = Number(values['rx-correction-us'] ?? 120);
 const LOSS_LIMIT = 0.001;
 const CLK_TCK = 100; // Linux USER_HZ
 
@@ -49,25 +52,6 @@ async function freeUdpPort(): Promise<number> {
   const port = s.address().port;
   await new Promise<void>((r) => s.close(r));
   return port;
-}
-
-function waitOutput(child: ChildProcess, pattern: RegExp, timeoutMs: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(
-      () => reject(new Error(`timeout waiting for ${pattern}: ${out.slice(-2000)}`)),
-      timeoutMs,
-    );
-    const on = (d: Buffer): void => {
-      out += d.toString();
-      if (pattern.test(out)) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout?.on('data', on);
-    child.stderr?.on('data', on);
-  });
 }
 
 interface StepResult {
@@ -170,55 +154,26 @@ function best(results: StepResult[]): StepResult | undefined {
     .sort((a, b) => b.rate - a.rate)[0];
 }
 
-function chronyQuery(chronyd: string, port: number): Promise<number | undefined> {
-  return new Promise((resolve) => {
-    const child = spawn(chronyd, [
-      '-Q',
-      '-u',
-      'root',
-      '-t',
-      '10',
-      '-f',
-      '/dev/null',
-      `server 127.0.0.1 port ${port} iburst maxsamples 1`,
-      'bindcmdaddress /',
-      'cmdport 0',
-    ]);
-    let out = '';
-    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    child.on('exit', () => {
-      const m = /System clock wrong by (-?[\d.]+) seconds/.exec(out);
-      resolve(m?.[1] === undefined ? undefined : Number(m[1]));
-    });
-  });
-}
-
-function median(v: number[]): number {
-  const s = [...v].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
-
-const chronyd = requireTool('chronyd');
 const dir = tempDir('timesvc-bench-');
-const children: ChildProcess[] = [];
-const stopAll = (): void => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
-};
-process.on('exit', stopAll);
+const children: RunningProcess[] = [];
+let ch: ChronyServer | undefined;
+// Each child is ended by its own handle (PID), also if the bench is left by an uncaught error.
+process.on('exit', () => {
+  for (const p of [...children, ch?.proc]) p?.child.kill('SIGTERM');
+});
 try {
   const tsPort = await freeUdpPort();
   const chPort = await freeUdpPort();
-  const rawPort = await freeUdpPort();
+  const userPort = await freeUdpPort();
   const smallPort = await freeUdpPort();
   const rmemDefault = Number(readFileSync('/proc/sys/net/core/rmem_default', 'utf8').trim());
+  /** Start one timesvc; resolves once it is LOCKED, with its receive-timestamp mode from /api/health. */
   const startTimesvc = async (
     name: string,
     port: number,
-    correction: string,
+    kernelRx: boolean,
     recvBuffer = 4 * 1024 * 1024,
-  ): Promise<ChildProcess> => {
+  ): Promise<{ proc: RunningProcess; pid: number; rx: string }> => {
     const file = join(dir.path, `${name}.yaml`);
     writeFileSync(
       file,
@@ -228,7 +183,7 @@ try {
         '  interface: 127.0.0.1',
         '  local_stratum: true',
         '  stratum: 8',
-        `  rx_timestamp_correction_us: ${correction}`,
+        `  kernel_rx_timestamps: ${kernelRx}`,
         `  socket_receive_buffer: ${recvBuffer}`,
         '  rate_limit:',
         '    enabled: false',
@@ -241,70 +196,63 @@ try {
       ].join('\n'),
     );
     // The service process itself (no npx wrapper), so /proc/<pid>/stat is the server's CPU.
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', join(repoRoot, 'packages/timesvc/src/main.ts'), '--config', file],
-      { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    children.push(child);
-    await waitOutput(child, /"to":"LOCKED"/, 20_000);
-    return child;
+    const proc = startProcess(process.execPath, [
+      '--import',
+      'tsx',
+      join(repoRoot, 'packages/timesvc/src/main.ts'),
+      '--config',
+      file,
+    ]);
+    children.push(proc);
+    await proc.waitForOutput(/"to":"LOCKED"/, 30_000);
+    const web = (await proc.waitForOutput(/"web":"(http[^"]+)"/, 5_000))[1] ?? '';
+    const health = (await (await fetch(`${web}/api/health`)).json()) as { rx_timestamps?: string };
+    return { proc, pid: proc.child.pid ?? 0, rx: health.rx_timestamps ?? 'unknown' };
   };
-  const ts = await startTimesvc('timesvc', tsPort, '0');
-  await startTimesvc('timesvc-corrected', rawPort, String(CORRECTION_US));
-  // Like for like with chronyd, which leaves SO_RCVBUF at the kernel default.
-  const tsSmall = await startTimesvc('timesvc-smallbuf', smallPort, '0', rmemDefault);
+  // Started together (each needs a few seconds to lock on its local reference).
+  const [ts, tsUser, tsSmall] = await Promise.all([
+    startTimesvc('timesvc', tsPort, true),
+    startTimesvc('timesvc-userspace', userPort, false),
+    // Like for like with chronyd, which leaves SO_RCVBUF at the kernel default.
+    startTimesvc('timesvc-smallbuf', smallPort, true, rmemDefault),
+  ]);
+  // The load generator sends from 127.0.1.x.
+  ch = await startChronyServer(dir.path, chPort, { extra: ['allow 127.0.0.0/8'] });
+  const chPid = ch.proc.child.pid ?? 0;
 
-  mkdirSync(join(dir.path, 'run'), { mode: 0o700 });
-  const chConf = join(dir.path, 'chrony.conf');
-  writeFileSync(
-    chConf,
-    [
-      `port ${chPort}`,
-      'bindaddress 127.0.0.1',
-      'allow 127.0.0.0/8',
-      'local stratum 8',
-      'cmdport 0',
-      `bindcmdaddress ${join(dir.path, 'run', 'chronyd.sock')}`,
-      `pidfile ${join(dir.path, 'chronyd.pid')}`,
-      `driftfile ${join(dir.path, 'chronyd.drift')}`,
-      '',
-    ].join('\n'),
+  console.log(
+    `timesvc pid ${ts.pid} on 127.0.0.1:${tsPort} (rx_timestamps: ${ts.rx}); ` +
+      `timesvc kernel_rx_timestamps:false pid ${tsUser.pid} (rx_timestamps: ${tsUser.rx}); ` +
+      `timesvc* pid ${tsSmall.pid} (rx_timestamps: ${tsSmall.rx}); chronyd pid ${chPid} on 127.0.0.1:${chPort}`,
   );
-  const ch = spawn(chronyd, ['-x', '-d', '-u', 'root', '-f', chConf], { stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(ch);
-  await waitOutput(ch, /chronyd version/, 10_000);
-  await new Promise((r) => setTimeout(r, 500));
-
-  console.log(`timesvc pid ${ts.pid} on 127.0.0.1:${tsPort}; chronyd pid ${ch.pid} on 127.0.0.1:${chPort}`);
   console.log(`Offset measured by chronyd -Q (${QUERIES} alternating runs each, idle servers):`);
   const offTs: number[] = [];
-  const offRaw: number[] = [];
+  const offUser: number[] = [];
   const offCh: number[] = [];
   for (let i = 0; i < QUERIES; i++) {
-    const a = await chronyQuery(chronyd, tsPort);
-    const b = await chronyQuery(chronyd, chPort);
-    const c = await chronyQuery(chronyd, rawPort);
+    const a = (await chronyQuery('127.0.0.1', tsPort)).offsetS;
+    const b = (await chronyQuery('127.0.0.1', chPort)).offsetS;
+    const c = (await chronyQuery('127.0.0.1', userPort)).offsetS;
     if (a !== undefined) offTs.push(a);
     if (b !== undefined) offCh.push(b);
-    if (c !== undefined) offRaw.push(c);
+    if (c !== undefined) offUser.push(c);
   }
-  const medTs = median(offTs);
-  const medCh = median(offCh);
-  const medRaw = median(offRaw);
+  const medTs = medianOf(offTs);
+  const medCh = medianOf(offCh);
+  const medUser = medianOf(offUser);
   const show = (name: string, v: number[], m: number): void => {
     console.log(
       `  ${name}: ${v.map((o) => (o * 1e6).toFixed(0)).join(' ')} µs -> median ${(m * 1e6).toFixed(1)} µs`,
     );
   };
-  show('timesvc (default config)', offTs, medTs);
-  show(`timesvc (rx_timestamp_correction_us: ${CORRECTION_US})`, offRaw, medRaw);
+  show(`timesvc (default, rx_timestamps ${ts.rx})`, offTs, medTs);
+  show(`timesvc (kernel_rx_timestamps: false, rx_timestamps ${tsUser.rx})`, offUser, medUser);
   show('chronyd', offCh, medCh);
 
   console.log(`Load: ${STEP_MS} ms per step, 16 source addresses, loss limit ${LOSS_LIMIT * 100} %`);
-  const tsResults = await sweep('timesvc', tsPort, ts.pid!);
-  const chResults = await sweep('chronyd', chPort, ch.pid!);
-  const smallResults = await sweep('timesvc*', smallPort, tsSmall.pid!);
+  const tsResults = await sweep('timesvc', tsPort, ts.pid);
+  const chResults = await sweep('chronyd', chPort, chPid);
+  const smallResults = await sweep('timesvc*', smallPort, tsSmall.pid);
   console.log(
     `  (timesvc* = timesvc with socket_receive_buffer ${rmemDefault}, the kernel default chronyd uses)`,
   );
@@ -344,15 +292,15 @@ try {
   }
   console.log(
     `  offset median: timesvc ${(medTs * 1e6).toFixed(1)} µs vs chronyd ${(medCh * 1e6).toFixed(1)} µs, ` +
-      `difference ${((medTs - medCh) * 1e6).toFixed(1)} µs (target within 50 µs); with rx_timestamp_correction_us ${CORRECTION_US}: ` +
-      `${(medRaw * 1e6).toFixed(1)} µs, difference ${((medRaw - medCh) * 1e6).toFixed(1)} µs`,
+      `difference ${((medTs - medCh) * 1e6).toFixed(1)} µs (target within 50 µs; rx_timestamps ${ts.rx}); ` +
+      `with kernel_rx_timestamps: false (rx_timestamps ${tsUser.rx}): ${(medUser * 1e6).toFixed(1)} µs, ` +
+      `difference ${((medUser - medCh) * 1e6).toFixed(1)} µs`,
   );
   console.log(
     '  note: timesvc asks for a 4 MiB socket receive buffer by default (net.core.rmem_max allows it); chronyd ' +
       'keeps the kernel default, so it drops bursts earlier when it is descheduled; timesvc* above uses the same.',
   );
 } finally {
-  stopAll();
-  await new Promise((r) => setTimeout(r, 300));
+  await Promise.all([...children.map((p) => p.stop()), ch?.stop()]);
   dir.remove();
 }

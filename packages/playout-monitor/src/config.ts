@@ -11,13 +11,16 @@ const host = z.string().min(1).max(253);
 
 export const MAX_DEVICES = 12;
 
+/** The products' own default ports (reference §1.1): CasparCG OSC, vMix HTTP API, HyperDeck TCP. */
+export const DEFAULT_PORTS = { osc_player: 6250, http_mixer: 8088, tcp_recorder: 9993 } as const;
+
 const defaultPorts = z
   .strictObject({
-    osc_player: port.default(6250),
-    http_mixer: port.default(8088),
-    tcp_recorder: port.default(9993),
+    osc_player: port.default(DEFAULT_PORTS.osc_player),
+    http_mixer: port.default(DEFAULT_PORTS.http_mixer),
+    tcp_recorder: port.default(DEFAULT_PORTS.tcp_recorder),
   })
-  .default({ osc_player: 6250, http_mixer: 8088, tcp_recorder: 9993 });
+  .default(DEFAULT_PORTS);
 
 export const settingsSchema = z.strictObject({
   defaultFramerate: z.number().positive().max(100).default(50),

@@ -1,7 +1,7 @@
 // Entry point of `npx playout-monitor`: the only module that reads the environment and opens ports.
 import { createInterface } from 'node:readline';
 import { ConfigError, createLogger, runCli, Shutdown } from '@broadcast-ops/core';
-import { loadMonitorConfig, serverPort, type MonitorConfig } from './config.ts';
+import { DEFAULT_PORTS, loadMonitorConfig, serverPort, type MonitorConfig } from './config.ts';
 import { Monitor } from './monitor.ts';
 import { simulatorKind, startSimulator, type SimulatorHandle } from './simulators/index.ts';
 
@@ -27,7 +27,7 @@ async function startDemoSimulators(
     const kind = simulatorKind(s.type);
     if (!kind) continue;
     const sim =
-      kind === 'casparcg' && s.type === 'osc_player'
+      s.type === 'osc_player'
         ? await startSimulator(kind, {
             host: '127.0.0.1',
             port: oscPorts.get(port) ?? port,
@@ -88,7 +88,11 @@ async function simulate(values: Record<string, unknown>, positionals: string[]):
   }
   const str = (k: string): string | undefined => (typeof values[k] === 'string' ? values[k] : undefined);
   const n = (k: string): number | undefined => (str(k) === undefined ? undefined : Number(str(k)));
-  const defaults = { casparcg: 6250, vmix: 8088, hyperdeck: 9993 } as const;
+  const defaults = {
+    casparcg: DEFAULT_PORTS.osc_player,
+    vmix: DEFAULT_PORTS.http_mixer,
+    hyperdeck: DEFAULT_PORTS.tcp_recorder,
+  } as const;
   const layout = str('layout');
   const sim = await startSimulator(kind, {
     host: str('host') ?? '127.0.0.1',
@@ -117,7 +121,14 @@ async function simulate(values: Record<string, unknown>, positionals: string[]):
       void close();
       return;
     }
-    void sim.command(line).then((answer) => process.stdout.write(answer + '\n'));
+    // A bad command (e.g. `play 9` on a deck with two clips) is answered with an error, not a crash.
+    Promise.resolve()
+      .then(() => sim.command(line))
+      .then(
+        (answer) => process.stdout.write(answer + '\n'),
+        (err: unknown) =>
+          process.stdout.write(`error: ${err instanceof Error ? err.message : String(err)}\n`),
+      );
   });
   process.once('SIGINT', () => void close());
   process.once('SIGTERM', () => void close());

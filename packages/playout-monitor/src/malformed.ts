@@ -30,10 +30,4 @@ export class MalformedInputs {
   counts(): Record<string, number> {
     return Object.fromEntries(this.#counts);
   }
-
-  total(): number {
-    let t = 0;
-    for (const v of this.#counts.values()) t += v;
-    return t;
-  }
 }

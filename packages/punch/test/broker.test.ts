@@ -200,6 +200,27 @@ describe('durable store: restart on the same SQLite file', () => {
     }
   });
 
+  test('a batch that fails to commit rejects every writer of it, also when close() commits it', async () => {
+    const dir = tempDir('punch-store-');
+    try {
+      const clock = new ManualClock();
+      const good = makeBroker(new MemoryStore(), clock);
+      const session = await good.broker.create({ name: 'ok', latency: 200, ttl: 60 });
+      // STRICT table: a text latency cannot be stored, so the whole batch rolls back.
+      const bad = { ...session, name: 'bad', latency: 'x' as unknown as number };
+      for (const viaClose of [false, true]) {
+        const store = new SqliteSessionStore(join(dir.path, `fail-${viaClose}.db`));
+        const writes = [store.putSession(session), store.putSession(bad)];
+        if (viaClose) assert.throws(() => store.close(), /latency/);
+        for (const w of writes) await assert.rejects(w, /latency/);
+        if (!viaClose) store.close();
+      }
+      good.broker.stop();
+    } finally {
+      dir.remove();
+    }
+  });
+
   test('the SQLite store uses WAL journal mode', async () => {
     const dir = tempDir('punch-store-');
     try {

@@ -5,7 +5,7 @@
  * path in SCREAMING_SNAKE with prefix BRIDGE_ (`clientTransport.maxClients` → BRIDGE_CLIENT_TRANSPORT_MAX_CLIENTS),
  * coerced by the type of the default (arrays comma-separated), per reference R15.
  */
-import { coerceEnvValue, loadConfig, type EnvOverride } from '@broadcast-ops/core';
+import { ConfigError, coerceEnvValue, loadConfig, type EnvOverride } from '@broadcast-ops/core';
 import { z } from 'zod';
 
 const port = z.number().int().min(0).max(65535);
@@ -146,14 +146,14 @@ export function loadBridgeConfig(file?: string, environment: NodeJS.ProcessEnv =
     substitute: true,
   });
   if (config.clientTransport.requireAuth && config.clientTransport.authTokens.length === 0) {
-    throw new Error(
+    throw new ConfigError(
       `${file ?? 'configuration'}: clientTransport.requireAuth is true but clientTransport.authTokens is empty`,
     );
   }
   if (
     config.clientTransport.backpressure.hardLimitBytes <= config.clientTransport.backpressure.softLimitBytes
   ) {
-    throw new Error(
+    throw new ConfigError(
       `${file ?? 'configuration'}: clientTransport.backpressure.hardLimitBytes must exceed softLimitBytes`,
     );
   }

@@ -88,6 +88,7 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
     },
   });
   for (const a of options.adapters ?? []) hub.registerAdapter(a);
+
   if (config.companion.enabled) {
     logger
       .child({ component: 'companion' })
@@ -96,7 +97,6 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
         'companion.enabled is set but the Companion Satellite adapter is not part of this build yet (next issue)',
       );
   }
-  await hub.startAdapters();
 
   const transport = new WsTransport(
     hub,
@@ -121,7 +121,26 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
       },
     },
   );
-  const clientPort = await transport.listen();
+  let metricsApp: FastifyInstance | undefined;
+  let healthApp: FastifyInstance | undefined;
+  // One teardown for both a failed start and close(): nothing started may outlive it (adapter timers or an
+  // open log would keep a process that failed to start from exiting).
+  const closeAll = async (): Promise<void> => {
+    await transport.close();
+    hub.abortAll();
+    await hub.stopAdapters();
+    await healthApp?.close();
+    await metricsApp?.close();
+    eventLog?.close();
+  };
+  let clientPort: number;
+  try {
+    await hub.startAdapters();
+    clientPort = await transport.listen();
+  } catch (err) {
+    await closeAll();
+    throw err;
+  }
   metrics.bind({ hub, clientConnections: () => transport.connections });
 
   const checks = (): DependencyCheck[] => {
@@ -184,8 +203,6 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
     return list;
   };
 
-  let metricsApp: FastifyInstance | undefined;
-  let healthApp: FastifyInstance | undefined;
   let metricsUrl: string | undefined;
   let healthUrl: string | undefined;
   try {
@@ -209,9 +226,7 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
       healthUrl = listeningUrl(healthApp);
     }
   } catch (err) {
-    await transport.close();
-    await metricsApp?.close();
-    eventLog?.close();
+    await closeAll();
     throw err;
   }
   const clientHost = ct.host === '0.0.0.0' || ct.host === '::' ? '127.0.0.1' : ct.host;
@@ -223,13 +238,6 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
     clientUrl: `ws://${clientHost}:${clientPort}/`,
     metricsUrl,
     healthUrl,
-    close: async () => {
-      await transport.close();
-      hub.abortAll();
-      await hub.stopAdapters();
-      await healthApp?.close();
-      await metricsApp?.close();
-      eventLog?.close();
-    },
+    close: closeAll,
   };
 }

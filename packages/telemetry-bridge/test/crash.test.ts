@@ -6,20 +6,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { appendFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { repoRoot, startProcess, tempDir, waitFor, type RunningProcess } from '@broadcast-ops/core/testing';
 import { BridgeClient, type AckMessage } from '../src/client/bridge-client.ts';
 import { listSegments, readLog } from '../src/io/event-log.ts';
 import { encodeRecord } from '../src/protocol/log-record.ts';
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
+import { freePort } from './helpers.ts';
 
 const BIN = join(repoRoot, 'packages/telemetry-bridge/bin/telemetry-bridge.mjs');
 

@@ -106,9 +106,9 @@ test('fast-check: random frames and envelopes never throw and never reach anothe
   hub.registerAdapter(adapter);
   await hub.startAdapters();
   const observerSink = new Sink();
-  const observer = hub.openClient(observerSink, 'observer', '1');
+  const observer = hub.openClient(observerSink, 'observer');
   const fuzzSink = new Sink();
-  const fuzz = hub.openClient(fuzzSink, 'fuzz', '1');
+  const fuzz = hub.openClient(fuzzSink, 'fuzz');
   assert.equal(fuzz.namespace, 'app.fuzz');
   hub.receive(
     observer.connId,

@@ -1,4 +1,5 @@
 /** Shared test fixtures: a strict fake adapter and an in-process bridge on port 0. */
+import { createServer } from 'node:net';
 import { silentLogger, type Logger } from '@broadcast-ops/core';
 import { tempDir } from '@broadcast-ops/core/testing';
 import type { Adapter, AdapterCommand, AdapterContext, AdapterResult } from '../src/domain/adapter.ts';
@@ -148,4 +149,13 @@ export function record(client: BridgeClient): { all: { type: string; m: Record<s
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+/** A port that was free a moment ago, for a bridge that must come back on the same port after a restart. */
+export async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
 }

@@ -1,22 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { silentLogger } from '@broadcast-ops/core';
 import { tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { BridgeClient } from '../src/client/bridge-client.ts';
 import { listSegments } from '../src/io/event-log.ts';
 import { startBridge, type RunningBridge } from '../src/service.ts';
-import { FakeAdapter, testConfig } from './helpers.ts';
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
+import { FakeAdapter, freePort, testConfig } from './helpers.ts';
 
 test('restart: intact log keeps the epoch and resumes; damaged log starts a new epoch, client adopts it', async () => {
   const dir = tempDir('tb-restart-');

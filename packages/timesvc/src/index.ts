@@ -5,6 +5,7 @@ export * from './domain/ntp-responder.ts';
 export * from './domain/ntp-peer.ts';
 export * from './domain/rate-limiter.ts';
 export * from './domain/access-list.ts';
+export * from './domain/ip-address.ts';
 export * from './domain/selection.ts';
 export * from './domain/clock-filter.ts';
 export { configSchema, loadTimesvcConfig, type TimesvcConfig } from './config.ts';

@@ -268,3 +268,19 @@ test('a single spike is suppressed (no state change, correction unmoved); a pers
   assert.ok(Math.abs(m.correctionAt(clock.monotonicMs()) - 0.0015) < 50e-6);
   assert.equal(m.snapshot().spikes, 2);
 });
+
+test('a stratum-15 reference is not served as stratum 16 with LI 0: the server stays unsynchronised', () => {
+  const { clock, m } = setup();
+  const peer = new SimSource('NTP:192.0.2.9:123', 'ntp', false, 15, 0.001);
+  m.register(peer);
+  run(clock, m, 6, [peer]);
+  assert.equal(m.state, 'LOCKED');
+  assert.equal(m.serverState.leap, 3);
+  assert.equal(m.serverState.stratum, 0);
+  assert.equal(m.snapshot().stratum, 16);
+  peer.stratum = 14;
+  run(clock, m, 1, [peer]);
+  assert.equal(m.serverState.leap, 0);
+  assert.equal(m.serverState.stratum, 15);
+  assert.equal(m.snapshot().stratum, 15);
+});

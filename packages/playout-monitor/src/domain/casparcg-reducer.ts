@@ -59,20 +59,12 @@ export class CasparcgReducer {
     this.#o = options;
   }
 
-  get options(): Readonly<CasparReducerOptions> {
-    return this.#o;
-  }
-
-  /** Whether an event is about the watched channel (demux by channel + layer, defect P3). */
-  concerns(ev: CasparEvent): boolean {
-    return ev.channel === this.#o.channel;
-  }
-
   /** A datagram arrived from this server's address (liveness, whatever its content). */
   onDatagram(now: number): void {
     this.#lastDatagramAt = now;
   }
 
+  /** One event from this server's address; only the watched channel and layer count (defect P3). */
   onEvent(ev: CasparEvent, now: number): void {
     if (ev.channel !== this.#o.channel) return;
     if (ev.layer === undefined) {

@@ -3,6 +3,8 @@
  * Reducers per device kind turn protocol traffic into `DevicePatch`es; the store applies them and emits a
  * change event only when something people can see changed. Outputs react to those events.
  */
+import { ZERO_TIMECODE } from '../protocol/timecode.ts';
+
 export type DeviceType = 'osc_player' | 'http_mixer' | 'tcp_recorder';
 export type PlayState = 'play' | 'rec' | 'stop' | 'offline';
 
@@ -56,7 +58,7 @@ export function initialState(identity: DeviceIdentity, now: number): DeviceState
     ip: identity.ip,
     port: identity.port,
     state: 'offline',
-    timecode: '00:00:00:00',
+    timecode: ZERO_TIMECODE,
     filename: '',
     framerate: identity.framerate,
     updated: now,

@@ -6,12 +6,7 @@
  *   offline  socket closed, `120 connection rejected`, or the keep-alive timed out (with the reason).
  * Timecode: `display timecode`, falling back to `timecode`; file name from `clips get` by `clip id`.
  */
-import {
-  hyperdeckFormatFps,
-  type ClipInfo,
-  type ConnectionInfo,
-  type TransportInfo,
-} from '../protocol/hyperdeck.ts';
+import { hyperdeckFormatFps, type ClipInfo, type TransportInfo } from '../protocol/hyperdeck.ts';
 import { normaliseTimecode, timecodeToFrames, ZERO_TIMECODE } from '../protocol/timecode.ts';
 import { remainingMs, type DevicePatch, type PlayState } from './device-state.ts';
 
@@ -26,19 +21,10 @@ export class HyperdeckReducer {
   readonly #defaultFps: number;
   #transport: TransportInfo = {};
   #clips = new Map<number, ClipInfo>();
-  #connection: ConnectionInfo | undefined;
 
   constructor(options: { framerate: number | undefined; defaultFramerate: number }) {
     this.#configuredFps = options.framerate;
     this.#defaultFps = options.defaultFramerate;
-  }
-
-  get connection(): ConnectionInfo | undefined {
-    return this.#connection;
-  }
-
-  get transport(): Readonly<TransportInfo> {
-    return this.#transport;
   }
 
   get framerate(): number {
@@ -50,10 +36,9 @@ export class HyperdeckReducer {
   }
 
   /** The `500 connection info` banner arrived: connected, `stop` until transport info says more (P13). */
-  onConnected(info: ConnectionInfo): DevicePatch {
-    this.#connection = info;
+  onConnected(): DevicePatch {
     this.#transport = {};
-    return { ...this.derive(), connected: true, reason: undefined };
+    return this.derive();
   }
 
   /**
@@ -76,7 +61,6 @@ export class HyperdeckReducer {
   }
 
   onDisconnected(reason: string): DevicePatch {
-    this.#connection = undefined;
     return { state: 'offline', connected: false, reason };
   }
 

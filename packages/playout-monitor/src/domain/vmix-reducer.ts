@@ -15,7 +15,6 @@ export class VmixReducer {
   readonly #framerate: number;
   readonly #offlineAfter: number;
   #failures = 0;
-  #online = false;
 
   constructor(options: { framerate: number; offlineAfterFailures: number }) {
     this.#framerate = options.framerate;
@@ -28,37 +27,23 @@ export class VmixReducer {
 
   onSnapshot(s: VmixSnapshot): DevicePatch {
     this.#failures = 0;
-    this.#online = true;
     const input = s.activeInput;
     const fps = this.#framerate;
     const state = s.recording ? 'rec' : input?.state === 'Running' ? 'play' : 'stop';
-    if (!input) {
-      return {
-        state,
-        connected: true,
-        reason: undefined,
-        timecode: ZERO_TIMECODE,
-        filename: '',
-        framerate: fps,
-        positionMs: undefined,
-        durationMs: undefined,
-        remainingMs: undefined,
-        loop: undefined,
-        streaming: s.streaming,
-      };
-    }
-    const end = input.markOutMs !== undefined && input.markOutMs > 0 ? input.markOutMs : input.durationMs;
+    // No active input (an empty preset): connected, nothing on program. The clip ends at markOut when set.
+    const markOut = input?.markOutMs ?? 0;
+    const end = markOut > 0 ? markOut : (input?.durationMs ?? 0);
     return {
       state,
       connected: true,
       reason: undefined,
-      timecode: framesToTimecode(msToFrames(input.positionMs, fps), fps),
-      filename: input.title,
+      timecode: input ? framesToTimecode(msToFrames(input.positionMs, fps), fps) : ZERO_TIMECODE,
+      filename: input?.title ?? '',
       framerate: fps,
-      positionMs: input.positionMs,
-      durationMs: input.durationMs > 0 ? input.durationMs : undefined,
-      remainingMs: end > 0 ? Math.max(0, end - input.positionMs) : undefined,
-      loop: input.loop,
+      positionMs: input?.positionMs,
+      durationMs: input && input.durationMs > 0 ? input.durationMs : undefined,
+      remainingMs: input && end > 0 ? Math.max(0, end - input.positionMs) : undefined,
+      loop: input?.loop,
       streaming: s.streaming,
     };
   }
@@ -67,11 +52,6 @@ export class VmixReducer {
   onFailure(reason: string): DevicePatch | undefined {
     this.#failures++;
     if (this.#failures < this.#offlineAfter) return undefined;
-    this.#online = false;
     return { state: 'offline', connected: false, reason: `${reason} (${this.#failures} failed polls)` };
-  }
-
-  get online(): boolean {
-    return this.#online;
   }
 }

@@ -8,12 +8,11 @@
  * One command is in flight at a time; the queue is bounded.
  */
 import { Socket } from 'node:net';
-import type { Clock, Logger, TimerHandle } from '@broadcast-ops/core';
+import type { Logger, TimerHandle } from '@broadcast-ops/core';
 import type { TcpServerConfig } from '../config.ts';
 import { reconnectDelayMs } from '../domain/backoff.ts';
 import type { DeviceStore } from '../domain/device-store.ts';
 import { HyperdeckReducer } from '../domain/hyperdeck-reducer.ts';
-import type { MalformedInputs } from '../malformed.ts';
 import {
   encodeCommand,
   HD,
@@ -24,15 +23,11 @@ import {
   parseTransportInfo,
   type HyperdeckResponse,
 } from '../protocol/hyperdeck.ts';
+import type { InputContext } from './input-context.ts';
 
-export interface HyperdeckClientOptions {
+export interface HyperdeckClientOptions extends InputContext {
   server: TcpServerConfig;
   port: number;
-  defaultFramerate: number;
-  store: DeviceStore;
-  clock: Clock;
-  logger: Logger;
-  malformed: MalformedInputs;
   /** Jitter source (tests pass a constant). */
   random?: () => number;
 }
@@ -53,7 +48,8 @@ export class HyperdeckClient {
   #reader = new HyperdeckReader();
   #queue: Pending[] = [];
   #inFlight: Pending | undefined;
-  #timers: TimerHandle[] = [];
+  /** Armed timers of the current connection; each removes itself when it fires, so the set stays small. */
+  readonly #timers = new Set<TimerHandle>();
   #reconnectTimer: TimerHandle | undefined;
   #attempt = 0;
   #closed = false;
@@ -62,7 +58,6 @@ export class HyperdeckClient {
   #lastTxAt = 0;
   #closeReason: string | undefined;
   #wasConnected = false;
-  #connects = 0;
   #rejectionLogged = false;
 
   constructor(options: HyperdeckClientOptions) {
@@ -72,10 +67,6 @@ export class HyperdeckClient {
       framerate: options.server.framerate,
       defaultFramerate: options.defaultFramerate,
     });
-  }
-
-  get connects(): number {
-    return this.#connects;
   }
 
   start(): void {
@@ -88,7 +79,6 @@ export class HyperdeckClient {
 
   #connect(): void {
     if (this.#closed) return;
-    this.#connects++;
     this.#reader = new HyperdeckReader();
     this.#queue = [];
     this.#inFlight = undefined;
@@ -111,16 +101,16 @@ export class HyperdeckClient {
 
   #armWatchdog(): void {
     // Silence for longer than timeoutMs (no banner, no reply to polls or pings) ends the connection.
-    const check = (): void => {
-      if (this.#closed || !this.#socket) return;
-      const now = this.#o.clock.monotonicMs();
-      if (now - this.#lastRxAt > this.#o.server.timeoutMs) {
+    this.#every(250, () => {
+      if (this.#o.clock.monotonicMs() - this.#lastRxAt > this.#o.server.timeoutMs) {
         this.#drop(this.#session ? `no reply for ${this.#o.server.timeoutMs} ms` : 'no connection banner');
-        return;
       }
-      this.#timers.push(this.#o.clock.setTimer(250, check));
-    };
-    this.#timers.push(this.#o.clock.setTimer(250, check));
+    });
+  }
+
+  #cancelTimers(): void {
+    for (const t of this.#timers) t.cancel();
+    this.#timers.clear();
   }
 
   #drop(reason: string): void {
@@ -131,8 +121,7 @@ export class HyperdeckClient {
   #onClose(socket: Socket): void {
     if (socket !== this.#socket) return;
     this.#socket = undefined;
-    for (const t of this.#timers) t.cancel();
-    this.#timers = [];
+    this.#cancelTimers();
     const reason = this.#closeReason ?? 'connection closed';
     if (this.#wasConnected || this.#attempt === 0) this.#logger.warn({ reason }, 'HyperDeck offline');
     this.#wasConnected = false;
@@ -196,13 +185,18 @@ export class HyperdeckClient {
   }
 
   #onBanner(r: HyperdeckResponse): void {
+    if (this.#session) {
+      // The banner comes once per connection; a repeat must not arm a second set of poll and ping timers.
+      this.#o.malformed.report('hyperdeck-unexpected-response', { device: this.#o.server.id, code: r.code });
+      return;
+    }
     const info = parseConnectionInfo(r.params);
     this.#session = true;
     this.#attempt = 0;
     this.#rejectionLogged = false;
     this.#wasConnected = true;
     this.#logger.info({ model: info.model, protocolVersion: info.protocolVersion }, 'HyperDeck connected');
-    this.#apply(this.#reducer.onConnected(info), true);
+    this.#apply(this.#reducer.onConnected(), true);
     const s = this.#o.server;
     // Separate commands: a deck that refuses one key (1xx) must still enable the other.
     this.#enqueue('notify', encodeCommand('notify', [['transport', true]]));
@@ -219,13 +213,18 @@ export class HyperdeckClient {
     });
   }
 
+  /** Run `fn` every `ms` while the connection lasts (the timers end with it, see #onClose). */
   #every(ms: number, fn: () => void): void {
-    const run = (): void => {
-      if (this.#closed || !this.#socket) return;
-      fn();
-      this.#timers.push(this.#o.clock.setTimer(ms, run));
+    const arm = (): void => {
+      const handle = this.#o.clock.setTimer(ms, () => {
+        this.#timers.delete(handle);
+        if (this.#closed || !this.#socket) return;
+        fn();
+        arm();
+      });
+      this.#timers.add(handle);
     };
-    this.#timers.push(this.#o.clock.setTimer(ms, run));
+    arm();
   }
 
   #poll(): void {
@@ -271,8 +270,7 @@ export class HyperdeckClient {
   close(): void {
     this.#closed = true;
     this.#reconnectTimer?.cancel();
-    for (const t of this.#timers) t.cancel();
-    this.#timers = [];
+    this.#cancelTimers();
     if (this.#socket) {
       // Polite goodbye (the deck frees its single client slot at once), then close.
       this.#socket.end(encodeCommand('quit'));

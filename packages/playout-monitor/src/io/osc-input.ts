@@ -7,28 +7,22 @@
 import { createSocket, type Socket } from 'node:dgram';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import type { Clock, Logger, TimerHandle } from '@broadcast-ops/core';
+import type { TimerHandle } from '@broadcast-ops/core';
 import type { OscServerConfig } from '../config.ts';
 import { CasparcgReducer } from '../domain/casparcg-reducer.ts';
-import type { DeviceStore } from '../domain/device-store.ts';
-import type { MalformedInputs } from '../malformed.ts';
 import { parseCasparMessage } from '../protocol/casparcg.ts';
 import { decodeOsc, oscMessages } from '../protocol/osc.ts';
+import type { InputContext } from './input-context.ts';
 
-export interface OscInputOptions {
+export interface OscInputOptions extends InputContext {
   port: number;
   bindAddress: string;
   servers: OscServerConfig[];
-  defaultFramerate: number;
-  store: DeviceStore;
-  clock: Clock;
-  logger: Logger;
-  malformed: MalformedInputs;
   tickMs?: number;
 }
 
 interface Entry {
-  id: number;
+  server: OscServerConfig;
   reducer: CasparcgReducer;
 }
 
@@ -43,13 +37,12 @@ export class OscInput {
   #socket: Socket | undefined;
   #tick: TimerHandle | undefined;
   #closed = false;
-  #datagrams = 0;
 
   constructor(options: OscInputOptions) {
     this.#o = options;
     for (const s of options.servers) {
       this.#entries.push({
-        id: s.id,
+        server: s,
         reducer: new CasparcgReducer({
           channel: s.channel,
           layer: s.layer,
@@ -63,13 +56,10 @@ export class OscInput {
     }
   }
 
-  get datagrams(): number {
-    return this.#datagrams;
-  }
-
   /** Resolve server addresses (CasparCG sends from an IP; names are resolved once), bind, start ticking. */
   async start(): Promise<number> {
-    for (const [i, s] of this.#o.servers.entries()) {
+    for (const entry of this.#entries) {
+      const s = entry.server;
       let address = s.ip;
       if (isIP(address) === 0) {
         try {
@@ -81,8 +71,6 @@ export class OscInput {
           );
         }
       }
-      const entry = this.#entries[i];
-      if (!entry) continue;
       const list = this.#byAddress.get(address) ?? [];
       list.push(entry);
       this.#byAddress.set(address, list);
@@ -108,21 +96,22 @@ export class OscInput {
       /* not permitted: the default buffer still works */
     }
     this.#armTick();
-    this.#refreshAll(false);
+    this.#refreshAll();
     return socket.address().port;
   }
 
   #armTick(): void {
     if (this.#closed) return;
     this.#tick = this.#o.clock.setTimer(this.#o.tickMs ?? 250, () => {
-      this.#refreshAll(false);
+      this.#refreshAll();
       this.#armTick();
     });
   }
 
-  #refreshAll(fromDevice: boolean): void {
+  /** Re-derive every device without new data: silence turns into offline, a quiet layer into stop. */
+  #refreshAll(): void {
     const now = this.#o.clock.monotonicMs();
-    for (const e of this.#entries) this.#o.store.apply(e.id, e.reducer.derive(now), fromDevice);
+    for (const e of this.#entries) this.#o.store.apply(e.server.id, e.reducer.derive(now), false);
   }
 
   /** Entry point for one datagram (public for tests that drive it without a socket). */
@@ -131,7 +120,6 @@ export class OscInput {
   }
 
   #onDatagram(msg: Uint8Array, address: string): void {
-    this.#datagrams++;
     const entries = this.#byAddress.get(address);
     if (!entries) {
       this.#o.malformed.report('osc-unknown-source', { address });
@@ -156,7 +144,7 @@ export class OscInput {
       }
       for (const e of entries) e.reducer.onEvent(parsed.event, now);
     }
-    for (const e of entries) this.#o.store.apply(e.id, e.reducer.derive(now), true);
+    for (const e of entries) this.#o.store.apply(e.server.id, e.reducer.derive(now), true);
   }
 
   async close(): Promise<void> {

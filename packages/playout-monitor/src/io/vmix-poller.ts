@@ -4,21 +4,15 @@
  * Keep-alive HTTP (one socket) keeps the cost of 4 polls a second low.
  */
 import { Agent, request, type IncomingMessage } from 'node:http';
-import type { Clock, Logger, TimerHandle } from '@broadcast-ops/core';
+import type { Logger, TimerHandle } from '@broadcast-ops/core';
 import type { HttpServerConfig } from '../config.ts';
-import type { DeviceStore } from '../domain/device-store.ts';
 import { VmixReducer } from '../domain/vmix-reducer.ts';
-import type { MalformedInputs } from '../malformed.ts';
 import { parseVmixXml, VMIX_MAX_XML_BYTES } from '../protocol/vmix.ts';
+import type { InputContext } from './input-context.ts';
 
-export interface VmixPollerOptions {
+export interface VmixPollerOptions extends InputContext {
   server: HttpServerConfig;
   port: number;
-  defaultFramerate: number;
-  store: DeviceStore;
-  clock: Clock;
-  logger: Logger;
-  malformed: MalformedInputs;
 }
 
 class PollError extends Error {
@@ -39,7 +33,6 @@ export class VmixPoller {
   #closed = false;
   #inFlight: (() => void) | undefined;
   #lastVersion = '';
-  #polls = 0;
   #offlineLogged = false;
 
   constructor(options: VmixPollerOptions) {
@@ -49,10 +42,6 @@ export class VmixPoller {
       framerate: options.server.framerate ?? options.defaultFramerate,
       offlineAfterFailures: options.server.offlineAfterFailures,
     });
-  }
-
-  get polls(): number {
-    return this.#polls;
   }
 
   start(): void {
@@ -66,7 +55,6 @@ export class VmixPoller {
 
   async #pollOnce(): Promise<void> {
     const started = this.#o.clock.monotonicMs();
-    this.#polls++;
     try {
       const body = await this.#fetch();
       if (this.#closed) return;

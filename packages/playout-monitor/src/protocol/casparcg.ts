@@ -8,6 +8,7 @@
  * from any numeric tag.
  */
 import { oscBool, oscNumber, oscString, type OscMessage } from './osc.ts';
+import { formatFrameRate, MAX_FPS } from './timecode.ts';
 
 export type CasparField =
   | { field: 'time'; elapsed: number; total: number | undefined }
@@ -38,7 +39,6 @@ export type CasparEvent = CasparField & {
 export type CasparParseResult =
   { ok: true; event: CasparEvent } | { ok: false; reason: 'not-casparcg' | 'bad-arguments'; address: string };
 
-const MAX_FPS = 100; // FF is two digits: HH:MM:SS:FF cannot count more than 100 frames a second
 const CHANNEL = /^\/channel\/(\d{1,4})(\/.*)?$/;
 const LAYER = /^\/stage\/layer\/(-?\d{1,6})(\/.*)?$/;
 const STREAM_FPS = /^\/foreground\/file\/streams\/\d+\/fps$/;
@@ -159,15 +159,5 @@ export function casparFormatFps(format: string): number | undefined {
   if (f === 'ntsc') return 30000 / 1001;
   const m = /^\d+([pi])(\d{4})$/.exec(f);
   if (!m) return undefined;
-  const fieldsOrFrames = Number(m[2]) / 100;
-  const exact =
-    fieldsOrFrames === 59.94
-      ? 60000 / 1001
-      : fieldsOrFrames === 29.97
-        ? 30000 / 1001
-        : fieldsOrFrames === 23.98
-          ? 24000 / 1001
-          : fieldsOrFrames;
-  const fps = m[1] === 'i' ? exact / 2 : exact;
-  return fps >= 1 && fps <= MAX_FPS ? fps : undefined;
+  return formatFrameRate(Number(m[2]) / 100, m[1] === 'i');
 }

@@ -4,6 +4,7 @@
  * `key: value` lines up to a blank line. Only a header ending in `:` has parameters.
  * The deck ends lines with CR LF; LF alone is accepted too. Every buffer is bounded.
  */
+import { formatFrameRate } from './timecode.ts';
 
 export const HYPERDECK_MAX_LINE = 4096;
 export const HYPERDECK_MAX_PARAMS = 10_000;
@@ -125,10 +126,6 @@ export class ResponseAssembler {
     else responses.push(response);
     return { responses, problems };
   }
-
-  reset(): void {
-    this.#current = undefined;
-  }
 }
 
 /** One reader = splitter + assembler, for a connection. */
@@ -169,18 +166,11 @@ export function isAsync(code: number): boolean {
   return code >= 500 && code < 600;
 }
 
-export function isFailure(code: number): boolean {
-  return code >= 100 && code < 200;
-}
-
 /** `name` or `name: key: value key: value` on one line, CR LF terminated. */
 export function encodeCommand(name: string, params: [string, string | number | boolean][] = []): string {
   if (params.length === 0) return `${name}\r\n`;
   return `${name}: ${params.map(([k, v]) => `${k}: ${String(v)}`).join(' ')}\r\n`;
 }
-
-export type TransportStatus =
-  'preview' | 'stopped' | 'play' | 'forward' | 'rewind' | 'jog' | 'shuttle' | 'record';
 
 export interface TransportInfo {
   status?: string;
@@ -297,9 +287,5 @@ export function hyperdeckFormatFps(format: string): number | undefined {
   if (!m) return undefined;
   const digits = m[2] ?? '';
   const value = digits.length > 2 ? Number(digits) / 100 : Number(digits);
-  const exact =
-    value === 59.94 ? 60000 / 1001 : value === 29.97 ? 30000 / 1001 : value === 23.98 ? 24000 / 1001 : value;
-  const fps = m[1]?.toLowerCase() === 'i' ? exact / 2 : exact;
-  // HH:MM:SS:FF counts at most 100 frames a second.
-  return fps >= 1 && fps <= 100 ? fps : undefined;
+  return formatFrameRate(value, m[1]?.toLowerCase() === 'i');
 }

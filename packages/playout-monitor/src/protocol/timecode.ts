@@ -4,6 +4,8 @@
  * nominal integer rate (non-drop), as a non-drop timecode generator does.
  */
 export const ZERO_TIMECODE = '00:00:00:00';
+/** FF is two digits: `HH:MM:SS:FF` cannot count more than 100 frames a second. */
+export const MAX_FPS = 100;
 
 const TC = /^(\d{2}):(\d{2}):(\d{2})[:;.](\d{2})$/;
 
@@ -14,7 +16,19 @@ function two(n: number): string {
 /** The integer frame count per timecode second for a (possibly fractional) rate. */
 export function nominalRate(fps: number): number {
   if (!Number.isFinite(fps) || fps <= 0) return 25;
-  return Math.min(100, Math.max(1, Math.round(fps)));
+  return Math.min(MAX_FPS, Math.max(1, Math.round(fps)));
+}
+
+/**
+ * Frames per second of a video format's named rate (CasparCG `1080i5000`, HyperDeck `1080p2997`, both
+ * parsed by their codecs): 59.94, 29.97 and 23.98 are the 1000/1001 rates; an interlaced format names
+ * fields, so it runs at half as many frames. Undefined outside 1..MAX_FPS.
+ */
+export function formatFrameRate(named: number, interlaced: boolean): number | undefined {
+  const exact =
+    named === 59.94 ? 60000 / 1001 : named === 29.97 ? 30000 / 1001 : named === 23.98 ? 24000 / 1001 : named;
+  const fps = interlaced ? exact / 2 : exact;
+  return fps >= 1 && fps <= MAX_FPS ? fps : undefined;
 }
 
 export function framesToTimecode(frames: number, fps: number): string {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createSocket } from 'node:dgram';
 import { after, before, test } from 'node:test';
+import { waitFor } from '@broadcast-ops/core/testing';
 import { CasparcgSimulator } from '../../src/simulators/casparcg-sim.ts';
 import { framesToTimecode } from '../../src/protocol/timecode.ts';
 import type { Monitor } from '../../src/monitor.ts';
@@ -136,17 +137,14 @@ test('malformed datagrams and strangers are counted, never fatal, and the device
     for (let i = 0; i < 50; i++) sim20.sendMalformed(kind);
   }
   stranger.play('X.mp4');
-  const h = await (async () => {
-    for (;;) {
+  const h = await waitFor(
+    async () => {
       const r = await health(url);
-      if (
-        (r.inputs.malformed['osc-unknown-source'] ?? 0) > 0 &&
-        (r.inputs.malformed['osc-arguments'] ?? 0) > 0
-      )
-        return r;
-      await new Promise((res) => setTimeout(res, 20));
-    }
-  })();
+      const m = r.inputs.malformed;
+      return (m['osc-unknown-source'] ?? 0) > 0 && (m['osc-arguments'] ?? 0) > 0 ? r : undefined;
+    },
+    { what: 'the stranger and the bad arguments to be counted' },
+  );
   // UDP on loopback may drop a few of a burst; every kind must have been seen and counted.
   assert.ok((h.inputs.malformed['osc-datagram'] ?? 0) > 0, JSON.stringify(h.inputs.malformed));
   assert.ok((h.inputs.malformed['osc-element'] ?? 0) > 0, JSON.stringify(h.inputs.malformed));

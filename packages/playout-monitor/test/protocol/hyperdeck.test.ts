@@ -30,7 +30,7 @@ function replay(responses: HyperdeckResponse[]): ReturnType<HyperdeckReducer['de
   const r = new HyperdeckReducer({ framerate: undefined, defaultFramerate: 50 });
   let last = r.derive();
   for (const resp of responses) {
-    if (resp.code === HD.CONNECTION_INFO) last = r.onConnected(parseConnectionInfo(resp.params));
+    if (resp.code === HD.CONNECTION_INFO) last = r.onConnected();
     else if (resp.code === HD.TRANSPORT_INFO)
       last = r.onTransport(parseTransportInfo(resp.params), false).patch;
     else if (resp.code === HD.ASYNC_TRANSPORT_INFO)

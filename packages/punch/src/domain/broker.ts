@@ -75,9 +75,12 @@ export class SessionBroker {
   async start(): Promise<void> {
     const now = this.#clock.now();
     const expired: SessionRecord[] = [];
+    // Writes are issued together, not awaited one by one: a store with group commit (SQLite) then commits
+    // a restart's purges and TTL closes in one transaction instead of one per row.
+    const purged: (void | Promise<void>)[] = [];
     for (const s of await this.#store.loadAll()) {
       if (!isLive(s) && (s.closedAt ?? 0) + this.#tombstoneMs <= now) {
-        await this.#store.deleteSession(s.name);
+        purged.push(this.#store.deleteSession(s.name));
         continue;
       }
       this.#sessions.set(s.name, s);
@@ -91,7 +94,7 @@ export class SessionBroker {
       if (s.expiresAt <= now) expired.push(s);
       else this.#armExpiry(s);
     }
-    for (const s of expired) await this.close(s.name, 'ttl_expired');
+    await Promise.all([...purged, ...expired.map((s) => this.close(s.name, 'ttl_expired'))]);
   }
 
   /** Cancel timers; the store stays open (its owner closes it). */

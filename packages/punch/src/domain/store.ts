@@ -27,6 +27,11 @@ function copy(session: SessionRecord): SessionRecord {
   return structuredClone(session);
 }
 
+/** Deep copies without health (not persisted), so stored claims never alias the broker's live records. */
+function storedStreams(streams: readonly StreamRecord[]): StreamRecord[] {
+  return streams.map((s) => ({ ...structuredClone(s), health: null }));
+}
+
 /** In-memory store for tests and `PUNCH_DB=:memory:`-like setups; keeps deep copies, like a real store. */
 export class MemoryStore implements SessionStore {
   readonly #sessions = new Map<string, SessionRecord>();
@@ -36,10 +41,7 @@ export class MemoryStore implements SessionStore {
   }
 
   putSession(session: SessionRecord): void {
-    this.#sessions.set(session.name, {
-      ...copy(session),
-      streams: session.streams.map((s) => ({ ...s, health: null })),
-    });
+    this.#sessions.set(session.name, { ...copy(session), streams: storedStreams(session.streams) });
   }
 
   updateSessionState(
@@ -52,7 +54,7 @@ export class MemoryStore implements SessionStore {
 
   putStreams(session: string, streams: readonly StreamRecord[]): void {
     const s = this.#sessions.get(session);
-    if (s) s.streams = streams.map((x) => ({ ...structuredClone(x), health: null }));
+    if (s) s.streams = storedStreams(streams);
   }
 
   deleteSession(name: string): void {

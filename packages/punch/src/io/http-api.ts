@@ -1,5 +1,7 @@
 import {
   AppError,
+  Counter,
+  Gauge,
   createHttpApp,
   isAppError,
   type Clock,
@@ -7,16 +9,21 @@ import {
   type Registry,
 } from '@broadcast-ops/core';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { Counter, Gauge } from 'prom-client';
 import type { PunchConfig } from '../config.ts';
 import type { SessionBroker } from '../domain/broker.ts';
 import { FixedWindowLimiter } from '../domain/rate-limiter.ts';
-import type { SessionRecord, StreamRecord } from '../domain/session.ts';
+import { isLive, type PeerClaim, type SessionRecord } from '../domain/session.ts';
 import { AccessChecker } from '../domain/access.ts';
 import { fail } from '../errors.ts';
 import { connectionStrings } from '../protocol/connection-strings.ts';
 import { buildOpenApi } from '../protocol/openapi.ts';
-import { PUNCH_VERSION, createSessionResponse, describeIssues, makeSchemas } from '../protocol/schemas.ts';
+import {
+  MAX_TURNSTILE_TOKEN_LENGTH,
+  PUNCH_VERSION,
+  createSessionResponse,
+  describeIssues,
+  makeSchemas,
+} from '../protocol/schemas.ts';
 import { z } from 'zod';
 import { bearerToken, type TokenClaims, type TokenSigner } from '../protocol/token.ts';
 import { renderQrSvg, renderSessionPage } from './pages.ts';
@@ -51,13 +58,27 @@ function iso(ms: number): string {
   return new Date(ms).toISOString();
 }
 
+/** Error body of every broker error: `{error, code, message}` (reference §1.2), `code` repeating `error`. */
+function errorBodyOf(e: AppError): { error: string; code: string; message: string } {
+  return { error: e.code, code: e.code, message: e.message };
+}
+
+/** The public part of a claim: the spec's view shows the address and label, never `meta` or `clientId`. */
+function peerView(p: PeerClaim | null): { ip: string; port: number; label: string } | null {
+  return p ? { ip: p.ip, port: p.port, label: p.label } : null;
+}
+
 export function sessionViewOf(session: SessionRecord, onlyStream: string | null) {
   const streams: Record<string, unknown> = {};
   for (const s of session.streams) {
     if (onlyStream !== null && s.name !== onlyStream) continue;
-    const peer = (p: StreamRecord['peerA']) => (p ? { ip: p.ip, port: p.port, label: p.label } : null);
     // The spec's sample shows `waiting` and `connected`; `ready` is the matched state (reference §1.2).
-    streams[s.name] = { state: s.state, peer_a: peer(s.peerA), peer_b: peer(s.peerB), health: s.health };
+    streams[s.name] = {
+      state: s.state,
+      peer_a: peerView(s.peerA),
+      peer_b: peerView(s.peerB),
+      health: s.health,
+    };
   }
   return {
     session: session.name,
@@ -154,7 +175,7 @@ export function buildHttpApi(deps: HttpApiDeps): FastifyInstance {
 
   app.setNotFoundHandler((request, reply) => {
     const e = fail('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0] ?? ''}`);
-    return reply.status(e.status).send({ error: e.code, code: e.code, message: e.message });
+    return reply.status(e.status).send(errorBodyOf(e));
   });
 
   // Routes live in one plugin scope with the broker's own error handler (core's stays for the root).
@@ -181,14 +202,13 @@ export function buildHttpApi(deps: HttpApiDeps): FastifyInstance {
       }
       if (e.headers) void reply.headers(e.headers);
       if (e.code === 'AUTH_FAILED' && e.status === 401) void reply.headers(WWW_AUTHENTICATE);
-      return reply.status(e.status).send({ error: e.code, code: e.code, message: e.message });
+      return reply.status(e.status).send(errorBodyOf(e));
     });
 
     // --- tokens (spec "Authentication"; reference §1.1 "Signature encoding")
     const access = new AccessChecker(signer, (reason) => authFailures.inc({ reason }));
     const authorize = (request: FastifyRequest, name: string): TokenClaims =>
       access.authenticate(bearerToken(request.headers.authorization), name, clock.now());
-    const requireAdmin = (claims: TokenClaims, what: string): void => access.requireAdmin(claims, what);
     const liveSession = (name: string, claims: TokenClaims): SessionRecord =>
       access.liveSession(broker.get(name), name, claims);
     const urls = (name: string, token?: string) => {
@@ -212,7 +232,11 @@ export function buildHttpApi(deps: HttpApiDeps): FastifyInstance {
           const fromBody = body && typeof body === 'object' ? body['turnstileToken'] : undefined;
           const token =
             typeof fromHeader === 'string' ? fromHeader : typeof fromBody === 'string' ? fromBody : '';
-          if (token === '' || token.length > 4096 || !(await deps.turnstile(token, ipOf(request)))) {
+          if (
+            token === '' ||
+            token.length > MAX_TURNSTILE_TOKEN_LENGTH ||
+            !(await deps.turnstile(token, ipOf(request)))
+          ) {
             throw fail('TURNSTILE_FAILED', 'turnstileToken: missing or rejected by Turnstile');
           }
         }
@@ -257,10 +281,10 @@ export function buildHttpApi(deps: HttpApiDeps): FastifyInstance {
       { onRequest: limitGet },
       async (request, reply) => {
         const claims = authorize(request, request.params.name);
-        requireAdmin(claims, 'closing a session');
+        access.requireAdmin(claims, 'closing a session');
         liveSession(request.params.name, claims);
+        // Logged once, with its reason, by the broker's `session_closed` subscriber (server.ts).
         await broker.close(request.params.name, 'admin_closed');
-        deps.logger.info({ session: request.params.name }, 'session closed by admin');
         return reply.status(204).send();
       },
     );
@@ -271,7 +295,7 @@ export function buildHttpApi(deps: HttpApiDeps): FastifyInstance {
       (request) => {
         const claims = authorize(request, request.params.name);
         // The strings carry the passphrase: admin tokens only (spec "Passphrase handling").
-        requireAdmin(claims, '/connect');
+        access.requireAdmin(claims, '/connect');
         const session = liveSession(request.params.name, claims);
         const q = schemas.connectQuery.safeParse(request.query);
         if (!q.success) throw fail('INVALID_MESSAGE', describeIssues(q.error, 'query'));
@@ -312,7 +336,7 @@ export function buildHttpApi(deps: HttpApiDeps): FastifyInstance {
       { onRequest: limitGet },
       async (request, reply) => {
         const claims = authorize(request, request.params.name);
-        requireAdmin(claims, 'issuing peer tokens');
+        access.requireAdmin(claims, 'issuing peer tokens');
         const session = liveSession(request.params.name, claims);
         const body = schemas.tokenRequest.safeParse(request.body ?? {});
         if (!body.success) throw fail('INVALID_MESSAGE', describeIssues(body.error));
@@ -356,7 +380,7 @@ export function buildHttpApi(deps: HttpApiDeps): FastifyInstance {
     // --- pages (reference §1.2 "Pages"): join page and QR; the token, if any, comes from `?t=`
     const pageSession = (name: string): SessionRecord | undefined => {
       const s = broker.get(name);
-      return s && s.state !== 'CLOSED' ? s : undefined;
+      return s && isLive(s) ? s : undefined;
     };
     const validPageToken = (name: string, t: unknown): string | undefined => {
       if (typeof t !== 'string') return undefined;
@@ -383,9 +407,8 @@ export function buildHttpApi(deps: HttpApiDeps): FastifyInstance {
       async (request, reply) => {
         const s = pageSession(request.params.name);
         if (!s) throw fail('SESSION_EXPIRED', `session "${request.params.name}" is closed or unknown`);
-        const t = validPageToken(s.name, request.query.t);
-        const target = `${deps.baseUrl()}/s/${encodeURIComponent(s.name)}${t ? `?t=${encodeURIComponent(t)}` : ''}`;
-        return reply.type('image/svg+xml').send(await renderQrSvg(target));
+        const { url } = urls(s.name, validPageToken(s.name, request.query.t));
+        return reply.type('image/svg+xml').send(await renderQrSvg(url));
       },
     );
 

@@ -76,7 +76,8 @@ export class SqliteSessionStore implements SessionStore {
   readonly #deleteSession: Database.Statement;
   readonly #batch: (ops: (() => void)[]) => void;
   #queue: (() => void)[] = [];
-  #pending: Promise<void> | undefined;
+  /** The batch being collected: one promise for all its writers, settled by the commit (or its failure). */
+  #pending: { promise: Promise<void>; settle: (err?: Error) => void } | undefined;
 
   constructor(file: string) {
     if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
@@ -103,27 +104,39 @@ export class SqliteSessionStore implements SessionStore {
   /** Queue a write for the next group commit; resolves once it is committed. */
   #enqueue(op: () => void): Promise<void> {
     this.#queue.push(op);
-    this.#pending ??= new Promise<void>((resolve, reject) => {
-      setImmediate(() => {
-        try {
-          this.#flush();
-          resolve();
-        } catch (err) {
-          reject(err instanceof Error ? err : new Error(String(err)));
-        }
+    if (!this.#pending) {
+      let settle: (err?: Error) => void = () => undefined;
+      const promise = new Promise<void>((resolve, reject) => {
+        settle = (err) => (err ? reject(err) : resolve());
       });
-    });
-    return this.#pending;
+      this.#pending = { promise, settle };
+      setImmediate(() => this.#flush());
+    }
+    return this.#pending.promise;
   }
 
-  #flush(): void {
+  /**
+   * Commit the queued batch and settle its writers' promise, whoever calls (the timer or close()), so a
+   * failed commit reaches every writer of the batch. Returns the failure for close(); never throws, because
+   * the setImmediate caller has nobody to throw to.
+   */
+  #flush(): Error | undefined {
+    const pending = this.#pending;
     const ops = this.#queue;
     this.#queue = [];
     this.#pending = undefined;
-    if (ops.length === 0) return;
-    // A write after close() must fail loudly, not vanish.
-    if (!this.#db.open) throw new Error('session store is closed');
-    this.#batch(ops);
+    if (!pending) return undefined;
+    try {
+      // A write after close() must fail loudly, not vanish.
+      if (!this.#db.open) throw new Error('session store is closed');
+      this.#batch(ops);
+      pending.settle();
+      return undefined;
+    } catch (err) {
+      const error = err instanceof Error ? err : new Error(String(err));
+      pending.settle(error);
+      return error;
+    }
   }
 
   loadAll(): SessionRecord[] {
@@ -182,7 +195,8 @@ export class SqliteSessionStore implements SessionStore {
   /** Commit what is queued, then close the file. */
   close(): void {
     if (!this.#db.open) return;
-    this.#flush();
+    const failed = this.#flush();
     this.#db.close();
+    if (failed) throw failed;
   }
 }

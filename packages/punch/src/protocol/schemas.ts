@@ -17,6 +17,8 @@ export const MAX_LATENCY_MS = 8000;
 /** Single-stream sessions use this stream name (reference §1.2 "Single-stream sessions"). */
 export const DEFAULT_STREAM = 'default';
 export const PUNCH_VERSION = '1.0';
+/** Longest Turnstile response accepted (from the body or the `cf-turnstile-response` header). */
+export const MAX_TURNSTILE_TOKEN_LENGTH = 4096;
 
 export const SESSION_STATES = ['WAITING', 'READY', 'CONNECTED', 'RELAYING', 'CLOSED'] as const;
 export const STREAM_STATES = ['waiting', 'ready', 'connected'] as const;
@@ -66,7 +68,7 @@ export function makeSchemas(limits: SchemaLimits) {
         .max(limits.maxTtl)
         .default(limits.defaultTtl)
         .meta({ description: 'Session lifetime, seconds' }),
-      turnstileToken: z.string().max(4096).optional().meta({
+      turnstileToken: z.string().max(MAX_TURNSTILE_TOKEN_LENGTH).optional().meta({
         description: 'Cloudflare Turnstile response; required only when the server has a Turnstile secret',
       }),
     })

@@ -11,13 +11,15 @@
  *   const ack = await client.command('companion', 'companion.page.1.bank.1', 'press').done;
  */
 import WebSocket from 'ws';
-import type {
-  AckPayload,
-  Envelope,
-  ErrorPayload,
-  EventPayload,
-  HandshakeResponse,
-  StatePayload,
+import {
+  CloseCode,
+  type AckPayload,
+  type Envelope,
+  type ErrorPayload,
+  type EventPayload,
+  type HandshakeResponse,
+  type StatePayload,
+  type TransportError,
 } from '../protocol/envelope.ts';
 
 export type StateMessage = Envelope<StatePayload>;
@@ -25,12 +27,7 @@ export type EventMessage = Envelope<EventPayload>;
 export type AckMessage = Envelope<AckPayload>;
 export type ErrorMessage = Envelope<ErrorPayload>;
 
-export interface TransportErrorMessage {
-  type: 'error';
-  code: string;
-  message: string;
-  timestamp: number;
-}
+export type TransportErrorMessage = TransportError;
 
 export interface ClientEvents {
   connected: (info: { namespace: string; sessionId: string; reconnect: boolean }) => void;
@@ -264,7 +261,7 @@ export class BridgeClient {
       !this.#closedByUser &&
       this.#everConnected &&
       (r.enabled ?? true) &&
-      code !== 4003 &&
+      code !== CloseCode.AUTH_FAILED &&
       (maxAttempts === 0 || this.#attempts < maxAttempts);
     this.#emit('disconnected', { code, reason, willReconnect });
     if (willReconnect) this.#scheduleReconnect();
@@ -301,29 +298,28 @@ export class BridgeClient {
   }
 
   #resubscribe(): void {
-    for (const s of this.#subs) {
-      const since =
-        this.#epoch !== undefined && this.#lastOffset >= 0
-          ? { offset: this.#lastOffset, epoch: this.#epoch }
-          : undefined;
-      this.#request('subscribe', 'hub.subscriptions', {
-        patterns: s.patterns,
-        filter: s.filter,
-        snapshot: s.snapshot,
-        ...(since ? { since } : {}),
-      }).then(
-        (ack) => {
-          const r = (ack.payload.result ?? {}) as {
-            subscriptionId?: string;
-            offset?: number;
-            epoch?: string;
-          };
-          s.subscriptionId = r.subscriptionId;
-          this.#adoptPosition(r);
-        },
-        () => undefined,
-      );
-    }
+    const since =
+      this.#epoch !== undefined && this.#lastOffset >= 0
+        ? { offset: this.#lastOffset, epoch: this.#epoch }
+        : undefined;
+    for (const s of this.#subs) void this.#sendSubscribe(s, since).catch(() => undefined);
+  }
+
+  /** Send one subscription; take its id and the hub's position from the ack. */
+  async #sendSubscribe(
+    s: SubscriptionSpec,
+    since: { offset: number; epoch: string } | undefined,
+  ): Promise<string | undefined> {
+    const ack = await this.#request('subscribe', 'hub.subscriptions', {
+      patterns: s.patterns,
+      filter: s.filter,
+      snapshot: s.snapshot,
+      ...(since ? { since } : {}),
+    });
+    const r = (ack.payload.result ?? {}) as { subscriptionId?: string; offset?: number; epoch?: string };
+    s.subscriptionId = r.subscriptionId;
+    this.#adoptPosition(r);
+    return r.subscriptionId;
   }
 
   /**
@@ -483,16 +479,9 @@ export class BridgeClient {
       snapshot: options.snapshot ?? false,
       subscriptionId: undefined,
     };
-    const ack = await this.#request('subscribe', 'hub.subscriptions', {
-      patterns,
-      filter: spec.filter,
-      snapshot: spec.snapshot,
-    });
-    const r = (ack.payload.result ?? {}) as { subscriptionId?: string; offset?: number; epoch?: string };
-    this.#adoptPosition(r);
-    spec.subscriptionId = r.subscriptionId;
+    const id = await this.#sendSubscribe(spec, undefined);
     this.#subs.push(spec);
-    return r.subscriptionId ?? '';
+    return id ?? '';
   }
 
   async unsubscribe(patterns: string[]): Promise<number> {

@@ -21,6 +21,7 @@ import {
   type ErrorInfo,
 } from '../protocol/envelope.ts';
 import type { LogKind, LogRecord } from '../protocol/log-record.ts';
+import type { BridgeErrorCode } from '../errors.ts';
 
 export const HUB_NAMESPACE = 'hub.core';
 export const SUBSCRIPTIONS_PATH = 'hub.subscriptions';
@@ -117,8 +118,6 @@ interface ClientConn {
   connId: number;
   namespace: string;
   sessionId: string;
-  name: string;
-  version: string;
   queue: OutboundQueue;
   subs: Map<string, Subscription>;
   patternCount: number;
@@ -128,7 +127,6 @@ interface ClientConn {
   lastStamp: number;
   /** Offsets already replayed on this connection, so overlapping resumed subscriptions get each once. */
   replayed: Set<number>;
-  connectedAt: number;
   open: boolean;
 }
 
@@ -164,6 +162,12 @@ export interface SubscribeResult {
   offset: number;
   epoch: string;
 }
+
+/**
+ * Cap on remembered idempotency keys. Clients choose the keys, so the registry needs a bound beyond its time
+ * sweep; past it the oldest key is forgotten first (a repeat of that one would execute again).
+ */
+const MAX_IDEMPOTENCY_KEYS = 100_000;
 
 const RELATED_ID_RE = /"id"\s*:\s*"([^"\\]{1,128})"/;
 
@@ -225,10 +229,6 @@ export class Hub {
   }
 
   // ---------------------------------------------------------------------------------------------- ids, seq
-
-  newId(): string {
-    return this.#ids.next();
-  }
 
   get offset(): number {
     return this.#offset;
@@ -330,7 +330,7 @@ export class Hub {
         this.#metrics.adapterState(adapter.name, connected);
         this.#markOwnerStale(adapter.name, !connected);
       },
-      reportReconnect: () => this.#metrics.adapterReconnect(labelOf(adapter.name)),
+      reportReconnect: () => this.#metrics.adapterReconnect(adapter.name),
       reportLatency: (s) => this.#metrics.adapterLatency(adapter.name, s),
     };
   }
@@ -444,11 +444,7 @@ export class Hub {
   // ---------------------------------------------------------------------------------------------- clients
 
   /** Register a client after a successful handshake; picks `app.<name>` or `app.<name>_N` (reference §1.6). */
-  openClient(
-    sink: OutboundSink,
-    name: string,
-    version: string,
-  ): { connId: number; namespace: string; sessionId: string } {
+  openClient(sink: OutboundSink, name: string): { connId: number; namespace: string; sessionId: string } {
     const connId = this.#nextConnId++;
     let namespace = `app.${name}`;
     for (let i = 2; this.#liveNamespaces.has(namespace); i++) namespace = `app.${name}_${i}`;
@@ -457,30 +453,18 @@ export class Hub {
       connId,
       namespace,
       sessionId: this.#ids.next(),
-      name,
-      version,
       subs: new Map(),
       patternCount: 0,
       windowStart: now,
       windowCount: 0,
       lastStamp: -1,
       replayed: new Set(),
-      connectedAt: this.#clock.now(),
       open: true,
       queue: new OutboundQueue(
         sink,
         this.#limits.outbound,
         this.#clock,
-        (dropped) =>
-          JSON.stringify({
-            id: this.#ids.next(),
-            type: 'event',
-            source: HUB_NAMESPACE,
-            path: SUBSCRIPTIONS_PATH,
-            payload: { event: 'messages_coalesced', data: { dropped } },
-            timestamp: this.#clock.now(),
-            sequence: this.#seq(HUB_NAMESPACE),
-          }),
+        (dropped) => this.#hubEventJson('messages_coalesced', { dropped }, undefined),
         () => {
           this.#slowDisconnects++;
           this.#metrics.slowConsumer();
@@ -531,7 +515,7 @@ export class Hub {
 
   #sendError(
     conn: ClientConn,
-    code: string,
+    code: BridgeErrorCode,
     message: string,
     related: { id?: string; path?: string; correlationId?: string | undefined; type?: string },
   ): void {
@@ -551,7 +535,7 @@ export class Hub {
   }
 
   /** A non-envelope transport error (PARSE_ERROR), reference §1.4 last paragraph. */
-  transportError(code: string, message: string): string {
+  transportError(code: BridgeErrorCode, message: string): string {
     return JSON.stringify({ type: 'error', code, message, timestamp: this.#clock.now() });
   }
 
@@ -776,14 +760,9 @@ export class Hub {
     if (replayed === undefined && (p.snapshot === true || p.since !== undefined) && wantsState) {
       for (const e of this.store.entries()) {
         if (!matches(e.path)) continue;
-        const json =
-          `{"id":"${this.#ids.next()}","type":"state","source":"${HUB_NAMESPACE}","path":${JSON.stringify(e.path)},` +
-          `"payload":{"value":${e.valueJson},"owner":${JSON.stringify(e.owner)},"version":${e.version}` +
-          `${e.stale ? ',"stale":true' : ''}},"timestamp":${this.#clock.now()},` +
-          `"correlationId":${JSON.stringify(correlationId)},"sequence":${this.#seq(HUB_NAMESPACE)},"offset":${e.offset}}`;
         // Kind 'state': a newer delta for the same path supersedes a queued snapshot entry, and a big snapshot
         // to a client that is momentarily behind coalesces instead of counting against the event bound.
-        this.#sendTo(conn, 'state', json, e.path);
+        this.#sendTo(conn, 'state', this.#stateJson(e, HUB_NAMESPACE, false, correlationId), e.path);
       }
     }
     if (p.snapshot === true || p.since !== undefined) {
@@ -800,10 +779,10 @@ export class Hub {
     conn.subs.set(id, sub);
     conn.patternCount += sub.patterns.size;
     for (const pat of sub.patterns) this.#trie.add(pat, sub);
-    // Everything delivered so far is older than any future delta; mark the stamp so nothing is skipped.
   }
 
-  #hubEventJson(event: string, data: unknown, correlationId: string): string {
+  /** A hub event on `hub.subscriptions`; `correlationId` undefined leaves the key out (JSON.stringify drops it). */
+  #hubEventJson(event: string, data: unknown, correlationId: string | undefined): string {
     return JSON.stringify({
       id: this.#ids.next(),
       type: 'event',
@@ -883,6 +862,11 @@ export class Hub {
       idemKey,
     };
     if (idemKey !== undefined) {
+      // Delete first so the map's insertion order stays oldest-first for the cap below.
+      this.#idem.delete(idemKey);
+      if (this.#idem.size >= MAX_IDEMPOTENCY_KEYS) {
+        this.#idem.delete(this.#idem.keys().next().value as string);
+      }
       this.#idem.set(idemKey, {
         at: nowMono,
         receivedJson: received.json,
@@ -984,7 +968,8 @@ export class Hub {
     );
     if (inf.idemKey !== undefined) {
       const e = this.#idem.get(inf.idemKey);
-      if (e) {
+      // Only this command's entry: after its window the same key may already name a newer command.
+      if (e?.inflight === inf) {
         e.finalJson = ack.json;
         e.inflight = undefined;
       }
@@ -1054,19 +1039,6 @@ export class Hub {
         coalescedTotal: c.queue.coalescedTotal,
         maxQueuedBytes: c.queue.maxQueuedBytes,
         queuedBytes: c.queue.queuedBytes,
-      }
-    );
-  }
-
-  clientInfo(
-    connId: number,
-  ): { namespace: string; coalescedTotal: number; maxQueuedBytes: number } | undefined {
-    const c = this.#clients.get(connId);
-    return (
-      c && {
-        namespace: c.namespace,
-        coalescedTotal: c.queue.coalescedTotal,
-        maxQueuedBytes: c.queue.maxQueuedBytes,
       }
     );
   }

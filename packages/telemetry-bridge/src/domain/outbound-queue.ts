@@ -6,6 +6,7 @@
  * closed with 4008 "Slow consumer". Messages arrive already serialised: the queue never re-serialises.
  */
 import type { Clock, TimerHandle } from '@broadcast-ops/core';
+import { CloseCode } from '../protocol/envelope.ts';
 
 export interface OutboundSink {
   /** Bytes accepted by send() but not yet written to the kernel (ws `bufferedAmount`). */
@@ -23,8 +24,6 @@ export interface OutboundLimits {
   /** How often a coalescing client's socket is checked for drain. */
   pollMs: number;
 }
-
-export const CLOSE_SLOW_CONSUMER = 4008;
 
 interface Pending {
   json: string;
@@ -173,7 +172,7 @@ export class OutboundQueue {
   #slow(): void {
     this.close();
     this.#onSlow();
-    this.#sink.close(CLOSE_SLOW_CONSUMER, 'Slow consumer');
+    this.#sink.close(CloseCode.SLOW_CONSUMER, 'Slow consumer');
   }
 
   #arm(): void {

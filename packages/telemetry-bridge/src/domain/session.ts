@@ -8,24 +8,12 @@ import type { Clock, TimerHandle } from '@broadcast-ops/core';
 import type { Hub } from './hub.ts';
 import type { OutboundSink } from './outbound-queue.ts';
 import {
+  CloseCode,
   PROTOCOL_VERSION,
   parseClientFrame,
   sanitiseClientName,
   type HandshakeResponse,
 } from '../protocol/envelope.ts';
-
-/** Close codes (reference §1.6 table; 4008 is our slow-consumer decision). */
-export const CloseCode = {
-  SERVER_SHUTDOWN: 1001,
-  MAX_CLIENTS: 1013,
-  HANDSHAKE_TIMEOUT: 4000,
-  NOT_HANDSHAKE: 4001,
-  INVALID_HANDSHAKE: 4002,
-  AUTH_FAILED: 4003,
-  IDLE_TIMEOUT: 4004,
-  DISCONNECTED: 4005,
-  SLOW_CONSUMER: 4008,
-} as const;
 
 export interface SessionOptions {
   requireAuth: boolean;
@@ -126,16 +114,7 @@ export class ClientSession {
       return;
     }
     if (!parsed.ok || parsed.value.kind !== 'handshake') {
-      let typedHandshake = false;
-      if (!parsed.ok) {
-        try {
-          const raw = JSON.parse(text) as { type?: unknown } | null;
-          typedHandshake = raw !== null && typeof raw === 'object' && raw.type === 'handshake';
-        } catch {
-          typedHandshake = false;
-        }
-      }
-      if (typedHandshake && !parsed.ok) {
+      if (!parsed.ok && parsed.handshake) {
         this.#respond({ success: false, error: `Invalid handshake: ${parsed.message}` });
         this.#close(CloseCode.INVALID_HANDSHAKE, 'Invalid handshake');
         return;
@@ -154,7 +133,7 @@ export class ClientSession {
       }
     }
     this.#timer?.cancel();
-    const opened = this.#hub.openClient(this.#sink, sanitiseClientName(hs.name), hs.version);
+    const opened = this.#hub.openClient(this.#sink, sanitiseClientName(hs.name));
     this.#connId = opened.connId;
     this.#namespace = opened.namespace;
     this.#respond({ success: true, sessionId: opened.sessionId, namespace: opened.namespace });

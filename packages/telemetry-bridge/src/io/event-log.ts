@@ -210,14 +210,15 @@ export class EventLog implements EventLogSink {
   }
 
   #startSegment(index: number, firstOffset: number): void {
-    if (this.#fd !== undefined) {
-      // Records are write()n one by one (safe against a process crash); a finished segment is also flushed
-      // to the disk, so a power cut can only cost the current segment's tail.
-      fsyncSync(this.#fd);
-      closeSync(this.#fd);
-    }
+    // Records are write()n one by one (safe against a process crash); a finished segment is also flushed
+    // to the disk, so a power cut can only cost the current segment's tail. The old file stays open until
+    // the new one is: if either step throws, #fd is still a valid descriptor and the next append retries
+    // (a closed descriptor number kept here could be reused by another file and written to).
+    if (this.#fd !== undefined) fsyncSync(this.#fd);
+    const next = openSync(join(this.#opts.dir, `events-${String(index).padStart(8, '0')}.tblog`), 'a');
+    if (this.#fd !== undefined) closeSync(this.#fd);
+    this.#fd = next;
     this.#segment = index;
-    this.#fd = openSync(join(this.#opts.dir, `events-${String(index).padStart(8, '0')}.tblog`), 'a');
     this.#size = 0;
     const meta = JSON.stringify({ epoch: this.#epoch, firstOffset, created: this.#opts.now() });
     this.#write(encodeRecordBody(recordBodyText(0, this.#opts.now(), 'meta', meta)));

@@ -8,7 +8,8 @@ import type { IncomingMessage } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Clock, Logger } from '@broadcast-ops/core';
 import type { Hub } from '../domain/hub.ts';
-import { ClientSession, CloseCode, bearerToken, type SessionOptions } from '../domain/session.ts';
+import { ClientSession, bearerToken, type SessionOptions } from '../domain/session.ts';
+import { CloseCode } from '../protocol/envelope.ts';
 
 export interface WsTransportOptions extends SessionOptions {
   host: string;
@@ -60,11 +61,12 @@ export class WsTransport {
       maxPayload: this.#opts.maxMessageSize,
       clientTracking: false,
     });
-    this.#wss = wss;
     await new Promise<void>((resolve, reject) => {
       wss.once('listening', resolve);
       wss.once('error', reject);
     });
+    // Set only once listening: a failed listen (port in use) leaves nothing for close() to wait on.
+    this.#wss = wss;
     wss.on('error', (err) => this.#logger.error({ err }, 'websocket server error'));
     wss.on('connection', (ws, req) => this.#accept(ws, req));
     this.#heartbeat = setInterval(() => this.#beat(), this.#opts.heartbeatIntervalMs);
@@ -79,6 +81,7 @@ export class WsTransport {
       return;
     }
     let closeReason = 'client';
+    let grace: NodeJS.Timeout | undefined;
     const session = new ClientSession(
       this.#hub,
       {
@@ -88,7 +91,7 @@ export class WsTransport {
           closeReason =
             code === CloseCode.SLOW_CONSUMER ? 'slow_consumer' : reason.toLowerCase().replace(/\s+/g, '_');
           ws.close(code, reason);
-          setTimeout(() => ws.terminate(), CLOSE_GRACE_MS).unref();
+          grace ??= setTimeout(() => ws.terminate(), CLOSE_GRACE_MS).unref();
         },
       },
       this.#clock,
@@ -122,6 +125,7 @@ export class WsTransport {
       this.#logger.debug({ err, namespace: session.namespace }, 'client socket error');
     });
     ws.on('close', (code) => {
+      clearTimeout(grace);
       this.#sockets.delete(ws);
       session.closed();
       if (session.connId !== undefined) {

@@ -30,6 +30,19 @@ export const MAX_CORRELATION_ID_LENGTH = 64;
 export const MAX_TTL_MS = 300_000;
 export const MAX_PATTERNS = 100;
 
+/** WebSocket close codes (reference §1.6 table; 4008 is our slow-consumer decision). */
+export const CloseCode = {
+  SERVER_SHUTDOWN: 1001,
+  MAX_CLIENTS: 1013,
+  HANDSHAKE_TIMEOUT: 4000,
+  NOT_HANDSHAKE: 4001,
+  INVALID_HANDSHAKE: 4002,
+  AUTH_FAILED: 4003,
+  IDLE_TIMEOUT: 4004,
+  DISCONNECTED: 4005,
+  SLOW_CONSUMER: 4008,
+} as const;
+
 /** Every envelope the hub sends or accepts. `offset` is the hub-wide log position of broadcast messages. */
 export interface Envelope<P = unknown> {
   id: string;
@@ -191,6 +204,8 @@ export type FrameParseResult =
       code: 'PARSE_ERROR' | 'INVALID_MESSAGE';
       message: string;
       relatedMessageId?: string;
+      /** The frame said `"type": "handshake"` but failed its schema (the session answers it in kind). */
+      handshake?: true;
     };
 
 function issuesText(issues: readonly z.core.$ZodIssue[]): string {
@@ -222,7 +237,9 @@ export function parseClientFrame(text: string): FrameParseResult {
       : {};
   if (type === 'handshake') {
     const r = handshake.safeParse(raw);
-    if (!r.success) return { ok: false, code: 'INVALID_MESSAGE', message: issuesText(r.error.issues) };
+    if (!r.success) {
+      return { ok: false, code: 'INVALID_MESSAGE', message: issuesText(r.error.issues), handshake: true };
+    }
     const frame: HandshakeFrame = { type: 'handshake', name: r.data.name, version: r.data.version };
     if (r.data.authToken !== undefined) frame.authToken = r.data.authToken;
     if (r.data.metadata !== undefined) frame.metadata = r.data.metadata;

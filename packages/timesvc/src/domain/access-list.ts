@@ -1,4 +1,5 @@
 import { BlockList, isIP } from 'node:net';
+import { unmapIpv4 } from './ip-address.ts';
 
 /**
  * `ntp.allowed_networks` (reference §1.8): CIDR blocks whose clients get time; an empty list allows all.
@@ -18,8 +19,7 @@ export class AccessList {
 
   allows(address: string): boolean {
     if (this.#empty) return true;
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-    const a = mapped?.[1] ?? address;
+    const a = unmapIpv4(address);
     const family = isIP(a);
     if (family === 0) return false;
     return this.#list.check(a, family === 4 ? 'ipv4' : 'ipv6');

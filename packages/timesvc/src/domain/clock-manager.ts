@@ -1,6 +1,8 @@
+import { createHash } from 'node:crypto';
 import type { Clock, TimerHandle } from '@broadcast-ops/core';
 import { LEAP, MAXSTRAT, MINDISP, unixToNtp } from '../protocol/ntp-packet.ts';
 import { UNSYNCHRONISED_STATE, type ServerSystemState } from './ntp-responder.ts';
+import { expandIpv6 } from './ip-address.ts';
 import { intersect, type SelectionCandidate } from './selection.ts';
 
 /**
@@ -527,15 +529,18 @@ export class ClockManager {
   }
 
   #updateServerState(): void {
-    const synced = this.#state === 'LOCKED' || this.#state === 'HOLDOVER';
+    const status = this.#state === 'LOCKED' ? this.#selectedStatus : undefined;
+    // A stratum-15 reference would make us 16, which RFC 5905 §7.3 defines as unsynchronised.
+    const tooDeep = status !== undefined && status.stratum + 1 >= MAXSTRAT;
+    const synced = (this.#state === 'LOCKED' || this.#state === 'HOLDOVER') && !tooDeep;
     if (!synced) {
+      this.#lastStratum = MAXSTRAT;
       if (this.#serverState.leap !== LEAP.UNSYNCHRONISED) {
         this.#serverState = { ...UNSYNCHRONISED_STATE, precision: this.#o.precision };
       }
       return;
     }
     const entry = this.#selected !== undefined ? this.#sources.get(this.#selected) : undefined;
-    const status = this.#state === 'LOCKED' ? this.#selectedStatus : undefined;
     if (status && entry?.last && this.#lastSample) {
       this.#lastStratum = Math.min(MAXSTRAT, status.stratum + 1);
       const s = this.#lastSample;
@@ -611,6 +616,17 @@ function stddev(values: readonly number[]): number {
   if (values.length < 2) return 0;
   const m = values.reduce((a, b) => a + b, 0) / values.length;
   return Math.sqrt(values.reduce((a, b) => a + (b - m) ** 2, 0) / (values.length - 1));
+}
+
+/**
+ * The refid for an upstream server at `address` (RFC 5905 §7.3): an IPv4 address as a u32, or the first
+ * four octets of the MD5 hash of an IPv6 address.
+ */
+export function addressRefId(address: string): number {
+  if (!address.includes(':')) return ipv4RefId(address);
+  const bytes = Buffer.alloc(16);
+  (expandIpv6(address) ?? []).forEach((g, i) => bytes.writeUInt16BE(g & 0xffff, i * 2));
+  return createHash('md5').update(bytes).digest().readUInt32BE(0);
 }
 
 /** The refid for an IPv4 system peer (RFC 5905 §7.3): its address as a u32. */

@@ -1,3 +1,5 @@
+import { expandIpv6, unmapIpv4 } from './ip-address.ts';
+
 /**
  * Per-client-address rate limiter for the NTP server (RFC 8633 §4.6 and reference §3.2): a token bucket per
  * client, in a map whose size is bounded (least recently seen clients are evicted first), so a flood of
@@ -73,9 +75,8 @@ export class RateLimiter {
 
   /** The bucket key: the IPv4 address, or the configured IPv6 prefix (IPv4-mapped IPv6 counts as IPv4). */
   keyOf(address: string): string {
-    if (!address.includes(':')) return address;
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-    if (mapped?.[1] !== undefined) return mapped[1];
+    const v4 = unmapIpv4(address);
+    if (!v4.includes(':')) return v4;
     const groups = expandIpv6(address);
     if (groups === undefined) return address;
     const bits = Math.max(0, Math.min(128, this.#opts.ipv6PrefixBits));
@@ -87,42 +88,4 @@ export class RateLimiter {
     }
     return out.map((g) => g.toString(16)).join(':') + `/${bits}`;
   }
-}
-
-/** Expand textual IPv6 (with `::` and an optional `%zone`) to eight 16-bit groups, or undefined. */
-export function expandIpv6(text: string): number[] | undefined {
-  const addr = text.split('%')[0] ?? '';
-  let tail: number[] = [];
-  let body = addr;
-  const v4 = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(addr);
-  if (v4) {
-    const o = v4.slice(1, 5).map(Number);
-    if (o.some((x) => x > 255)) return undefined;
-    tail = [((o[0] ?? 0) << 8) | (o[1] ?? 0), ((o[2] ?? 0) << 8) | (o[3] ?? 0)];
-    body = addr.slice(0, v4.index);
-    if (body.endsWith(':') && !body.endsWith('::')) body = body.slice(0, -1);
-  }
-  const parse = (s: string): number[] | undefined => {
-    if (s === '') return [];
-    const parts = s.split(':');
-    const out: number[] = [];
-    for (const p of parts) {
-      if (!/^[0-9a-fA-F]{1,4}$/.test(p)) return undefined;
-      out.push(parseInt(p, 16));
-    }
-    return out;
-  };
-  const halves = body.split('::');
-  if (halves.length > 2) return undefined;
-  const head = parse(halves[0] ?? '');
-  if (head === undefined) return undefined;
-  if (halves.length === 1) {
-    const all = [...head, ...tail];
-    return all.length === 8 ? all : undefined;
-  }
-  const rest = parse(halves[1] ?? '');
-  if (rest === undefined) return undefined;
-  const known = head.length + rest.length + tail.length;
-  if (known > 7) return undefined;
-  return [...head, ...new Array<number>(8 - known).fill(0), ...rest, ...tail];
 }

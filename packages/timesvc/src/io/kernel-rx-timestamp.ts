@@ -1,5 +1,6 @@
 import type { Socket } from 'node:dgram';
 import { createRequire } from 'node:module';
+import type { ServedClock } from './served-clock.ts';
 
 /**
  * Kernel receive timestamps (native/rx-timestamp.c, built by `node-gyp` at `npm ci`). Where the addon is
@@ -60,4 +61,27 @@ export function kernelRxDelay(socket: Socket): ((nowUnixMs: number) => number | 
     const delay = nowUnixMs - stamp;
     return delay >= 0 && delay < MAX_DELAY_MS ? delay : undefined;
   };
+}
+
+/** How a socket's receive timestamps are taken, and the function that takes them. */
+export interface ArrivalTime {
+  kernel: boolean;
+  /**
+   * Called first thing in the socket's 'message' handler with performance.now(): the monotonic ms at which
+   * the datagram being handled arrived (RFC 5905 §8 T2/T4). The kernel's receive timestamp carried onto the
+   * served clock's time base where available, else the handler's own reading minus `correctionMs`.
+   */
+  at: (perf: number) => number;
+}
+
+/** The one receive-timestamp path shared by the NTP server and the peer clients. */
+export function arrivalTime(
+  socket: Socket,
+  clock: ServedClock,
+  options: { kernel: boolean; correctionMs: number },
+): ArrivalTime {
+  const correctionMs = options.correctionMs;
+  const delay = options.kernel ? kernelRxDelay(socket) : undefined;
+  if (!delay) return { kernel: false, at: (perf) => perf - correctionMs };
+  return { kernel: true, at: (perf) => perf - (delay(clock.rawUnixMs(perf)) ?? correctionMs) };
 }

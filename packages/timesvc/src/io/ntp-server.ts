@@ -8,7 +8,7 @@ import {
   type ResponderPolicy,
   type ServerSystemState,
 } from '../domain/ntp-responder.ts';
-import { kernelRxDelay } from './kernel-rx-timestamp.ts';
+import { arrivalTime, type ArrivalTime } from './kernel-rx-timestamp.ts';
 import type { ServedClock } from './served-clock.ts';
 
 /**
@@ -56,23 +56,19 @@ export class NtpServer {
   };
   readonly #o: NtpServerOptions;
   readonly #sockets: Socket[] = [];
-  /** Per socket: the kernel receive delay of the datagram being handled (kernel-rx-timestamp.ts). */
-  readonly #rxDelay = new Map<Socket, (nowUnixMs: number) => number | undefined>();
-  readonly #rxCorrectionMs: number;
+  /** Sockets with kernel receive timestamps. */
+  #kernelRx = 0;
   readonly #onSent = (err: Error | null): void => {
     if (err) this.counters.sendErrors++;
   };
 
   constructor(options: NtpServerOptions) {
     this.#o = options;
-    this.#rxCorrectionMs = options.rxCorrectionMs ?? 0;
   }
 
   /** 'kernel' when every socket has kernel receive timestamps, else 'userspace'. */
   get rxTimestamps(): 'kernel' | 'userspace' {
-    return this.#sockets.length > 0 && this.#sockets.every((s) => this.#rxDelay.has(s))
-      ? 'kernel'
-      : 'userspace';
+    return this.#sockets.length > 0 && this.#kernelRx === this.#sockets.length ? 'kernel' : 'userspace';
   }
 
   /** Bound addresses, e.g. for tests using port 0. */
@@ -126,10 +122,13 @@ export class NtpServer {
         } catch {
           /* the kernel caps it; keep the default */
         }
-        const rxDelay = this.#o.kernelRxTimestamps === false ? undefined : kernelRxDelay(socket);
-        if (rxDelay) this.#rxDelay.set(socket, rxDelay);
+        const arrival = arrivalTime(socket, this.#o.clock, {
+          kernel: this.#o.kernelRxTimestamps ?? true,
+          correctionMs: this.#o.rxCorrectionMs ?? 0,
+        });
+        if (arrival.kernel) this.#kernelRx++;
         socket.on('message', (msg, rinfo) => {
-          this.#onMessage(socket, msg, rinfo);
+          this.#onMessage(socket, arrival, msg, rinfo);
         });
         this.#sockets.push(socket);
         resolve(socket);
@@ -137,13 +136,11 @@ export class NtpServer {
     });
   }
 
-  #onMessage(socket: Socket, msg: Buffer, rinfo: RemoteInfo): void {
-    // Receive timestamp first, before anything else touches the packet: the kernel's arrival time where
-    // available, carried onto the served clock's time base; else this handler's own reading.
+  #onMessage(socket: Socket, arrival: ArrivalTime, msg: Buffer, rinfo: RemoteInfo): void {
+    // Receive timestamp first, before anything else touches the packet (kernel-rx-timestamp.ts).
     const perf = performance.now();
     const clock = this.#o.clock;
-    const delay = this.#rxDelay.get(socket)?.(clock.rawUnixMs(perf));
-    const rx = clock.read(true, perf - (delay ?? this.#rxCorrectionMs));
+    const rx = clock.read(true, arrival.at(perf));
     const c = this.counters;
     c.requests++;
     const out = respond(msg, rinfo.address, rx, perf, this.#o.state(), this.#o.policy);
@@ -164,7 +161,7 @@ export class NtpServer {
 
   async close(): Promise<void> {
     const sockets = this.#sockets.splice(0);
-    this.#rxDelay.clear();
+    this.#kernelRx = 0;
     await Promise.all(
       sockets.map(
         (s) =>

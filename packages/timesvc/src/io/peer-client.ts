@@ -1,14 +1,12 @@
-import { createHash } from 'node:crypto';
 import { createSocket, type Socket } from 'node:dgram';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '@broadcast-ops/core';
 import type { ClockManager, ReferenceSource, ReferenceStatus } from '../domain/clock-manager.ts';
-import { ipv4RefId } from '../domain/clock-manager.ts';
-import { expandIpv6 } from '../domain/rate-limiter.ts';
+import { addressRefId } from '../domain/clock-manager.ts';
 import { NtpPeer, type PeerConfig, type PeerStatus } from '../domain/ntp-peer.ts';
-import { kernelRxDelay } from './kernel-rx-timestamp.ts';
+import { arrivalTime, type ArrivalTime } from './kernel-rx-timestamp.ts';
 import type { ServedClock } from './served-clock.ts';
 
 /**
@@ -34,10 +32,9 @@ export class PeerClient implements ReferenceSource {
   #closed = false;
   #resolving = false;
   #lastKod: string | undefined;
-  readonly #rxCorrectionMs: number;
-  /** Kernel receive delay of the reply being handled (kernel-rx-timestamp.ts); undefined: userspace. */
-  #rxDelay: ((nowUnixMs: number) => number | undefined) | undefined;
-  readonly #kernelRx: boolean;
+  readonly #rxOptions: { kernel: boolean; correctionMs: number };
+  /** Receive timestamps of the connected socket (kernel-rx-timestamp.ts). */
+  #arrival: ArrivalTime | undefined;
 
   constructor(options: {
     config: PeerConfig;
@@ -52,8 +49,10 @@ export class PeerClient implements ReferenceSource {
     /** Use kernel receive timestamps where available (default true). */
     kernelRxTimestamps?: boolean;
   }) {
-    this.#rxCorrectionMs = options.rxCorrectionMs ?? 0;
-    this.#kernelRx = options.kernelRxTimestamps ?? true;
+    this.#rxOptions = {
+      kernel: options.kernelRxTimestamps ?? true,
+      correctionMs: options.rxCorrectionMs ?? 0,
+    };
     this.#host = options.host;
     this.#port = options.port;
     this.id = options.host.includes(':')
@@ -93,7 +92,16 @@ export class PeerClient implements ReferenceSource {
   #schedule(delayMs: number): void {
     if (this.#closed) return;
     if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => void this.#due(), Math.max(0, delayMs));
+    this.#timer = setTimeout(
+      () => {
+        // A rejection here would be unhandled and end the process; log it and keep polling.
+        this.#due().catch((err: unknown) => {
+          this.#logger.error({ err: (err as Error).message }, 'peer poll failed');
+          this.#schedule(Math.max(1000, 2 ** this.peer.poll * 1000));
+        });
+      },
+      Math.max(0, delayMs),
+    );
     this.#timer.unref();
   }
 
@@ -101,38 +109,41 @@ export class PeerClient implements ReferenceSource {
     if (this.#socket) return this.#socket;
     if (this.#resolving) return undefined;
     this.#resolving = true;
+    let socket: Socket | undefined;
     try {
       const address = isIP(this.#host) ? this.#host : (await lookup(this.#host)).address;
-      const family = isIP(address);
-      const socket = createSocket(family === 6 ? 'udp6' : 'udp4');
-      socket.on('error', (err) => {
+      const s = createSocket(isIP(address) === 6 ? 'udp6' : 'udp4');
+      socket = s;
+      s.on('error', (err) => {
         this.#logger.warn({ err: err.message }, 'peer socket error');
       });
-      socket.on('message', (msg) => {
+      s.on('message', (msg) => {
         this.#onMessage(msg);
       });
       await new Promise<void>((resolve, reject) => {
-        socket.once('error', reject);
-        socket.connect(this.#port, address, () => {
-          socket.removeListener('error', reject);
+        s.once('error', reject);
+        s.connect(this.#port, address, () => {
+          s.removeListener('error', reject);
           resolve();
         });
       });
       if (this.#closed) {
-        socket.close();
+        s.close();
         return undefined;
       }
-      this.#socket = socket;
-      this.#rxDelay = this.#kernelRx ? kernelRxDelay(socket) : undefined;
+      this.#socket = s;
+      this.#arrival = arrivalTime(s, this.#clock, this.#rxOptions);
       this.#resolved = address;
-      // RFC 5905 §7.3: refid = the IPv4 address, or the first 4 octets of the MD5 of the IPv6 address.
-      this.#refId =
-        family === 4
-          ? ipv4RefId(address)
-          : createHash('md5').update(ipv6Bytes(address)).digest().readUInt32BE(0);
+      this.#refId = addressRefId(address);
       this.#logger.info({ address }, 'peer resolved');
-      return socket;
+      return s;
     } catch (err) {
+      // A socket that failed to connect is closed here, or every retry would leak one.
+      try {
+        socket?.close();
+      } catch {
+        /* already closed */
+      }
       this.#logger.warn({ err: (err as Error).message }, 'cannot resolve or connect peer; retrying');
       return undefined;
     } finally {
@@ -143,6 +154,7 @@ export class PeerClient implements ReferenceSource {
   async #due(): Promise<void> {
     if (this.#closed) return;
     const socket = await this.#ensureSocket();
+    if (this.#closed) return;
     const now = performance.now();
     if (!socket) {
       this.#schedule(Math.max(1000, 2 ** this.peer.poll * 1000));
@@ -161,9 +173,8 @@ export class PeerClient implements ReferenceSource {
 
   #onMessage(msg: Buffer): void {
     const perf = performance.now();
-    // T4: the kernel's arrival time where available (RFC 5905 §8), else this handler's reading.
-    const delay = this.#rxDelay?.(this.#clock.rawUnixMs(perf));
-    const t4 = this.#clock.read(false, perf - (delay ?? this.#rxCorrectionMs));
+    // T4 first thing (kernel-rx-timestamp.ts); 'message' only fires once the socket, and so #arrival, is set.
+    const t4 = this.#clock.read(false, this.#arrival?.at(perf) ?? perf);
     const result = this.peer.receive(msg, t4, perf);
     if (result.kind === 'sample') {
       if (result.output.fresh) {
@@ -189,10 +200,4 @@ export class PeerClient implements ReferenceSource {
     this.#socket = undefined;
     if (s) await new Promise<void>((resolve) => s.close(() => resolve()));
   }
-}
-
-function ipv6Bytes(address: string): Buffer {
-  const buf = Buffer.alloc(16);
-  (expandIpv6(address) ?? []).forEach((g, i) => buf.writeUInt16BE(g & 0xffff, i * 2));
-  return buf;
 }

@@ -45,8 +45,16 @@ export async function queryServer(
   const address = isIP(host) ? host : (await lookup(host)).address;
   const socket = createSocket(isIP(address) === 6 ? 'udp6' : 'udp4');
   try {
+    // A socket 'error' without a listener would be thrown out of the event loop and end the process: bind
+    // and exchange errors fail this query instead.
     if (options.localAddress) {
-      await new Promise<void>((resolve) => socket.bind(0, options.localAddress, resolve));
+      await new Promise<void>((resolve, reject) => {
+        socket.once('error', reject);
+        socket.bind(0, options.localAddress, () => {
+          socket.removeListener('error', reject);
+          resolve();
+        });
+      });
     }
     const req = Buffer.alloc(48);
     req[0] = ((options.version ?? 4) << 3) | MODE.CLIENT;
@@ -60,6 +68,10 @@ export async function queryServer(
         () => reject(new Error(`no reply from ${address}:${port} in ${timeoutMs} ms`)),
         timeoutMs,
       );
+      socket.once('error', (err) => {
+        clearTimeout(timer);
+        reject(err);
+      });
       socket.on('message', (msg) => {
         const t4Ms = performance.timeOrigin + performance.now();
         try {

@@ -151,10 +151,7 @@ export class ServedClock {
   /** The raw or served time at monotonic `perf` as an NTP timestamp. */
   read(served: boolean, perf = performance.now()): NtpTimestamp {
     let ns = this.#anchorNs + (perf - this.#anchorPerf) * 1e6;
-    if (served) {
-      const c = this.#correction;
-      ns += (c.phaseS + (c.freq * (perf - c.t0Ms)) / 1000) * 1e9;
-    }
+    if (served) ns += this.#correctionS(perf) * 1e9;
     const whole = Math.floor(ns / 1e9);
     ns -= whole * 1e9;
     let seconds = (this.#anchorSec + whole + NTP_UNIX_OFFSET_S) % TWO32;
@@ -164,8 +161,13 @@ export class ServedClock {
 
   /** Served time as Unix ms (fractional). */
   servedUnixMs(perf = performance.now()): number {
+    return this.rawUnixMs(perf) + this.#correctionS(perf) * 1000;
+  }
+
+  /** c(perf), seconds: served − raw time at monotonic `perf`. */
+  #correctionS(perf: number): number {
     const c = this.#correction;
-    return this.rawUnixMs(perf) + (c.phaseS + (c.freq * (perf - c.t0Ms)) / 1000) * 1000;
+    return c.phaseS + (c.freq * (perf - c.t0Ms)) / 1000;
   }
 }
 

@@ -1,0 +1,46 @@
+/** Textual IP address helpers shared by the rate limiter, the access list and the refid rule. */
+
+/** An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`, as dual-stack sockets report IPv4 clients) as IPv4. */
+export function unmapIpv4(address: string): string {
+  if (!address.includes(':')) return address;
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  return mapped?.[1] ?? address;
+}
+
+/** Expand textual IPv6 (with `::` and an optional `%zone`) to eight 16-bit groups, or undefined. */
+export function expandIpv6(text: string): number[] | undefined {
+  const addr = text.split('%')[0] ?? '';
+  let tail: number[] = [];
+  let body = addr;
+  const v4 = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(addr);
+  if (v4) {
+    const o = v4.slice(1, 5).map(Number);
+    if (o.some((x) => x > 255)) return undefined;
+    tail = [((o[0] ?? 0) << 8) | (o[1] ?? 0), ((o[2] ?? 0) << 8) | (o[3] ?? 0)];
+    body = addr.slice(0, v4.index);
+    if (body.endsWith(':') && !body.endsWith('::')) body = body.slice(0, -1);
+  }
+  const parse = (s: string): number[] | undefined => {
+    if (s === '') return [];
+    const parts = s.split(':');
+    const out: number[] = [];
+    for (const p of parts) {
+      if (!/^[0-9a-fA-F]{1,4}$/.test(p)) return undefined;
+      out.push(parseInt(p, 16));
+    }
+    return out;
+  };
+  const halves = body.split('::');
+  if (halves.length > 2) return undefined;
+  const head = parse(halves[0] ?? '');
+  if (head === undefined) return undefined;
+  if (halves.length === 1) {
+    const all = [...head, ...tail];
+    return all.length === 8 ? all : undefined;
+  }
+  const rest = parse(halves[1] ?? '');
+  if (rest === undefined) return undefined;
+  const known = head.length + rest.length + tail.length;
+  if (known > 7) return undefined;
+  return [...head, ...new Array<number>(8 - known).fill(0), ...rest, ...tail];
+}
