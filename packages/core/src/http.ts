@@ -62,3 +62,13 @@ export function listeningUrl(app: FastifyInstance): string {
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   return `http://${host === '0.0.0.0' || host === '[::]' ? '127.0.0.1' : host}:${address.port}`;
 }
+
+/**
+ * `Authorization: Bearer <token>` → token (RFC 6750 §2.1; scheme case-insensitive); anything else → undefined.
+ * Shared by every service that takes bearer tokens, so they all accept and refuse the same headers.
+ */
+export function bearerToken(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
+  return m?.[1];
+}

@@ -11,7 +11,7 @@ export * from './domain/session.ts';
 export { FixedWindowLimiter } from './domain/rate-limiter.ts';
 export { AccessChecker, type AuthFailureReason } from './domain/access.ts';
 export { SqliteSessionStore } from './io/sqlite-store.ts';
-export { TokenSigner, bearerToken, type TokenClaims } from './protocol/token.ts';
+export { TokenSigner, type TokenClaims } from './protocol/token.ts';
 export { connectionStrings, type ConnectionParams } from './protocol/connection-strings.ts';
 export { PUNCH_ERRORS, type PunchErrorCode } from './errors.ts';
 export { loadPunchConfig, type PunchConfig } from './config.ts';

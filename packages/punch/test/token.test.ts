@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
-import { TokenSigner, bearerToken, MAX_TOKEN_LENGTH } from '../src/protocol/token.ts';
+import { bearerToken } from '@broadcast-ops/core';
+import { TokenSigner, MAX_TOKEN_LENGTH } from '../src/protocol/token.ts';
 
 const SECRET = 'k'.repeat(40);
 const NOW = Date.UTC(2026, 0, 1);

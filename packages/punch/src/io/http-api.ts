@@ -1,5 +1,6 @@
 import {
   AppError,
+  bearerToken,
   Counter,
   Gauge,
   createHttpApp,
@@ -25,7 +26,7 @@ import {
   makeSchemas,
 } from '../protocol/schemas.ts';
 import { z } from 'zod';
-import { bearerToken, type TokenClaims, type TokenSigner } from '../protocol/token.ts';
+import type { TokenClaims, TokenSigner } from '../protocol/token.ts';
 import { renderQrSvg, renderSessionPage } from './pages.ts';
 import type { TurnstileVerifier } from './turnstile.ts';
 

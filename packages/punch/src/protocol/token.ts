@@ -111,10 +111,3 @@ function parseClaims(segment: string): TokenClaims | undefined {
   if (typeof o['label'] === 'string') claims.label = o['label'];
   return claims;
 }
-
-/** `Authorization: Bearer <token>` → token; anything else → undefined. */
-export function bearerToken(header: string | undefined): string | undefined {
-  if (header === undefined) return undefined;
-  const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
-  return m?.[1];
-}

@@ -36,12 +36,6 @@ export function tokenAccepted(token: string | undefined, tokens: readonly string
   return ok;
 }
 
-export function bearerToken(header: string | undefined): string | undefined {
-  if (header === undefined) return undefined;
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
-  return m?.[1];
-}
-
 export class ClientSession {
   readonly #hub: Hub;
   readonly #sink: OutboundSink;

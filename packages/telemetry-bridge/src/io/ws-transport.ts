@@ -6,9 +6,9 @@
 import type { AddressInfo } from 'node:net';
 import type { IncomingMessage } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { Clock, Logger } from '@broadcast-ops/core';
+import { bearerToken, type Clock, type Logger } from '@broadcast-ops/core';
 import type { Hub } from '../domain/hub.ts';
-import { ClientSession, bearerToken, type SessionOptions } from '../domain/session.ts';
+import { ClientSession, type SessionOptions } from '../domain/session.ts';
 import { CloseCode } from '../protocol/envelope.ts';
 
 export interface WsTransportOptions extends SessionOptions {
