@@ -5,6 +5,7 @@ import { ManualClock, tempDir } from '@broadcast-ops/core/testing';
 import { SessionBroker, type BrokerEvent } from '../src/domain/broker.ts';
 import { MemoryStore, type SessionStore } from '../src/domain/store.ts';
 import { SqliteSessionStore } from '../src/io/sqlite-store.ts';
+import { openSqlite } from '../src/io/sqlite-driver.ts';
 import { isPunchError } from '../src/errors.ts';
 
 const claim = (ip: string, port: number, label = '') => ({
@@ -221,14 +222,13 @@ describe('durable store: restart on the same SQLite file', () => {
     }
   });
 
-  test('the SQLite store uses WAL journal mode', async () => {
+  test('the SQLite store uses WAL journal mode', () => {
     const dir = tempDir('punch-store-');
     try {
       const file = join(dir.path, 'p.db');
       new SqliteSessionStore(file).close();
-      const { default: Database } = await import('better-sqlite3');
-      const db = new Database(file, { readonly: true });
-      assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
+      const db = openSqlite(file);
+      assert.deepEqual({ ...(db.prepare('PRAGMA journal_mode').get() as object) }, { journal_mode: 'wal' });
       db.close();
     } finally {
       dir.remove();

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import Database from 'better-sqlite3';
+import { openSqlite } from '../src/io/sqlite-driver.ts';
 import { repoRoot, startProcess, tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
 import { TokenSigner } from '../src/protocol/token.ts';
 
@@ -20,9 +20,13 @@ async function startBroker(db: string): Promise<{ proc: RunningProcess; url: str
 }
 
 function row(db: string, name: string): { passphrase: string; state: string; close_reason: string | null } {
-  const d = new Database(db, { readonly: true });
+  const d = openSqlite(db);
   try {
-    return d.prepare('SELECT passphrase, state, close_reason FROM sessions WHERE name = ?').get(name) as {
+    return {
+      ...(d
+        .prepare('SELECT passphrase, state, close_reason FROM sessions WHERE name = ?')
+        .get(name) as object),
+    } as {
       passphrase: string;
       state: string;
       close_reason: string | null;

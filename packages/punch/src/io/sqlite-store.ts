@@ -1,6 +1,5 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import Database from 'better-sqlite3';
 import type {
   CloseReason,
   PeerClaim,
@@ -10,6 +9,7 @@ import type {
   StreamState,
 } from '../domain/session.ts';
 import type { SessionStore } from '../domain/store.ts';
+import { openSqlite, type SqliteDatabase, type SqliteStatement, type SqlValue } from './sqlite-driver.ts';
 
 /**
  * Embedded durable store: one SQLite file in WAL mode (readers never block the writer; a commit is an
@@ -69,22 +69,19 @@ function streamsJson(streams: readonly StreamRecord[]): string {
 }
 
 export class SqliteSessionStore implements SessionStore {
-  readonly #db: Database.Database;
-  readonly #insertSession: Database.Statement;
-  readonly #updateState: Database.Statement;
-  readonly #updateStreams: Database.Statement;
-  readonly #deleteSession: Database.Statement;
-  readonly #batch: (ops: (() => void)[]) => void;
+  readonly #db: SqliteDatabase;
+  readonly #insertSession: SqliteStatement;
+  readonly #updateState: SqliteStatement;
+  readonly #updateStreams: SqliteStatement;
+  readonly #deleteSession: SqliteStatement;
   #queue: (() => void)[] = [];
   /** The batch being collected: one promise for all its writers, settled by the commit (or its failure). */
   #pending: { promise: Promise<void>; settle: (err?: Error) => void } | undefined;
 
   constructor(file: string) {
     if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
-    this.#db = new Database(file);
-    this.#db.pragma('journal_mode = WAL');
-    this.#db.pragma('synchronous = NORMAL');
-    this.#db.pragma('busy_timeout = 5000');
+    this.#db = openSqlite(file);
+    this.#db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;');
     this.#db.exec(SCHEMA);
     this.#insertSession = this.#db.prepare(
       `INSERT OR REPLACE INTO sessions
@@ -96,9 +93,6 @@ export class SqliteSessionStore implements SessionStore {
     );
     this.#updateStreams = this.#db.prepare('UPDATE sessions SET streams = ? WHERE name = ?');
     this.#deleteSession = this.#db.prepare('DELETE FROM sessions WHERE name = ?');
-    this.#batch = this.#db.transaction((ops: (() => void)[]) => {
-      for (const op of ops) op();
-    });
   }
 
   /** Queue a write for the next group commit; resolves once it is committed. */
@@ -129,7 +123,9 @@ export class SqliteSessionStore implements SessionStore {
     try {
       // A write after close() must fail loudly, not vanish.
       if (!this.#db.open) throw new Error('session store is closed');
-      this.#batch(ops);
+      this.#db.transaction(() => {
+        for (const op of ops) op();
+      });
       pending.settle();
       return undefined;
     } catch (err) {
@@ -158,7 +154,7 @@ export class SqliteSessionStore implements SessionStore {
 
   putSession(s: SessionRecord): Promise<void> {
     // Values are taken now: the record may change before the commit runs.
-    const args = [
+    const args: SqlValue[] = [
       s.name,
       s.id,
       s.state,
