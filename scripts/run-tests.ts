@@ -3,12 +3,18 @@
  * under packages/<pkg>/test (and bench/ tests if any), runs them in one `node --test` run through tsx, and
  * fails when it finds no test, because Node 20 does not expand globs and exits 0 on zero tests.
  *
- * Usage: tsx scripts/run-tests.ts [path-filter ...]   (filters are substrings of the test file path)
+ * Usage: tsx scripts/run-tests.ts [--tap <file>] [path-filter ...]   (filters are substrings of the test file path)
+ *
+ * This runs the suite on the Node that runs this script (`npm run test:unit`). `npm test` runs it on every
+ * supported Node line through scripts/test-matrix.ts, which passes `--tap` to read the totals back.
+ * The spec reporter always writes to stdout (Node 20 would otherwise switch to TAP when stdout is not a
+ * terminal), so the output ends in the same summary on every Node line.
  */
 import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
@@ -31,7 +37,10 @@ function collect(dir: string, out: string[]): void {
 const files: string[] = [];
 for (const pkg of readdirSync(join(root, 'packages'))) collect(join(root, 'packages', pkg, 'test'), files);
 collect(join(root, 'scripts', 'test'), files);
-const filters = process.argv.slice(2);
+const { values: opts, positionals: filters } = parseArgs({
+  options: { tap: { type: 'string' } },
+  allowPositionals: true,
+});
 const selected = files
   .map((f) => relative(root, f))
   .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
@@ -57,6 +66,9 @@ const result = spawnSync(
     '--import',
     'tsx',
     '--test',
+    '--test-reporter=spec',
+    '--test-reporter-destination=stdout',
+    ...(opts.tap ? ['--test-reporter=tap', `--test-reporter-destination=${opts.tap}`] : []),
     `--test-concurrency=${process.env['TEST_CONCURRENCY'] ?? '2'}`,
     '--test-timeout=180000',
     ...selected,

@@ -115,6 +115,7 @@ async function stopAll(reason: string, code: number): Promise<never> {
     console.log(`start-stack: ${r.service.name} exited with ${codes[i] ?? 'signal'}`);
     r.log.end();
   });
+  console.log(`start-stack: exit ${code}`);
   process.exit(code);
 }
 

@@ -1,0 +1,118 @@
+/**
+ * The real `npm start` (every service package, embedded defaults, demo configs) on the Node running this test,
+ * stopped the way a terminal's Ctrl-C stops it: SIGINT to the whole foreground process group (npm, tsx and the
+ * launcher; the services sit in their own groups and are stopped by the launcher). Five cycles in a row on the
+ * same data directory, so later cycles also restart on the state the earlier ones saved.
+ *
+ * The stack runs in its own network and mount namespaces (`unshare`): the default ports cannot collide with
+ * anything else on the machine or with other tests, and `data/` is a bind mount of a temporary directory, so
+ * the checkout's own data/ is never touched.
+ */
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
+import { delimiter, dirname, join } from 'node:path';
+import { test } from 'node:test';
+import { repoRoot, requireTool, startProcess, tempDir } from '../../packages/core/src/testing/index.ts';
+
+const CYCLES = 5;
+
+/** Names of the services `npm start` launches: the packages declaring toolkit.start (see start-stack.ts). */
+function declaredServices(): string[] {
+  const names: string[] = [];
+  for (const dir of readdirSync(join(repoRoot, 'packages'))) {
+    const file = join(repoRoot, 'packages', dir, 'package.json');
+    if (!existsSync(file)) continue;
+    const pkg = JSON.parse(readFileSync(file, 'utf8')) as {
+      bin?: Record<string, string>;
+      toolkit?: { start?: unknown };
+    };
+    const bin = Object.keys(pkg.bin ?? {})[0];
+    if (pkg.toolkit?.start && bin) names.push(bin);
+  }
+  return names.sort();
+}
+
+/** This Node first on PATH (npm's and tsx's `#!/usr/bin/env node` then run on it); no parent npm settings. */
+function stackEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!/^npm_/i.test(k) && k !== 'INIT_CWD') env[k] = v;
+  env['PATH'] = [dirname(process.execPath), process.env['PATH'] ?? ''].join(delimiter);
+  return env;
+}
+
+function killQuietly(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    /* already gone */
+  }
+}
+
+test(`npm start on Node ${process.versions.node}: all services up and a clean Ctrl-C stop, ${CYCLES} times in a row`, async () => {
+  requireTool('unshare');
+  requireTool('ip');
+  requireTool('setsid');
+  requireTool('npm');
+  const services = declaredServices();
+  assert.deepEqual(services, ['playout-monitor', 'punch', 'telemetry-bridge', 'timesvc']);
+  mkdirSync(join(repoRoot, 'data'), { recursive: true }); // the mount point
+  const data = tempDir('npm-start-');
+  // Root: plain network and mount namespaces; otherwise a user namespace maps us to root inside.
+  const nsFlags =
+    process.getuid?.() === 0 ? ['--net', '--mount'] : ['--user', '--map-root-user', '--net', '--mount'];
+  const inner = 'set -e; ip link set lo up; mount --bind "$1" "$2/data"; cd "$2"; exec npm start';
+  try {
+    for (let cycle = 1; cycle <= CYCLES; cycle++) {
+      // setsid: npm leads a new process group, as in a terminal, so a group SIGINT is exactly Ctrl-C.
+      const stack = startProcess(
+        'setsid',
+        ['unshare', ...nsFlags, '--', 'sh', '-c', inner, 'sh', data.path, repoRoot],
+        {
+          env: stackEnv(),
+        },
+      );
+      const servicePids: number[] = [];
+      try {
+        await stack.waitForOutput(/Press Ctrl-C to stop|exited unexpectedly|did not become ready/, 120_000);
+        const out = stack.output();
+        for (const m of out.matchAll(/\(pid (\d+), log/g)) servicePids.push(Number(m[1]));
+        for (const name of services) {
+          assert.match(
+            out,
+            new RegExp(`^\\s+${name}\\s+up\\s`, 'm'),
+            `cycle ${cycle}: ${name} not up\n${out}`,
+          );
+        }
+        assert.ok(stack.child.pid);
+        process.kill(-stack.child.pid, 'SIGINT');
+        const exit = await stack.exited;
+        const all = stack.output();
+        // The launcher exits 0; npm, having received the SIGINT itself, re-raises it once its script has
+        // ended (@npmcli/run-script), so a shell sees 130 as after any Ctrl-C'd npm script.
+        assert.match(all, /^start-stack: exit 0$/m, `cycle ${cycle}: launcher\n${all}`);
+        assert.ok(
+          exit.code === 0 || exit.signal === 'SIGINT',
+          `cycle ${cycle}: npm ${exit.code ?? exit.signal}\n${all}`,
+        );
+        for (const name of services) {
+          assert.match(
+            all,
+            new RegExp(`start-stack: ${name} exited with 0$`, 'm'),
+            `cycle ${cycle}: ${name}\n${all}`,
+          );
+        }
+        assert.doesNotMatch(all, /Assertion failed|Segmentation fault|exited unexpectedly/);
+        for (const name of services) {
+          const log = readFileSync(join(data.path, 'logs', `${name}.log`), 'utf8');
+          assert.doesNotMatch(log, /Assertion failed|Aborted|Segmentation fault|"level":60/, `${name}.log`);
+        }
+      } finally {
+        if (stack.child.pid && stack.child.exitCode === null) killQuietly(-stack.child.pid, 'SIGKILL');
+        for (const pid of servicePids) killQuietly(-pid, 'SIGKILL'); // each service leads its own group
+        await stack.exited;
+      }
+    }
+  } finally {
+    data.remove();
+  }
+});
