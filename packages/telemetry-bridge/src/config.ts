@@ -1,9 +1,9 @@
 /**
  * Configuration (spec 2 Part A "Configuration file": name, environment, companion, clientTransport, logging)
- * plus the documented additions of reference §1.10 (auth tokens, limits, metrics, health, event log).
+ * plus the additions documented in the README (auth tokens, limits, metrics, health, event log, replay).
  * Strict: unknown keys are errors. Environment overrides are derived from the schema: the dotted camelCase
  * path in SCREAMING_SNAKE with prefix BRIDGE_ (`clientTransport.maxClients` → BRIDGE_CLIENT_TRANSPORT_MAX_CLIENTS),
- * coerced by the type of the default (arrays comma-separated), per reference R15.
+ * coerced by the type of the default (arrays comma-separated).
  */
 import { ConfigError, coerceEnvValue, loadConfig, type EnvOverride } from '@broadcast-ops/core';
 import { z } from 'zod';
@@ -41,6 +41,10 @@ export const configSchema = z.strictObject({
       idleTimeout: z.number().int().min(1000).max(86_400_000).default(300_000),
       heartbeatInterval: z.number().int().min(100).max(300_000).default(30_000),
       maxPatternsPerClient: z.number().int().min(1).max(100_000).default(1000),
+      // Keys one client may hold under app.<ns>.custom; writes of new keys beyond are FORBIDDEN.
+      maxKeysPerClient: z.number().int().min(1).max(1_000_000).default(10_000),
+      // A departed client's keys stay (stale) this long in ms, then are deleted unless it came back.
+      departedKeyTtl: z.number().int().min(1000).max(604_800_000).default(600_000),
       backpressure: z
         .strictObject({
           softLimitBytes: z
@@ -65,7 +69,18 @@ export const configSchema = z.strictObject({
       idempotencyWindow: z.number().int().min(1000).max(3_600_000).default(60_000),
     })
     .prefault({}),
-  replay: z.strictObject({ ringSize: z.number().int().min(1).max(1_000_000).default(10_000) }).prefault({}),
+  replay: z
+    .strictObject({
+      ringSize: z.number().int().min(1).max(1_000_000).default(10_000),
+      // Byte budget of the ring (serialised messages), so large values cannot grow memory without bound.
+      maxBytes: z
+        .number()
+        .int()
+        .min(64 * 1024)
+        .max(4 * 1024 * 1024 * 1024)
+        .default(64 * 1024 * 1024),
+    })
+    .prefault({}),
   eventLog: z
     .strictObject({
       enabled: z.boolean().default(true),
@@ -76,6 +91,10 @@ export const configSchema = z.strictObject({
         .min(4096)
         .default(16 * 1024 * 1024),
       maxFiles: z.number().int().min(1).max(10_000).default(8),
+      // Records are fsynced at least this often (ms), and before any ack that promises persistence.
+      syncInterval: z.number().int().min(1).max(1000).default(50),
+      // false: never fsync (measuring only; a power cut can then lose acknowledged records).
+      fsync: z.boolean().default(true),
     })
     .prefault({}),
   metrics: z

@@ -58,11 +58,18 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
       maxFiles: config.eventLog.maxFiles,
       newEpoch: () => ids.next(),
       now: () => clock.now(),
+      syncIntervalMs: config.eventLog.syncInterval,
+      sync: config.eventLog.fsync,
     });
     eventLog.open();
     const r = eventLog.report;
     const log = logger.child({ component: 'event-log' });
-    if (r.historyLost) log.warn({ ...r }, 'event log history was not intact; started a new epoch');
+    if (r.damage)
+      log.error(
+        { ...r, epoch: eventLog.epoch },
+        'event log damaged: kept the readable records, quarantined the rest, new epoch',
+      );
+    else if (r.newEpoch) log.warn({ ...r, epoch: eventLog.epoch }, 'event log opened in a new epoch');
     else log.info({ ...r, epoch: eventLog.epoch }, 'event log opened');
   }
   const ct = config.clientTransport;
@@ -79,6 +86,9 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
       defaultCommandTimeoutMs: config.commands.defaultTimeout,
       idempotencyWindowMs: config.commands.idempotencyWindow,
       replayRingSize: config.replay.ringSize,
+      replayRingBytes: config.replay.maxBytes,
+      maxKeysPerClient: ct.maxKeysPerClient,
+      departedKeyTtlMs: ct.departedKeyTtl,
       outbound: {
         softLimitBytes: ct.backpressure.softLimitBytes,
         hardLimitBytes: ct.backpressure.hardLimitBytes,
@@ -88,6 +98,9 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
     },
   });
   for (const a of options.adapters ?? []) hub.registerAdapter(a);
+  // The new segment (if any) starts with a checkpoint of the recovered state; then restored keys go stale.
+  eventLog?.start(() => hub.store.checkpoint());
+  hub.markRecovered();
 
   if (config.companion.enabled) {
     logger
@@ -119,6 +132,7 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
       closed: (reason) => {
         if (reason !== 'slow_consumer') metrics.disconnected('client', reason);
       },
+      authFailed: () => metrics.authFailed(),
     },
   );
   let metricsApp: FastifyInstance | undefined;
@@ -161,7 +175,12 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
         status: 'healthy',
         latencyMs: lat(),
         lastCheck: now,
-        metadata: { patterns: stats.patterns, coalescingClients: stats.coalescingClients },
+        metadata: {
+          patterns: stats.patterns,
+          coalescingClients: stats.coalescingClients,
+          streams: stats.streams,
+          ringBytes: stats.ringBytes,
+        },
       },
       {
         name: 'client_transport',
@@ -178,7 +197,11 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
         latencyMs: lat(),
         lastCheck: now,
         ...(eventLog.lastError ? { error: eventLog.lastError.message } : {}),
-        metadata: { epoch: eventLog.epoch, offset: stats.offset },
+        metadata: {
+          epoch: eventLog.epoch,
+          offset: stats.offset,
+          recovery: eventLog.report,
+        },
       });
     }
     for (const a of hub.adapters()) {

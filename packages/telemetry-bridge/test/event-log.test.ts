@@ -1,15 +1,23 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { appendFileSync, readFileSync, readdirSync, truncateSync, writeFileSync } from 'node:fs';
+import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
-import { repoRoot, tempDir } from '@broadcast-ops/core/testing';
+import { ManualClock, repoRoot, tempDir } from '@broadcast-ops/core/testing';
+import { silentLogger } from '@broadcast-ops/core';
+import { Hub } from '../src/domain/hub.ts';
 import { crc32 } from 'node:zlib';
 import { decodeRecords, encodeRecord, encodeRecordBody, recordBodyText } from '../src/protocol/log-record.ts';
 import { EventLog, listSegments, readLog } from '../src/io/event-log.ts';
 import { formatReplay } from '../src/replay.ts';
 
-function openLog(dir: string, maxFileBytes = 1 << 20, maxFiles = 4, epoch = 'epoch-a'): EventLog {
+function openLog(
+  dir: string,
+  maxFileBytes = 1 << 20,
+  maxFiles = 4,
+  epoch = 'epoch-a',
+  start = true,
+): EventLog {
   const log = new EventLog({
     dir,
     maxFileBytes,
@@ -18,6 +26,7 @@ function openLog(dir: string, maxFileBytes = 1 << 20, maxFiles = 4, epoch = 'epo
     now: () => 1_700_000_000_000,
   });
   log.open();
+  if (start) log.start(() => []);
   return log;
 }
 
@@ -70,110 +79,132 @@ test('a torn last record is detected at every cut point and skipped; earlier rec
   assert.equal(decodeRecords(huge).stopReason, 'too-large', 'a wild length is not allocated');
 });
 
-test('recovery: torn tail truncated, same epoch, appends continue at the next offset', () => {
+/** A hub on a log directory, as the service wires it: open, restore, start with checkpoints, mark stale. */
+function openHub(
+  dir: string,
+  maxFileBytes = 1 << 20,
+  maxFiles = 4,
+  epoch = 'epoch-a',
+): { log: EventLog; hub: Hub } {
+  const log = openLog(dir, maxFileBytes, maxFiles, epoch, false);
+  const hub = new Hub({
+    clock: new ManualClock(1_700_000_000_000),
+    logger: silentLogger(),
+    log,
+    epoch: log.epoch,
+    ...(log.recovered ? { recovered: log.recovered } : {}),
+  });
+  hub.store.claim('fake', 'fake.device');
+  log.start(() => hub.store.checkpoint());
+  hub.markRecovered();
+  return { log, hub };
+}
+
+const valueOf = (hub: Hub, path: string): unknown => hub.store.get(path)?.value;
+
+test('unclean stop with a torn tail: readable records kept, tail quarantined whole, new epoch, offsets go on', () => {
   const dir = tempDir('tb-log-');
   try {
-    const log = openLog(dir.path);
-    assert.equal(log.epoch, 'epoch-a');
-    for (let o = 1; o <= 20; o++) log.append(o, 1000 + o, 'state', stateJson(o, `fake.k${o % 3}`, o));
-    log.close();
-    const seg = join(dir.path, listSegments(dir.path)[0]!.name);
-    // A torn write: the first 11 bytes of another record.
-    appendFileSync(seg, encodeRecord({ o: 21, t: 1, k: 'state', m: { v: 21 } }).subarray(0, 11));
-    const again = openLog(dir.path, 1 << 20, 4, 'epoch-NEW');
-    assert.equal(again.epoch, 'epoch-a', 'a torn tail is not lost history');
-    assert.equal(again.report.truncatedBytes, 11);
-    assert.equal(again.report.historyLost, false);
-    assert.equal(again.recovered?.lastOffset, 20);
-    assert.equal(again.recovered?.floorOffset, 0);
-    again.append(21, 2000, 'event', JSON.stringify({ path: 'fake.e', offset: 21 }));
-    again.close();
+    const a = openHub(dir.path, 1 << 20, 4, 'epoch-a');
+    for (let i = 1; i <= 20; i++) a.hub.writeState('fake.device', `fake.k${i % 3}`, i);
+    const last = a.hub.offset;
+    // No close(): the process died. Then a power cut tore the next record.
+    const seg = join(dir.path, listSegments(dir.path).at(-1)!.name);
+    appendFileSync(seg, encodeRecord({ o: last + 1, t: 1, k: 'state', m: { v: 21 } }).subarray(0, 11));
+    const damaged = readFileSync(seg);
+    const b = openHub(dir.path, 1 << 20, 4, 'epoch-b');
+    assert.equal(b.log.epoch, 'epoch-b', 'anything short of a clean shutdown opens a new epoch');
+    assert.equal(b.log.report.newEpoch, true);
+    assert.equal(b.log.report.damage?.reason, 'short-body');
+    assert.equal(b.log.report.lostBytes, 11);
+    assert.equal(b.log.report.quarantined.length, 1);
+    assert.deepEqual(
+      readFileSync(join(dir.path, b.log.report.quarantined[0]!)),
+      damaged,
+      'quarantined untruncated',
+    );
+    assert.equal(
+      b.hub.offset > last,
+      true,
+      'offsets are never reused: the new epoch continues after the old',
+    );
+    assert.equal(valueOf(b.hub, 'fake.k2'), 20);
+    assert.equal(
+      b.hub.store.get('fake.k2')?.stale,
+      true,
+      'restored keys are stale until their owner is back',
+    );
+    b.log.close();
+    // A clean shutdown keeps the epoch and appends go on in the same file.
+    const c = openHub(dir.path, 1 << 20, 4, 'epoch-c');
+    assert.equal(c.log.epoch, 'epoch-b');
+    assert.equal(c.log.report.clean, true);
+    c.hub.writeState('fake.device', 'fake.after', 1);
+    c.log.close();
     const { records, torn } = readLog(dir.path);
     assert.deepEqual(torn, []);
-    assert.deepEqual(
-      records.filter((r) => r.k !== 'meta').map((r) => r.o),
-      Array.from({ length: 21 }, (_, i) => i + 1),
-    );
+    const offsets = records.filter((r) => r.k !== 'meta' && r.k !== 'checkpoint').map((r) => r.o);
+    for (let i = 1; i < offsets.length; i++) assert.ok(offsets[i]! > offsets[i - 1]!, 'offsets increase');
   } finally {
     dir.remove();
   }
 });
 
-test('rotation by size keeps at most maxFiles segments; each starts with the epoch header', () => {
+test('rotation: at most maxFiles segments, and keys last written in a deleted segment survive (checkpoints)', () => {
   const dir = tempDir('tb-log-');
   try {
-    const log = openLog(dir.path, 4096, 3);
-    for (let o = 1; o <= 400; o++) log.append(o, o, 'state', stateJson(o, 'fake.a', 'x'.repeat(50)));
-    log.close();
+    const a = openHub(dir.path, 4096, 3);
+    // Live keys written once, in what becomes the oldest (later deleted) segment.
+    for (let i = 0; i < 5; i++) a.hub.writeState('fake.device', `fake.early.k${i}`, { i });
+    for (let i = 1; i <= 400; i++) a.hub.writeState('fake.device', 'fake.busy', 'x'.repeat(40) + String(i));
+    a.log.close();
     const segs = listSegments(dir.path);
     assert.equal(segs.length, 3);
+    assert.ok(segs[0]!.index > 1, 'the first segments were deleted');
     const { records } = readLog(dir.path);
-    const metas = records.filter((r) => r.k === 'meta');
-    assert.equal(metas.length, 3);
-    for (const m of metas) assert.equal((m.m as { epoch: string }).epoch, 'epoch-a');
-    const offsets = records.filter((r) => r.k !== 'meta').map((r) => r.o);
-    assert.equal(offsets.at(-1), 400);
-    for (let i = 1; i < offsets.length; i++) assert.equal(offsets[i], offsets[i - 1]! + 1, 'contiguous');
-    const reopened = openLog(dir.path, 4096, 3, 'other');
     assert.equal(
-      reopened.recovered?.floorOffset,
-      offsets[0]! - 1,
-      'replay floor = before the oldest kept record',
+      records.filter((r) => r.k === 'state' && (r.m as { path: string }).path.startsWith('fake.early'))
+        .length,
+      0,
+      'no record of the early keys is left in the kept segments',
     );
-    reopened.close();
+    const b = openHub(dir.path, 4096, 3, 'other');
+    assert.equal(b.log.epoch, 'epoch-a', 'clean restart');
+    for (let i = 0; i < 5; i++) assert.deepEqual(valueOf(b.hub, `fake.early.k${i}`), { i });
+    assert.equal(valueOf(b.hub, 'fake.busy'), 'x'.repeat(40) + '400');
+    b.log.close();
   } finally {
     dir.remove();
   }
 });
 
-test('damage in the middle of the history starts a new epoch and keeps the damaged files aside', () => {
+test('one flipped byte in the oldest of several segments: keys from intact segments survive, damage reported', () => {
   const dir = tempDir('tb-log-');
   try {
-    const log = openLog(dir.path, 2048, 10);
-    for (let o = 1; o <= 100; o++) log.append(o, o, 'state', stateJson(o, 'fake.a', o));
-    log.close();
-    const first = join(dir.path, listSegments(dir.path)[0]!.name);
-    const bytes = readFileSync(first);
-    bytes[bytes.length - 3] = bytes[bytes.length - 3]! ^ 0xff;
-    writeFileSync(first, bytes);
-    const again = openLog(dir.path, 2048, 10, 'epoch-b');
-    assert.equal(again.epoch, 'epoch-b');
-    assert.equal(again.report.historyLost, true);
-    assert.equal(again.recovered, undefined);
-    again.close();
-    assert.ok(readdirSync(dir.path).some((n) => n.includes('.damaged-')));
-    // A crash right after rotation tears the new segment's header: same epoch, nothing lost.
-    const dir2 = tempDir('tb-log-');
-    try {
-      const l2 = openLog(dir2.path, 1024, 10, 'epoch-c');
-      for (let o = 1; o <= 12; o++) l2.append(o, o, 'state', stateJson(o, 'fake.a', o));
-      l2.close();
-      const segs = listSegments(dir2.path);
-      assert.ok(segs.length >= 2);
-      const newest = join(dir2.path, segs.at(-1)!.name);
-      const meta = readFileSync(newest);
-      const firstRecordEnd = 8 + meta.readUInt32BE(0);
-      truncateSync(newest, firstRecordEnd - 3);
-      const dropped = readLog(dir2.path)
-        .records.filter((r) => r.k !== 'meta')
-        .at(-1)!.o;
-      const l3 = openLog(dir2.path, 1024, 10, 'epoch-d');
-      assert.equal(l3.epoch, 'epoch-c');
-      assert.equal(l3.report.historyLost, false);
-      assert.equal(l3.recovered?.lastOffset, dropped);
-      assert.equal(listSegments(dir2.path).length, segs.length - 1, 'the torn segment was removed');
-      l3.append(dropped + 1, 1, 'state', stateJson(dropped + 1, 'fake.a', 0));
-      l3.close();
-      const offsets = readLog(dir2.path)
-        .records.filter((r) => r.k !== 'meta')
-        .map((r) => r.o);
-      assert.deepEqual(
-        offsets,
-        Array.from({ length: dropped + 1 }, (_, k) => k + 1),
-      );
-    } finally {
-      dir2.remove();
+    const a = openHub(dir.path, 2048, 20);
+    for (let i = 1; i <= 150; i++) a.hub.writeState('fake.device', `fake.k${i % 7}`, i);
+    a.hub.writeState('fake.device', 'fake.last', 'kept');
+    a.log.close();
+    const segs = listSegments(dir.path);
+    assert.ok(segs.length >= 5, `several segments (${segs.length})`);
+    const oldest = join(dir.path, segs[0]!.name);
+    const bytes = readFileSync(oldest);
+    const original = Buffer.from(bytes);
+    bytes[Math.floor(bytes.length / 2)] = bytes[Math.floor(bytes.length / 2)]! ^ 0x01;
+    writeFileSync(oldest, bytes);
+    const b = openHub(dir.path, 2048, 20, 'epoch-b');
+    assert.equal(b.log.epoch, 'epoch-b');
+    assert.equal(b.log.report.damage?.file, segs[0]!.name);
+    assert.equal(b.log.report.damage?.reason, 'crc-mismatch');
+    assert.ok(b.log.report.lostBytes > 0);
+    const q = readFileSync(join(dir.path, b.log.report.quarantined[0]!));
+    assert.equal(q.length, original.length, 'quarantine copy is not truncated');
+    for (let k = 0; k < 7; k++) {
+      const expected = 150 - ((150 - k) % 7 === 0 ? 0 : (150 - k) % 7);
+      assert.equal(valueOf(b.hub, `fake.k${k}`), expected, `fake.k${k}`);
     }
+    assert.equal(valueOf(b.hub, 'fake.last'), 'kept');
+    b.log.close();
   } finally {
     dir.remove();
   }

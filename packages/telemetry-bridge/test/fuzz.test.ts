@@ -8,12 +8,13 @@ import fc from 'fast-check';
 import { silentLogger } from '@broadcast-ops/core';
 import { ManualClock, waitFor } from '@broadcast-ops/core/testing';
 import { Hub } from '../src/domain/hub.ts';
-import type { OutboundSink } from '../src/domain/outbound-queue.ts';
+import { ClientSession, type SessionTransport } from '../src/io/client-session.ts';
 import { FakeAdapter, record, startTestBridge } from './helpers.ts';
 
-class Sink implements OutboundSink {
+class Sink implements SessionTransport {
   sent: string[] = [];
   closed: number | undefined;
+  remote = 'test';
   bufferedAmount(): number {
     return 0;
   }
@@ -23,6 +24,25 @@ class Sink implements OutboundSink {
   close(code: number): void {
     this.closed = code;
   }
+}
+
+function session(hub: Hub, clock: ManualClock, sink: Sink, name: string): ClientSession {
+  const s = new ClientSession(
+    hub,
+    sink,
+    clock,
+    silentLogger(),
+    {
+      requireAuth: false,
+      authTokens: [],
+      handshakeTimeoutMs: 60_000,
+      idleTimeoutMs: 3_600_000,
+      serverVersion: 'test',
+    },
+    undefined,
+  );
+  s.receive(JSON.stringify({ type: 'handshake', name, version: '1' }));
+  return s;
 }
 
 const fieldValue = fc.oneof(
@@ -106,12 +126,11 @@ test('fast-check: random frames and envelopes never throw and never reach anothe
   hub.registerAdapter(adapter);
   await hub.startAdapters();
   const observerSink = new Sink();
-  const observer = hub.openClient(observerSink, 'observer');
+  const observer = session(hub, clock, observerSink, 'observer');
   const fuzzSink = new Sink();
-  const fuzz = hub.openClient(fuzzSink, 'fuzz');
+  const fuzz = session(hub, clock, fuzzSink, 'fuzz');
   assert.equal(fuzz.namespace, 'app.fuzz');
-  hub.receive(
-    observer.connId,
+  observer.receive(
     JSON.stringify({
       id: 's',
       type: 'subscribe',
@@ -132,7 +151,7 @@ test('fast-check: random frames and envelopes never throw and never reach anothe
     fc.property(frames, (text) => {
       const before = observerSink.sent.length;
       const fuzzBefore = fuzzSink.sent.length;
-      hub.receive(fuzz.connId, text);
+      fuzz.receive(text);
       clock.advance(1);
       const answers = fuzzSink.sent.slice(fuzzBefore).map((s) => JSON.parse(s) as Record<string, unknown>);
       let isPong = false;

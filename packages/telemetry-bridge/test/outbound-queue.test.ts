@@ -7,7 +7,7 @@ class FakeSocket implements OutboundSink {
   buffered = 0;
   grows = true;
   sent: string[] = [];
-  closedWith: [number, string] | undefined;
+  closedWith: string | undefined;
   bufferedAmount(): number {
     return this.buffered;
   }
@@ -15,8 +15,8 @@ class FakeSocket implements OutboundSink {
     this.sent.push(data);
     if (this.grows) this.buffered += data.length;
   }
-  close(code: number, reason: string): void {
-    this.closedWith = [code, reason];
+  close(reason: string): void {
+    this.closedWith = reason;
   }
 }
 
@@ -65,7 +65,7 @@ test('hard limit or too many queued events: closed 4008, queue released', () => 
   for (let i = 0; i < 5; i++) q.push('event', `e${i}`);
   assert.equal(sock.closedWith, undefined);
   q.push('event', 'e5');
-  assert.deepEqual(sock.closedWith, [4008, 'Slow consumer']);
+  assert.equal(sock.closedWith, 'slow_consumer');
   assert.equal(slow, 1);
   assert.equal(q.queuedBytes, 0);
   q.push('event', 'after');
@@ -83,7 +83,7 @@ test('hard limit or too many queued events: closed 4008, queue released', () => 
   q2.push('state', 'x'.repeat(50), 'a');
   assert.equal(sock2.closedWith, undefined);
   q2.push('state', 'y'.repeat(60), 'b'); // 300 + 110 ≥ 400
-  assert.deepEqual(sock2.closedWith, [4008, 'Slow consumer']);
+  assert.equal(sock2.closedWith, 'slow_consumer');
 });
 
 test('flush waits for the socket to fall below half the soft limit; memory stays O(paths)', () => {

@@ -1,8 +1,14 @@
 /**
  * Typed client for the bridge's client WebSocket: handshake, subscriptions, commands with their acks,
- * custom state and events, and automatic reconnect. After a reconnect it re-subscribes with
- * `since: {offset, epoch}` so the hub replays what was missed (or says `recovery_failed` and sends a fresh
- * snapshot), so the application sees every message once and in order.
+ * custom state and events, and automatic reconnect.
+ *
+ * Resume never lies: each subscription's resume position comes only from what this client received and
+ * handed to its listeners: the offset in `snapshot_complete`, then the offset of every later message on the
+ * same connection. After a reconnect it re-subscribes with `since: {offset, epoch}` in batches of at most
+ * 100 patterns, one batch at a time, retrying on RATE_LIMITED; the hub replays what was missed or says
+ * `recovery_failed` and sends a fresh snapshot. A subscription whose first snapshot was cut off is reported
+ * with `recoveryFailed` too, and a pattern that cannot be restored is reported with `subscriptionLost`.
+ * A listener that throws is reported with `listenerError` and never stops the connection.
  *
  *   const client = new BridgeClient({ url: 'ws://127.0.0.1:8765/', name: 'graphics' });
  *   client.on('state', (m) => console.log(m.path, m.payload.value));
@@ -11,8 +17,9 @@
  *   const ack = await client.command('companion', 'companion.page.1.bank.1', 'press').done;
  */
 import WebSocket from 'ws';
+import { CloseCode } from '../io/close-codes.ts';
 import {
-  CloseCode,
+  MAX_PATTERNS,
   type AckPayload,
   type Envelope,
   type ErrorPayload,
@@ -38,9 +45,13 @@ export interface ClientEvents {
   error: (m: ErrorMessage | TransportErrorMessage) => void;
   /** The hub coalesced deltas for this client (it was reading too slowly); `dropped` superseded deltas. */
   gap: (info: { dropped: number }) => void;
-  /** A resume could not replay; a fresh snapshot follows. */
+  /** A resume could not replay (or a first snapshot was cut off); a fresh snapshot follows. */
   recoveryFailed: (info: { subscriptionId: string; reason: string }) => void;
-  snapshotComplete: (info: { subscriptionId: string; replayed?: number }) => void;
+  snapshotComplete: (info: { subscriptionId: string; replayed?: number; offset?: number }) => void;
+  /** Patterns that could not be restored after a reconnect (refused, or still rate limited after retries). */
+  subscriptionLost: (info: { patterns: string[]; code: string; message: string }) => void;
+  /** A listener threw; the client carries on. */
+  listenerError: (info: { event: string; error: unknown }) => void;
 }
 
 export interface BridgeClientOptions {
@@ -99,7 +110,16 @@ interface SubscriptionSpec {
   filter: 'state' | 'events' | 'all';
   snapshot: boolean;
   subscriptionId: string | undefined;
+  /** Where this subscription is known complete: everything up to `offset` of `epoch` was received. */
+  position: { epoch: string; offset: number } | undefined;
+  /** Complete on the current connection: later messages on it advance the position. */
+  live: boolean;
+  /** Id of a subscribe sent on an earlier connection that never completed (its snapshot was cut off). */
+  interrupted: string | undefined;
 }
+
+/** Retries of one resubscribe batch refused with RATE_LIMITED, with doubling delays from 100 ms. */
+const RESUBSCRIBE_RETRIES = 8;
 
 type Listeners = { [K in keyof ClientEvents]: Set<ClientEvents[K]> };
 
@@ -112,6 +132,10 @@ export class BridgeClient {
   #sessionId: string | undefined;
   #epoch: string | undefined;
   #lastOffset = -1;
+  /** Highest offset received (and handed to listeners) on the current connection. */
+  #connMax = -1;
+  #resumeToken: string | undefined;
+  readonly #bySubId = new Map<string, SubscriptionSpec[]>();
   #closedByUser = false;
   #everConnected = false;
   #attempts = 0;
@@ -129,6 +153,8 @@ export class BridgeClient {
     gap: new Set(),
     recoveryFailed: new Set(),
     snapshotComplete: new Set(),
+    subscriptionLost: new Set(),
+    listenerError: new Set(),
   };
   #sequence = 0;
   readonly #idemIds = new Map<string, string>();
@@ -165,7 +191,36 @@ export class BridgeClient {
   }
 
   #emit<K extends keyof ClientEvents>(event: K, ...args: Parameters<ClientEvents[K]>): void {
-    for (const fn of this.#listeners[event]) (fn as (...a: Parameters<ClientEvents[K]>) => void)(...args);
+    for (const fn of this.#listeners[event]) {
+      try {
+        (fn as (...a: Parameters<ClientEvents[K]>) => void)(...args);
+      } catch (error) {
+        this.#listenerFailed(event, error);
+      }
+    }
+  }
+
+  #listenerFailed(event: string, error: unknown): void {
+    if (event === 'listenerError' || this.#listeners.listenerError.size === 0) {
+      process.emitWarning(
+        `BridgeClient: a "${event}" listener threw: ${error instanceof Error ? error.message : String(error)}`,
+        'BridgeClientListenerError',
+      );
+      return;
+    }
+    this.#emit('listenerError', { event, error });
+  }
+
+  /** Resume positions of the subscriptions (what a reconnect would send as `since`). */
+  positions(): { patterns: string[]; position: { epoch: string; offset: number } | undefined }[] {
+    return this.#subs.map((s) => ({ patterns: [...s.patterns], position: this.#positionOf(s) }));
+  }
+
+  #positionOf(s: SubscriptionSpec): { epoch: string; offset: number } | undefined {
+    if (!s.position) return undefined;
+    return s.live
+      ? { epoch: s.position.epoch, offset: Math.max(s.position.offset, this.#connMax) }
+      : s.position;
   }
 
   /** Connect and complete the handshake; rejects if the hub refuses (bad token, invalid name). */
@@ -199,10 +254,12 @@ export class BridgeClient {
             ...(this.#opts.authToken !== undefined && !this.#opts.authInHeader
               ? { authToken: this.#opts.authToken }
               : {}),
+            ...(this.#resumeToken === undefined ? {} : { resumeToken: this.#resumeToken }),
           }),
         );
       });
       ws.on('message', (data: Buffer) => {
+        if (this.#ws !== ws) return;
         let msg: Record<string, unknown>;
         try {
           msg = JSON.parse(data.toString('utf8')) as Record<string, unknown>;
@@ -218,15 +275,22 @@ export class BridgeClient {
           }
           this.#namespace = r.namespace;
           this.#sessionId = r.sessionId;
+          this.#resumeToken = r.resumeToken ?? this.#resumeToken;
           this.#everConnected = true;
           this.#attempts = 0;
+          this.#connMax = -1;
           this.#startHeartbeat();
           this.#emit('connected', { namespace: r.namespace, sessionId: r.sessionId ?? '', reconnect });
-          this.#resubscribe();
+          void this.#resubscribe(ws);
           resolve();
           return;
         }
-        this.#dispatch(msg);
+        try {
+          this.#dispatch(msg);
+        } catch (error) {
+          // Never let one message wedge the connection.
+          this.#listenerFailed(String(msg['type']), error);
+        }
       });
       ws.on('error', (err) => {
         if (!settled) {
@@ -249,6 +313,14 @@ export class BridgeClient {
     if (this.#ws !== ws) return;
     this.#stopHeartbeat();
     this.#namespace = undefined;
+    // Fix each subscription's position at what this connection delivered; unfinished ones stay where they were.
+    for (const s of this.#subs) {
+      if (s.live) s.position = this.#positionOf(s);
+      else if (s.subscriptionId !== undefined) s.interrupted = s.subscriptionId;
+      s.live = false;
+      s.subscriptionId = undefined;
+    }
+    this.#bySubId.clear();
     for (const [id, p] of this.#pending) {
       if (p.timer) clearTimeout(p.timer);
       for (const w of p.waiters)
@@ -297,59 +369,155 @@ export class BridgeClient {
     this.#heartbeat = undefined;
   }
 
-  #resubscribe(): void {
-    const since =
-      this.#epoch !== undefined && this.#lastOffset >= 0
-        ? { offset: this.#lastOffset, epoch: this.#epoch }
-        : undefined;
-    for (const s of this.#subs) void this.#sendSubscribe(s, since).catch(() => undefined);
+  /**
+   * Restore every subscription on a new connection: grouped by resume position, in batches of at most 100
+   * patterns, one batch at a time; RATE_LIMITED is retried with doubling delays, anything else (or too many
+   * retries) is reported with `subscriptionLost` and the patterns are dropped.
+   */
+  async #resubscribe(ws: WebSocket): Promise<void> {
+    const groups = new Map<
+      string,
+      { since: { epoch: string; offset: number } | undefined; specs: SubscriptionSpec[] }
+    >();
+    for (const s of this.#subs) {
+      const since = s.position;
+      if (!since && s.interrupted !== undefined && s.snapshot) {
+        this.#emit('recoveryFailed', {
+          subscriptionId: s.interrupted,
+          reason: 'snapshot interrupted; a new snapshot follows',
+        });
+      }
+      s.interrupted = undefined;
+      const key = `${s.filter}|${String(s.snapshot)}|${since ? `${since.epoch}:${since.offset}` : '-'}`;
+      let g = groups.get(key);
+      if (!g) groups.set(key, (g = { since, specs: [] }));
+      g.specs.push(s);
+    }
+    for (const g of groups.values()) {
+      let batch: SubscriptionSpec[] = [];
+      let count = 0;
+      const batches: SubscriptionSpec[][] = [];
+      for (const s of g.specs) {
+        if (count + s.patterns.length > MAX_PATTERNS && batch.length > 0) {
+          batches.push(batch);
+          batch = [];
+          count = 0;
+        }
+        batch.push(s);
+        count += s.patterns.length;
+      }
+      if (batch.length > 0) batches.push(batch);
+      for (const b of batches) {
+        if (this.#ws !== ws || !this.connected) return;
+        await this.#restoreBatch(ws, b, g.since);
+      }
+    }
   }
 
-  /** Send one subscription; take its id and the hub's position from the ack. */
+  async #restoreBatch(
+    ws: WebSocket,
+    specs: SubscriptionSpec[],
+    since: { epoch: string; offset: number } | undefined,
+  ): Promise<void> {
+    const first = specs[0] as SubscriptionSpec;
+    const patterns = [...new Set(specs.flatMap((s) => s.patterns))];
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.#sendSubscribe(specs, { patterns, filter: first.filter, snapshot: first.snapshot }, since);
+        return;
+      } catch (err) {
+        if (this.#ws !== ws) return;
+        const code = err instanceof BridgeError ? err.code : 'ERROR';
+        if (code === 'DISCONNECTED') return;
+        if (code === 'RATE_LIMITED' && attempt < RESUBSCRIBE_RETRIES) {
+          await new Promise((r) => setTimeout(r, Math.min(3000, 100 * 2 ** attempt)));
+          continue;
+        }
+        for (const s of specs) {
+          const i = this.#subs.indexOf(s);
+          if (i >= 0) this.#subs.splice(i, 1);
+        }
+        this.#emit('subscriptionLost', {
+          patterns,
+          code,
+          message: err instanceof Error ? err.message : String(err),
+        });
+        return;
+      }
+    }
+  }
+
+  /** Send one subscribe for `specs`; they share the hub subscription id. */
   async #sendSubscribe(
-    s: SubscriptionSpec,
+    specs: SubscriptionSpec[],
+    body: { patterns: string[]; filter: 'state' | 'events' | 'all'; snapshot: boolean },
     since: { offset: number; epoch: string } | undefined,
   ): Promise<string | undefined> {
-    const ack = await this.#request('subscribe', 'hub.subscriptions', {
-      patterns: s.patterns,
-      filter: s.filter,
-      snapshot: s.snapshot,
-      ...(since ? { since } : {}),
-    });
+    // The ack is handled synchronously on arrival: snapshot_complete may follow in the same socket read,
+    // before an awaiting continuation would run.
+    let id: string | undefined;
+    await this.#request(
+      'subscribe',
+      'hub.subscriptions',
+      { ...body, ...(since ? { since } : {}) },
+      {},
+      false,
+      (ack) => {
+        id = this.#subscribed(specs, ack, body.snapshot || since !== undefined);
+      },
+    );
+    return id;
+  }
+
+  #subscribed(specs: SubscriptionSpec[], ack: AckMessage, streamed: boolean): string | undefined {
+    if (ack.payload.status !== 'completed') return undefined;
     const r = (ack.payload.result ?? {}) as { subscriptionId?: string; offset?: number; epoch?: string };
-    s.subscriptionId = r.subscriptionId;
-    this.#adoptPosition(r);
+    if (r.subscriptionId === undefined) return undefined;
+    this.#bySubId.set(r.subscriptionId, specs);
+    for (const s of specs) s.subscriptionId = r.subscriptionId;
+    if (r.epoch !== undefined && r.epoch !== this.#epoch) {
+      // Offsets of another epoch mean nothing here.
+      this.#epoch = r.epoch;
+      this.#lastOffset = -1;
+    }
+    if (!streamed && typeof r.offset === 'number' && r.epoch !== undefined) {
+      // No snapshot or replay follows: the subscription is live from the ack on, which arrived in order.
+      for (const s of specs) {
+        s.position = { epoch: r.epoch, offset: r.offset };
+        s.live = true;
+      }
+    }
     return r.subscriptionId;
   }
 
-  /**
-   * Take the hub's position from a subscribe ack. Everything up to `offset` is covered by the snapshot or
-   * replay that follows the ack on this connection. A new epoch means offsets restarted: adopt them as is.
-   */
-  #adoptPosition(r: { offset?: number; epoch?: string }): void {
-    if (typeof r.offset !== 'number') return;
-    if (r.epoch !== undefined && r.epoch !== this.#epoch) {
-      this.#epoch = r.epoch;
-      this.#lastOffset = r.offset;
-    } else if (r.offset > this.#lastOffset) {
-      this.#lastOffset = r.offset;
+  #snapshotDone(data: Record<string, unknown>): void {
+    const id = String(data['subscriptionId']);
+    const specs = this.#bySubId.get(id);
+    const offset = data['offset'];
+    const epoch = data['epoch'];
+    if (!specs || typeof offset !== 'number' || typeof epoch !== 'string') return;
+    for (const s of specs) {
+      s.position = { epoch, offset };
+      s.live = true;
     }
   }
 
   #noteOffset(m: Record<string, unknown>): void {
     const o = m['offset'];
-    if (typeof o === 'number' && o > this.#lastOffset) this.#lastOffset = o;
+    if (typeof o !== 'number') return;
+    if (o > this.#connMax) this.#connMax = o;
+    if (o > this.#lastOffset) this.#lastOffset = o;
   }
 
   #dispatch(msg: Record<string, unknown>): void {
     switch (msg['type']) {
       case 'state':
-        this.#noteOffset(msg);
         this.#emit('state', msg as unknown as StateMessage);
+        // Applied: only now does it count towards the resume position.
+        this.#noteOffset(msg);
         return;
       case 'event': {
         const m = msg as unknown as EventMessage;
-        this.#noteOffset(msg);
         if (m.source === 'hub.core' && m.path === 'hub.subscriptions') {
           const data = (m.payload.data ?? {}) as Record<string, unknown>;
           if (m.payload.event === 'messages_coalesced')
@@ -361,13 +529,16 @@ export class BridgeClient {
             });
           }
           if (m.payload.event === 'snapshot_complete') {
+            this.#snapshotDone(data);
             this.#emit('snapshotComplete', {
               subscriptionId: String(data['subscriptionId']),
               ...(typeof data['replayed'] === 'number' ? { replayed: data['replayed'] } : {}),
+              ...(typeof data['offset'] === 'number' ? { offset: data['offset'] } : {}),
             });
           }
         }
         this.#emit('event', m);
+        this.#noteOffset(msg);
         return;
       }
       case 'ack': {
@@ -478,10 +649,24 @@ export class BridgeClient {
       filter: options.filter ?? 'all',
       snapshot: options.snapshot ?? false,
       subscriptionId: undefined,
+      position: undefined,
+      live: false,
+      interrupted: undefined,
     };
-    const id = await this.#sendSubscribe(spec, undefined);
+    // Kept from the start, so a drop before snapshot_complete is known as an interrupted snapshot.
     this.#subs.push(spec);
-    return id ?? '';
+    try {
+      const id = await this.#sendSubscribe(
+        [spec],
+        { patterns, filter: spec.filter, snapshot: spec.snapshot },
+        undefined,
+      );
+      return id ?? '';
+    } catch (err) {
+      const i = this.#subs.indexOf(spec);
+      if (i >= 0) this.#subs.splice(i, 1);
+      throw err;
+    }
   }
 
   async unsubscribe(patterns: string[]): Promise<number> {

@@ -1,18 +1,20 @@
 /**
- * Per-client outgoing queue with backpressure (reference §4.2). Below the soft limit of the socket's buffered
+ * Per-client outgoing queue with backpressure (see README "Backpressure"). Below the soft limit of the socket's buffered
  * bytes, messages go straight out. At or above it the client enters coalescing mode: state deltas are kept per
  * path (latest wins), events and control messages (acks, errors) in order, and the queue is flushed when the
  * socket drains below half the soft limit. At the hard limit, or with too many queued events, the client is
  * closed with 4008 "Slow consumer". Messages arrive already serialised: the queue never re-serialises.
  */
 import type { Clock, TimerHandle } from '@broadcast-ops/core';
-import { CloseCode } from '../protocol/envelope.ts';
+
+/** Why the hub ends a connection; the transport maps it to its own close code (io/close-codes.ts). */
+export type DisconnectReason = 'slow_consumer' | 'superseded' | 'shutdown';
 
 export interface OutboundSink {
   /** Bytes accepted by send() but not yet written to the kernel (ws `bufferedAmount`). */
   bufferedAmount(): number;
   send(data: string): void;
-  close(code: number, reason: string): void;
+  close(reason: DisconnectReason): void;
 }
 
 export type OutboundKind = 'state' | 'event' | 'control';
@@ -68,6 +70,13 @@ export class OutboundQueue {
   }
   get closed(): boolean {
     return this.#closed;
+  }
+  /**
+   * True when a paged stream (snapshot, replay) may write now: nothing queued and the socket below the soft
+   * limit. Paged output never enters the queue, so only live traffic counts against the hard limit.
+   */
+  get writable(): boolean {
+    return !this.#closed && this.#live === 0 && this.#sink.bufferedAmount() < this.#limits.softLimitBytes;
   }
   /** Messages waiting in the queue (not counting bytes already handed to the socket). */
   get queuedMessages(): number {
@@ -130,7 +139,7 @@ export class OutboundQueue {
     const low = this.#limits.softLimitBytes / 2;
     if (this.#sink.bufferedAmount() >= low) return;
     if (this.#coalesced > 0) {
-      // The client sees the gap in offsets; this notice says it was coalescing, not loss (reference §4.2).
+      // The client sees the gap in offsets; this notice says it was coalescing, not loss.
       this.#sink.send(this.#notice(this.#coalesced));
       this.#coalesced = 0;
     }
@@ -172,7 +181,7 @@ export class OutboundQueue {
   #slow(): void {
     this.close();
     this.#onSlow();
-    this.#sink.close(CloseCode.SLOW_CONSUMER, 'Slow consumer');
+    this.#sink.close('slow_consumer');
   }
 
   #arm(): void {

@@ -1,8 +1,11 @@
 /**
  * Canonical state store (spec 2 Part A): one value per path, one owner per path, a version per key and the
- * hub-wide offset of the key's last change. Ownership is by namespace prefix (reference §1.1): a write from
- * anyone but the owner is refused; an unchanged value produces no delta; `null` clears the key.
+ * hub-wide offset of the key's last change. Ownership is by namespace prefix (docs/protocol.md "Ownership"):
+ * a write from anyone but the owner is refused; an unchanged value produces no delta; `null` clears the key.
+ * Keys are also indexed by segment (PathIndex) so snapshots match patterns without a full scan.
  */
+import { PathIndex } from './path-index.ts';
+
 export interface StateEntry {
   path: string;
   value: unknown;
@@ -25,6 +28,7 @@ export class StateStore {
   /** Prefix → owner. Lookup walks the path's own prefixes, longest first: O(segments), not O(rules). */
   readonly #rules = new Map<string, string>();
   readonly #byOwner = new Map<string, Set<string>>();
+  readonly #index = new PathIndex();
 
   /** `prefix` is a dotted namespace (`companion`, `app.cam.custom`); it owns that key and everything below. */
   claim(prefix: string, owner: string): void {
@@ -62,6 +66,18 @@ export class StateStore {
     return this.#byOwner.get(owner) ?? new Set();
   }
 
+  /** Number of keys an owner holds (per-client key cap). */
+  countOf(owner: string): number {
+    return this.#byOwner.get(owner)?.size ?? 0;
+  }
+
+  /** The stored keys matching any of `patterns`, each once, found through the segment index. */
+  matching(patterns: Iterable<string>): string[] {
+    const out = new Set<string>();
+    for (const p of patterns) this.#index.match(p, out);
+    return [...out];
+  }
+
   /** Check a write without applying it; the caller needs the offset of the delta before applying. */
   check(path: string, writer: string, valueJson: string): WriteOutcome {
     const owner = this.ownerOf(path);
@@ -73,7 +89,7 @@ export class StateStore {
     return { kind: 'changed', entry: existing as StateEntry, deleted: valueJson === 'null' };
   }
 
-  /** Apply a checked write. Writing the same value to a stale key clears `stale` (reference R13). */
+  /** Apply a checked write. Writing the same value to a stale key clears `stale`. */
   apply(
     path: string,
     owner: string,
@@ -93,29 +109,47 @@ export class StateStore {
       offset,
       updatedAt: now,
     };
-    if (valueJson === 'null') {
-      this.#entries.delete(path);
-      this.#byOwner.get(owner)?.delete(path);
-    } else {
-      this.#entries.set(path, entry);
-      let set = this.#byOwner.get(owner);
-      if (!set) this.#byOwner.set(owner, (set = new Set()));
-      set.add(path);
-    }
+    if (valueJson === 'null') this.#delete(path, owner);
+    else this.#put(entry);
     return entry;
+  }
+
+  #delete(path: string, owner: string): void {
+    if (!this.#entries.delete(path)) return;
+    this.#index.remove(path);
+    const set = this.#byOwner.get(owner);
+    set?.delete(path);
+    if (set?.size === 0) this.#byOwner.delete(owner);
+  }
+
+  #put(entry: StateEntry): void {
+    const prev = this.#entries.get(entry.path);
+    if (prev && prev.owner !== entry.owner) this.#byOwner.get(prev.owner)?.delete(entry.path);
+    if (!prev) this.#index.add(entry.path);
+    this.#entries.set(entry.path, entry);
+    let set = this.#byOwner.get(entry.owner);
+    if (!set) this.#byOwner.set(entry.owner, (set = new Set()));
+    set.add(entry.path);
   }
 
   /** Restore an entry read back from the event log (no ownership check: the log is the authority). */
   restore(entry: StateEntry): void {
     if (entry.valueJson === 'null') {
-      this.#entries.delete(entry.path);
-      this.#byOwner.get(entry.owner)?.delete(entry.path);
+      const prev = this.#entries.get(entry.path);
+      if (prev) this.#delete(entry.path, prev.owner);
       return;
     }
-    this.#entries.set(entry.path, entry);
-    let set = this.#byOwner.get(entry.owner);
-    if (!set) this.#byOwner.set(entry.owner, (set = new Set()));
-    set.add(entry.path);
+    this.#put(entry);
+  }
+
+  /** Every entry as one JSON object (the event log's compaction checkpoint); the value is spliced in. */
+  *checkpoint(): Generator<string> {
+    for (const e of this.#entries.values()) {
+      yield (
+        `{"path":${JSON.stringify(e.path)},"value":${e.valueJson},"owner":${JSON.stringify(e.owner)},` +
+        `"version":${e.version},"stale":${e.stale},"offset":${e.offset},"updatedAt":${e.updatedAt}}`
+      );
+    }
   }
 
   /** Set the stale flag; returns the entry if it changed (the caller publishes one delta per changed key). */

@@ -1,15 +1,24 @@
 /**
- * Append-only event log on disk (reference R8, adapted): numbered segment files `events-<n>.tblog` of
- * length + CRC framed records (src/protocol/log-record.ts), rotated by size, oldest deleted beyond
- * `maxFiles`. Each segment starts with a meta record carrying the epoch, so the offset stream survives a
- * restart. Every record is written with one synchronous write() before the message is delivered: a
- * SIGKILL cannot lose a record a client has seen, and at most the last record can be torn (power loss),
- * which recovery detects and truncates.
+ * Append-only event log on disk (README "Durability"). Numbered segment files `events-<n>.tblog` of length +
+ * CRC framed records (protocol/log-record.ts). Each segment starts with a meta record (epoch, first offset)
+ * and a checkpoint of the whole state store, so deleting old segments at rotation never loses a live key.
+ *
+ * Durability, in one sentence: every record is write()n before the message it carries is delivered and is
+ * fsynced within `syncIntervalMs` (default 50 ms) or sooner when an ack waits for it (`whenDurable`, group
+ * commit), the directory is fsynced when segments are created, removed or quarantined, and only a start
+ * that finds the clean-shutdown marker keeps the epoch; any other start opens a new epoch, so an offset a
+ * client holds never names a different record.
+ *
+ * Recovery keeps every readable record of each segment up to its first damage (bad CRC, torn record, offset
+ * out of order, missing header), copies a damaged segment whole to `<name>.quarantine-<ms>` before cutting
+ * it at the damage, and reports what was lost. Intact later segments are kept: their checkpoint restores the
+ * state the lost stretch led to.
  */
 import {
   closeSync,
+  copyFileSync,
   existsSync,
-  fstatSync,
+  fdatasyncSync,
   fsyncSync,
   ftruncateSync,
   mkdirSync,
@@ -18,6 +27,7 @@ import {
   readdirSync,
   renameSync,
   unlinkSync,
+  writeFileSync,
   writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
@@ -28,27 +38,41 @@ import {
   type LogKind,
   type LogRecord,
 } from '../protocol/log-record.ts';
-import type { EventLogSink, RecoveredLog } from '../domain/hub.ts';
+import type { EventLogSink } from '../domain/journal.ts';
+import type { RecoveredLog } from '../domain/recovery.ts';
 
 const FILE_RE = /^events-(\d{8})\.tblog$/;
+export const CLEAN_MARKER = 'clean-shutdown.json';
+/** Checkpoint entries per record: keeps each record far below the decoder's size bound. */
+const CHECKPOINT_CHUNK_BYTES = 1024 * 1024;
 
 export interface EventLogOptions {
   dir: string;
   maxFileBytes: number;
   maxFiles: number;
-  /** Epoch for a fresh log (or when history was lost). */
+  /** Epoch for a fresh log, or after any start that was not clean. */
   newEpoch: () => string;
   now: () => number;
+  /** fsync records at least this often (ms). */
+  syncIntervalMs?: number;
+  /** false: never fsync (benchmarks only; a power cut can then lose acknowledged records). */
+  sync?: boolean;
 }
 
 export interface RecoveryReport {
   files: number;
   records: number;
-  /** Bytes cut from the end of the newest file (a torn last record). */
-  truncatedBytes: number;
-  /** True when history could not be read back intact and a new epoch was started. */
-  historyLost: boolean;
+  lastOffset: number;
+  /** The clean-shutdown marker matched the log: the epoch is kept and resumes can replay. */
+  clean: boolean;
+  newEpoch: boolean;
   reason?: string;
+  /** The first damage found (each damaged segment is cut there; its whole original is quarantined). */
+  damage?: { file: string; byte: number; reason: string };
+  /** Untruncated copies of damaged segments, `<name>.quarantine-<ms>`. */
+  quarantined: string[];
+  /** Bytes past the damage, not read back (kept in the quarantine copies). */
+  lostBytes: number;
 }
 
 interface Segment {
@@ -67,10 +91,9 @@ export function listSegments(dir: string): Segment[] {
     .sort((a, b) => a.index - b.index);
 }
 
-function metaOf(records: LogRecord[]): { epoch: string; firstOffset: number } | undefined {
-  const first = records[0];
-  if (first?.k !== 'meta' || first.m === null || typeof first.m !== 'object') return undefined;
-  const m = first.m as Record<string, unknown>;
+function metaOf(r: LogRecord | undefined): { epoch: string; firstOffset: number } | undefined {
+  if (r?.k !== 'meta' || r.m === null || typeof r.m !== 'object') return undefined;
+  const m = r.m as Record<string, unknown>;
   if (typeof m['epoch'] !== 'string' || typeof m['firstOffset'] !== 'number') return undefined;
   return { epoch: m['epoch'], firstOffset: m['firstOffset'] };
 }
@@ -87,19 +110,49 @@ export function readLog(dir: string): { records: LogRecord[]; torn: { file: stri
   return { records, torn };
 }
 
+function syncDir(dir: string): void {
+  const fd = openSync(dir, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
 export class EventLog implements EventLogSink {
   readonly #opts: EventLogOptions;
+  readonly #sync: boolean;
+  readonly #syncIntervalMs: number;
   #fd: number | undefined;
   #segment = 0;
+  /** Bytes of records in the current segment after its header and checkpoint (the rotation measure). */
   #size = 0;
   #epoch = '';
+  #lastOffset = 0;
   #recovered: RecoveredLog | undefined;
-  #report: RecoveryReport = { files: 0, records: 0, truncatedBytes: 0, historyLost: false };
+  #report: RecoveryReport = {
+    files: 0,
+    records: 0,
+    lastOffset: 0,
+    clean: false,
+    newEpoch: true,
+    quarantined: [],
+    lostBytes: 0,
+  };
   #appended = 0;
+  #syncs = 0;
   #lastError: Error | undefined;
+  #dirty = false;
+  #timer: NodeJS.Timeout | undefined;
+  #immediate: NodeJS.Immediate | undefined;
+  #waiters: ((err?: Error) => void)[] = [];
+  #checkpoint: () => Iterable<string> = () => [];
+  #startNew: { index: number; firstOffset: number } | undefined;
 
   constructor(options: EventLogOptions) {
     this.#opts = options;
+    this.#sync = options.sync ?? true;
+    this.#syncIntervalMs = options.syncIntervalMs ?? 50;
   }
 
   get epoch(): string {
@@ -114,6 +167,10 @@ export class EventLog implements EventLogSink {
   get appended(): number {
     return this.#appended;
   }
+  /** fsync calls made (group commits), for the durability benchmark. */
+  get syncs(): number {
+    return this.#syncs;
+  }
   get lastError(): Error | undefined {
     return this.#lastError;
   }
@@ -121,112 +178,217 @@ export class EventLog implements EventLogSink {
     return this.#fd !== undefined && this.#lastError === undefined;
   }
 
-  /** Read back the existing log, cut a torn tail, and open the newest segment for appending. */
+  /**
+   * Read back the existing log: keep every record up to the first damage, quarantine the rest, decide the
+   * epoch. Call `start()` next, once the state built from `recovered` can provide a checkpoint.
+   */
   open(): void {
     const { dir } = this.#opts;
     mkdirSync(dir, { recursive: true });
+    const marker = this.#takeMarker();
     const segments = listSegments(dir);
-    const records: LogRecord[] = [];
-    let epoch: string | undefined;
-    let floorOffset = 0;
-    let lost: string | undefined;
-    let truncated = 0;
+    let records: LogRecord[] = [];
+    const quarantined: string[] = [];
+    let damage: RecoveryReport['damage'];
+    let damagedBefore = false;
+    let lostBytes = 0;
     let lastOffset = 0;
-    for (let i = 0; i < segments.length; i++) {
-      const seg = segments[i] as Segment;
+    let epoch: string | undefined;
+    let epochFirstOffset = 1;
+    let haveBase = false;
+    for (const seg of segments) {
       const file = join(dir, seg.name);
       const buf = readFileSync(file);
-      const r = decodeRecords(buf);
-      const meta = metaOf(r.records);
-      if (!meta) {
-        if (i === segments.length - 1 && r.records.length === 0 && buf.length < 4096) {
-          // A crash right after rotation: the new segment's header itself is torn. Nothing in it was sent.
-          unlinkSync(file);
-          truncated = buf.length;
-          segments.pop();
-          continue;
+      let order = lastOffset;
+      let reject: string | undefined;
+      const r = decodeRecords(buf, (rec, n) => {
+        if (n === 0) {
+          if (metaOf(rec)) return true;
+          reject = 'no readable segment header';
+          return false;
         }
-        lost ??= `${seg.name} has no readable header`;
-        continue;
-      }
-      if (epoch === undefined) {
+        if (rec.k === 'meta' || rec.k === 'checkpoint') return true;
+        if (rec.o <= order) {
+          reject = `offset ${rec.o} out of order`;
+          return false;
+        }
+        order = rec.o;
+        return true;
+      });
+      const meta = metaOf(r.records[0]);
+      const stop = reject ?? (r.records.length === 0 ? 'no readable segment header' : r.stopReason);
+      if (meta) {
+        if (meta.epoch !== epoch) epochFirstOffset = meta.firstOffset;
         epoch = meta.epoch;
-        floorOffset = meta.firstOffset - 1;
-      } else if (meta.epoch !== epoch) {
-        lost ??= `${seg.name} belongs to another epoch`;
-      }
-      if (r.stopReason) {
-        const isLast = i === segments.length - 1;
-        // One synchronous write per record means a crash tears at most the final record. More garbage than
-        // that, or damage in an older file, is corruption: history is not intact.
-        const rest = buf.length - r.goodBytes;
-        const declared = rest >= 4 ? buf.readUInt32BE(r.goodBytes) + 8 : rest;
-        if (
-          !isLast ||
-          (r.stopReason !== 'short-header' && r.stopReason !== 'short-body' && rest > declared)
-        ) {
-          lost ??= `${seg.name}: ${r.stopReason} at byte ${r.goodBytes}`;
+        for (const rec of r.records) {
+          if (rec.k === 'meta') continue;
+          if (rec.k === 'checkpoint') {
+            // The checkpoint is the whole state at the segment start. After a damaged stretch it replaces
+            // everything read before (some deletions may be in the lost part); otherwise the oldest one is
+            // the base and later ones repeat what the records built.
+            if (damagedBefore && rec.o >= lastOffset) {
+              records = records.filter((x) => x.k !== 'checkpoint' && x.k !== 'state');
+              damagedBefore = false;
+            } else if (haveBase) continue;
+            haveBase = true;
+            records.push(rec);
+            continue;
+          }
+          lastOffset = rec.o;
+          records.push(rec);
         }
-        if (isLast) {
-          const fd = openSync(file, 'r+');
-          ftruncateSync(fd, r.goodBytes);
-          closeSync(fd);
-          truncated = rest;
-        }
+        haveBase = true;
       }
-      for (const rec of r.records) {
-        if (rec.k === 'meta') continue;
-        if (rec.o <= lastOffset) {
-          lost ??= `${seg.name}: offset ${rec.o} out of order`;
-          continue;
-        }
-        lastOffset = rec.o;
-        records.push(rec);
+      if (stop === undefined) continue;
+      // Damage: keep the readable records, copy the file whole to quarantine, cut the original there.
+      damage ??= { file: seg.name, byte: r.goodBytes, reason: stop };
+      damagedBefore = true;
+      lostBytes += buf.length - r.goodBytes;
+      const copy = `${seg.name}.quarantine-${this.#opts.now()}`;
+      copyFileSync(file, join(dir, copy));
+      quarantined.push(copy);
+      if (meta) {
+        const fd = openSync(file, 'r+');
+        ftruncateSync(fd, r.goodBytes);
+        fsyncSync(fd);
+        closeSync(fd);
+      } else {
+        unlinkSync(file);
       }
+      syncDir(dir);
     }
+    const remaining = listSegments(dir);
+    const clean =
+      damage === undefined &&
+      epoch !== undefined &&
+      marker !== undefined &&
+      marker.epoch === epoch &&
+      marker.lastOffset === lastOffset &&
+      remaining.at(-1)?.name === marker.segment;
+    this.#lastOffset = lastOffset;
+    let reason: string | undefined;
+    if (!clean) {
+      reason =
+        damage !== undefined
+          ? `damage in ${damage.file} at byte ${damage.byte}: ${damage.reason}`
+          : epoch === undefined
+            ? 'empty log'
+            : marker === undefined
+              ? 'no clean-shutdown marker (crash or power loss)'
+              : 'clean-shutdown marker does not match the log';
+    }
+    this.#epoch = clean ? (epoch as string) : this.#opts.newEpoch();
     this.#report = {
-      files: segments.length,
-      records: records.length,
-      truncatedBytes: truncated,
-      historyLost: lost !== undefined,
-      ...(lost === undefined ? {} : { reason: lost }),
+      files: remaining.length,
+      records: records.filter((x) => x.k !== 'checkpoint').length,
+      lastOffset,
+      clean,
+      newEpoch: !clean,
+      ...(reason === undefined ? {} : { reason }),
+      ...(damage === undefined ? {} : { damage }),
+      quarantined,
+      lostBytes,
     };
-    if (lost !== undefined || epoch === undefined) {
-      // Offsets restart in a new epoch so no client mistakes new history for the old one (reference §4.1).
-      this.#epoch = this.#opts.newEpoch();
-      this.#recovered = undefined;
-      // Keep damaged files for inspection, out of the way of the new epoch's segments.
-      for (const seg of segments)
-        renameSync(join(dir, seg.name), join(dir, `${seg.name}.damaged-${this.#opts.now()}`));
-      this.#startSegment((segments.at(-1)?.index ?? 0) + 1, 1);
+    this.#recovered = {
+      epoch: this.#epoch,
+      lastOffset,
+      // A clean start can replay from the start of its epoch; a new epoch from nothing older than itself.
+      floorOffset: clean ? epochFirstOffset - 1 : lastOffset,
+      records,
+    };
+    const last = remaining.at(-1);
+    if (clean && last) {
+      this.#segment = last.index;
+      this.#startNew = undefined;
+    } else {
+      this.#startNew = {
+        index: (last?.index ?? segments.at(-1)?.index ?? 0) + 1,
+        firstOffset: lastOffset + 1,
+      };
+    }
+  }
+
+  /** Read and remove the clean-shutdown marker (durably, before anything new is written). */
+  #takeMarker(): { epoch: string; lastOffset: number; segment: string } | undefined {
+    const path = join(this.#opts.dir, CLEAN_MARKER);
+    if (!existsSync(path)) return undefined;
+    let marker: { epoch: string; lastOffset: number; segment: string } | undefined;
+    try {
+      const m = JSON.parse(readFileSync(path, 'utf8')) as Record<string, unknown>;
+      if (
+        typeof m['epoch'] === 'string' &&
+        typeof m['lastOffset'] === 'number' &&
+        typeof m['segment'] === 'string'
+      )
+        marker = { epoch: m['epoch'], lastOffset: m['lastOffset'], segment: m['segment'] };
+    } catch {
+      marker = undefined;
+    }
+    unlinkSync(path);
+    syncDir(this.#opts.dir);
+    return marker;
+  }
+
+  /**
+   * Open for appending. `checkpoint` yields every live state entry as JSON; it is written at the start of
+   * each new segment (now, when this run opened a new epoch, and at every rotation).
+   */
+  start(checkpoint: () => Iterable<string>): void {
+    this.#checkpoint = checkpoint;
+    if (this.#startNew) {
+      this.#startSegment(this.#startNew.index, this.#startNew.firstOffset);
+      this.#startNew = undefined;
+      this.#syncNow();
       return;
     }
-    this.#epoch = epoch;
-    this.#recovered = { epoch, lastOffset, floorOffset, records };
-    const last = segments.at(-1) as Segment;
-    this.#segment = last.index;
-    this.#fd = openSync(join(dir, last.name), 'a');
-    this.#size = fstatSync(this.#fd).size;
+    const name = `events-${String(this.#segment).padStart(8, '0')}.tblog`;
+    this.#fd = openSync(join(this.#opts.dir, name), 'a');
+    this.#size = 0;
+  }
+
+  #segmentName(index: number): string {
+    return `events-${String(index).padStart(8, '0')}.tblog`;
   }
 
   #startSegment(index: number, firstOffset: number): void {
-    // Records are write()n one by one (safe against a process crash); a finished segment is also flushed
-    // to the disk, so a power cut can only cost the current segment's tail. The old file stays open until
-    // the new one is: if either step throws, #fd is still a valid descriptor and the next append retries
-    // (a closed descriptor number kept here could be reused by another file and written to).
-    if (this.#fd !== undefined) fsyncSync(this.#fd);
-    const next = openSync(join(this.#opts.dir, `events-${String(index).padStart(8, '0')}.tblog`), 'a');
+    // The old file stays open until the new one is: if a step throws, #fd is still a valid descriptor and
+    // the next append retries (a closed descriptor number kept here could be reused by another file).
+    if (this.#fd !== undefined) {
+      fdatasyncSync(this.#fd);
+      this.#syncs++;
+    }
+    const next = openSync(join(this.#opts.dir, this.#segmentName(index)), 'a');
     if (this.#fd !== undefined) closeSync(this.#fd);
     this.#fd = next;
     this.#segment = index;
+    const now = this.#opts.now();
+    const meta = JSON.stringify({ epoch: this.#epoch, firstOffset, created: now });
+    this.#write(encodeRecordBody(recordBodyText(0, now, 'meta', meta)));
+    // Compaction: the whole state at the segment start, in chunks, so older segments may go.
+    let chunk: string[] = [];
+    let bytes = 0;
+    const flush = (): void => {
+      if (chunk.length === 0) return;
+      const body = `{"entries":[${chunk.join(',')}]}`;
+      this.#write(encodeRecordBody(recordBodyText(firstOffset - 1, now, 'checkpoint', body)));
+      chunk = [];
+      bytes = 0;
+    };
+    for (const e of this.#checkpoint()) {
+      chunk.push(e);
+      bytes += e.length;
+      if (bytes >= CHECKPOINT_CHUNK_BYTES) flush();
+    }
+    flush();
     this.#size = 0;
-    const meta = JSON.stringify({ epoch: this.#epoch, firstOffset, created: this.#opts.now() });
-    this.#write(encodeRecordBody(recordBodyText(0, this.#opts.now(), 'meta', meta)));
+    this.#dirty = true;
     const segments = listSegments(this.#opts.dir);
     while (segments.length > this.#opts.maxFiles) {
       const old = segments.shift() as Segment;
       unlinkSync(join(this.#opts.dir, old.name));
     }
+    // The new file's name (and any removal) must survive a power cut as well as its contents.
+    syncDir(this.#opts.dir);
   }
 
   #write(buf: Buffer): void {
@@ -241,22 +403,87 @@ export class EventLog implements EventLogSink {
     try {
       if (this.#size >= this.#opts.maxFileBytes) this.#startSegment(this.#segment + 1, offset);
       this.#write(encodeRecordBody(recordBodyText(offset, time, kind, json)));
+      this.#lastOffset = offset;
       this.#appended++;
+      this.#dirty = true;
+      if (this.#sync && this.#timer === undefined) {
+        this.#timer = setTimeout(() => {
+          this.#timer = undefined;
+          this.#syncNow();
+        }, this.#syncIntervalMs);
+        this.#timer.unref();
+      }
     } catch (err) {
-      // A full disk must not take the hub down; health reports the log as unhealthy instead.
+      // A full disk must not take the hub down; health reports the log as degraded, acks wait in vain.
       this.#lastError = err instanceof Error ? err : new Error(String(err));
     }
   }
 
-  close(): void {
-    if (this.#fd !== undefined) {
-      try {
-        fsyncSync(this.#fd);
-      } catch {
-        // Closing anyway; the data is in the page cache.
-      }
-      closeSync(this.#fd);
+  whenDurable(done: (err?: Error) => void): void {
+    if (this.#lastError) {
+      done(this.#lastError);
+      return;
     }
+    if (!this.#sync || (!this.#dirty && this.#waiters.length === 0)) {
+      done();
+      return;
+    }
+    this.#waiters.push(done);
+    // Group commit: every ack asked for in this turn of the event loop shares one fsync.
+    this.#immediate ??= setImmediate(() => {
+      this.#immediate = undefined;
+      this.#syncNow();
+    });
+  }
+
+  #syncNow(): void {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (this.#dirty && this.#fd !== undefined && this.#sync && !this.#lastError) {
+      try {
+        fdatasyncSync(this.#fd);
+        this.#syncs++;
+        this.#dirty = false;
+      } catch (err) {
+        this.#lastError = err instanceof Error ? err : new Error(String(err));
+      }
+    }
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    for (const w of waiters) w(this.#lastError);
+  }
+
+  /** Clean shutdown: sync, close, then the marker that lets the next start keep the epoch. */
+  close(): void {
+    if (this.#immediate) clearImmediate(this.#immediate);
+    this.#immediate = undefined;
+    const fd = this.#fd;
+    if (fd === undefined) return;
+    let ok = this.#lastError === undefined;
+    try {
+      fsyncSync(fd);
+    } catch {
+      ok = false;
+    }
+    this.#dirty = false;
+    this.#syncNow();
+    closeSync(fd);
     this.#fd = undefined;
+    if (!ok) return;
+    const dir = this.#opts.dir;
+    const tmp = join(dir, `${CLEAN_MARKER}.tmp`);
+    writeFileSync(
+      tmp,
+      JSON.stringify({
+        epoch: this.#epoch,
+        lastOffset: this.#lastOffset,
+        segment: this.#segmentName(this.#segment),
+      }),
+    );
+    const mfd = openSync(tmp, 'r');
+    fsyncSync(mfd);
+    closeSync(mfd);
+    renameSync(tmp, join(dir, CLEAN_MARKER));
+    syncDir(dir);
   }
 }

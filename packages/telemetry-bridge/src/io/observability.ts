@@ -13,10 +13,12 @@ import {
   type Registry,
 } from '@broadcast-ops/core';
 import type { FastifyInstance } from 'fastify';
-import type { Hub, HubMetrics } from '../domain/hub.ts';
+import type { Hub } from '../domain/hub.ts';
+import type { HubMetrics } from '../domain/metrics.ts';
 
 export interface BridgeMetrics extends HubMetrics {
   registry: Registry;
+  authFailed(): void;
   connectionOpened(type: string): void;
   disconnected(type: string, reason: string): void;
   /** Attach the live sources of the gauges. */
@@ -136,6 +138,16 @@ export function createBridgeMetrics(): BridgeMetrics {
     labelNames: ['client'],
     registers: [registry],
   });
+  const authFailures = new Counter({
+    name: 'telemetry_bridge_auth_failures_total',
+    help: 'Handshakes refused for missing or wrong credentials',
+    registers: [registry],
+  });
+  const keysExpired = new Counter({
+    name: 'telemetry_bridge_keys_expired_total',
+    help: 'Keys of departed clients deleted after their retention time',
+    registers: [registry],
+  });
   const adapterState = new Gauge({
     name: 'telemetry_bridge_adapter_state',
     help: '1 when the adapter is connected to its device, else 0',
@@ -176,6 +188,11 @@ export function createBridgeMetrics(): BridgeMetrics {
     adapterReconnect: (adapter) => adapterReconnects.inc({ adapter }),
     adapterLatency: (adapter, seconds) => adapterLatency.observe({ adapter }, seconds),
     slowConsumer: () => disconnections.inc({ type: 'client', reason: 'slow_consumer' }),
+    authFailed: () => {
+      authFailures.inc();
+      disconnections.inc({ type: 'client', reason: 'auth_failed' });
+    },
+    keysExpired: (n) => keysExpired.inc(n),
   };
 }
 

@@ -1,15 +1,16 @@
 /**
  * Client WebSocket transport (spec 2 Part A "Client WebSocket"): `ws://<host>:<port>/`, no compression
- * (reference §1.10 decision), bounded frames, protocol-level ping to find half-open sockets, a connection cap.
- * The protocol itself lives in ClientSession; this file only owns sockets and timers.
+ * (permessage-deflate costs latency and memory per socket), bounded frames, protocol-level ping to find
+ * half-open sockets, a connection cap. The protocol itself lives in ClientSession; this file only owns
+ * sockets and timers.
  */
 import type { AddressInfo } from 'node:net';
 import type { IncomingMessage } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { bearerToken, type Clock, type Logger } from '@broadcast-ops/core';
 import type { Hub } from '../domain/hub.ts';
-import { ClientSession, type SessionOptions } from '../domain/session.ts';
-import { CloseCode } from '../protocol/envelope.ts';
+import { ClientSession, type SessionOptions } from './client-session.ts';
+import { CloseCode, reasonOfCode } from './close-codes.ts';
 
 export interface WsTransportOptions extends SessionOptions {
   host: string;
@@ -22,6 +23,7 @@ export interface WsTransportOptions extends SessionOptions {
 export interface TransportEvents {
   opened(): void;
   closed(reason: string): void;
+  authFailed(): void;
 }
 
 /** How long a closing socket may take to say goodbye before it is destroyed (a slow consumer never reads it). */
@@ -80,24 +82,25 @@ export class WsTransport {
       this.#events.closed('max_clients');
       return;
     }
-    let closeReason = 'client';
     let grace: NodeJS.Timeout | undefined;
+    let serverCode: number | undefined;
     const session = new ClientSession(
       this.#hub,
       {
         bufferedAmount: () => ws.bufferedAmount,
         send: (data) => ws.send(data),
         close: (code, reason) => {
-          closeReason =
-            code === CloseCode.SLOW_CONSUMER ? 'slow_consumer' : reason.toLowerCase().replace(/\s+/g, '_');
+          serverCode = code;
           ws.close(code, reason);
           grace ??= setTimeout(() => ws.terminate(), CLOSE_GRACE_MS).unref();
         },
+        remote: `${req.socket.remoteAddress ?? '?'}:${req.socket.remotePort ?? 0}`,
       },
       this.#clock,
+      this.#logger,
       this.#opts,
       bearerToken(req.headers.authorization),
-      () => this.#events.opened(),
+      { opened: () => this.#events.opened(), authFailed: () => this.#events.authFailed() },
     );
     const entry = { session, alive: true };
     this.#sockets.set(ws, entry);
@@ -119,17 +122,20 @@ export class WsTransport {
         // A bug in handling one frame must not take the process (or other clients) down.
         this.#logger.error({ err, namespace: session.namespace }, 'error while handling a client frame');
       }
+      // Reading is a good moment to continue paged snapshots and replays of this client.
+      if (session.connId !== undefined) this.#hub.flushClient(session.connId);
     });
+    let errored = false;
     ws.on('error', (err) => {
-      closeReason = 'error';
+      errored = true;
       this.#logger.debug({ err, namespace: session.namespace }, 'client socket error');
     });
     ws.on('close', (code) => {
       clearTimeout(grace);
       this.#sockets.delete(ws);
-      session.closed();
+      session.closed(code);
       if (session.connId !== undefined) {
-        this.#events.closed(code === 1009 ? 'message_too_large' : closeReason);
+        this.#events.closed(errored && serverCode === undefined ? 'error' : reasonOfCode(serverCode ?? code));
       }
     });
   }

@@ -30,19 +30,6 @@ export const MAX_CORRELATION_ID_LENGTH = 64;
 export const MAX_TTL_MS = 300_000;
 export const MAX_PATTERNS = 100;
 
-/** WebSocket close codes (reference §1.6 table; 4008 is our slow-consumer decision). */
-export const CloseCode = {
-  SERVER_SHUTDOWN: 1001,
-  MAX_CLIENTS: 1013,
-  HANDSHAKE_TIMEOUT: 4000,
-  NOT_HANDSHAKE: 4001,
-  INVALID_HANDSHAKE: 4002,
-  AUTH_FAILED: 4003,
-  IDLE_TIMEOUT: 4004,
-  DISCONNECTED: 4005,
-  SLOW_CONSUMER: 4008,
-} as const;
-
 /** Every envelope the hub sends or accepts. `offset` is the hub-wide log position of broadcast messages. */
 export interface Envelope<P = unknown> {
   id: string;
@@ -103,6 +90,8 @@ export interface HandshakeFrame {
   name: string;
   version: string;
   authToken?: string;
+  /** The token a previous handshake_response issued: proves this is the same client (namespace back). */
+  resumeToken?: string;
   metadata?: Record<string, unknown>;
 }
 export interface HandshakeResponse {
@@ -110,6 +99,8 @@ export interface HandshakeResponse {
   success: boolean;
   sessionId?: string;
   namespace?: string;
+  /** Present in a later handshake to get the same namespace back, even while the old socket lingers. */
+  resumeToken?: string;
   serverVersion: string;
   protocolVersion: string;
   error?: string;
@@ -182,6 +173,7 @@ const handshake = z.strictObject({
   name: z.string().max(256),
   version: z.string().max(64),
   authToken: z.string().max(1024).optional(),
+  resumeToken: z.string().min(1).max(128).optional(),
   metadata: z.record(z.string(), z.unknown()).optional(),
 });
 const heartbeat = z.strictObject({
@@ -242,6 +234,7 @@ export function parseClientFrame(text: string): FrameParseResult {
     }
     const frame: HandshakeFrame = { type: 'handshake', name: r.data.name, version: r.data.version };
     if (r.data.authToken !== undefined) frame.authToken = r.data.authToken;
+    if (r.data.resumeToken !== undefined) frame.resumeToken = r.data.resumeToken;
     if (r.data.metadata !== undefined) frame.metadata = r.data.metadata;
     return { ok: true, value: { kind: 'handshake', frame } };
   }

@@ -10,7 +10,7 @@ export const RECORD_HEADER_BYTES = 8;
 /** A record body larger than this is treated as corruption, not allocated (bounds every read). */
 export const MAX_RECORD_BODY_BYTES = 16 * 1024 * 1024;
 
-export type LogKind = 'meta' | 'state' | 'event' | 'command' | 'ack' | 'error';
+export type LogKind = 'meta' | 'checkpoint' | 'state' | 'event' | 'command' | 'ack' | 'error';
 
 /** One logged item. `m` is the envelope exactly as sent (kept as raw JSON text on the hot path). */
 export interface LogRecord {
@@ -45,7 +45,7 @@ export interface DecodeResult {
   /** Bytes of `buf` covered by complete, valid records. */
   goodBytes: number;
   /** Why decoding stopped before the end of `buf`, if it did. */
-  stopReason?: 'short-header' | 'short-body' | 'too-large' | 'crc-mismatch' | 'bad-json';
+  stopReason?: 'short-header' | 'short-body' | 'too-large' | 'crc-mismatch' | 'bad-json' | 'rejected';
 }
 
 function isLogRecord(v: unknown): v is LogRecord {
@@ -54,7 +54,14 @@ function isLogRecord(v: unknown): v is LogRecord {
   return typeof r['o'] === 'number' && typeof r['t'] === 'number' && typeof r['k'] === 'string' && 'm' in r;
 }
 
-export function decodeRecords(buf: Buffer): DecodeResult {
+/**
+ * Decode records from the start of `buf`, stopping at the first one that is torn, damaged, or refused by
+ * `accept` (called with each valid record and its index; the caller's own consistency rules).
+ */
+export function decodeRecords(
+  buf: Buffer,
+  accept?: (record: LogRecord, index: number) => boolean,
+): DecodeResult {
   const records: LogRecord[] = [];
   let pos = 0;
   while (pos < buf.length) {
@@ -74,6 +81,7 @@ export function decodeRecords(buf: Buffer): DecodeResult {
       return { records, goodBytes: pos, stopReason: 'bad-json' };
     }
     if (!isLogRecord(parsed)) return { records, goodBytes: pos, stopReason: 'bad-json' };
+    if (accept && !accept(parsed, records.length)) return { records, goodBytes: pos, stopReason: 'rejected' };
     records.push(parsed);
     pos += RECORD_HEADER_BYTES + len;
   }

@@ -1,0 +1,274 @@
+/**
+ * Commands from clients to adapters (docs/protocol.md "Commands"): routing by `target`, the `received` ack
+ * (sent only once the command record is durable in the event log), TTL and the default timeout, the final
+ * ack from the adapter, and idempotency (a repeated key from the same namespace within the window replays
+ * the cached acks and never executes again).
+ */
+import type { Clock, Logger } from '@broadcast-ops/core';
+import type { AckStatus, ClientCommand, ErrorInfo } from '../protocol/envelope.ts';
+import type { Adapter, AdapterCommand, AdapterResult } from './adapter.ts';
+import type { ClientConn } from './client-registry.ts';
+import type { Journal } from './journal.ts';
+import { HUB_NAMESPACE, type MessageFactory } from './message-factory.ts';
+import type { HubMetrics } from './metrics.ts';
+
+/**
+ * Cap on remembered idempotency keys. Clients choose the keys, so the registry needs a bound beyond its time
+ * sweep; past it the oldest key is forgotten first (a repeat of that one would execute again).
+ */
+export const MAX_IDEMPOTENCY_KEYS = 100_000;
+
+interface InFlight {
+  commandId: string;
+  action: string;
+  adapter: Adapter;
+  /** Namespaces waiting for the final ack (the original request and idempotent repeats). */
+  waiters: Set<string>;
+  startedMono: number;
+  abort: AbortController;
+  timer: { cancel(): void } | undefined;
+  done: boolean;
+  idemKey: string | undefined;
+}
+
+interface IdemEntry {
+  at: number;
+  receivedJson: string;
+  finalJson: string | undefined;
+  inflight: InFlight | undefined;
+}
+
+export interface CommandRouterOptions {
+  clock: Clock;
+  logger: Logger;
+  journal: Journal;
+  factory: MessageFactory;
+  metrics: HubMetrics;
+  defaultTimeoutMs: number;
+  idempotencyWindowMs: number;
+  target(name: string): Adapter | undefined;
+  /** Deliver a control message to the live connection of a namespace (if any). */
+  sendTo(namespace: string, json: string): void;
+  /** Answer with an error message (UNKNOWN_TARGET, INTERNAL_ERROR). */
+  fail(
+    conn: ClientConn,
+    msg: ClientCommand,
+    code: 'UNKNOWN_TARGET' | 'INTERNAL_ERROR',
+    message: string,
+  ): void;
+}
+
+export class CommandRouter {
+  readonly #o: CommandRouterOptions;
+  readonly #inflight = new Map<string, InFlight>();
+  readonly #idem = new Map<string, IdemEntry>();
+  #lastSweep = 0;
+
+  constructor(options: CommandRouterOptions) {
+    this.#o = options;
+  }
+
+  get inflight(): number {
+    return this.#inflight.size;
+  }
+
+  #sweep(nowMono: number): void {
+    if (nowMono - this.#lastSweep < 10_000) return;
+    this.#lastSweep = nowMono;
+    for (const [k, e] of this.#idem) {
+      if (!e.inflight && nowMono - e.at > 2 * this.#o.idempotencyWindowMs) this.#idem.delete(k);
+    }
+  }
+
+  handle(conn: ClientConn, msg: ClientCommand): void {
+    const o = this.#o;
+    const ns = conn.namespace;
+    const correlationId = msg.correlationId ?? msg.id;
+    const adapter = o.target(msg.target);
+    if (!adapter) {
+      o.fail(conn, msg, 'UNKNOWN_TARGET', `no adapter answers to "${msg.target}"`);
+      return;
+    }
+    const nowMono = o.clock.monotonicMs();
+    this.#sweep(nowMono);
+    const idemKey = msg.idempotencyKey === undefined ? undefined : `${ns}\u0000${msg.idempotencyKey}`;
+    if (idemKey !== undefined) {
+      const cached = this.#idem.get(idemKey);
+      if (cached && nowMono - cached.at <= o.idempotencyWindowMs) {
+        // A repeat: replay the acks, never execute twice. Behind the first's durability wait (FIFO).
+        o.journal.whenDurable(() => {
+          o.sendTo(ns, cached.receivedJson);
+          if (cached.finalJson !== undefined) o.sendTo(ns, cached.finalJson);
+          else cached.inflight?.waiters.add(ns);
+        });
+        return;
+      }
+    }
+    const logged = { ...msg, source: ns, sequence: o.factory.seq(ns) };
+    o.journal.append(o.journal.next(), 'command', JSON.stringify(logged));
+    const receivedOffset = o.journal.next();
+    const receivedJson = o.factory.ack(
+      HUB_NAMESPACE,
+      ns,
+      msg.path,
+      msg.id,
+      'received',
+      correlationId,
+      {},
+      receivedOffset,
+    );
+    o.journal.append(receivedOffset, 'ack', receivedJson);
+    const inf: InFlight = {
+      commandId: msg.id,
+      action: msg.payload.action,
+      adapter,
+      waiters: new Set([ns]),
+      startedMono: nowMono,
+      abort: new AbortController(),
+      timer: undefined,
+      done: false,
+      idemKey,
+    };
+    if (idemKey !== undefined) {
+      // Delete first so the map's insertion order stays oldest-first for the cap below.
+      this.#idem.delete(idemKey);
+      if (this.#idem.size >= MAX_IDEMPOTENCY_KEYS)
+        this.#idem.delete(this.#idem.keys().next().value as string);
+      this.#idem.set(idemKey, { at: nowMono, receivedJson, finalJson: undefined, inflight: inf });
+    }
+    const key = msg.id + '\u0000' + ns;
+    this.#inflight.set(key, inf);
+    // `received` promises the command is recorded: it goes out (and the command runs) once the record is
+    // durable. A log that cannot sync refuses the command instead of promising what a restart would undo.
+    o.journal.whenDurable((err) => {
+      if (err) {
+        this.#inflight.delete(key);
+        inf.done = true;
+        if (idemKey !== undefined && this.#idem.get(idemKey)?.inflight === inf) this.#idem.delete(idemKey);
+        o.logger.error({ err, correlationId, commandId: msg.id }, 'command refused: event log not durable');
+        o.fail(conn, msg, 'INTERNAL_ERROR', 'the event log could not record the command');
+        return;
+      }
+      o.sendTo(ns, receivedJson);
+      this.#start(inf, ns, msg, adapter, correlationId, key);
+    });
+  }
+
+  #start(
+    inf: InFlight,
+    ns: string,
+    msg: ClientCommand,
+    adapter: Adapter,
+    correlationId: string,
+    key: string,
+  ): void {
+    const o = this.#o;
+    const nowWall = o.clock.now();
+    // TTL in ms from the command's own timestamp; without ttl the default timeout applies from arrival.
+    const deadline = msg.ttl !== undefined ? msg.timestamp + msg.ttl : nowWall + o.defaultTimeoutMs;
+    const remaining = Math.min(deadline - nowWall, msg.ttl ?? o.defaultTimeoutMs);
+    if (remaining <= 0) {
+      this.#finish(inf, ns, msg, key, 'timeout', {
+        error: { code: 'TIMEOUT', message: 'ttl elapsed before dispatch' },
+      });
+      return;
+    }
+    inf.timer = o.clock.setTimer(remaining, () => {
+      this.#finish(inf, ns, msg, key, 'timeout', {
+        error: { code: 'TIMEOUT', message: `no result within ${remaining} ms` },
+      });
+    });
+    const cmd: AdapterCommand = {
+      id: msg.id,
+      source: ns,
+      path: msg.path,
+      action: msg.payload.action,
+      params: msg.payload.params ?? {},
+      correlationId,
+      deadline,
+    };
+    let result: Promise<AdapterResult>;
+    try {
+      result = adapter.execute(cmd, inf.abort.signal);
+    } catch (err) {
+      result = Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+    result.then(
+      (r) => {
+        if (r.status === 'completed') {
+          this.#finish(inf, ns, msg, key, 'completed', r.result === undefined ? {} : { result: r.result });
+        } else {
+          this.#finish(inf, ns, msg, key, r.status, { error: r.error });
+        }
+      },
+      (err: unknown) => {
+        this.#finish(inf, ns, msg, key, 'failed', {
+          error: { code: 'ADAPTER_ERROR', message: err instanceof Error ? err.message : String(err) },
+        });
+      },
+    );
+  }
+
+  #finish(
+    inf: InFlight,
+    ns: string,
+    msg: ClientCommand,
+    key: string,
+    status: AckStatus,
+    extra: { result?: unknown; error?: ErrorInfo },
+  ): void {
+    if (inf.done) return;
+    const o = this.#o;
+    inf.done = true;
+    inf.timer?.cancel();
+    if (status === 'timeout') inf.abort.abort(new Error('command timed out'));
+    this.#inflight.delete(key);
+    const source = status === 'timeout' ? HUB_NAMESPACE : inf.adapter.name;
+    const offset = o.journal.next();
+    const json = o.factory.ack(
+      source,
+      ns,
+      msg.path,
+      msg.id,
+      status,
+      msg.correlationId ?? msg.id,
+      extra,
+      offset,
+    );
+    o.journal.append(offset, 'ack', json);
+    const seconds = (o.clock.monotonicMs() - inf.startedMono) / 1000;
+    o.metrics.commandFinished(inf.action, status, seconds);
+    o.logger[status === 'completed' ? 'info' : 'warn'](
+      {
+        correlationId: msg.correlationId ?? msg.id,
+        commandId: msg.id,
+        source: ns,
+        target: inf.adapter.name,
+        action: inf.action,
+        status,
+        durationMs: Math.round(seconds * 1e6) / 1e3,
+        ...(extra.error ? { error: extra.error } : {}),
+      },
+      'command finished',
+    );
+    if (inf.idemKey !== undefined) {
+      const e = this.#idem.get(inf.idemKey);
+      // Only this command's entry: after its window the same key may already name a newer command.
+      if (e?.inflight === inf) {
+        e.finalJson = json;
+        e.inflight = undefined;
+      }
+    }
+    for (const waiter of inf.waiters) o.sendTo(waiter, json);
+  }
+
+  /** Abort every command still in flight (shutdown). */
+  abortAll(): void {
+    for (const inf of [...this.#inflight.values()]) {
+      inf.done = true;
+      inf.timer?.cancel();
+      inf.abort.abort(new Error('hub shutting down'));
+    }
+    this.#inflight.clear();
+  }
+}

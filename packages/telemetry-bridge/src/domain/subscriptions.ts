@@ -1,0 +1,288 @@
+/**
+ * Subscriptions and delivery: the wildcard trie that routes each broadcast to its subscribers, and the paged
+ * snapshot and replay streams that bring a new or resuming subscription up to date (docs/protocol.md
+ * "Subscribe, snapshot and resume").
+ *
+ * Rules that keep a resume honest:
+ * - A snapshot is a list of keys fixed at subscribe time (found through the store's segment index) and sent
+ *   page by page as the socket drains; each key is sent with its value at send time. Until a key's page is
+ *   sent, live deltas for it are held back for that subscription (the page carries the newer value), so no
+ *   delta precedes its key's snapshot entry.
+ * - A replay walks the replay ring from the client's offset and keeps walking until it reaches the live end;
+ *   live messages for the subscription wait in the ring meanwhile, so they arrive in offset order. If the
+ *   ring drops the next offset before the replay reaches it, the client is told `recovery_failed` and gets
+ *   a snapshot instead.
+ * - `snapshot_complete` carries the hub offset that the subscription is complete up to; the client resumes
+ *   from there (or from any later offset it received), never from the subscribe ack.
+ * Paged output is written only while the client's queue is empty and its socket is below the soft limit,
+ * so any size reaches a reader that keeps up and never counts against the hard limit (live backlog only).
+ */
+import type { Clock } from '@broadcast-ops/core';
+import type { ClientEnvelope } from '../protocol/envelope.ts';
+import type { ClientConn } from './client-registry.ts';
+import type { Journal } from './journal.ts';
+import { HUB_NAMESPACE, type MessageFactory } from './message-factory.ts';
+import type { StateStore } from './state-store.ts';
+import { TopicTrie, patternMatches } from './topic-trie.ts';
+
+export type SubscriptionFilter = 'state' | 'events' | 'all';
+
+export interface Subscription {
+  id: string;
+  conn: ClientConn;
+  patterns: Set<string>;
+  filter: SubscriptionFilter;
+  /** Keys of a snapshot not yet sent; live deltas for them are held back. */
+  pendingPaths: Set<string> | undefined;
+  /** A replay is catching up: live messages wait in the ring. */
+  replaying: boolean;
+  /** Hub offset from which the subscription receives live messages (meaningful once streams are done). */
+  liveFrom: number;
+}
+
+export type Stream =
+  | {
+      kind: 'snapshot';
+      sub: Subscription;
+      paths: string[];
+      next: number;
+      correlationId: string;
+      recoveryFailed: string | undefined;
+    }
+  | { kind: 'replay'; sub: Subscription; cursor: number; replayed: number; correlationId: string };
+
+export interface RouterOptions {
+  clock: Clock;
+  store: StateStore;
+  journal: Journal;
+  factory: MessageFactory;
+  epoch: string;
+  maxPatternsPerClient: number;
+  /** How often a blocked stream checks the socket again. */
+  pollMs: number;
+  /** Subscribe answers (ack, or SUBSCRIPTION_FAILED) go through the hub's send path. */
+  ack(conn: ClientConn, msg: ClientEnvelope, result: unknown): void;
+  refuse(conn: ClientConn, msg: ClientEnvelope, message: string): void;
+  delivered(kind: 'state' | 'event', count: number): void;
+}
+
+/** Ring items examined per pump before yielding to the event loop. */
+const PUMP_BUDGET = 4096;
+
+function kindAllowed(filter: SubscriptionFilter, kind: 'state' | 'event'): boolean {
+  return filter === 'all' || (filter === 'state') === (kind === 'state');
+}
+
+function matchesAny(patterns: Set<string>, path: string): boolean {
+  for (const p of patterns) if (patternMatches(p, path)) return true;
+  return false;
+}
+
+export class Router {
+  readonly #o: RouterOptions;
+  readonly #trie = new TopicTrie<Subscription>();
+  readonly #scratch = new Set<Subscription>();
+
+  constructor(options: RouterOptions) {
+    this.#o = options;
+  }
+
+  get patterns(): number {
+    return this.#trie.size;
+  }
+
+  /** Push one serialised broadcast to every live matching subscriber (each connection once). */
+  broadcast(kind: 'state' | 'event', path: string, offset: number, json: string): void {
+    const subs = this.#trie.match(path, this.#scratch);
+    let n = 0;
+    for (const sub of subs) {
+      if (!kindAllowed(sub.filter, kind) || sub.replaying) continue;
+      if (kind === 'state' && sub.pendingPaths?.has(path)) continue;
+      const c = sub.conn;
+      if (c.lastStamp === offset || !c.open) continue;
+      c.lastStamp = offset;
+      c.queue.push(kind, json, path);
+      n++;
+    }
+    subs.clear();
+    if (n > 0) this.#o.delivered(kind, n);
+  }
+
+  subscribe(conn: ClientConn, msg: Extract<ClientEnvelope, { type: 'subscribe' }>): void {
+    const p = msg.payload;
+    const fresh = [...new Set(p.patterns)];
+    if (conn.patternCount + fresh.length > this.#o.maxPatternsPerClient) {
+      this.#o.refuse(conn, msg, `at most ${this.#o.maxPatternsPerClient} patterns per client`);
+      return;
+    }
+    const { journal, factory, epoch } = this.#o;
+    const id = factory.nextId();
+    const sub: Subscription = {
+      id,
+      conn,
+      patterns: new Set(fresh),
+      filter: p.filter ?? 'all',
+      pendingPaths: undefined,
+      replaying: false,
+      liveFrom: journal.offset,
+    };
+    const correlationId = msg.correlationId ?? msg.id;
+    // `offset` here is informational: the position to resume from arrives with snapshot_complete.
+    this.#o.ack(conn, msg, { subscriptionId: id, offset: journal.offset, epoch });
+    let recoveryFailed: string | undefined;
+    if (p.since) {
+      const s = p.since;
+      if (s.epoch !== epoch) recoveryFailed = 'epoch changed';
+      else if (s.offset < journal.ring.floor || s.offset > journal.offset)
+        recoveryFailed = 'offset no longer available';
+      else {
+        sub.replaying = true;
+        conn.streams.push({ kind: 'replay', sub, cursor: s.offset, replayed: 0, correlationId });
+      }
+    }
+    if (!sub.replaying && (p.snapshot === true || p.since !== undefined)) {
+      conn.streams.push(this.#snapshotStream(sub, correlationId, recoveryFailed));
+    }
+    conn.subs.set(id, sub);
+    conn.patternCount += sub.patterns.size;
+    for (const pat of sub.patterns) this.#trie.add(pat, sub);
+    this.pump(conn);
+  }
+
+  #snapshotStream(sub: Subscription, correlationId: string, recoveryFailed: string | undefined): Stream {
+    const paths = sub.filter === 'events' ? [] : this.#o.store.matching(sub.patterns);
+    sub.pendingPaths = new Set(paths);
+    return { kind: 'snapshot', sub, paths, next: 0, correlationId, recoveryFailed };
+  }
+
+  unsubscribe(conn: ClientConn, patterns: string[]): number {
+    let removed = 0;
+    for (const pat of new Set(patterns)) {
+      for (const [id, sub] of conn.subs) {
+        if (!sub.patterns.delete(pat)) continue;
+        this.#trie.remove(pat, sub);
+        conn.patternCount--;
+        removed++;
+        if (sub.patterns.size === 0) {
+          conn.subs.delete(id);
+          conn.streams = conn.streams.filter((s) => s.sub !== sub);
+        }
+      }
+    }
+    return removed;
+  }
+
+  /** Forget a closed connection's subscriptions and streams. */
+  drop(conn: ClientConn): void {
+    conn.pumpTimer?.cancel();
+    conn.pumpTimer = undefined;
+    conn.streams = [];
+    for (const sub of conn.subs.values()) for (const p of sub.patterns) this.#trie.remove(p, sub);
+    conn.subs.clear();
+    conn.patternCount = 0;
+  }
+
+  /** Serve the connection's streams while its socket keeps up; re-arms itself when blocked. */
+  pump(conn: ClientConn): void {
+    conn.pumpTimer?.cancel();
+    conn.pumpTimer = undefined;
+    let budget = PUMP_BUDGET;
+    while (conn.open && conn.streams.length > 0) {
+      if (!conn.queue.writable) return this.#arm(conn, this.#o.pollMs);
+      if (budget-- <= 0) return this.#arm(conn, 0);
+      const s = conn.streams[0] as Stream;
+      if (s.kind === 'snapshot') this.#stepSnapshot(conn, s);
+      else this.#stepReplay(conn, s);
+    }
+  }
+
+  #arm(conn: ClientConn, ms: number): void {
+    if (!conn.open) return;
+    conn.pumpTimer = this.#o.clock.setTimer(ms, () => {
+      conn.pumpTimer = undefined;
+      this.pump(conn);
+    });
+  }
+
+  #complete(conn: ClientConn, s: Stream, data: Record<string, unknown>): void {
+    const { journal, factory, epoch } = this.#o;
+    s.sub.pendingPaths = undefined;
+    s.sub.replaying = false;
+    s.sub.liveFrom = journal.offset;
+    conn.streams.shift();
+    conn.queue.push(
+      'event',
+      factory.hubEvent(
+        'snapshot_complete',
+        { subscriptionId: s.sub.id, offset: journal.offset, epoch, ...data },
+        s.correlationId,
+      ),
+    );
+  }
+
+  #stepSnapshot(conn: ClientConn, s: Extract<Stream, { kind: 'snapshot' }>): void {
+    const { store, factory, journal, epoch } = this.#o;
+    if (s.recoveryFailed !== undefined) {
+      conn.queue.push(
+        'event',
+        factory.hubEvent(
+          'recovery_failed',
+          { subscriptionId: s.sub.id, reason: s.recoveryFailed, epoch, offset: journal.offset },
+          s.correlationId,
+        ),
+      );
+      s.recoveryFailed = undefined;
+      return;
+    }
+    if (s.next >= s.paths.length) {
+      this.#complete(conn, s, {});
+      return;
+    }
+    const path = s.paths[s.next++] as string;
+    s.sub.pendingPaths?.delete(path);
+    const entry = store.get(path);
+    if (!entry) return;
+    conn.queue.push('state', factory.state(entry, HUB_NAMESPACE, false, s.correlationId), path);
+  }
+
+  #stepReplay(conn: ClientConn, s: Extract<Stream, { kind: 'replay' }>): void {
+    const ring = this.#o.journal.ring;
+    if (s.cursor < ring.floor) {
+      // The ring moved past the replay position before the reader caught up: say so, then a snapshot.
+      s.sub.replaying = false;
+      conn.streams[0] = this.#snapshotStream(s.sub, s.correlationId, 'offset no longer available');
+      return;
+    }
+    const item = ring.nextAfter(s.cursor);
+    if (!item) {
+      this.#complete(conn, s, { replayed: s.replayed });
+      return;
+    }
+    s.cursor = item.offset;
+    const sub = s.sub;
+    if (!kindAllowed(sub.filter, item.kind) || !matchesAny(sub.patterns, item.path)) return;
+    if (conn.replayed.has(item.offset) || this.#deliveredLive(conn, sub, item.kind, item.path, item.offset))
+      return;
+    // Bounded by the ring: older offsets can never be replayed again anyway.
+    if (conn.replayed.size >= 65_536) conn.replayed.clear();
+    conn.replayed.add(item.offset);
+    conn.queue.push(item.kind, item.json, item.kind === 'state' ? item.path : undefined);
+    s.replayed++;
+  }
+
+  /** Did another, fully live subscription of this connection already deliver this message? */
+  #deliveredLive(
+    conn: ClientConn,
+    except: Subscription,
+    kind: 'state' | 'event',
+    path: string,
+    offset: number,
+  ): boolean {
+    for (const other of conn.subs.values()) {
+      if (other === except || other.replaying || other.pendingPaths !== undefined) continue;
+      if (other.liveFrom < offset && kindAllowed(other.filter, kind) && matchesAny(other.patterns, path))
+        return true;
+    }
+    return false;
+  }
+}
