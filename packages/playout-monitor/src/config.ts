@@ -1,17 +1,18 @@
 /**
- * Configuration (spec 2 Part B "Configuration file", reference §1.1): `settings` and `servers`, validated
- * strictly (unknown keys are errors naming the key), 1 to 12 servers, unique ids.
+ * Configuration (spec 2 Part B "Configuration file"): `settings` and `servers`, validated strictly
+ * (unknown keys are errors naming the key), 1 to 12 servers, unique ids.
  * Per-server input options are design additions with defaults, documented in the README.
  */
 import { ConfigError, loadConfig } from '@broadcast-ops/core';
 import { z } from 'zod';
+import { casparcgFormat } from './domain/video-format.ts';
 
 const port = z.number().int().min(0).max(65535);
 const host = z.string().min(1).max(253);
 
 export const MAX_DEVICES = 12;
 
-/** The products' own default ports (reference §1.1): CasparCG OSC, vMix HTTP API, HyperDeck TCP. */
+/** The products' own default ports: CasparCG OSC, vMix HTTP API, HyperDeck TCP. */
 export const DEFAULT_PORTS = { osc_player: 6250, http_mixer: 8088, tcp_recorder: 9993 } as const;
 
 const defaultPorts = z
@@ -50,6 +51,15 @@ export const oscServerSchema = z.strictObject({
   type: z.literal('osc_player'),
   channel: z.number().int().min(1).max(9999).default(1),
   layer: z.number().int().min(-999).max(99999).default(10),
+  /** The channel's CasparCG video-mode (`1080i5000`, `720p5994`, `PAL`, …): needed on 2.2/2.3 for interlaced
+   * channels, whose `/framerate` is the field rate; 2.4+ and 2.1 send `/format` themselves. */
+  videoFormat: z
+    .string()
+    .max(32)
+    .refine((v) => casparcgFormat(v) !== undefined, {
+      message: 'not a CasparCG video-mode (e.g. 1080i5000, 1080p5000, 720p5994, PAL, NTSC)',
+    })
+    .optional(),
   staleTimeoutMs: z.number().int().min(100).max(600_000).default(5000),
   layerQuietMs: z.number().int().min(100).max(60_000).default(1000),
 });
@@ -69,6 +79,10 @@ export const tcpServerSchema = z.strictObject({
   type: z.literal('tcp_recorder'),
   pollIntervalMs: z.number().int().min(0).max(60_000).default(500),
   pingIntervalMs: z.number().int().min(100).max(60_000).default(5000),
+  /** A command unanswered for this long means a lost reply: the connection is dropped and reopened. */
+  replyTimeoutMs: z.number().int().min(100).max(60_000).default(4000),
+  /** A clip id missing from the clip list is looked up again at most this often. */
+  clipsRefreshMinMs: z.number().int().min(100).max(600_000).default(10_000),
   timeoutMs: z.number().int().min(200).max(120_000).default(6500),
   reconnectMinMs: z.number().int().min(10).max(60_000).default(1000),
   reconnectMaxMs: z.number().int().min(10).max(600_000).default(30_000),

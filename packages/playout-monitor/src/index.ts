@@ -1,4 +1,4 @@
-// Public surface of the package (the outputs issue and tests build on these).
+// Public surface of the package (the output side and the tests build on these).
 export * from './config.ts';
 export * from './domain/device-state.ts';
 export * from './domain/device-store.ts';

@@ -4,6 +4,7 @@ import { ConfigError, createLogger, runCli, Shutdown } from '@broadcast-ops/core
 import { DEFAULT_PORTS, loadMonitorConfig, serverPort, type MonitorConfig } from './config.ts';
 import { Monitor } from './monitor.ts';
 import { simulatorKind, startSimulator, type SimulatorHandle } from './simulators/index.ts';
+import { CASPAR_LAYOUTS } from './simulators/casparcg-sim.ts';
 
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;
 
@@ -35,7 +36,8 @@ async function startDemoSimulators(
             channel: s.channel,
             layer: s.layer,
             fps: s.framerate ?? config.settings.defaultFramerate,
-            layout: '2.2',
+            videoFormat: s.videoFormat,
+            layout: '2.3',
           })
         : await startSimulator(kind, { host: s.ip, port });
     sims.push(sim);
@@ -98,8 +100,9 @@ async function simulate(values: Record<string, unknown>, positionals: string[]):
     host: str('host') ?? '127.0.0.1',
     port: n('port') ?? defaults[kind],
     from: str('from'),
-    layout: layout === '2.0' || layout === '2.2' ? layout : undefined,
+    layout: CASPAR_LAYOUTS.find((l) => l === layout),
     fps: n('fps'),
+    videoFormat: str('video-format'),
     channel: n('channel'),
     layer: n('layer'),
     splitWrites: values['split-writes'] === true,
@@ -159,8 +162,16 @@ await runCli(
         },
         port: { type: 'string', description: 'listen port, or the monitor OSC port (CasparCG)' },
         from: { type: 'string', description: 'CasparCG: source address to send from, e.g. 127.0.0.2' },
-        layout: { type: 'string', description: 'CasparCG: OSC address layout 2.0 or 2.2 (default 2.2)' },
-        fps: { type: 'string', description: 'CasparCG: frames per second (default 50)' },
+        layout: {
+          type: 'string',
+          description:
+            'CasparCG: server version whose OSC it sends: 2.0 (2.0.7), 2.1, 2.2, 2.3 or 2.4 (default 2.3)',
+        },
+        fps: {
+          type: 'string',
+          description: 'CasparCG: frames per second of a progressive channel (default 50)',
+        },
+        'video-format': { type: 'string', description: 'CasparCG: the channel video-mode, e.g. 1080i5000' },
         channel: { type: 'string', description: 'CasparCG: channel (default 1)' },
         layer: { type: 'string', description: 'CasparCG: layer (default 10)' },
         'split-writes': { type: 'boolean', description: 'HyperDeck: split every write in two' },

@@ -1,5 +1,5 @@
 /**
- * Reconnect backoff (reference §1.5 and §4 "features to provide"): min × 2ⁿ, capped at max, with ±20 %
+ * Reconnect backoff: min × 2ⁿ, capped at max, with ±20 %
  * jitter so several monitors restarted together do not hit a deck in lockstep. Never above max.
  */
 export function reconnectDelayMs(

@@ -1,134 +1,170 @@
 /**
- * CasparCG (`osc_player`) reducer: CasparCG OSC events for one configured server in, a DevicePatch out.
- * State mapping (reference §1.5, documented in the README):
- *   offline  no OSC datagram from the server's IP for `staleTimeoutMs` (default 5 s);
- *   play     a producer is loaded, not paused, and `file/time` advanced within `advanceWindowMs`;
- *   stop     paused, `empty` producer, time not advancing (end of a clip), or the watched layer quiet for
- *            `layerQuietMs` while the server still sends (a cleared layer simply goes quiet);
+ * CasparCG (`osc_player`) reducer: well-formed CasparCG OSC events for one configured server, channel and
+ * layer in; a DevicePatch out. `derive(now)` is pure: it reads the facts gathered by `onEvent` and never
+ * changes them. State mapping (README "State mapping", facts in docs/PROTOCOLS.md):
+ *
+ *   offline  no well-formed CasparCG message from the server for `staleTimeoutMs`. The last state, file
+ *            name and timecode stay as they were up to that moment and through offline.
+ *   stop     paused; `empty` foreground producer (STOP on 2.2+); on 2.0.7/2.1 the layer still sends
+ *            `/paused F` but its producer sends no file messages (STOP); the file time not advancing (end of
+ *            a clip without loop); the layer quiet (CLEAR) — each judged only against the server's own
+ *            traffic, never against the wall clock, so a server that goes silent mid-play is not turned
+ *            into `stop` on its way to `offline`;
+ *   play     a file loaded, not paused, and its time advanced within `advanceWindowMs` of the server's
+ *            latest message;
  *   rec      never (CasparCG is a player here).
- * Time is the injected monotonic clock, in ms; nothing here reads the system time.
+ *
+ * Time is the injected monotonic clock in ms; nothing here reads the system time.
  */
 import type { CasparEvent } from '../protocol/casparcg.ts';
-import { casparFormatFps } from '../protocol/casparcg.ts';
-import { framesToTimecode, secondsToFrames, ZERO_TIMECODE } from '../protocol/timecode.ts';
 import { remainingMs, type DevicePatch } from './device-state.ts';
+import { framesToTimecode, secondsToFrames, ZERO_TIMECODE } from './timecode.ts';
+import { casparcgFormat, rateFps, resolveFrameRate, type VideoFormat } from './video-format.ts';
 
 export interface CasparReducerOptions {
   channel: number;
   layer: number;
-  /** Per-server configured frame rate; when absent the channel's reported rate, then the default. */
+  /** Configured `framerate` (frames per second). */
   framerate: number | undefined;
+  /** Configured `videoFormat` (the channel's video-mode, e.g. `1080i5000`), already checked. */
+  videoFormat: string | undefined;
   defaultFramerate: number;
   staleTimeoutMs: number;
   layerQuietMs: number;
   advanceWindowMs: number;
 }
 
-interface LayerFacts {
-  paused: boolean | undefined;
-  producer: string | undefined;
+interface FileFacts {
   name: string | undefined;
   path: string | undefined;
   elapsed: number | undefined;
   total: number | undefined;
   loop: boolean | undefined;
+  /** Server time (ms) of the last file message, and of the last time `elapsed` changed. */
+  lastFileAt: number;
   lastAdvanceAt: number;
 }
 
-function emptyLayer(): LayerFacts {
+function noFile(): FileFacts {
   return {
-    paused: undefined,
-    producer: undefined,
     name: undefined,
     path: undefined,
     elapsed: undefined,
     total: undefined,
     loop: undefined,
+    lastFileAt: -Infinity,
     lastAdvanceAt: -Infinity,
   };
 }
 
 export class CasparcgReducer {
   readonly #o: CasparReducerOptions;
-  #lastDatagramAt: number | undefined;
-  #lastLayerAt: number | undefined;
+  readonly #configFormat: VideoFormat | undefined;
+  /** Time of the latest well-formed CasparCG message from this server (any channel). */
+  #lastServerAt: number | undefined;
+  /** Time of the latest message about the watched layer. */
+  #lastLayerAt = -Infinity;
+  #channelFormat: VideoFormat | undefined;
   #channelFps: number | undefined;
-  #layer: LayerFacts = emptyLayer();
+  #paused: boolean | undefined;
+  #producer: string | undefined;
+  #file: FileFacts = noFile();
 
   constructor(options: CasparReducerOptions) {
     this.#o = options;
+    this.#configFormat = options.videoFormat !== undefined ? casparcgFormat(options.videoFormat) : undefined;
   }
 
-  /** A datagram arrived from this server's address (liveness, whatever its content). */
-  onDatagram(now: number): void {
-    this.#lastDatagramAt = now;
-  }
-
-  /** One event from this server's address; only the watched channel and layer count (defect P3). */
+  /** One well-formed CasparCG message from this server's address (the only thing that counts as liveness). */
   onEvent(ev: CasparEvent, now: number): void {
+    this.#lastServerAt = now;
     if (ev.channel !== this.#o.channel) return;
     if (ev.layer === undefined) {
-      if (ev.field === 'channelFramerate') this.#channelFps = ev.fps;
+      if (ev.field === 'channelFramerate') this.#channelFps = rateFps(ev.fps);
       else if (ev.field === 'channelFormat')
-        this.#channelFps = casparFormatFps(ev.format) ?? this.#channelFps;
+        this.#channelFormat = casparcgFormat(ev.format) ?? this.#channelFormat;
       return;
     }
     if (ev.layer !== this.#o.layer) return;
     this.#lastLayerAt = now;
-    const l = this.#layer;
+    const f = this.#file;
     switch (ev.field) {
       case 'time':
-        if (l.elapsed !== ev.elapsed) l.lastAdvanceAt = now;
-        l.elapsed = ev.elapsed;
-        if (ev.total !== undefined) l.total = ev.total;
+        if (f.elapsed !== ev.elapsed) f.lastAdvanceAt = now;
+        f.elapsed = ev.elapsed;
+        if (ev.total !== undefined) f.total = ev.total;
+        f.lastFileAt = now;
+        break;
+      case 'frame':
+        f.lastFileAt = now;
         break;
       case 'path':
-        l.path = ev.path;
+        f.path = ev.path;
+        f.lastFileAt = now;
         break;
       case 'name':
-        l.name = ev.name;
+        f.name = ev.name;
+        f.lastFileAt = now;
         break;
       case 'paused':
-        l.paused = ev.paused;
+        this.#paused = ev.paused;
         break;
       case 'loop':
-        l.loop = ev.loop;
+        f.loop = ev.loop;
         break;
       case 'producer':
-        l.producer = ev.producer;
-        if (ev.producer === 'empty') this.#layer = { ...emptyLayer(), producer: 'empty' };
+        this.#producer = ev.producer;
+        // 2.2+ sends the producer after the file keys of the same tick (the state map is sorted), so an
+        // `empty` producer means the file keys are gone from this tick on.
+        if (ev.producer === 'empty') this.#file = noFile();
         break;
       default:
         break;
     }
   }
 
-  get framerate(): number {
-    return this.#o.framerate ?? this.#channelFps ?? this.#o.defaultFramerate;
+  /** The frame rate and where it came from (one source of truth per channel, see video-format.ts). */
+  frameRate(): ReturnType<typeof resolveFrameRate> {
+    return resolveFrameRate({
+      deviceFormat: this.#channelFormat,
+      configFormat: this.#configFormat,
+      configFps: this.#o.framerate,
+      deviceFps: this.#channelFps,
+      defaultFps: this.#o.defaultFramerate,
+    });
   }
 
   derive(now: number): DevicePatch {
-    const framerate = this.framerate;
-    if (this.#lastDatagramAt === undefined || now - this.#lastDatagramAt > this.#o.staleTimeoutMs) {
+    const { fps, source } = this.frameRate();
+    const server = this.#lastServerAt;
+    if (server === undefined) {
+      return { state: 'offline', connected: false, reason: 'no OSC received yet', framerate: fps };
+    }
+    if (now - server > this.#o.staleTimeoutMs) {
+      // Timecode and file name are left as they were: the store keeps them through offline.
       return {
         state: 'offline',
         connected: false,
-        reason:
-          this.#lastDatagramAt === undefined
-            ? 'no OSC received yet'
-            : `no OSC for ${Math.round(this.#o.staleTimeoutMs / 1000)} s`,
-        framerate,
+        reason: `no OSC for ${Math.round(this.#o.staleTimeoutMs / 1000)} s`,
+        framerate: fps,
       };
     }
-    const l = this.#layer;
-    const quiet = this.#lastLayerAt === undefined || now - this.#lastLayerAt > this.#o.layerQuietMs;
-    if (quiet || l.producer === 'empty') {
-      if (quiet) this.#layer = emptyLayer();
+    const common = { connected: true, reason: undefined, framerate: fps, framerateSource: source };
+    // Every rule below compares with the server's latest message, not with `now`.
+    const f = this.#file;
+    const layerGone = server - this.#lastLayerAt > this.#o.layerQuietMs;
+    const fileGone = server - f.lastFileAt > this.#o.layerQuietMs;
+    const hasFile = f.elapsed !== undefined || f.name !== undefined || f.path !== undefined;
+    const empty =
+      layerGone ||
+      this.#producer === 'empty' ||
+      !hasFile ||
+      // 2.0.7/2.1 after STOP: the layer still sends `/paused F`, the empty producer sends nothing.
+      (fileGone && this.#paused !== true);
+    if (empty) {
       return {
+        ...common,
         state: 'stop',
-        connected: true,
-        reason: undefined,
-        framerate,
         timecode: ZERO_TIMECODE,
         filename: '',
         positionMs: undefined,
@@ -137,22 +173,20 @@ export class CasparcgReducer {
         loop: undefined,
       };
     }
-    const advancing = now - l.lastAdvanceAt <= this.#o.advanceWindowMs;
-    const playing = l.paused !== true && advancing && l.elapsed !== undefined;
-    const elapsed = l.elapsed ?? 0;
-    const positionMs = l.elapsed === undefined ? undefined : Math.round(elapsed * 1000);
-    const durationMs = l.total !== undefined && l.total > 0 ? Math.round(l.total * 1000) : undefined;
+    const advancing = server - f.lastAdvanceAt <= this.#o.advanceWindowMs;
+    const playing = this.#paused !== true && advancing && f.elapsed !== undefined;
+    const elapsed = f.elapsed ?? 0;
+    const positionMs = f.elapsed === undefined ? undefined : Math.round(elapsed * 1000);
+    const durationMs = f.total !== undefined && f.total > 0 ? Math.round(f.total * 1000) : undefined;
     return {
+      ...common,
       state: playing ? 'play' : 'stop',
-      connected: true,
-      reason: undefined,
-      framerate,
-      timecode: framesToTimecode(secondsToFrames(elapsed, framerate), framerate),
-      filename: l.name ?? l.path ?? '',
+      timecode: framesToTimecode(secondsToFrames(elapsed, fps), fps),
+      filename: f.name ?? f.path ?? '',
       positionMs,
       durationMs,
       remainingMs: remainingMs(positionMs, durationMs),
-      loop: l.loop,
+      loop: f.loop,
     };
   }
 }

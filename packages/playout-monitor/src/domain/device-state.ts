@@ -1,9 +1,10 @@
 /**
- * The normalised device state (reference §1.3): one per configured server, whatever the device kind.
+ * The normalised device state: one per configured server, whatever the device kind.
  * Reducers per device kind turn protocol traffic into `DevicePatch`es; the store applies them and emits a
  * change event only when something people can see changed. Outputs react to those events.
  */
-import { ZERO_TIMECODE } from '../protocol/timecode.ts';
+import { ZERO_TIMECODE } from './timecode.ts';
+import type { FrameRateSource } from './video-format.ts';
 
 export type DeviceType = 'osc_player' | 'http_mixer' | 'tcp_recorder';
 export type PlayState = 'play' | 'rec' | 'stop' | 'offline';
@@ -21,10 +22,13 @@ export interface DeviceState {
   timecode: string;
   filename: string;
   framerate: number;
+  /** Where `framerate` comes from: the device's format, the configured format or rate, a bare rate the
+   * device reports, or the default (see video-format.ts). */
+  framerateSource?: FrameRateSource;
   /** Epoch ms of the last data from the device (or of the last state change when none). */
   updated: number;
   connected: boolean;
-  /** Design extras (reference §1.3): present only when the device tells them. */
+  /** Present only when the device tells them. */
   positionMs?: number;
   durationMs?: number;
   remainingMs?: number;
@@ -33,6 +37,12 @@ export interface DeviceState {
   reason?: string;
   /** vMix only: whether it streams. */
   streaming?: boolean;
+  /** vMix only: the input on preview. */
+  preview?: { number: number; title: string };
+  /** vMix only: fade to black engaged (program output is black). */
+  fadeToBlack?: boolean;
+  /** vMix only: the overlay channels with an input on them. */
+  overlays?: { number: number; input: number; title: string }[];
 }
 
 /** Fields a reducer may set; `undefined` for an optional field removes it. */

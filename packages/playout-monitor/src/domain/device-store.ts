@@ -14,6 +14,13 @@ export interface DeviceChange {
   fields: (keyof DeviceState)[];
 }
 
+/** Equality for state fields: primitives by value, the small vMix objects and lists by content. */
+function sameValue(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
 export type ChangeListener = (change: DeviceChange) => void;
 
 export class DeviceStore {
@@ -51,7 +58,7 @@ export class DeviceStore {
     const next: DeviceState = { ...current };
     const fields: (keyof DeviceState)[] = [];
     for (const [key, value] of Object.entries(patch) as [keyof DevicePatch, unknown][]) {
-      if (current[key] === value) continue;
+      if (sameValue(current[key], value)) continue;
       if (value === undefined) {
         if (!(key in current)) continue;
         // eslint-disable-next-line @typescript-eslint/no-dynamic-delete

@@ -1,14 +1,17 @@
 /**
- * HyperDeck (`tcp_recorder`) reducer: connection events, transport info (208 and merged partial 508) and
- * clip lists (205) in, DevicePatches out (reference §1.5, defects P5, P6, P13).
+ * HyperDeck (`tcp_recorder`) reducer: connection events, transport info (208 and merged partial 508),
+ * display-timecode notifications (513), clip lists (205) and `107 timeline empty` in, DevicePatches out.
  *   play     status `play`;  rec  status `record`;
  *   stop     `preview`, `stopped`, `forward`, `rewind`, `jog`, `shuttle`, unknown, or connected with no data yet;
- *   offline  socket closed, `120 connection rejected`, or the keep-alive timed out (with the reason).
- * Timecode: `display timecode`, falling back to `timecode`; file name from `clips get` by `clip id`.
+ *   offline  socket closed, `120 connection rejected`, a lost reply or the keep-alive timed out (with the reason).
+ * Timecode: `display timecode` (from 513 when the deck pushes it, else 208/508), falling back to `timecode`;
+ * file name from `clips get` by `clip id`. Frame rate: the deck's `video format`, else the configured or
+ * default rate (video-format.ts).
  */
-import { hyperdeckFormatFps, type ClipInfo, type TransportInfo } from '../protocol/hyperdeck.ts';
-import { normaliseTimecode, timecodeToFrames, ZERO_TIMECODE } from '../protocol/timecode.ts';
+import type { ClipInfo, TransportInfo } from '../protocol/hyperdeck.ts';
 import { remainingMs, type DevicePatch, type PlayState } from './device-state.ts';
+import { normaliseTimecode, timecodeToFrames, ZERO_TIMECODE } from './timecode.ts';
+import { hyperdeckFormat, resolveFrameRate } from './video-format.ts';
 
 export function mapTransportStatus(status: string | undefined): PlayState {
   if (status === 'play') return 'play';
@@ -27,36 +30,49 @@ export class HyperdeckReducer {
     this.#defaultFps = options.defaultFramerate;
   }
 
-  get framerate(): number {
-    if (this.#configuredFps !== undefined) return this.#configuredFps;
-    const fromFormat = this.#transport.videoFormat
-      ? hyperdeckFormatFps(this.#transport.videoFormat)
-      : undefined;
-    return fromFormat ?? this.#defaultFps;
+  frameRate(): ReturnType<typeof resolveFrameRate> {
+    const format = this.#transport.videoFormat;
+    return resolveFrameRate({
+      deviceFormat: format !== undefined ? hyperdeckFormat(format) : undefined,
+      configFps: this.#configuredFps,
+      defaultFps: this.#defaultFps,
+    });
   }
 
-  /** The `500 connection info` banner arrived: connected, `stop` until transport info says more (P13). */
+  /** The clip id under the play head and the slot, for the client's clip-list refresh decisions. */
+  get clipKey(): { slotId: string | undefined; clipId: number | null | undefined; known: boolean } {
+    const id = this.#transport.clipId;
+    return { slotId: this.#transport.slotId, clipId: id, known: id == null || this.#clips.has(id) };
+  }
+
+  /** The `500 connection info` banner arrived: connected, `stop` until transport info says more. */
   onConnected(): DevicePatch {
     this.#transport = {};
+    this.#clips = new Map();
     return this.derive();
   }
 
-  /**
-   * 208 replaces the transport facts; 508 may carry only the changed keys, so it is merged.
-   * Returns whether the clip or slot changed (then the clip list should be fetched again).
-   */
-  onTransport(info: TransportInfo, merge: boolean): { patch: DevicePatch; clipChanged: boolean } {
-    const before = this.#transport;
-    this.#transport = merge ? { ...before, ...info } : info;
-    const clipChanged =
-      this.#transport.clipId !== before.clipId ||
-      this.#transport.slotId !== before.slotId ||
-      (this.#transport.clipId != null && !this.#clips.has(this.#transport.clipId));
-    return { patch: this.derive(), clipChanged };
+  /** 208 replaces the transport facts; 508 may carry only the changed keys, so it is merged. */
+  onTransport(info: TransportInfo, merge: boolean): DevicePatch {
+    this.#transport = merge ? { ...this.#transport, ...info } : info;
+    return this.derive();
+  }
+
+  /** 513: the front-panel timecode, pushed by decks whose protocol offers it. */
+  onDisplayTimecode(timecode: string): DevicePatch {
+    this.#transport = { ...this.#transport, displayTimecode: timecode };
+    return this.derive();
   }
 
   onClips(clips: ClipInfo[]): DevicePatch {
     this.#clips = new Map(clips.map((c) => [c.id, c]));
+    return this.derive();
+  }
+
+  /** `107 timeline empty`: no clips (media removed or swapped): forget the clip list and the clip. */
+  onTimelineEmpty(): DevicePatch {
+    this.#clips = new Map();
+    this.#transport = { ...this.#transport, clipId: null };
     return this.derive();
   }
 
@@ -66,7 +82,7 @@ export class HyperdeckReducer {
 
   derive(): DevicePatch {
     const t = this.#transport;
-    const fps = this.framerate;
+    const { fps, source } = this.frameRate();
     const raw = t.displayTimecode ?? t.timecode;
     const timecode = (raw !== undefined ? normaliseTimecode(raw) : undefined) ?? ZERO_TIMECODE;
     const clip = t.clipId != null ? this.#clips.get(t.clipId) : undefined;
@@ -88,6 +104,7 @@ export class HyperdeckReducer {
       timecode,
       filename: clip?.name ?? '',
       framerate: fps,
+      framerateSource: source,
       positionMs,
       durationMs,
       remainingMs: remainingMs(positionMs, durationMs),

@@ -1,23 +1,34 @@
 /**
- * vMix (`http_mixer`) reducer: poll outcomes in, DevicePatches out (reference §1.5, defect P4).
- *   rec      `<recording>` is True;
+ * vMix (`http_mixer`) reducer: poll outcomes in, DevicePatches out.
+ *   rec      `<recording>` is True (recording goes on through fade to black);
+ *   stop     else fade to black is engaged (the program output is black, whatever is loaded);
  *   play     else the `<active>` input's state is `Running`;
  *   stop     else (Paused, Completed, no active input);
  *   offline  after `offlineAfterFailures` consecutive failed polls (default 3).
  * Timecode: the active input's `position` (ms) converted to frames at the configured rate; file name: its
  * title. Remaining time as the Companion vMix module computes it: (markOut || duration) − position.
+ * Also published: the preview input, fade to black and the overlay channels in use.
  */
 import type { VmixSnapshot } from '../protocol/vmix.ts';
-import { framesToTimecode, msToFrames, ZERO_TIMECODE } from '../protocol/timecode.ts';
 import type { DevicePatch } from './device-state.ts';
+import { framesToTimecode, msToFrames, ZERO_TIMECODE } from './timecode.ts';
+import { resolveFrameRate, type FrameRateSource } from './video-format.ts';
 
 export class VmixReducer {
   readonly #framerate: number;
+  readonly #framerateSource: FrameRateSource;
   readonly #offlineAfter: number;
   #failures = 0;
 
-  constructor(options: { framerate: number; offlineAfterFailures: number }) {
-    this.#framerate = options.framerate;
+  /** vMix reports no video format: the rate is the configured one, else the default. */
+  constructor(options: {
+    framerate: number | undefined;
+    defaultFramerate: number;
+    offlineAfterFailures: number;
+  }) {
+    const r = resolveFrameRate({ configFps: options.framerate, defaultFps: options.defaultFramerate });
+    this.#framerate = r.fps;
+    this.#framerateSource = r.source;
     this.#offlineAfter = options.offlineAfterFailures;
   }
 
@@ -29,7 +40,7 @@ export class VmixReducer {
     this.#failures = 0;
     const input = s.activeInput;
     const fps = this.#framerate;
-    const state = s.recording ? 'rec' : input?.state === 'Running' ? 'play' : 'stop';
+    const state = s.recording ? 'rec' : s.fadeToBlack ? 'stop' : input?.state === 'Running' ? 'play' : 'stop';
     // No active input (an empty preset): connected, nothing on program. The clip ends at markOut when set.
     const markOut = input?.markOutMs ?? 0;
     const end = markOut > 0 ? markOut : (input?.durationMs ?? 0);
@@ -40,11 +51,15 @@ export class VmixReducer {
       timecode: input ? framesToTimecode(msToFrames(input.positionMs, fps), fps) : ZERO_TIMECODE,
       filename: input?.title ?? '',
       framerate: fps,
+      framerateSource: this.#framerateSource,
       positionMs: input?.positionMs,
       durationMs: input && input.durationMs > 0 ? input.durationMs : undefined,
       remainingMs: input && end > 0 ? Math.max(0, end - input.positionMs) : undefined,
       loop: input?.loop,
       streaming: s.streaming,
+      preview: s.previewInput ? { number: s.previewInput.number, title: s.previewInput.title } : undefined,
+      fadeToBlack: s.fadeToBlack,
+      overlays: s.overlays,
     };
   }
 

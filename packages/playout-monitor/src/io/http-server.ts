@@ -1,5 +1,5 @@
 /**
- * HTTP app on `settings.webSocketPort`: `GET /health` in the spec's shape (reference §1.3), plus
+ * HTTP app on `settings.webSocketPort`: `GET /health` in the spec's shape (README "Endpoints"), plus
  * `GET /api/devices` (the DeviceState list) and `GET /metrics`. The WebSocket, Ember+, TSL and the
  * pages arrive with the outputs; their health fields already report them as not running.
  */

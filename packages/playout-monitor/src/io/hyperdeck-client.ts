@@ -1,11 +1,15 @@
 /**
- * HyperDeck client for one `tcp_recorder` server (reference §3.4): a persistent TCP connection that
- * waits for the `500 connection info` banner, enables transport notifications, sets a watchdog, asks
- * `transport info` (and polls it, since decks push 508 on changes but not the running timecode), gets the
- * clip list with `clips get` when the clip or slot changes, pings to keep the link alive, treats silence
- * as a timeout, and reconnects with capped exponential backoff (1 s × 2ⁿ up to 30 s, ±20 % jitter).
+ * HyperDeck client for one `tcp_recorder` server (docs/PROTOCOLS.md, "HyperDeck"): a persistent TCP
+ * connection that waits for the `500 connection info` banner, enables transport and slot notifications
+ * (and display-timecode notifications from protocol 1.11 on), sets a watchdog, asks `transport info` (and
+ * polls it, since decks push 508 on changes but not the running timecode), gets the clip list with
+ * `clips get` when the clip or slot changes (a clip id missing from the list is looked up again at most
+ * every `clipsRefreshMinMs`), pings to keep the link alive, and reconnects with capped exponential backoff
+ * (1 s × 2ⁿ up to 30 s, ±20 % jitter).
+ * One command is in flight at a time and each must be answered within `replyTimeoutMs`: replies carry no
+ * command id, so after a lost reply every later reply would be matched to the wrong command; the
+ * connection is dropped and reopened instead (the device shows `offline` with the reason until then).
  * `120 connection rejected` (another client holds the deck) is reported as the offline reason.
- * One command is in flight at a time; the queue is bounded.
  */
 import { Socket } from 'node:net';
 import type { Logger, TimerHandle } from '@broadcast-ops/core';
@@ -20,7 +24,10 @@ import {
   isAsync,
   parseClipsInfo,
   parseConnectionInfo,
+  parseDisplayTimecode,
+  parseProtocolVersion,
   parseTransportInfo,
+  versionAtLeast,
   type HyperdeckResponse,
 } from '../protocol/hyperdeck.ts';
 import type { InputContext } from './input-context.ts';
@@ -36,6 +43,8 @@ interface Pending {
   command: string;
   name: string;
   onResponse: (r: HyperdeckResponse) => void;
+  /** Monotonic ms when it was written (in flight only). */
+  sentAt?: number;
 }
 
 const MAX_QUEUE = 16;
@@ -59,6 +68,10 @@ export class HyperdeckClient {
   #closeReason: string | undefined;
   #wasConnected = false;
   #rejectionLogged = false;
+  /** Slot and clip id the clip list was last fetched for, and when. */
+  #clipsFetchedFor: string | undefined;
+  #clipsFetchedAt = -Infinity;
+  #displayTimecodeNotify = false;
 
   constructor(options: HyperdeckClientOptions) {
     this.#o = options;
@@ -84,6 +97,9 @@ export class HyperdeckClient {
     this.#inFlight = undefined;
     this.#session = false;
     this.#closeReason = undefined;
+    this.#clipsFetchedFor = undefined;
+    this.#clipsFetchedAt = -Infinity;
+    this.#displayTimecodeNotify = false;
     const socket = new Socket();
     this.#socket = socket;
     socket.setNoDelay(true);
@@ -101,8 +117,14 @@ export class HyperdeckClient {
 
   #armWatchdog(): void {
     // Silence for longer than timeoutMs (no banner, no reply to polls or pings) ends the connection.
+    // A command unanswered for replyTimeoutMs is a lost reply, even while 508s keep arriving.
     this.#every(250, () => {
-      if (this.#o.clock.monotonicMs() - this.#lastRxAt > this.#o.server.timeoutMs) {
+      const now = this.#o.clock.monotonicMs();
+      const pending = this.#inFlight;
+      if (pending?.sentAt !== undefined && now - pending.sentAt > this.#o.server.replyTimeoutMs) {
+        this.#logger.warn({ command: pending.name }, 'HyperDeck reply lost: reconnecting to resynchronise');
+        this.#drop(`no reply to "${pending.name}" within ${this.#o.server.replyTimeoutMs} ms`);
+      } else if (now - this.#lastRxAt > this.#o.server.timeoutMs) {
         this.#drop(this.#session ? `no reply for ${this.#o.server.timeoutMs} ms` : 'no connection banner');
       }
     });
@@ -147,7 +169,7 @@ export class HyperdeckClient {
       try {
         this.#onResponse(r);
       } catch (err) {
-        this.#o.malformed.report('hyperdeck-response', {
+        this.#o.malformed.report('hyperdeck-bad-response', {
           device: this.#o.server.id,
           code: r.code,
           error: String(err),
@@ -171,7 +193,11 @@ export class HyperdeckClient {
     }
     if (isAsync(r.code)) {
       if (r.code === HD.ASYNC_TRANSPORT_INFO) this.#onTransport(r, true);
-      else if (r.code === HD.ASYNC_SLOT_INFO) this.#requestClips();
+      else if (r.code === HD.ASYNC_SLOT_INFO) this.#requestClips(true);
+      else if (r.code === HD.ASYNC_DISPLAY_TIMECODE) {
+        const tc = parseDisplayTimecode(r.params);
+        if (tc !== undefined) this.#apply(this.#reducer.onDisplayTimecode(tc), true);
+      }
       return;
     }
     const pending = this.#inFlight;
@@ -180,6 +206,8 @@ export class HyperdeckClient {
       return;
     }
     this.#inFlight = undefined;
+    // 107 answers whatever needed a timeline (clips get, goto, play): the media is gone or was swapped.
+    if (r.code === HD.TIMELINE_EMPTY) this.#apply(this.#reducer.onTimelineEmpty(), true);
     pending.onResponse(r);
     this.#sendNext();
   }
@@ -201,11 +229,17 @@ export class HyperdeckClient {
     // Separate commands: a deck that refuses one key (1xx) must still enable the other.
     this.#enqueue('notify', encodeCommand('notify', [['transport', true]]));
     this.#enqueue('notify', encodeCommand('notify', [['slot', true]]));
+    // 513 display timecode notifications exist from protocol 1.11 on; older decks are polled only.
+    if (versionAtLeast(parseProtocolVersion(info.protocolVersion), 1, 11)) {
+      this.#enqueue('notify', encodeCommand('notify', [['display timecode', true]]), (resp) => {
+        this.#displayTimecodeNotify = resp.code === HD.OK;
+      });
+    }
     this.#enqueue('watchdog', encodeCommand('watchdog', [['period', Math.ceil(s.timeoutMs / 1000) + 1]]));
     this.#enqueue('transport info', encodeCommand('transport info'), (resp) =>
       this.#onTransport(resp, false),
     );
-    this.#requestClips();
+    this.#requestClips(true);
     if (s.pollIntervalMs > 0) this.#every(s.pollIntervalMs, () => this.#poll());
     this.#every(s.pingIntervalMs, () => {
       if (this.#o.clock.monotonicMs() - this.#lastTxAt >= s.pingIntervalMs - 1)
@@ -235,18 +269,36 @@ export class HyperdeckClient {
     );
   }
 
-  #requestClips(): void {
+  /**
+   * Fetch the clip list when the slot or clip changed, or (bounded) when the clip id under the play head is
+   * missing from it (a clip being recorded joins the list); `force` for a new connection or a slot change.
+   */
+  #requestClips(force = false): void {
     if (this.#queue.some((p) => p.name === 'clips get') || this.#inFlight?.name === 'clips get') return;
+    const now = this.#o.clock.monotonicMs();
+    const { slotId, clipId, known } = this.#reducer.clipKey;
+    const key = `${slotId ?? ''}/${clipId ?? ''}`;
+    const due =
+      force ||
+      key !== this.#clipsFetchedFor ||
+      (!known && now - this.#clipsFetchedAt >= this.#o.server.clipsRefreshMinMs);
+    if (!due) return;
+    this.#clipsFetchedFor = key;
+    this.#clipsFetchedAt = now;
     this.#enqueue('clips get', encodeCommand('clips get'), (resp) => {
       if (resp.code === HD.CLIPS_INFO) this.#apply(this.#reducer.onClips(parseClipsInfo(resp.params)), true);
     });
   }
 
+  /** Whether the deck pushes its display timecode (513) on this connection. */
+  get displayTimecodeNotifications(): boolean {
+    return this.#displayTimecodeNotify;
+  }
+
   #onTransport(r: HyperdeckResponse, merge: boolean): void {
     if (r.code !== HD.TRANSPORT_INFO && r.code !== HD.ASYNC_TRANSPORT_INFO) return;
-    const { patch, clipChanged } = this.#reducer.onTransport(parseTransportInfo(r.params), merge);
-    this.#apply(patch, true);
-    if (clipChanged) this.#requestClips();
+    this.#apply(this.#reducer.onTransport(parseTransportInfo(r.params), merge), true);
+    this.#requestClips();
   }
 
   #enqueue(
@@ -262,8 +314,9 @@ export class HyperdeckClient {
   #sendNext(): void {
     const next = this.#queue.shift();
     if (!next || !this.#socket) return;
-    this.#inFlight = next;
     this.#lastTxAt = this.#o.clock.monotonicMs();
+    next.sentAt = this.#lastTxAt;
+    this.#inFlight = next;
     this.#socket.write(next.command);
   }
 

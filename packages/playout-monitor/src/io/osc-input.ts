@@ -1,8 +1,10 @@
 /**
  * OSC input runner for `osc_player` servers: one UDP socket per configured port, datagrams demultiplexed
- * by source IP (then channel and layer inside the CasparCG reducer, defect P3). Datagrams from unknown
- * sources are dropped before decoding, so a flood from elsewhere costs almost nothing.
- * A periodic tick lets the reducers notice silence (offline) and quiet layers (stop).
+ * by source IP (then channel and layer inside the CasparCG reducer, so two channels of one server never
+ * clash). Datagrams from unknown sources are dropped before decoding, so a flood from elsewhere costs
+ * almost nothing. Only well-formed CasparCG messages reach the reducers (and count as liveness): garbage
+ * from a configured address is counted as malformed and keeps nobody connected.
+ * A periodic tick lets the reducers notice silence (offline).
  */
 import { createSocket, type Socket } from 'node:dgram';
 import { lookup } from 'node:dns/promises';
@@ -47,6 +49,7 @@ export class OscInput {
           channel: s.channel,
           layer: s.layer,
           framerate: s.framerate,
+          videoFormat: s.videoFormat,
           defaultFramerate: options.defaultFramerate,
           staleTimeoutMs: s.staleTimeoutMs,
           layerQuietMs: s.layerQuietMs,
@@ -134,7 +137,7 @@ export class OscInput {
         error: err.message,
       });
     }
-    for (const e of entries) e.reducer.onDatagram(now);
+    let wellFormed = 0;
     for (const m of oscMessages(packet)) {
       const parsed = parseCasparMessage(m);
       if (!parsed.ok) {
@@ -142,8 +145,10 @@ export class OscInput {
           this.#o.malformed.report('osc-arguments', { address, path: parsed.address });
         continue;
       }
+      wellFormed++;
       for (const e of entries) e.reducer.onEvent(parsed.event, now);
     }
+    if (wellFormed === 0) return;
     for (const e of entries) this.#o.store.apply(e.server.id, e.reducer.derive(now), true);
   }
 

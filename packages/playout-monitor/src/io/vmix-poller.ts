@@ -1,6 +1,6 @@
 /**
  * vMix poller for one `http_mixer` server: `GET http://<ip>:<port>/api` every `pollIntervalMs`, never two
- * requests at once, each bounded by `timeoutMs` and by the XML size limit (reference §3.3).
+ * requests at once, each bounded by `timeoutMs` and by the XML size limit.
  * Keep-alive HTTP (one socket) keeps the cost of 4 polls a second low.
  */
 import { Agent, request, type IncomingMessage } from 'node:http';
@@ -33,13 +33,15 @@ export class VmixPoller {
   #closed = false;
   #inFlight: (() => void) | undefined;
   #lastVersion = '';
+  #lastBody = '';
   #offlineLogged = false;
 
   constructor(options: VmixPollerOptions) {
     this.#o = options;
     this.#logger = options.logger.child({ device: options.server.id });
     this.#reducer = new VmixReducer({
-      framerate: options.server.framerate ?? options.defaultFramerate,
+      framerate: options.server.framerate,
+      defaultFramerate: options.defaultFramerate,
       offlineAfterFailures: options.server.offlineAfterFailures,
     });
   }
@@ -58,6 +60,13 @@ export class VmixPoller {
     try {
       const body = await this.#fetch();
       if (this.#closed) return;
+      // An unchanged document (nothing playing, meters still) changes nothing: only `updated` moves.
+      if (body === this.#lastBody) {
+        this.#o.store.apply(this.#o.server.id, {}, true);
+        this.#schedule(Math.max(0, this.#o.server.pollIntervalMs - (this.#o.clock.monotonicMs() - started)));
+        return;
+      }
+      this.#lastBody = '';
       const parsed = parseVmixXml(body);
       if (!parsed.ok) {
         this.#o.malformed.report(`vmix-${parsed.code}`, { device: this.#o.server.id, error: parsed.message });
@@ -71,6 +80,7 @@ export class VmixPoller {
           );
         }
         this.#offlineLogged = false;
+        this.#lastBody = body;
         this.#o.store.apply(this.#o.server.id, this.#reducer.onSnapshot(parsed.snapshot), true);
       }
     } catch (err) {
@@ -86,6 +96,7 @@ export class VmixPoller {
   }
 
   #failure(reason: string): void {
+    this.#lastBody = '';
     const patch = this.#reducer.onFailure(reason);
     if (patch) {
       // Logged once per outage (also when vMix was never reached, e.g. wrong credentials).

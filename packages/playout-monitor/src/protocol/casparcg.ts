@@ -1,19 +1,23 @@
 /**
  * CasparCG OSC addresses (pure): one decoded OSC message in, one typed CasparCG event out.
- * Both address families are matched whatever the server version (reference §3.1, defect P2):
- *   2.0.4–2.0.7 / 2.1: /channel/C/stage/layer/L/{file/time, file/frame, file/fps, file/path, paused, loop}
- *   2.2+ (2.3 LTS, 2.4, 2.5): /channel/C/stage/layer/L/foreground/{file/time, file/name, file/path,
- *        file/clip, file/streams/N/fps, paused, loop, producer, frames_left}, /channel/C/framerate, .../format
- * Argument types vary by version (int32 arrives as `h` on 2.0.x; doubles as `f`), so numbers are read
+ * Both address families are matched whatever the server version (docs/PROTOCOLS.md, "CasparCG"):
+ *   2.0.7 / 2.1: /channel/C/stage/layer/L/{file/time, file/frame, file/fps, file/path, loop, paused}
+ *        (modules/ffmpeg/producer/ffmpeg_producer.cpp and core/producer/layer.cpp at those tags);
+ *        2.1 adds /channel/C/format (core/video_channel.cpp).
+ *   2.2 to 2.5: /channel/C/stage/layer/L/foreground/{file/time, file/name, file/path, file/clip,
+ *        file/streams/N/fps, loop, paused, producer, frames_left} (src/core/producer/layer.cpp,
+ *        src/modules/ffmpeg/producer/av_producer.cpp), /channel/C/framerate; /channel/C/format from 2.4.
+ * Argument types vary by version (int32 goes out as `h` on 2.0.x/2.1; doubles as `f`), so numbers are read
  * from any numeric tag.
  */
 import { oscBool, oscNumber, oscString, type OscMessage } from './osc.ts';
-import { formatFrameRate, MAX_FPS } from './timecode.ts';
 
 export type CasparField =
   | { field: 'time'; elapsed: number; total: number | undefined }
   | { field: 'frame'; frame: number; total: number | undefined }
   | { field: 'fileFps'; fps: number }
+  /** 2.2+: one per stream of the file; audio and data streams report `0 0` (fps undefined). */
+  | { field: 'streamFps'; stream: number; fps: number | undefined }
   | { field: 'path'; path: string }
   | { field: 'name'; name: string }
   | { field: 'clip'; start: number; duration: number }
@@ -41,13 +45,13 @@ export type CasparParseResult =
 
 const CHANNEL = /^\/channel\/(\d{1,4})(\/.*)?$/;
 const LAYER = /^\/stage\/layer\/(-?\d{1,6})(\/.*)?$/;
-const STREAM_FPS = /^\/foreground\/file\/streams\/\d+\/fps$/;
+const STREAM_FPS = /^\/foreground\/file\/streams\/(\d{1,4})\/fps$/;
 
+/** A positive rate: `num den` or a single `num`; undefined when not a positive finite number. */
 function rate(num: number | undefined, den: number | undefined): number | undefined {
   if (num === undefined || !Number.isFinite(num) || num <= 0) return undefined;
-  // "Accept a single framerate value as well as the pair"; anything outside 1..100 fps is refused.
-  const fps = den === undefined ? num : Number.isFinite(den) && den > 0 ? num / den : undefined;
-  return fps !== undefined && fps >= 1 && fps <= MAX_FPS ? fps : undefined;
+  if (den === undefined) return num;
+  return Number.isFinite(den) && den > 0 ? num / den : undefined;
 }
 
 function layerField(rest: string, m: OscMessage): CasparField | 'bad' {
@@ -109,9 +113,18 @@ function layerField(rest: string, m: OscMessage): CasparField | 'bad' {
       return frames === undefined ? 'bad' : { field: 'framesLeft', frames };
     }
     default:
-      if (STREAM_FPS.test(rest)) {
-        const fps = rate(oscNumber(a0), oscNumber(a1));
-        return fps === undefined ? 'bad' : { field: 'fileFps', fps };
+      {
+        const stream = STREAM_FPS.exec(rest);
+        if (stream) {
+          const num = oscNumber(a0);
+          const den = oscNumber(a1);
+          if (num === undefined || den === undefined || !Number.isInteger(num) || !Number.isInteger(den))
+            return 'bad';
+          // av_guess_frame_rate gives 0/0 or 0/1 for audio and data streams: normal, not malformed.
+          if (num === 0) return { field: 'streamFps', stream: Number(stream[1]), fps: undefined };
+          const fps = rate(num, den);
+          return fps === undefined ? 'bad' : { field: 'streamFps', stream: Number(stream[1]), fps };
+        }
       }
       return { field: 'layerOther' };
   }
@@ -150,14 +163,4 @@ export function parseCasparMessage(m: OscMessage): CasparParseResult {
     };
   }
   return { ok: true, event: { field: 'channelOther', channel, layer: undefined, layout: undefined } };
-}
-
-/** CasparCG video format names (`1080i5000`, `720p5994`, `PAL`, …) to frames per second. */
-export function casparFormatFps(format: string): number | undefined {
-  const f = format.toLowerCase();
-  if (f === 'pal') return 25;
-  if (f === 'ntsc') return 30000 / 1001;
-  const m = /^\d+([pi])(\d{4})$/.exec(f);
-  if (!m) return undefined;
-  return formatFrameRate(Number(m[2]) / 100, m[1] === 'i');
 }

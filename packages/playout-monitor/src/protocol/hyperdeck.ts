@@ -1,10 +1,10 @@
 /**
  * Blackmagic HyperDeck Ethernet protocol (pure): bytes in, lines, responses and typed facts out
- * (reference §3.4, defect P6). Framing: a response is `NNN text` on one line, or `NNN text:` followed by
- * `key: value` lines up to a blank line. Only a header ending in `:` has parameters.
- * The deck ends lines with CR LF; LF alone is accepted too. Every buffer is bounded.
+ * (Blackmagic HyperDeck manual, "Developer Information", Ethernet protocol; docs/PROTOCOLS.md). Framing: a
+ * response is `NNN text` on one line, or `NNN text:` followed by `key: value` lines up to a blank line.
+ * Only a header ending in `:` has parameters. The deck ends lines with CR LF; LF alone is accepted too.
+ * Every buffer is bounded.
  */
-import { formatFrameRate } from './timecode.ts';
 
 export const HYPERDECK_MAX_LINE = 4096;
 export const HYPERDECK_MAX_PARAMS = 10_000;
@@ -150,8 +150,9 @@ export class HyperdeckReader {
   }
 }
 
-/** Response code classes (reference §3.4). */
+/** Response codes the monitor acts on (the manual's response code list). */
 export const HD = {
+  TIMELINE_EMPTY: 107,
   CONNECTION_REJECTED: 120,
   OK: 200,
   CLIPS_INFO: 205,
@@ -278,14 +279,20 @@ export function parseConnectionInfo(params: [string, string][]): ConnectionInfo 
   return { protocolVersion: map.get('protocol version'), model: map.get('model') };
 }
 
-/** HyperDeck `video format` names (`1080i50`, `1080p2997`, `720p5994`, `4Kp25`, `PAL`, `NTSC`) to fps. */
-export function hyperdeckFormatFps(format: string): number | undefined {
-  const f = format.trim();
-  if (/^PAL/i.test(f)) return 25;
-  if (/^NTSC/i.test(f)) return 30000 / 1001;
-  const m = /([pi])(\d{2,4})$/i.exec(f);
-  if (!m) return undefined;
-  const digits = m[2] ?? '';
-  const value = digits.length > 2 ? Number(digits) / 100 : Number(digits);
-  return formatFrameRate(value, m[1]?.toLowerCase() === 'i');
+/** `protocol version: 1.11` → [1, 11]; undefined when absent or not `major.minor`. */
+export function parseProtocolVersion(text: string | undefined): [number, number] | undefined {
+  const m = text === undefined ? null : /^(\d+)\.(\d+)/.exec(text.trim());
+  return m ? [Number(m[1]), Number(m[2])] : undefined;
+}
+
+/** Whether `version` is at least `major.minor`. */
+export function versionAtLeast(version: [number, number] | undefined, major: number, minor: number): boolean {
+  if (!version) return false;
+  return version[0] > major || (version[0] === major && version[1] >= minor);
+}
+
+/** `513 display timecode:` → its `display timecode` value. */
+export function parseDisplayTimecode(params: [string, string][]): string | undefined {
+  for (const [k, v] of params) if (k === 'display timecode') return v;
+  return undefined;
 }

@@ -2,10 +2,10 @@
  * OSC 1.0 codec (pure): datagram bytes in, typed packets or typed errors out, and back.
  * Wire format per the OSC 1.0 specification (opensoundcontrol.org, "OSC 1.0 spec"): OSC-strings are
  * NUL-terminated and padded to a multiple of 4; arguments are big-endian; a bundle is "#bundle\0", an
- * 8-byte timetag and int32-size-prefixed elements that may themselves be bundles (reference §3.2).
+ * 8-byte timetag and int32-size-prefixed elements that may themselves be bundles.
  *
  * CasparCG sends int64 (`h`) for int32 values on 2.0.x/2.1 and uint32/int64 on every version, booleans as
- * `T`/`F` and doubles as `f` (reference §3.1), so all of those are first-class here.
+ * `T`/`F` and doubles as `f` (protocol/osc/client.cpp at each tag), so all of those are first-class here.
  * Errors are caught per bundle element: one bad element does not lose the rest of the datagram.
  */
 

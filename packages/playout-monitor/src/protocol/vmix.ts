@@ -1,12 +1,21 @@
 /**
- * vMix `GET /api` XML (pure): text in, the few facts the monitor needs out (reference §3.3, defect P4).
- * The program input is the one named by `<active>` (not the first Running input); position, duration,
- * markIn and markOut are ms; `<recording duration>` is seconds; booleans are the strings True/False.
+ * vMix `GET /api` XML (pure): text in, the facts the monitor publishes out (vMix help, "Developer API";
+ * docs/PROTOCOLS.md, "vMix"). The program input is the one named by `<active>` (not the first Running
+ * input); `<preview>` names the preview input; `<overlays><overlay number="N">input</overlay>` the
+ * overlay channels; position, duration, markIn and markOut are ms; `<recording duration>` is seconds;
+ * booleans are the strings True/False.
+ *
+ * A show with hundreds of inputs sends a large document four times a second, and only a handful of its
+ * elements are published, so this is a single pass over the text (no DOM): it checks that tags nest and
+ * close, reads the attributes of every `<input>` tag only as far as its `number`, and decodes the
+ * attributes and text only of the inputs it publishes. Character references (`&amp;`, `&#233;`,
+ * `&#xE9;`) are decoded.
  */
-import { XMLParser, XMLValidator } from 'fast-xml-parser';
 
-/** The largest document accepted; a real vMix with ~100 inputs sends well under 1 MiB. */
+/** The largest document accepted; a real vMix with a few hundred inputs sends well under 1 MiB. */
 export const VMIX_MAX_XML_BYTES = 4 * 1024 * 1024;
+/** Nesting deeper than this is refused (vMix documents are about five levels deep). */
+const MAX_DEPTH = 64;
 
 export interface VmixInput {
   number: number;
@@ -21,6 +30,14 @@ export interface VmixInput {
   loop: boolean;
 }
 
+export interface VmixOverlay {
+  /** Overlay channel 1..n. */
+  number: number;
+  /** Input number on it. */
+  input: number;
+  title: string;
+}
+
 export interface VmixSnapshot {
   version: string;
   edition: string;
@@ -28,7 +45,10 @@ export interface VmixSnapshot {
   preview: number | undefined;
   /** The input shown by `<active>`, when it exists. */
   activeInput: VmixInput | undefined;
+  previewInput: VmixInput | undefined;
+  overlays: VmixOverlay[];
   inputCount: number;
+  fadeToBlack: boolean;
   recording: boolean;
   recordingDurationSec: number | undefined;
   streaming: boolean;
@@ -38,111 +58,285 @@ export type VmixParseResult =
   | { ok: true; snapshot: VmixSnapshot }
   | { ok: false; code: 'too-large' | 'not-xml' | 'not-vmix'; message: string };
 
-const parser = new XMLParser({
-  ignoreAttributes: false,
-  attributeNamePrefix: '@_',
-  parseTagValue: false,
-  parseAttributeValue: false,
-  trimValues: true,
-  processEntities: true,
-  isArray: (_name, jpath) => jpath === 'vmix.inputs.input',
-});
+class XmlError extends Error {}
 
-type Node = Record<string, unknown>;
+const NAMED: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
 
-function isNode(v: unknown): v is Node {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
+/** Decode the five XML entities and numeric character references; anything else is an error. */
+export function decodeXmlText(s: string): string {
+  if (!s.includes('&')) return s;
+  return s.replace(/&(#x[0-9a-fA-F]{1,6}|#[0-9]{1,7}|[a-zA-Z]{2,4});?/g, (whole, ref: string) => {
+    if (!whole.endsWith(';')) throw new XmlError(`unterminated reference ${whole}`);
+    if (ref.startsWith('#')) {
+      const code = ref[1] === 'x' ? parseInt(ref.slice(2), 16) : parseInt(ref.slice(1), 10);
+      if (!Number.isFinite(code) || code < 1 || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff))
+        throw new XmlError(`bad character reference ${whole}`);
+      return String.fromCodePoint(code);
+    }
+    const v = NAMED[ref];
+    if (v === undefined) throw new XmlError(`unknown entity ${whole}`);
+    return v;
+  });
 }
 
-function text(v: unknown): string | undefined {
-  if (typeof v === 'string') return v;
-  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
-  if (isNode(v)) return text(v['#text']);
+// An attribute: name = "value" or 'value' (no raw '<' inside, as XML requires).
+const ATTR = /\s+([A-Za-z_:][-\w:.]*)\s*=\s*(?:"([^"<]*)"|'([^'<]*)')/y;
+const NAME = /[A-Za-z_:][-\w:.]*/y;
+const TAG_END = /\s*(\/?)>/y;
+
+interface Tag {
+  name: string;
+  /** Index of the `<` and just after the `>`. */
+  start: number;
+  end: number;
+  selfClosing: boolean;
+}
+
+const QUOTE_OR_GT = /["'>]/g;
+
+/** Reads one start tag at `lt` (the `<`): its name and where it ends (quote-aware; attributes unread). */
+function readStartTag(xml: string, lt: number): Tag {
+  NAME.lastIndex = lt + 1;
+  const n = NAME.exec(xml);
+  if (!n) throw new XmlError(`bad tag at ${lt}`);
+  let pos = NAME.lastIndex;
+  for (;;) {
+    QUOTE_OR_GT.lastIndex = pos;
+    const m = QUOTE_OR_GT.exec(xml);
+    if (!m) throw new XmlError(`unterminated <${n[0]}>`);
+    if (m[0] === '>') {
+      const selfClosing = xml.charCodeAt(m.index - 1) === 0x2f;
+      return { name: n[0], start: lt, end: m.index + 1, selfClosing };
+    }
+    const close = xml.indexOf(m[0], m.index + 1);
+    if (close < 0) throw new XmlError(`unterminated attribute in <${n[0]}>`);
+    pos = close + 1;
+  }
+}
+
+/** All attributes of a tag (raw, undecoded); throws when they are not `name="value"` pairs. */
+function attributes(xml: string, tag: Tag): [string, string][] {
+  const attrs: [string, string][] = [];
+  let pos = tag.start + 1 + tag.name.length;
+  for (;;) {
+    ATTR.lastIndex = pos;
+    const a = ATTR.exec(xml);
+    if (!a || a.index >= tag.end) break;
+    attrs.push([a[1] ?? '', a[2] ?? a[3] ?? '']);
+    pos = ATTR.lastIndex;
+  }
+  TAG_END.lastIndex = pos;
+  if (!TAG_END.exec(xml) || TAG_END.lastIndex !== tag.end)
+    throw new XmlError(`bad attributes in <${tag.name}>`);
+  return attrs;
+}
+
+function attrOf(xml: string, tag: Tag, name: string): string | undefined {
+  for (const [k, v] of attributes(xml, tag)) if (k === name) return v;
   return undefined;
 }
 
-function int(v: unknown): number | undefined {
-  const t = text(v);
-  if (t === undefined || t.trim() === '') return undefined;
-  const n = Number(t);
+const NUMBER_ATTR = /\snumber\s*=\s*["'](\d{1,9})["']/y;
+
+/** The `number` attribute of an `<input>`/`<overlay>` tag, found without reading the others. */
+function numberOf(xml: string, tag: Tag): number | undefined {
+  const i = xml.indexOf('number', tag.start);
+  if (i < 0 || i >= tag.end) return undefined;
+  NUMBER_ATTR.lastIndex = i - 1;
+  const m = NUMBER_ATTR.exec(xml);
+  return m && NUMBER_ATTR.lastIndex <= tag.end ? Number(m[1]) : undefined;
+}
+
+function num(v: string | undefined): number | undefined {
+  if (v === undefined || v.trim() === '') return undefined;
+  const n = Number(v);
   return Number.isFinite(n) ? n : undefined;
 }
 
-function bool(v: unknown): boolean {
-  return (text(v) ?? '').trim().toLowerCase() === 'true';
+function bool(v: string | undefined): boolean {
+  return (v ?? '').trim().toLowerCase() === 'true';
 }
 
-function attr(node: Node, name: string): unknown {
-  return node[`@_${name}`];
+interface RawInput {
+  tag: Tag;
+  text: string;
 }
 
-function toInput(node: Node): VmixInput | undefined {
-  const number = int(attr(node, 'number'));
+function toInput(xml: string, raw: RawInput): VmixInput | undefined {
+  const attrs = new Map(attributes(xml, raw.tag));
+  const a = (name: string): string | undefined => {
+    const v = attrs.get(name);
+    return v === undefined ? undefined : decodeXmlText(v);
+  };
+  const number = num(a('number'));
   if (number === undefined) return undefined;
-  const markOut = int(attr(node, 'markOut'));
-  const markIn = int(attr(node, 'markIn'));
   return {
     number,
-    key: text(attr(node, 'key')) ?? '',
-    type: text(attr(node, 'type')) ?? '',
-    title: text(attr(node, 'title')) ?? text(node['#text']) ?? '',
-    state: text(attr(node, 'state')) ?? '',
-    positionMs: int(attr(node, 'position')) ?? 0,
-    durationMs: int(attr(node, 'duration')) ?? 0,
-    markInMs: markIn,
-    markOutMs: markOut,
-    loop: bool(attr(node, 'loop')),
+    key: a('key') ?? '',
+    type: a('type') ?? '',
+    title: a('title') ?? decodeXmlText(raw.text.trim()),
+    state: a('state') ?? '',
+    positionMs: num(a('position')) ?? 0,
+    durationMs: num(a('duration')) ?? 0,
+    markInMs: num(a('markIn')),
+    markOutMs: num(a('markOut')),
+    loop: bool(a('loop')),
   };
 }
+
+const ROOT_TEXT = new Set([
+  'version',
+  'edition',
+  'active',
+  'preview',
+  'fadeToBlack',
+  'recording',
+  'streaming',
+]);
 
 export function parseVmixXml(xml: string): VmixParseResult {
   if (xml.length > VMIX_MAX_XML_BYTES) {
     return { ok: false, code: 'too-large', message: `document of ${xml.length} characters` };
   }
-  // fast-xml-parser parses broken documents leniently; validate first so garbage is reported, not guessed.
-  // XMLValidator still ships in fast-xml-parser 5 (deprecated in favour of a separate package we do not need).
-  // eslint-disable-next-line @typescript-eslint/no-deprecated
-  const valid = XMLValidator.validate(xml);
-  if (valid !== true) {
-    return {
-      ok: false,
-      code: 'not-xml',
-      message: `${valid.err.code}: ${valid.err.msg} (line ${valid.err.line})`,
-    };
-  }
-  let doc: unknown;
   try {
-    doc = parser.parse(xml);
+    return scan(xml);
   } catch (err) {
-    return { ok: false, code: 'not-xml', message: (err as Error).message };
+    if (err instanceof XmlError) return { ok: false, code: 'not-xml', message: err.message };
+    throw err;
   }
-  const root = isNode(doc) ? doc['vmix'] : undefined;
-  if (!isNode(root)) return { ok: false, code: 'not-vmix', message: 'no <vmix> root element' };
-  const inputsNode = root['inputs'];
-  const rawInputs =
-    isNode(inputsNode) && Array.isArray(inputsNode['input']) ? (inputsNode['input'] as unknown[]) : [];
-  const active = int(root['active']);
-  let activeInput: VmixInput | undefined;
-  for (const raw of rawInputs) {
-    if (!isNode(raw)) continue;
-    if (int(attr(raw, 'number')) === active) {
-      activeInput = toInput(raw);
-      break;
+}
+
+function scan(xml: string): VmixParseResult {
+  const stack: string[] = [];
+  let rootName: string | undefined;
+  const rootText = new Map<string, string>();
+  let recordingTag: Tag | undefined;
+  /** Raw `<input>` tags of `<inputs>` by number (attributes decoded later, only for the ones published). */
+  const inputs = new Map<number, RawInput>();
+  let inputCount = 0;
+  const overlays: { number: number; text: string }[] = [];
+  // Text collection: what the current element's text goes to, if anything.
+  let textTarget: ((t: string) => void) | undefined;
+  let pos = 0;
+  const len = xml.length;
+  while (pos < len) {
+    const lt = xml.indexOf('<', pos);
+    const textEnd = lt < 0 ? len : lt;
+    if (textEnd > pos) {
+      const text = xml.slice(pos, textEnd);
+      if (stack.length === 0) {
+        if (text.trim() !== '') throw new XmlError('text outside the root element');
+      } else if (textTarget) textTarget(text);
+    }
+    if (lt < 0) break;
+    const next = xml.charCodeAt(lt + 1);
+    if (next === 0x3f /* ? */) {
+      const end = xml.indexOf('?>', lt + 2);
+      if (end < 0) throw new XmlError('unterminated processing instruction');
+      pos = end + 2;
+      continue;
+    }
+    if (next === 0x21 /* ! */) {
+      if (xml.startsWith('<!--', lt)) {
+        const end = xml.indexOf('-->', lt + 4);
+        if (end < 0) throw new XmlError('unterminated comment');
+        pos = end + 3;
+      } else if (xml.startsWith('<![CDATA[', lt)) {
+        const end = xml.indexOf(']]>', lt + 9);
+        if (end < 0 || stack.length === 0) throw new XmlError('bad CDATA section');
+        textTarget?.(
+          xml
+            .slice(lt + 9, end)
+            .replace(/&/g, '&amp;')
+            .replace(/</g, '&lt;'),
+        );
+        pos = end + 3;
+      } else if (xml.startsWith('<!DOCTYPE', lt) && rootName === undefined) {
+        const end = xml.indexOf('>', lt);
+        if (end < 0) throw new XmlError('unterminated DOCTYPE');
+        pos = end + 1;
+      } else throw new XmlError(`bad markup at ${lt}`);
+      continue;
+    }
+    if (next === 0x2f /* / */) {
+      NAME.lastIndex = lt + 2;
+      const n = NAME.exec(xml);
+      const open = stack.pop();
+      if (!n || n[0] !== open) throw new XmlError(`</${n?.[0] ?? '?'}> does not close <${open ?? ''}>`);
+      TAG_END.lastIndex = NAME.lastIndex;
+      const e = TAG_END.exec(xml);
+      if (!e || e[1] === '/') throw new XmlError(`bad end tag </${open}>`);
+      pos = TAG_END.lastIndex;
+      textTarget = undefined;
+      continue;
+    }
+    if (stack.length === 0 && rootName !== undefined) throw new XmlError('a second root element');
+    const tag = readStartTag(xml, lt);
+    pos = tag.end;
+    textTarget = undefined;
+    const depth = stack.length;
+    if (depth === 0) rootName = tag.name;
+    const parent = stack[depth - 1];
+    if (depth === 1) {
+      if (tag.name === 'recording') recordingTag = tag;
+      if (ROOT_TEXT.has(tag.name)) {
+        const name = tag.name;
+        rootText.set(name, '');
+        if (!tag.selfClosing) textTarget = (t) => rootText.set(name, (rootText.get(name) ?? '') + t);
+      }
+    } else if (depth === 2 && parent === 'inputs' && tag.name === 'input') {
+      inputCount++;
+      const number = numberOf(xml, tag);
+      const raw: RawInput = { tag, text: '' };
+      if (number !== undefined && !inputs.has(number)) inputs.set(number, raw);
+      if (!tag.selfClosing) textTarget = (t) => (raw.text += t);
+    } else if (depth === 2 && parent === 'overlays' && tag.name === 'overlay') {
+      const number = numberOf(xml, tag);
+      if (number !== undefined && !tag.selfClosing) {
+        const o = { number, text: '' };
+        overlays.push(o);
+        textTarget = (t) => (o.text += t);
+      }
+    }
+    if (!tag.selfClosing) {
+      if (stack.length >= MAX_DEPTH) throw new XmlError('elements nested too deep');
+      stack.push(tag.name);
     }
   }
-  const recordingNode = root['recording'];
+  if (stack.length > 0) throw new XmlError(`document ends inside <${stack[stack.length - 1] ?? ''}>`);
+  if (rootName === undefined) throw new XmlError('no element');
+  if (rootName !== 'vmix') return { ok: false, code: 'not-vmix', message: `root element <${rootName}>` };
+  const text = (name: string): string | undefined => {
+    const v = rootText.get(name);
+    return v === undefined ? undefined : decodeXmlText(v).trim();
+  };
+  const pick = (n: number | undefined): VmixInput | undefined => {
+    const raw = n === undefined ? undefined : inputs.get(n);
+    return raw ? toInput(xml, raw) : undefined;
+  };
+  const active = num(text('active'));
+  const preview = num(text('preview'));
+  const overlayList: VmixOverlay[] = [];
+  for (const o of overlays) {
+    const input = num(decodeXmlText(o.text).trim());
+    if (input === undefined) continue;
+    overlayList.push({ number: o.number, input, title: pick(input)?.title ?? '' });
+  }
   return {
     ok: true,
     snapshot: {
-      version: text(root['version']) ?? '',
-      edition: text(root['edition']) ?? '',
+      version: text('version') ?? '',
+      edition: text('edition') ?? '',
       active,
-      preview: int(root['preview']),
-      activeInput,
-      inputCount: rawInputs.length,
-      recording: bool(recordingNode),
-      recordingDurationSec: isNode(recordingNode) ? int(attr(recordingNode, 'duration')) : undefined,
-      streaming: bool(root['streaming']),
+      preview,
+      activeInput: pick(active),
+      previewInput: pick(preview),
+      overlays: overlayList,
+      inputCount,
+      fadeToBlack: bool(text('fadeToBlack')),
+      recording: bool(text('recording')),
+      recordingDurationSec: recordingTag ? num(attrOf(xml, recordingTag, 'duration')) : undefined,
+      streaming: bool(text('streaming')),
     },
   };
 }

@@ -1,20 +1,30 @@
 /**
- * CasparCG OSC sender simulator: a real UDP peer sending what CasparCG sends every channel frame
- * (reference §3.1), in either address layout:
- *   '2.0'  2.0.4–2.0.7/2.1: `…/file/time ff`, `…/file/frame hh`, `…/file/fps f`, `…/file/path s`,
- *          `…/paused T|F`, `…/loop T|F`, int32 values as `h`; bundles with timetag "immediate" split below
- *          508 bytes (2.0.7 `protocol/osc/client.cpp`).
- *   '2.2'  2.2+/2.3 LTS: the whole channel state each tick: `/channel/C/framerate ii`, `/channel/C/format s`,
- *          `…/foreground/{file/name,file/path,file/time,file/clip,file/streams/0/fps,loop,paused,producer}`,
- *          `…/background/producer`; bundles with a counter timetag, each under 2048 bytes.
- * Scriptable: play (with a start frame), pause, resume, stop (empty producer), clear (layer goes quiet),
- * offline (stops sending), online, malformed datagrams.
+ * CasparCG OSC sender simulator: a real UDP peer sending, for one channel and layer, what a CasparCG server
+ * of a given version sends every channel tick (docs/PROTOCOLS.md, "CasparCG", with the source files):
+ *   '2.0'  2.0.7: the layer sends `/paused T|F` every tick, also after STOP (its empty producer sends
+ *          nothing); the ffmpeg producer sends `/profiler/time ff`, `/file/time ff`, `/file/frame hh`,
+ *          `/file/fps f`, `/file/path s`, `/loop T|F` on every frame it renders (none while paused); the
+ *          mixer sends audio levels; int32 values go out as `h`; messages coalesced per path and packed
+ *          into bundles with timetag 1 ("immediately"), split below 508 bytes.
+ *   '2.1'  as 2.0.7, plus `/channel/C/format s` and `/channel/C/profiler/time` every tick.
+ *   '2.2', '2.3'  the whole channel state each tick, keys sorted: `/channel/C/framerate ii` (the field rate
+ *          on interlaced channels: 1080i5000 → 50 1), `/channel/C/mixer/audio/volume i…`,
+ *          `…/background/producer`, `…/foreground/{file/clip, file/name, file/path, file/streams/N/fps,
+ *          file/time, loop, paused, producer}` with one video stream (`25 1`) and one audio stream (`0 0`);
+ *          no `/format`. Bundles with a counter timetag, filled while under 2048 bytes. Interlaced channels
+ *          tick once per field.
+ *   '2.4'  as 2.3, plus `/channel/C/format s` and `…/output/port/0/consumer s`; `framerate` is the frame rate
+ *          × field count; the channel ticks once per frame.
+ * Scriptable: play (with a start frame), pause, resume, stop, clear (the layer goes quiet), offline (stops
+ * sending), online, malformed datagrams.
  */
 import { createSocket, type Socket } from 'node:dgram';
 import { isIP } from 'node:net';
+import { casparcgFormat, type VideoFormat } from '../domain/video-format.ts';
 import { encodeOsc, oscBundle, oscMessage, type OscArg, type OscMessage } from '../protocol/osc.ts';
 
-export type CasparLayout = '2.0' | '2.2';
+export type CasparLayout = '2.0' | '2.1' | '2.2' | '2.3' | '2.4';
+export const CASPAR_LAYOUTS: readonly CasparLayout[] = ['2.0', '2.1', '2.2', '2.3', '2.4'];
 
 export interface CasparSimOptions {
   /** Where the monitor listens. */
@@ -23,6 +33,9 @@ export interface CasparSimOptions {
   /** Source address to send from (several simulated servers on loopback: 127.0.0.2, 127.0.0.3, …). */
   sourceAddress?: string;
   layout?: CasparLayout;
+  /** The channel's video-mode (`1080i5000`, `1080p5000`, `720p5994`, …). Default from `fps`, else 1080p5000. */
+  videoFormat?: string;
+  /** Shortcut for a progressive format at this rate (`1080p<fps×100>`). */
   fps?: number;
   channel?: number;
   layer?: number;
@@ -31,8 +44,9 @@ export interface CasparSimOptions {
 
 interface Clip {
   name: string;
-  totalFrames: number;
-  frame: number;
+  /** Position and length in the producer's time units (frames, or fields where the server counts fields). */
+  units: number;
+  totalUnits: number;
   paused: boolean;
   loop: boolean;
   producer: 'ffmpeg' | 'empty';
@@ -41,11 +55,20 @@ interface Clip {
 export type CasparMalformedKind =
   'garbage' | 'truncated' | 'unknown-tag' | 'bad-arguments' | 'oversized-element';
 
+const f = (value: number): OscArg => ({ type: 'f', value });
+const s = (value: string): OscArg => ({ type: 's', value });
+const b = (value: boolean): OscArg => ({ type: value ? 'T' : 'F' });
+
 export class CasparcgSimulator {
   readonly layout: CasparLayout;
+  readonly format: VideoFormat;
+  /** Frames per second of the channel. */
   readonly fps: number;
   readonly channel: number;
   readonly layer: number;
+  /** Channel ticks (OSC bundle sets) per second, and producer time units per second. */
+  readonly tickRate: number;
+  readonly unitRate: number;
   readonly #o: CasparSimOptions;
   #socket: Socket | undefined;
   #timer: NodeJS.Timeout | undefined;
@@ -53,16 +76,26 @@ export class CasparcgSimulator {
   #sending = true;
   #tickCount = 0n;
   #startedAt = 0;
-  #framesSent = 0;
+  #ticksSent = 0;
   #datagramsSent = 0;
-  #layerQuiet = true;
+  /** The layer exists in the stage (PLAY/LOAD made it; CLEAR removes it). */
+  #layerExists = false;
 
   constructor(options: CasparSimOptions) {
     this.#o = options;
-    this.layout = options.layout ?? '2.2';
-    this.fps = options.fps ?? 50;
+    this.layout = options.layout ?? '2.3';
+    const name = options.videoFormat ?? `1080p${Math.round((options.fps ?? 50) * 100)}`;
+    const format = casparcgFormat(name);
+    if (!format) throw new Error(`not a CasparCG video-mode: ${name}`);
+    this.format = format;
+    this.fps = format.fps;
     this.channel = options.channel ?? 1;
     this.layer = options.layer ?? 10;
+    const fieldRate = format.interlaced ? format.fps * 2 : format.fps;
+    const old = this.layout === '2.0' || this.layout === '2.1';
+    // 2.2/2.3 run interlaced channels at the field rate; 2.4 ticks per frame but counts fields.
+    this.tickRate = old || this.layout === '2.4' ? format.fps : fieldRate;
+    this.unitRate = old ? format.fps : fieldRate;
   }
 
   get datagramsSent(): number {
@@ -71,7 +104,8 @@ export class CasparcgSimulator {
 
   /** The current frame of the loaded clip (what the monitor should show once it settles). */
   get frame(): number {
-    return this.#clip?.frame ?? 0;
+    const c = this.#clip;
+    return c ? Math.floor((c.units * this.fps) / this.unitRate + 1e-9) : 0;
   }
 
   async start(): Promise<void> {
@@ -81,24 +115,24 @@ export class CasparcgSimulator {
     socket.on('error', () => undefined);
     await new Promise<void>((resolve) => socket.bind(0, this.#o.sourceAddress, () => resolve()));
     this.#startedAt = performance.now();
-    this.#framesSent = 0;
+    this.#ticksSent = 0;
     this.#schedule();
   }
 
-  /** Drift-free frame clock: each timer callback sends every frame that is due. */
+  /** Drift-free tick clock: each timer callback sends every tick that is due. */
   #schedule(): void {
-    const period = 1000 / this.fps;
-    const due = this.#startedAt + (this.#framesSent + 1) * period;
+    const period = 1000 / this.tickRate;
+    const due = this.#startedAt + (this.#ticksSent + 1) * period;
     this.#timer = setTimeout(
       () => {
         const now = performance.now();
         let n = 0;
-        while (this.#startedAt + (this.#framesSent + 1) * period <= now && n < 10) {
-          this.#framesSent++;
+        while (this.#startedAt + (this.#ticksSent + 1) * period <= now && n < 10) {
+          this.#ticksSent++;
           n++;
           this.#tick();
         }
-        if (n === 10) this.#framesSent = Math.floor((now - this.#startedAt) / period); // fell behind: skip
+        if (n === 10) this.#ticksSent = Math.floor((now - this.#startedAt) / period); // fell behind: skip
         if (this.#socket) this.#schedule();
       },
       Math.max(0, due - performance.now()),
@@ -106,15 +140,16 @@ export class CasparcgSimulator {
   }
 
   play(name: string, options: { durationSec?: number; startFrame?: number; loop?: boolean } = {}): void {
+    const perFrame = this.unitRate / this.fps;
     this.#clip = {
       name,
-      totalFrames: Math.round((options.durationSec ?? 60) * this.fps),
-      frame: options.startFrame ?? 0,
+      totalUnits: Math.round((options.durationSec ?? 60) * this.unitRate),
+      units: Math.round((options.startFrame ?? 0) * perFrame),
       paused: false,
       loop: options.loop ?? false,
       producer: 'ffmpeg',
     };
-    this.#layerQuiet = false;
+    this.#layerExists = true;
   }
 
   pause(): void {
@@ -125,16 +160,15 @@ export class CasparcgSimulator {
     if (this.#clip) this.#clip.paused = false;
   }
 
-  /** CasparCG STOP: the foreground producer becomes `empty` (2.2+); on 2.0 the layer goes quiet. */
+  /** CasparCG STOP: the foreground producer becomes `empty`; the layer stays (2.0.7 keeps sending `/paused F`). */
   stop(): void {
-    if (this.#clip) this.#clip = { ...this.#clip, producer: 'empty', frame: 0 };
-    if (this.layout === '2.0') this.#layerQuiet = true;
+    if (this.#clip) this.#clip = { ...this.#clip, producer: 'empty', units: 0, paused: false };
   }
 
-  /** CasparCG CLEAR: the layer disappears from the state and goes quiet (channel messages continue). */
+  /** CasparCG CLEAR: the layer disappears from the stage and goes quiet (channel messages continue). */
   clear(): void {
     this.#clip = undefined;
-    this.#layerQuiet = true;
+    this.#layerExists = false;
   }
 
   /** Stop sending anything (server gone or OSC client removed). */
@@ -147,14 +181,21 @@ export class CasparcgSimulator {
   }
 
   #tick(): void {
+    const datagrams = this.nextTick();
+    if (!this.#sending) return;
+    for (const d of datagrams) this.#send(d);
+  }
+
+  /** Advance one channel tick and return what the server sends for it, without sending (for tests). */
+  nextTick(): Uint8Array[] {
     this.#tickCount++;
     const clip = this.#clip;
     if (clip && clip.producer === 'ffmpeg' && !clip.paused) {
-      if (clip.frame + 1 < clip.totalFrames) clip.frame++;
-      else if (clip.loop) clip.frame = 0;
+      const step = this.unitRate / this.tickRate;
+      if (clip.units + step < clip.totalUnits) clip.units += step;
+      else if (clip.loop) clip.units = 0;
     }
-    if (!this.#sending) return;
-    for (const d of this.datagramsForFrame()) this.#send(d);
+    return this.datagramsForFrame();
   }
 
   #send(d: Uint8Array): void {
@@ -162,83 +203,95 @@ export class CasparcgSimulator {
     this.#socket?.send(d, this.#o.targetPort, this.#o.targetHost);
   }
 
-  /** The datagrams of the current frame (public for fixtures and tests). */
+  /** The datagrams of the current tick (public for fixtures and tests). */
   datagramsForFrame(): Uint8Array[] {
-    const messages = this.layout === '2.0' ? this.#messages20() : this.#messages22();
-    return this.layout === '2.0'
-      ? packBundles(messages, 508, () => 1n)
-      : packBundles(messages, 2048, () => this.#tickCount);
+    if (this.layout === '2.0' || this.layout === '2.1') return packBundles(this.#messages20(), 508, () => 1n);
+    return packWhileUnder(this.#messages22(), 2048, this.#tickCount);
   }
 
   #messages20(): OscMessage[] {
     const c = `/channel/${this.channel}`;
     const l = `${c}/stage/layer/${this.layer}`;
-    const out: OscMessage[] = [oscMessage(`${c}/mixer/audio/nb_channels`, [{ type: 'h', value: 2n }])];
-    const clip = this.#clip;
-    if (clip && !this.#layerQuiet && clip.producer === 'ffmpeg') {
+    const h = (v: number): OscArg => ({ type: 'h', value: BigInt(v) });
+    const period = 1 / this.fps;
+    const out: OscMessage[] = [
+      oscMessage(`${c}/mixer/audio/nb_channels`, [h(2)]),
+      oscMessage(`${c}/mixer/audio/1/pFS`, [f(0.1)]),
+      oscMessage(`${c}/mixer/audio/1/dBFS`, [f(-20)]),
+      oscMessage(`${c}/mixer/audio/2/pFS`, [f(0.1)]),
+      oscMessage(`${c}/mixer/audio/2/dBFS`, [f(-20)]),
+      oscMessage(`${c}/output/consume_time`, [f(0.004)]),
+    ];
+    if (this.layout === '2.1') {
       out.push(
-        oscMessage(`${l}/file/time`, [
-          { type: 'f', value: clip.frame / this.fps },
-          { type: 'f', value: clip.totalFrames / this.fps },
-        ]),
-        oscMessage(`${l}/file/frame`, [
-          { type: 'h', value: BigInt(clip.frame) },
-          { type: 'h', value: BigInt(clip.totalFrames) },
-        ]),
-        oscMessage(`${l}/file/fps`, [{ type: 'f', value: this.fps }]),
-        oscMessage(`${l}/file/path`, [{ type: 's', value: clip.name }]),
-        oscMessage(`${l}/loop`, [{ type: clip.loop ? 'T' : 'F' }]),
-        oscMessage(`${l}/paused`, [{ type: clip.paused ? 'T' : 'F' }]),
+        oscMessage(`${c}/profiler/time`, [f(0.012), f(period)]),
+        oscMessage(`${c}/format`, [s(this.format.name)]),
       );
     }
-    out.push(oscMessage(`${c}/mixer/audio/1/dBFS`, [{ type: 'f', value: -20 }]));
+    const clip = this.#clip;
+    if (this.#layerExists) {
+      out.push(oscMessage(`${l}/paused`, [b(clip?.paused ?? false)]));
+      if (this.layout === '2.1') out.push(oscMessage(`${l}/profiler/time`, [f(0.002), f(period)]));
+    }
+    if (clip && this.#layerExists && clip.producer === 'ffmpeg' && !clip.paused) {
+      out.push(
+        oscMessage(`${l}/profiler/time`, [f(0.003), f(period)]),
+        oscMessage(`${l}/file/time`, [f(clip.units / this.unitRate), f(clip.totalUnits / this.unitRate)]),
+        oscMessage(`${l}/file/frame`, [h(clip.units), h(clip.totalUnits)]),
+        oscMessage(`${l}/file/fps`, [f(this.unitRate)]),
+        oscMessage(`${l}/file/path`, [s(clip.name)]),
+        oscMessage(`${l}/loop`, [b(clip.loop)]),
+      );
+    }
     return out;
   }
 
   #messages22(): OscMessage[] {
     const c = `/channel/${this.channel}`;
     const l = `${c}/stage/layer/${this.layer}`;
-    const fpsInt = Math.round(this.fps);
+    const i = (value: number): OscArg => ({ type: 'i', value });
+    const fieldRate = this.format.interlaced ? this.format.fps * 2 : this.format.fps;
+    // framerate: 2.2/2.3 the format's time scale (fields for interlaced); 2.4 frames × field count. Both
+    // give the field rate; the 1000/1001 rates as n/1001.
+    const ntsc = Math.abs(fieldRate - Math.round(fieldRate)) > 0.001;
+    const rate = ntsc ? [Math.round(fieldRate * 1.001) * 1000, 1001] : [Math.round(fieldRate), 1];
     const out: OscMessage[] = [
-      oscMessage(`${c}/framerate`, [
-        { type: 'i', value: fpsInt },
-        { type: 'i', value: 1 },
-      ]),
-      oscMessage(`${c}/format`, [{ type: 's', value: `1080p${fpsInt * 100}` }]),
+      oscMessage(`${c}/framerate`, [i(rate[0] ?? 50), i(rate[1] ?? 1)]),
+      oscMessage(`${c}/mixer/audio/volume`, [i(12_345_678), i(12_000_000)]),
     ];
+    if (this.layout === '2.4') {
+      out.push(
+        oscMessage(`${c}/format`, [s(this.format.name)]),
+        oscMessage(`${c}/output/port/0/consumer`, [s('decklink')]),
+      );
+    }
     const clip = this.#clip;
-    if (clip && !this.#layerQuiet) {
-      if (clip.producer === 'ffmpeg') {
-        const media = this.#o.mediaFolder ?? 'C:/casparcg/media/';
-        const args = (a: number, b: number): OscArg[] => [
-          { type: 'f', value: a },
-          { type: 'f', value: b },
-        ];
+    if (this.#layerExists) {
+      out.push(oscMessage(`${l}/background/producer`, [s('empty')]));
+      if (clip && clip.producer === 'ffmpeg') {
+        const media = this.#o.mediaFolder ?? '/opt/casparcg/media/';
+        const total = clip.totalUnits / this.unitRate;
+        const video = ntsc ? [Math.round(this.fps * 1.001) * 1000, 1001] : [Math.round(this.fps), 1];
         out.push(
-          oscMessage(`${l}/foreground/file/name`, [{ type: 's', value: clip.name }]),
-          oscMessage(`${l}/foreground/file/path`, [{ type: 's', value: media + clip.name }]),
-          oscMessage(`${l}/foreground/file/time`, args(clip.frame / this.fps, clip.totalFrames / this.fps)),
-          oscMessage(`${l}/foreground/file/clip`, args(0, clip.totalFrames / this.fps)),
-          oscMessage(`${l}/foreground/file/streams/0/fps`, [
-            { type: 'i', value: fpsInt },
-            { type: 'i', value: 1 },
-          ]),
-          oscMessage(`${l}/foreground/loop`, [{ type: clip.loop ? 'T' : 'F' }]),
-          oscMessage(`${l}/foreground/paused`, [{ type: clip.paused ? 'T' : 'F' }]),
-          oscMessage(`${l}/foreground/producer`, [{ type: 's', value: 'ffmpeg' }]),
+          oscMessage(`${l}/foreground/file/clip`, [f(0), f(total)]),
+          oscMessage(`${l}/foreground/file/name`, [s(clip.name)]),
+          oscMessage(`${l}/foreground/file/path`, [s(media + clip.name)]),
+          oscMessage(`${l}/foreground/file/streams/0/fps`, [i(video[0] ?? 25), i(video[1] ?? 1)]),
+          oscMessage(`${l}/foreground/file/streams/1/fps`, [i(0), i(0)]),
+          oscMessage(`${l}/foreground/file/time`, [f(clip.units / this.unitRate), f(total)]),
+          oscMessage(`${l}/foreground/loop`, [b(clip.loop)]),
+          oscMessage(`${l}/foreground/paused`, [b(clip.paused)]),
+          oscMessage(`${l}/foreground/producer`, [s('ffmpeg')]),
         );
       } else {
-        out.push(oscMessage(`${l}/foreground/producer`, [{ type: 's', value: 'empty' }]));
+        out.push(
+          oscMessage(`${l}/foreground/paused`, [b(false)]),
+          oscMessage(`${l}/foreground/producer`, [s('empty')]),
+        );
       }
-      out.push(oscMessage(`${l}/background/producer`, [{ type: 's', value: 'empty' }]));
     }
-    out.push(
-      oscMessage(`${c}/mixer/audio/volume`, [
-        { type: 'i', value: 0 },
-        { type: 'i', value: 0 },
-      ]),
-    );
-    return out;
+    // The server's state is a map sorted by address (boost flat_map of std::string).
+    return out.sort((x, y) => (x.address < y.address ? -1 : x.address > y.address ? 1 : 0));
   }
 
   /** Send one malformed datagram of a kind (tests of the monitor's robustness). */
@@ -304,14 +357,36 @@ function concatBundle(elements: Uint8Array[], timetag: bigint): Uint8Array {
   return out;
 }
 
-/** Pack messages into bundles each at most `maxBytes` (a single oversized message gets a bundle alone). */
+/**
+ * 2.2+ packing (src/protocol/osc/client.cpp): messages are added to a bundle while it is under `limit`
+ * bytes, so a bundle may end a little over it; the timetag is the tick counter.
+ */
+export function packWhileUnder(messages: OscMessage[], limit: number, timetag: bigint): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  let current: Uint8Array[] = [];
+  let size = 16;
+  for (const m of messages) {
+    if (size >= limit) {
+      out.push(concatBundle(current, timetag));
+      current = [];
+      size = 16;
+    }
+    const bytes = encodeOsc(m);
+    current.push(bytes);
+    size += 4 + bytes.length;
+  }
+  if (current.length > 0) out.push(concatBundle(current, timetag));
+  return out;
+}
+
+/** 2.0.7 packing: flush before an element would reach `maxBytes` (a single oversized message goes alone). */
 export function packBundles(messages: OscMessage[], maxBytes: number, timetag: () => bigint): Uint8Array[] {
   const out: Uint8Array[] = [];
   let current: Uint8Array[] = [];
   let size = 16;
   for (const m of messages) {
     const bytes = encodeOsc(m);
-    if (current.length > 0 && size + 4 + bytes.length > maxBytes) {
+    if (current.length > 0 && size + 4 + bytes.length >= maxBytes) {
       out.push(concatBundle(current, timetag()));
       current = [];
       size = 16;

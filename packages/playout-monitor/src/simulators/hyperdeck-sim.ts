@@ -1,14 +1,16 @@
 /**
- * HyperDeck TCP simulator: a real `net.Server` speaking the HyperDeck Ethernet protocol as the reference
- * (§3.4) describes it: the `500 connection info` banner, one client at a time (a second one gets
- * `120 connection rejected` and is closed), `200 ok` to notify/watchdog/ping, `208 transport info`,
- * `205 clips info`, asynchronous `508 transport info` blocks carrying only the changed keys, and
+ * HyperDeck TCP simulator: a real `net.Server` speaking the HyperDeck Ethernet protocol as Blackmagic's
+ * manual describes it (docs/PROTOCOLS.md, "HyperDeck"): the `500 connection info` banner, one client at a
+ * time (a second one gets `120 connection rejected` and is closed), `200 ok` to notify/watchdog/ping,
+ * `208 transport info`, `205 clips info` (`107 timeline empty` when there are no clips), asynchronous
+ * `508 transport info` blocks carrying only the changed keys, `502 slot info` when the media changes,
+ * `513 display timecode` every frame when asked for and the protocol version is 1.11 or later, and
  * `100 syntax error` for unknown commands. Lines end CR LF.
- * Scriptable: play a clip, record, stop, go offline (close the port), come back, send malformed lines,
- * and split every write in two at a random byte (to exercise reassembly of split lines).
+ * Scriptable: play a clip, record, stop, eject or swap the media, lose one reply, go offline (close the
+ * port), come back, send malformed lines, and split every write in two at a random byte.
  */
 import { createServer, type Server, type Socket } from 'node:net';
-import { framesToTimecode, timecodeToFrames } from '../protocol/timecode.ts';
+import { framesToTimecode, timecodeToFrames } from '../domain/timecode.ts';
 
 export interface HyperdeckSimClip {
   id: number;
@@ -27,6 +29,8 @@ export interface HyperdeckSimOptions {
   clips?: HyperdeckSimClip[];
   /** Split each write in two (random cut) with a short gap. */
   splitWrites?: boolean;
+  /** `protocol version` in the banner (default 1.11). */
+  protocolVersion?: string;
 }
 
 type Status = 'preview' | 'stopped' | 'play' | 'record';
@@ -50,6 +54,11 @@ export class HyperdeckSimulator {
   readonly #others = new Set<Socket>();
   #boundPort = 0;
   #notifyTransport = false;
+  #notifySlot = false;
+  #notifyDisplayTimecode = false;
+  #lastDisplayTimecode = '';
+  /** Command names whose next reply is lost. */
+  readonly #dropReplies: string[] = [];
   #clips: HyperdeckSimClip[];
   #status: Status = 'stopped';
   #clipId: number | null = 1;
@@ -112,7 +121,7 @@ export class HyperdeckSimulator {
     socket.setNoDelay(true);
     socket.on('error', () => undefined);
     if (this.#client) {
-      // Single-client decks reject the rest (reference §3.4).
+      // Single-client decks reject the rest (the manual: "Only one client may connect to the server at a time").
       this.#others.add(socket);
       socket.on('close', () => this.#others.delete(socket));
       socket.end('120 connection rejected\r\n');
@@ -120,6 +129,8 @@ export class HyperdeckSimulator {
     }
     this.#client = socket;
     this.#notifyTransport = false;
+    this.#notifySlot = false;
+    this.#notifyDisplayTimecode = false;
     this.#lastSent = undefined;
     socket.on('close', () => {
       if (this.#client === socket) this.#client = undefined;
@@ -152,7 +163,7 @@ export class HyperdeckSimulator {
     });
     this.#write(
       socket,
-      `500 connection info:\r\nprotocol version: 1.11\r\nmodel: ${this.#o.model ?? 'HyperDeck Studio Mini'}\r\n\r\n`,
+      `500 connection info:\r\nprotocol version: ${this.#version}\r\nmodel: ${this.#o.model ?? 'HyperDeck Studio Mini'}\r\n\r\n`,
     );
   }
 
@@ -191,26 +202,48 @@ export class HyperdeckSimulator {
     }, 2);
   }
 
+  get #version(): string {
+    return this.#o.protocolVersion ?? '1.11';
+  }
+
+  #versionAtLeast(major: number, minor: number): boolean {
+    const [a = 0, b = 0] = this.#version.split('.').map(Number);
+    return a > major || (a === major && b >= minor);
+  }
+
   #onCommand(socket: Socket, line: string): void {
     if (line.trim() === '') return;
     this.#commands.push(line);
     if (this.#commands.length > 1000) this.#commands.splice(0, 500);
     const name = (line.split(':')[0] ?? '').trim();
+    const drop = this.#dropReplies.indexOf(name);
+    if (drop >= 0) {
+      // A lost reply: the command was received, its answer never arrives (asynchronous pushes go on).
+      this.#dropReplies.splice(drop, 1);
+      if (name === 'notify') this.#applyNotify(line);
+      return;
+    }
     switch (name) {
       case 'ping':
       case 'watchdog':
         this.#write(socket, '200 ok\r\n');
         return;
       case 'notify':
-        if (/transport: true/.test(line)) this.#notifyTransport = true;
-        if (/transport: false/.test(line)) this.#notifyTransport = false;
+        if (/display timecode: true/.test(line) && !this.#versionAtLeast(1, 11)) {
+          this.#write(socket, '101 unsupported parameter\r\n');
+          return;
+        }
+        this.#applyNotify(line);
         this.#write(socket, '200 ok\r\n');
-        if (this.#notifyTransport) this.#lastSent = this.#transport();
         return;
       case 'transport info':
         this.#write(socket, `208 transport info:\r\n${this.#block(this.#transport())}\r\n`);
         return;
       case 'clips get': {
+        if (this.#clips.length === 0) {
+          this.#write(socket, '107 timeline empty\r\n');
+          return;
+        }
         const lines = this.#clips.map((c) => `${c.id}: ${c.name} ${c.start} ${c.duration}`);
         this.#write(
           socket,
@@ -224,6 +257,44 @@ export class HyperdeckSimulator {
       default:
         this.#write(socket, '100 syntax error\r\n');
     }
+  }
+
+  #applyNotify(line: string): void {
+    const flag = (key: string): boolean | undefined =>
+      new RegExp(`${key}: true`).test(line)
+        ? true
+        : new RegExp(`${key}: false`).test(line)
+          ? false
+          : undefined;
+    this.#notifyTransport = flag('transport') ?? this.#notifyTransport;
+    this.#notifySlot = flag('slot') ?? this.#notifySlot;
+    this.#notifyDisplayTimecode = flag('display timecode') ?? this.#notifyDisplayTimecode;
+    if (this.#notifyTransport) this.#lastSent = this.#transport();
+  }
+
+  /** Report clip id `id` in transport info even when the clip list does not have it. */
+  forceClipId(id: number): void {
+    this.#clipId = id;
+    this.#notify();
+  }
+
+  /** Lose the next reply to command `name` (e.g. `transport info`): the deck stays up and keeps pushing. */
+  dropNextReply(name: string): void {
+    this.#dropReplies.push(name);
+  }
+
+  /** The media is ejected or swapped: a new clip list (empty: the timeline is empty), `502` to the client. */
+  swapMedia(clips: HyperdeckSimClip[] = []): void {
+    this.#clips = clips;
+    this.#status = 'stopped';
+    const first = clips[0];
+    this.#clipId = first ? first.id : null;
+    this.#frame = first ? (timecodeToFrames(first.start, this.fps) ?? 0) : 0;
+    const socket = this.#client;
+    if (socket && this.#notifySlot) {
+      this.#write(socket, `502 slot info:\r\nslot id: 1\r\nstatus: ${first ? 'mounted' : 'empty'}\r\n\r\n`);
+    }
+    this.#notify();
   }
 
   #currentFrame(): number {
@@ -281,7 +352,17 @@ export class HyperdeckSimulator {
     this.#write(socket, `508 transport info:\r\n${this.#block(changed)}\r\n`);
   }
 
+  #pushDisplayTimecode(): void {
+    const socket = this.#client;
+    if (!socket || !this.#notifyDisplayTimecode) return;
+    const tc = framesToTimecode(this.#currentFrame(), this.fps);
+    if (tc === this.#lastDisplayTimecode) return;
+    this.#lastDisplayTimecode = tc;
+    this.#write(socket, `513 display timecode:\r\ndisplay timecode: ${tc}\r\n\r\n`);
+  }
+
   #advance(): void {
+    this.#pushDisplayTimecode();
     if (this.#status !== 'play') return;
     const clip = this.#clips.find((c) => c.id === this.#clipId);
     if (!clip) return;

@@ -35,6 +35,7 @@ export interface SimulatorOptions {
   from?: string | undefined;
   layout?: CasparLayout | undefined;
   fps?: number | undefined;
+  videoFormat?: string | undefined;
   channel?: number | undefined;
   layer?: number | undefined;
   splitWrites?: boolean | undefined;
@@ -62,6 +63,7 @@ export async function startSimulator(kind: SimulatorKind, o: SimulatorOptions): 
       ...(o.from !== undefined ? { sourceAddress: o.from } : {}),
       ...(o.layout !== undefined ? { layout: o.layout } : {}),
       ...(o.fps !== undefined ? { fps: o.fps } : {}),
+      ...(o.videoFormat !== undefined ? { videoFormat: o.videoFormat } : {}),
       ...(o.channel !== undefined ? { channel: o.channel } : {}),
       ...(o.layer !== undefined ? { layer: o.layer } : {}),
     });

@@ -1,10 +1,11 @@
 /**
  * vMix HTTP API simulator: a real `node:http` server answering `GET /api` (and `/api/`) with vMix XML in
- * the shape of vMix 27 (reference §3.3): `<version>`, `<edition>`, `<inputs>` with `key`, `number`,
- * `type`, `title`, `shortTitle`, `state`, `position`, `duration`, `loop`, `markIn`/`markOut`, then
- * `<overlays>`, `<preview>`, `<active>`, `<fadeToBlack>`, `<recording duration=…>`, `<streaming>`.
- * Scriptable: play a clip on the program input, pause, stop, record, stream, go offline (close the port),
- * come back, hang (no answer), answer 500, or answer garbage.
+ * the layout of vMix 27 (docs/PROTOCOLS.md, "vMix"): `<version>`, `<edition>`, `<inputs>` with `key`,
+ * `number`, `type`, `title`, `shortTitle`, `state`, `position`, `duration`, `loop`, `markIn`/`markOut`
+ * (title inputs with their `<text>` fields), then `<overlays>`, `<preview>`, `<active>`, `<fadeToBlack>`,
+ * `<recording duration=…>`, `<streaming>`. Characters outside ASCII in titles go out as numeric character
+ * references. Scriptable: play a clip on the program input, pause, stop, preview, overlays, fade to black,
+ * record, stream, go offline (close the port), come back, hang (no answer), answer 500, or answer garbage.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -23,10 +24,17 @@ interface SimInput {
   durationMs: number;
   markOutMs?: number;
   loop: boolean;
+  /** Title inputs: their text fields. */
+  fields?: string[];
 }
 
 function esc(s: string): string {
-  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+  return s
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/"/g, '&quot;')
+    .replace(/[^\x20-\x7e]/gu, (c) => `&#${c.codePointAt(0) ?? 63};`);
 }
 
 export class VmixSimulator {
@@ -39,6 +47,9 @@ export class VmixSimulator {
   #mode: VmixSimMode = 'ok';
   #inputs: SimInput[];
   #active = 1;
+  #preview = 1;
+  #fadeToBlack = false;
+  readonly #overlays = new Map<number, number>();
   #recording = false;
   #recordingSince = 0;
   #streaming = false;
@@ -53,6 +64,8 @@ export class VmixSimulator {
       port?: number;
       version?: string;
       auth?: { username: string; password: string };
+      /** Extra title (GT) inputs after the three standard ones, as a large show has. */
+      titleInputs?: number;
     } = {},
   ) {
     this.#auth = options.auth
@@ -97,6 +110,20 @@ export class VmixSimulator {
         loop: false,
       },
     ];
+    for (let i = 0; i < (options.titleInputs ?? 0); i++) {
+      this.#inputs.push({
+        number: 4 + i,
+        key: `0000${String(i).padStart(4, '0')}-1f1d-4a55-9d3f-3f1c7c9d0a${String(i % 100).padStart(2, '0')}`,
+        type: 'GT',
+        title: `Lower third ${i + 1} - Zoë Müller`,
+        state: 'Paused',
+        positionMs: 0,
+        since: now,
+        durationMs: 0,
+        loop: false,
+        fields: [`Zoë Müller ${i + 1}`, 'Correspondent, Zürich'],
+      });
+    }
   }
 
   get port(): number {
@@ -176,11 +203,22 @@ export class VmixSimulator {
         const position = Math.floor(this.#position(i, now));
         const ended = i.state === 'Running' && i.durationMs > 0 && !i.loop && position >= i.durationMs;
         const markOut = i.markOutMs !== undefined ? ` markOut="${i.markOutMs}"` : '';
+        const fields = (i.fields ?? [])
+          .map((f, n) => `<text index="${n}" name="Headline${n}.Text">${esc(f)}</text>`)
+          .join('');
         return (
           `<input key="${i.key}" number="${i.number}" type="${i.type}" title="${esc(i.title)}" shortTitle="${esc(i.title)}" ` +
           `state="${ended ? 'Completed' : i.state}" position="${position}" duration="${i.durationMs}" loop="${i.loop ? 'True' : 'False'}"${markOut} ` +
-          `muted="False" volume="100" balance="0" solo="False" audiobusses="M" meterF1="0" meterF2="0" gainDb="0">${esc(i.title)}</input>`
+          `muted="False" volume="100" balance="0" solo="False" audiobusses="M" meterF1="${(Math.random() * 0.3).toFixed(4)}" meterF2="0" gainDb="0">${esc(i.title)}${fields}</input>`
         );
+      })
+      .join('\r\n');
+    const overlays = [1, 2, 3, 4, 5, 6, 7, 8]
+      .map((n) => {
+        const input = this.#overlays.get(n);
+        return input === undefined
+          ? `<overlay number="${n}" />`
+          : `<overlay number="${n}">${input}</overlay>`;
       })
       .join('\r\n');
     const recording = this.#recording
@@ -188,8 +226,8 @@ export class VmixSimulator {
       : '<recording>False</recording>';
     return (
       `<vmix>\r\n<version>${this.version}</version>\r\n<edition>4K</edition>\r\n<preset>C:\\Users\\vmix\\AppData\\Roaming\\last.vmix</preset>\r\n` +
-      `<inputs>\r\n${inputs}\r\n</inputs>\r\n<overlays>\r\n<overlay number="1" />\r\n<overlay number="2" />\r\n</overlays>\r\n` +
-      `<preview>1</preview>\r\n<active>${this.#active}</active>\r\n<fadeToBlack>False</fadeToBlack>\r\n` +
+      `<inputs>\r\n${inputs}\r\n</inputs>\r\n<overlays>\r\n${overlays}\r\n</overlays>\r\n` +
+      `<preview>${this.#preview}</preview>\r\n<active>${this.#active}</active>\r\n<fadeToBlack>${this.#fadeToBlack ? 'True' : 'False'}</fadeToBlack>\r\n` +
       `<transitions>\r\n<transition number="1" effect="Fade" duration="500" />\r\n</transitions>\r\n` +
       `${recording}\r\n<external>False</external>\r\n<streaming>${this.#streaming ? 'True' : 'False'}</streaming>\r\n` +
       `<playList>False</playList>\r\n<multiCorder>False</multiCorder>\r\n<fullscreen>False</fullscreen>\r\n</vmix>`
@@ -233,6 +271,28 @@ export class VmixSimulator {
     clip.state = 'Paused';
     clip.positionMs = 0;
     this.#active = 3;
+  }
+
+  /** Put input `number` on preview. */
+  previewInput(number: number): void {
+    this.#preview = number;
+  }
+
+  /** Fade to black on or off. */
+  fadeToBlack(on = true): void {
+    this.#fadeToBlack = on;
+  }
+
+  /** Put input `input` on overlay channel `number` (1–8), or take it off with undefined. */
+  overlay(number: number, input: number | undefined): void {
+    if (input === undefined) this.#overlays.delete(number);
+    else this.#overlays.set(number, input);
+  }
+
+  /** Rename an input (titles with non-ASCII characters go out as numeric references). */
+  rename(number: number, title: string): void {
+    const i = this.#inputs.find((x) => x.number === number);
+    if (i) i.title = title;
   }
 
   record(on = true): void {

@@ -2,79 +2,133 @@ import assert from 'node:assert/strict';
 import { createSocket } from 'node:dgram';
 import { after, before, test } from 'node:test';
 import { waitFor } from '@broadcast-ops/core/testing';
-import { CasparcgSimulator } from '../../src/simulators/casparcg-sim.ts';
-import { framesToTimecode } from '../../src/protocol/timecode.ts';
+import { CasparcgSimulator, type CasparLayout } from '../../src/simulators/casparcg-sim.ts';
+import { framesToTimecode } from '../../src/domain/timecode.ts';
 import type { Monitor } from '../../src/monitor.ts';
 import { health, healthState, makeConfig, startMonitor, waitDevice } from '../helpers.ts';
 
-const STALE_MS = 1000;
+// The configuration's defaults throughout: staleTimeoutMs 5000, layerQuietMs 1000.
 let monitor: Monitor;
 let url: string;
-let sim22: CasparcgSimulator;
-let sim20: CasparcgSimulator;
-let stranger: CasparcgSimulator;
 let oscPort: number;
+let stranger: CasparcgSimulator;
+/** One simulated server per supported version, each on its own source address. */
+const servers: {
+  id: number;
+  name: string;
+  sim?: CasparcgSimulator;
+  layout: CasparLayout;
+  from: string;
+  videoFormat: string;
+  configured?: string;
+  channel: number;
+  layer: number;
+}[] = [
+  {
+    id: 1,
+    name: '2.3, 1080p5000',
+    layout: '2.3',
+    from: '127.0.0.1',
+    videoFormat: '1080p5000',
+    channel: 1,
+    layer: 10,
+  },
+  {
+    id: 2,
+    name: '2.0.7, 1080i5000 (configured), channel 2 layer 20',
+    layout: '2.0',
+    from: '127.0.0.2',
+    videoFormat: '1080i5000',
+    configured: '1080i5000',
+    channel: 2,
+    layer: 20,
+  },
+  {
+    id: 3,
+    name: '2.1, 1080i5000 (sent by the server)',
+    layout: '2.1',
+    from: '127.0.0.4',
+    videoFormat: '1080i5000',
+    channel: 1,
+    layer: 10,
+  },
+  {
+    id: 4,
+    name: '2.2, 1080i5000 (configured)',
+    layout: '2.2',
+    from: '127.0.0.5',
+    videoFormat: '1080i5000',
+    configured: '1080i5000',
+    channel: 1,
+    layer: 10,
+  },
+  {
+    id: 5,
+    name: '2.4, 1080i5000 (sent by the server)',
+    layout: '2.4',
+    from: '127.0.0.6',
+    videoFormat: '1080i5000',
+    channel: 1,
+    layer: 10,
+  },
+];
+
+function sim(id: number): CasparcgSimulator {
+  const s = servers.find((x) => x.id === id)?.sim;
+  assert.ok(s);
+  return s;
+}
 
 before(async () => {
-  const config = makeConfig([
-    { id: 1, name: 'CCG 2.3', type: 'osc_player', ip: '127.0.0.1', port: 0, staleTimeoutMs: STALE_MS },
-    {
-      id: 2,
-      name: 'CCG 2.0.7',
+  const config = makeConfig(
+    servers.map((s) => ({
+      id: s.id,
+      name: s.name,
       type: 'osc_player',
-      ip: '127.0.0.2',
+      ip: s.from,
       port: 0,
-      framerate: 25,
-      channel: 2,
-      layer: 20,
-      staleTimeoutMs: STALE_MS,
-    },
-  ]);
+      channel: s.channel,
+      layer: s.layer,
+      ...(s.configured !== undefined ? { videoFormat: s.configured } : {}),
+    })),
+  );
   const started = await startMonitor(config);
   monitor = started.monitor;
   url = started.url;
   oscPort = started.oscPort;
-  sim22 = new CasparcgSimulator({
-    targetHost: '127.0.0.1',
-    targetPort: started.oscPort,
-    sourceAddress: '127.0.0.1',
-    layout: '2.2',
-    fps: 50,
-  });
-  sim20 = new CasparcgSimulator({
-    targetHost: '127.0.0.1',
-    targetPort: started.oscPort,
-    sourceAddress: '127.0.0.2',
-    layout: '2.0',
-    fps: 25,
-    channel: 2,
-    layer: 20,
-  });
+  for (const s of servers) {
+    s.sim = new CasparcgSimulator({
+      targetHost: '127.0.0.1',
+      targetPort: started.oscPort,
+      sourceAddress: s.from,
+      layout: s.layout,
+      videoFormat: s.videoFormat,
+      channel: s.channel,
+      layer: s.layer,
+    });
+  }
   stranger = new CasparcgSimulator({
     targetHost: '127.0.0.1',
     targetPort: started.oscPort,
     sourceAddress: '127.0.0.3',
-    layout: '2.2',
+    layout: '2.3',
   });
-  await Promise.all([sim22.start(), sim20.start(), stranger.start()]);
+  await Promise.all([...servers.map((s) => s.sim?.start()), stranger.start()]);
 });
 
 after(async () => {
-  await Promise.all([sim22?.close(), sim20?.close(), stranger?.close()]);
+  await Promise.all([...servers.map((s) => s.sim?.close()), stranger?.close()]);
   await monitor?.close();
 });
 
-test('connected with an empty layer is stop, not offline (P13)', async () => {
-  await waitDevice(monitor, 1, (d) => d.connected && d.state === 'stop');
-  await waitDevice(monitor, 2, (d) => d.connected && d.state === 'stop');
+test('connected with an empty layer is stop, not offline', async () => {
+  for (const s of servers) await waitDevice(monitor, s.id, (d) => d.connected && d.state === 'stop');
 });
 
-for (const [id, name] of [
-  [1, '2.2+ layout, 50 fps'],
-  [2, '2.0.7 layout, 25 fps, channel 2 layer 20'],
-] as const) {
+for (const { id, name } of servers) {
   test(`play, pause (exact timecode), stop and clear reach the state and /health: ${name}`, async () => {
-    const sim = id === 1 ? sim22 : sim20;
+    const sim = servers.find((x) => x.id === id)?.sim;
+    assert.ok(sim);
     sim.play('AMB.mp4', { durationSec: 60, startFrame: 600 });
     let d = await waitDevice(monitor, id, (s) => s.state === 'play' && s.filename === 'AMB.mp4');
     assert.equal(d.connected, true);
@@ -90,7 +144,12 @@ for (const [id, name] of [
     );
     assert.equal(d.filename, 'AMB.mp4');
     assert.equal(d.framerate, sim.fps);
-    assert.equal(d.positionMs, Math.round((frame / sim.fps) * 1000));
+    assert.equal(d.framerate, id === 1 ? 50 : 25);
+    // Servers that count fields may pause on the second field of a frame: half a frame further in.
+    assert.ok(
+      Math.abs((d.positionMs ?? -1) - (frame / sim.fps) * 1000) <= 1000 / sim.tickRate,
+      `${d.positionMs} ms at frame ${frame}`,
+    );
     assert.equal((await healthState(url, id))?.state, 'stop');
     sim.resume();
     await waitDevice(monitor, id, (s) => s.state === 'play');
@@ -108,30 +167,63 @@ for (const [id, name] of [
   });
 }
 
-test('a server that goes silent is offline within its bound, and comes back by itself', async () => {
-  sim22.play('AMB.mp4', { durationSec: 60 });
+test('silence mid-play: straight from play to offline after the 5 s stale timeout, file and timecode kept', async () => {
+  const sim1 = sim(1);
+  sim1.play('AMB.mp4', { durationSec: 60 });
   await waitDevice(monitor, 1, (s) => s.state === 'play');
+  const seen: string[] = [];
+  const off = monitor.store.onChange((c) => {
+    if (c.id === 1 && c.fields.includes('state')) seen.push(c.state.state);
+  });
   const t0 = Date.now();
-  sim22.offline();
-  const off = await waitDevice(monitor, 1, (s) => s.state === 'offline', STALE_MS + 1000 + 3000);
+  sim1.offline();
+  const last = monitor.store.get(1);
+  const down = await waitDevice(monitor, 1, (s) => s.state === 'offline', 5000 + 1000 + 3000);
+  off();
   const took = Date.now() - t0;
-  assert.ok(took >= STALE_MS - 50, `offline after ${took} ms, before the stale bound`);
-  assert.equal(off.connected, false);
-  assert.equal(off.reason, 'no OSC for 1 s');
-  assert.equal(off.filename, 'AMB.mp4', 'the last file name is kept while offline');
+  assert.ok(took >= 5000 - 50, `offline after ${took} ms, before the stale bound`);
+  assert.deepEqual(seen, ['offline'], 'no stop on the way');
+  assert.equal(down.connected, false);
+  assert.equal(down.reason, 'no OSC for 5 s');
+  assert.equal(down.filename, 'AMB.mp4', 'the last file name is kept while offline');
+  // The timecode is the last one shown while the server was still sending (give or take the frame in flight).
+  assert.ok(
+    Math.abs(
+      Number(down.timecode.slice(6, 8)) * 50 +
+        Number(down.timecode.slice(9)) -
+        (Number(last?.timecode.slice(6, 8)) * 50 + Number(last?.timecode.slice(9))),
+    ) <= 2,
+    `${down.timecode} vs ${last?.timecode}`,
+  );
   const h = await health(url);
   assert.equal(h.devices.list.find((x) => x.id === 1)?.state, 'offline');
-  assert.equal(
-    h.devices.list.find((x) => x.id === 2)?.connected,
-    true,
-    `the other server is unaffected: ${JSON.stringify(monitor.store.get(2))} sent ${sim20.datagramsSent}`,
-  );
+  assert.equal(h.devices.list.find((x) => x.id === 2)?.connected, true, 'the other servers are unaffected');
   assert.equal(h.status, 'healthy');
-  sim22.online();
+  sim1.online();
   await waitDevice(monitor, 1, (s) => s.connected && s.state === 'play');
 });
 
+test('1080i50 frame numbers stay 0-24 on 2.1, 2.2 (configured), 2.4; every version counts no malformed input', async () => {
+  for (const id of [3, 4, 5]) sim(id).play('AMB.mp4', { durationSec: 60 });
+  const ff = new Map<number, number>();
+  const stop = monitor.store.onChange((c) => {
+    if (c.id >= 3 && c.fields.includes('timecode'))
+      ff.set(c.id, Math.max(ff.get(c.id) ?? 0, Number(c.state.timecode.slice(9))));
+  });
+  // The stranger (a server nobody configured) keeps sending and is counted: leave it out.
+  const kinds = async (): Promise<Record<string, number>> => {
+    const { ['osc-unknown-source']: _, ...rest } = (await health(url)).inputs.malformed;
+    return rest;
+  };
+  const before = await kinds();
+  await new Promise((r) => setTimeout(r, 2500));
+  stop();
+  for (const id of [3, 4, 5]) assert.equal(ff.get(id), 24, `device ${id}: highest frame ${ff.get(id)}`);
+  assert.deepEqual(await kinds(), before, 'healthy traffic is not malformed');
+});
+
 test('malformed datagrams and strangers are counted, never fatal, and the devices keep updating', async () => {
+  const sim20 = sim(2);
   sim20.play('AMB.mp4', { durationSec: 60 });
   for (const kind of ['garbage', 'truncated', 'unknown-tag', 'bad-arguments', 'oversized-element'] as const) {
     for (let i = 0; i < 50; i++) sim20.sendMalformed(kind);
@@ -154,6 +246,7 @@ test('malformed datagrams and strangers are counted, never fatal, and the device
 });
 
 test('a flood of datagrams (garbage from a known server, valid OSC from a stranger) does not stall the others', async () => {
+  const sim22 = sim(1);
   sim22.play('AMB.mp4', { durationSec: 600 });
   await waitDevice(monitor, 1, (s) => s.state === 'play');
   const sockets = await Promise.all(

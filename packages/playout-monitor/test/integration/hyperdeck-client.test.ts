@@ -55,7 +55,7 @@ test('a repeated 500 banner is counted, not obeyed: no second set of poll and pi
     assert.equal(malformed.counts()['hyperdeck-unexpected-response'], 1);
     // One connection: the watchdog, the transport-info poll and the ping, each armed once.
     assert.equal(clock.pendingTimers, 3);
-    assert.equal(commands.filter((c) => c.startsWith('notify')).length, 2, 'notify sent once per key');
+    assert.equal(commands.filter((c) => c.startsWith('notify')).length, 3, 'notify sent once per key');
   } finally {
     client.close();
     deck?.destroy();

@@ -14,17 +14,24 @@ import {
   type OscArg,
   type OscPacket,
 } from '../../src/protocol/osc.ts';
-import { CasparcgSimulator } from '../../src/simulators/casparcg-sim.ts';
+import { CASPAR_LAYOUTS, CasparcgSimulator } from '../../src/simulators/casparcg-sim.ts';
 import { readHex } from '../helpers.ts';
 
 const FIXTURES = [
   'casparcg-2.0.7-play-1.hex',
   'casparcg-2.0.7-play-2.hex',
+  'casparcg-2.0.7-paused.hex',
+  'casparcg-2.0.7-stopped.hex',
   'casparcg-2.0.7-frame-hhT.hex',
+  'casparcg-2.1-play-1.hex',
+  'casparcg-2.1-play-2.hex',
+  'casparcg-2.2-1080i50.hex',
   'casparcg-2.3-paused.hex',
   'casparcg-2.3-playing.hex',
+  'casparcg-2.3-playing-next.hex',
   'casparcg-2.3-stopped.hex',
   'casparcg-2.3-nested.hex',
+  'casparcg-2.4-1080i50.hex',
 ];
 
 function argText(a: OscArg): string {
@@ -53,21 +60,30 @@ test('2.0.7 bundle: timetag immediate, int32 values as int64 (h), booleans T/F',
     msgs.map((m) => m.address),
     [
       '/channel/1/mixer/audio/nb_channels',
+      '/channel/1/mixer/audio/1/pFS',
+      '/channel/1/mixer/audio/1/dBFS',
+      '/channel/1/mixer/audio/2/pFS',
+      '/channel/1/mixer/audio/2/dBFS',
+      '/channel/1/output/consume_time',
+      '/channel/1/stage/layer/10/paused',
+      '/channel/1/stage/layer/10/profiler/time',
       '/channel/1/stage/layer/10/file/time',
       '/channel/1/stage/layer/10/file/frame',
-      '/channel/1/stage/layer/10/file/fps',
     ],
   );
-  assert.deepEqual(msgs[2]?.args, [
+  assert.deepEqual(msgs[0]?.args, [{ type: 'h', value: 2n }]);
+  assert.deepEqual(msgs[9]?.args, [
     { type: 'h', value: 125n },
     { type: 'h', value: 1500n },
   ]);
-  assert.deepEqual(msgs[1]?.args, [
+  assert.deepEqual(msgs[6]?.args, [{ type: 'F' }]);
+  assert.deepEqual(msgs[8]?.args, [
     { type: 'f', value: 5 },
     { type: 'f', value: 60 },
   ]);
   const second = oscMessages(decodeOsc(readHex('casparcg-2.0.7-play-2.hex')).packet);
-  assert.deepEqual(second[0]?.args, [{ type: 's', value: 'AMB.mp4' }]);
+  assert.deepEqual(second[0]?.args, [{ type: 'f', value: 25 }]);
+  assert.deepEqual(second[1]?.args, [{ type: 's', value: 'AMB.mp4' }]);
   assert.deepEqual(second[2]?.args, [{ type: 'F' }]);
 });
 
@@ -77,7 +93,20 @@ test('2.3 bundle: counter timetag, int32 pairs, float32 time, strings', () => {
   assert.ok(packet?.kind === 'bundle');
   assert.equal(packet.timetag, 41250n);
   const msgs = oscMessages(packet);
-  assert.equal(msgs.length, 11);
+  assert.equal(msgs.length, 12);
+  // The server's state map is sorted by address.
+  assert.deepEqual(
+    msgs.map((m) => m.address),
+    [...msgs.map((m) => m.address)].sort(),
+  );
+  assert.deepEqual(
+    msgs.find((m) => m.address.endsWith('/file/streams/1/fps'))?.args,
+    [
+      { type: 'i', value: 0 },
+      { type: 'i', value: 0 },
+    ],
+    'the audio stream reports 0 0',
+  );
   assert.deepEqual(msgs[0], {
     kind: 'message',
     address: '/channel/1/framerate',
@@ -209,7 +238,7 @@ function ourFields(d: Uint8Array): string {
 }
 
 test('tshark (independent decoder) agrees on the fixtures and on both simulator layouts', () => {
-  const sims = (['2.0', '2.2'] as const).map((layout) => {
+  const sims = CASPAR_LAYOUTS.map((layout) => {
     const sim = new CasparcgSimulator({ targetHost: '127.0.0.1', targetPort: 9, layout, fps: 50 });
     sim.play('GO1080P25.mp4', { durationSec: 10, startFrame: 42 });
     return sim.datagramsForFrame();
@@ -228,14 +257,29 @@ test('tshark (independent decoder) agrees on the fixtures and on both simulator 
   });
 });
 
-test('2.0.7 simulator bundles stay below 508 bytes, 2.2 below 2048', () => {
-  for (const [layout, max] of [
-    ['2.0', 508],
-    ['2.2', 2048],
-  ] as const) {
-    const sim = new CasparcgSimulator({ targetHost: '127.0.0.1', targetPort: 9, layout });
-    sim.play('a-rather-long-clip-name-to-make-the-bundle-bigger.mov', { durationSec: 10 });
-    for (const d of sim.datagramsForFrame()) assert.ok(d.length < max, `${layout}: ${d.length}`);
+test('simulator packing as the server: 2.0.7/2.1 bundles below 508 bytes; 2.2+ filled while under 2048', () => {
+  for (const layout of CASPAR_LAYOUTS) {
+    const sim = new CasparcgSimulator({
+      targetHost: '127.0.0.1',
+      targetPort: 9,
+      layout,
+      channel: 1,
+      layer: 10,
+    });
+    sim.play('a-rather-long-clip-name-to-make-the-bundle-bigger.mov'.repeat(20), { durationSec: 10 });
+    const datagrams = sim.datagramsForFrame();
+    const old = layout === '2.0' || layout === '2.1';
+    for (const d of datagrams) {
+      const msgs = oscMessages(decodeOsc(d).packet);
+      // A message too big for 508 bytes goes out alone, as the server does.
+      if (old) assert.ok(d.length < 508 || msgs.length === 1, `${layout}: ${d.length}`);
+      // A 2.2+ bundle only takes another message while it is under 2048 bytes.
+      else {
+        const withoutLast = encodeOsc({ kind: 'bundle', timetag: 0n, elements: msgs.slice(0, -1) });
+        assert.ok(withoutLast.length < 2048, `${layout}: ${withoutLast.length}`);
+      }
+    }
+    if (!old) assert.ok(datagrams.length >= 2, `${layout}: long names spill into a second bundle`);
   }
 });
 

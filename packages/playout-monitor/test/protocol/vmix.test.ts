@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { VmixReducer } from '../../src/domain/vmix-reducer.ts';
 import { parseVmixXml, VMIX_MAX_XML_BYTES } from '../../src/protocol/vmix.ts';
 import { VmixSimulator } from '../../src/simulators/vmix-sim.ts';
+import { XMLParser } from 'fast-xml-parser';
 import { readFixture } from '../helpers.ts';
 
 function stateOf(xml: string, framerate = 25) {
@@ -11,7 +12,9 @@ function stateOf(xml: string, framerate = 25) {
   assert.ok(parsed.ok, parsed.ok ? '' : parsed.message);
   return {
     snapshot: parsed.snapshot,
-    patch: new VmixReducer({ framerate, offlineAfterFailures: 3 }).onSnapshot(parsed.snapshot),
+    patch: new VmixReducer({ framerate, offlineAfterFailures: 3, defaultFramerate: 50 }).onSnapshot(
+      parsed.snapshot,
+    ),
   };
 }
 
@@ -29,7 +32,7 @@ test('vMix 21: active clip Running while recording is rec, with position, durati
   assert.equal(patch.loop, true);
 });
 
-test('vMix 24: the <active> input decides, not the first Running input (P4)', () => {
+test('vMix 24: the <active> input decides, not the first Running input', () => {
   const { patch } = stateOf(readFixture('vmix', 'vmix-24-playing.xml'), 50);
   assert.equal(patch.state, 'play');
   assert.equal(patch.filename, 'Playlist - Opener_HD.mp4');
@@ -90,7 +93,7 @@ test('broken, truncated, foreign and oversized documents are typed errors', () =
 });
 
 test('three consecutive failures make offline, a good poll brings it back', () => {
-  const r = new VmixReducer({ framerate: 25, offlineAfterFailures: 3 });
+  const r = new VmixReducer({ framerate: 25, offlineAfterFailures: 3, defaultFramerate: 50 });
   const { snapshot } = stateOf(readFixture('vmix', 'vmix-24-playing.xml'));
   r.onSnapshot(snapshot);
   assert.equal(r.onFailure('timeout'), undefined);
@@ -140,7 +143,10 @@ test('fast-check: random XML-ish text and mutated vMix documents never throw', (
       ),
       (text) => {
         const r = parseVmixXml(text);
-        if (r.ok) new VmixReducer({ framerate: 25, offlineAfterFailures: 3 }).onSnapshot(r.snapshot);
+        if (r.ok)
+          new VmixReducer({ framerate: 25, offlineAfterFailures: 3, defaultFramerate: 50 }).onSnapshot(
+            r.snapshot,
+          );
       },
     ),
     { numRuns: 1500 },
@@ -153,4 +159,88 @@ test('a document with a single input (no array in the XML) still finds the activ
   );
   assert.equal(snapshot.inputCount, 1);
   assert.deepEqual([patch.state, patch.filename, patch.timecode], ['play', 'A.mp4', '00:00:00:01']);
+});
+
+test('fade to black is stop; preview and overlays are published; numeric character references decoded', () => {
+  const { snapshot, patch } = stateOf(readFixture('vmix', 'vmix-27-ftb-overlays.xml'));
+  assert.equal(snapshot.fadeToBlack, true);
+  assert.equal(patch.state, 'stop', 'program is black');
+  assert.equal(patch.fadeToBlack, true);
+  assert.equal(patch.filename, 'Café opener 🎬.mp4');
+  assert.deepEqual(patch.preview, { number: 4, title: 'Lower third - Zoë Müller' });
+  assert.deepEqual(patch.overlays, [
+    { number: 1, input: 4, title: 'Lower third - Zoë Müller' },
+    { number: 3, input: 5, title: 'Bug & clock' },
+  ]);
+  const noFtb = readFixture('vmix', 'vmix-27-ftb-overlays.xml').replace(
+    '<fadeToBlack>True</fadeToBlack>',
+    '<fadeToBlack>False</fadeToBlack>',
+  );
+  assert.equal(stateOf(noFtb).patch.state, 'play');
+  const recording = noFtb
+    .replace('<fadeToBlack>False</fadeToBlack>', '<fadeToBlack>True</fadeToBlack>')
+    .replace('<recording>False</recording>', '<recording duration="3">True</recording>');
+  assert.equal(stateOf(recording).patch.state, 'rec', 'recording goes on through fade to black');
+  assert.equal(
+    parseVmixXml('<vmix><active>1</active><inputs><input number="1" title="a &bogus; b"/></inputs></vmix>')
+      .ok,
+    false,
+  );
+});
+
+test('the single-pass reader agrees with a DOM parser (fast-xml-parser) on every fixture and a 400-input show', () => {
+  const sim = new VmixSimulator({ titleInputs: 397 });
+  sim.play('Café.mp4', { durationSec: 60 });
+  sim.previewInput(9);
+  sim.overlay(2, 12);
+  const docs = [
+    ...[
+      'vmix-21-playing-recording.xml',
+      'vmix-24-playing.xml',
+      'vmix-27-paused-markout.xml',
+      'vmix-28-completed.xml',
+      'vmix-27-ftb-overlays.xml',
+    ].map((f) => readFixture('vmix', f)),
+    sim.xml(),
+  ];
+  const dom = new XMLParser({
+    ignoreAttributes: false,
+    attributeNamePrefix: '',
+    htmlEntities: true,
+    parseTagValue: false,
+    parseAttributeValue: false,
+    trimValues: true,
+    isArray: (name) => name === 'input' || name === 'overlay',
+  });
+  for (const xml of docs) {
+    const ours = parseVmixXml(xml);
+    assert.ok(ours.ok);
+    const root = (dom.parse(xml) as { vmix: Record<string, unknown> }).vmix;
+    const inputs = (root['inputs'] as { input: Record<string, string>[] }).input;
+    const byNumber = new Map(inputs.map((i) => [Number(i['number']), i]));
+    const text = (v: unknown): string => {
+      const t = typeof v === 'object' && v !== null ? (v as Record<string, unknown>)['#text'] : v;
+      return typeof t === 'string' || typeof t === 'number' ? String(t) : '';
+    };
+    assert.equal(ours.snapshot.inputCount, inputs.length);
+    assert.equal(ours.snapshot.active, Number(text(root['active'])));
+    assert.equal(ours.snapshot.preview, Number(text(root['preview'])));
+    assert.equal(ours.snapshot.activeInput?.title, byNumber.get(ours.snapshot.active ?? -1)?.['title']);
+    assert.equal(
+      ours.snapshot.activeInput?.positionMs,
+      Number(byNumber.get(ours.snapshot.active ?? -1)?.['position']),
+    );
+    assert.equal(ours.snapshot.previewInput?.title, byNumber.get(ours.snapshot.preview ?? -1)?.['title']);
+    assert.equal(ours.snapshot.fadeToBlack, text(root['fadeToBlack']) === 'True');
+    const overlays = ((root['overlays'] as { overlay?: unknown[] } | undefined)?.overlay ?? [])
+      .map((o) => text(o))
+      .filter((t) => t !== '');
+    assert.deepEqual(
+      ours.snapshot.overlays.map((o) => String(o.input)),
+      overlays,
+    );
+  }
+  const big = parseVmixXml(sim.xml());
+  assert.ok(big.ok);
+  assert.equal(big.snapshot.inputCount, 400);
 });

@@ -1,11 +1,11 @@
 /**
- * Timecode helpers (pure). One format everywhere: `HH:MM:SS:FF`, always with `:`, even for drop-frame
- * rates (reference §1.3 and defect P9). Non-integer rates (29.97, 59.94, 23.976) count frames at the
- * nominal integer rate (non-drop), as a non-drop timecode generator does.
+ * Timecode (domain logic, pure). One format everywhere: `HH:MM:SS:FF`, always with `:`, even for
+ * drop-frame rates. Non-integer rates (29.97, 59.94, 23.976) count frames at the nominal integer rate
+ * (non-drop), as a non-drop timecode generator does; the HyperDeck protocol also sends non-drop timecode.
  */
+import { MAX_FPS } from './video-format.ts';
+
 export const ZERO_TIMECODE = '00:00:00:00';
-/** FF is two digits: `HH:MM:SS:FF` cannot count more than 100 frames a second. */
-export const MAX_FPS = 100;
 
 const TC = /^(\d{2}):(\d{2}):(\d{2})[:;.](\d{2})$/;
 
@@ -17,18 +17,6 @@ function two(n: number): string {
 export function nominalRate(fps: number): number {
   if (!Number.isFinite(fps) || fps <= 0) return 25;
   return Math.min(MAX_FPS, Math.max(1, Math.round(fps)));
-}
-
-/**
- * Frames per second of a video format's named rate (CasparCG `1080i5000`, HyperDeck `1080p2997`, both
- * parsed by their codecs): 59.94, 29.97 and 23.98 are the 1000/1001 rates; an interlaced format names
- * fields, so it runs at half as many frames. Undefined outside 1..MAX_FPS.
- */
-export function formatFrameRate(named: number, interlaced: boolean): number | undefined {
-  const exact =
-    named === 59.94 ? 60000 / 1001 : named === 29.97 ? 30000 / 1001 : named === 23.98 ? 24000 / 1001 : named;
-  const fps = interlaced ? exact / 2 : exact;
-  return fps >= 1 && fps <= MAX_FPS ? fps : undefined;
 }
 
 export function framesToTimecode(frames: number, fps: number): string {
@@ -44,13 +32,14 @@ export function framesToTimecode(frames: number, fps: number): string {
 }
 
 /**
- * Seconds (e.g. CasparCG's float32 `file/time`) to frames. CasparCG computes elapsed = frame / fps in double
- * and sends it as float32, so rounding recovers the frame number; flooring would lose a frame whenever the
- * float32 lands just below the exact value.
+ * Seconds (CasparCG's float32 `file/time`) to whole frames. CasparCG computes elapsed = ticks / rate in
+ * double and sends it as float32, so the product can land just below a whole frame: a bias of a quarter
+ * frame recovers it. Where the server counts fields (interlaced channels from 2.2 on), the odd field lands
+ * half a frame in and belongs to the frame it started, so the bias must stay under a half.
  */
 export function secondsToFrames(seconds: number, fps: number): number {
   if (!Number.isFinite(seconds) || seconds <= 0) return 0;
-  return Math.round(seconds * fps);
+  return Math.floor(seconds * fps + 0.25);
 }
 
 /**
