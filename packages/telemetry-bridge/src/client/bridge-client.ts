@@ -480,6 +480,8 @@ export class BridgeClient {
       this.#epoch = r.epoch;
       this.#lastOffset = -1;
     }
+    // Every subscription already live on this connection is complete up to the offset this ack reports.
+    if (typeof r.offset === 'number' && r.offset > this.#connMax) this.#connMax = r.offset;
     if (!streamed && typeof r.offset === 'number' && r.epoch !== undefined) {
       // No snapshot or replay follows: the subscription is live from the ack on, which arrived in order.
       for (const s of specs) {
@@ -500,6 +502,7 @@ export class BridgeClient {
       s.position = { epoch, offset };
       s.live = true;
     }
+    if (offset > this.#connMax) this.#connMax = offset;
   }
 
   #noteOffset(m: Record<string, unknown>): void {
