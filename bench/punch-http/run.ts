@@ -229,7 +229,7 @@ try {
       PUNCH_HOST: '127.0.0.1',
       PUNCH_PORT: String(port),
       PUNCH_DB: join(dir, db),
-      PUNCH_RATE_LIMITS: 'off',
+      PUNCH_RATE_LIMITING: 'off',
       PUNCH_MAX_SESSIONS: '0',
       LOG_LEVEL: level,
     });

@@ -1,10 +1,12 @@
 import { loadConfig, type EnvOverride } from '@broadcast-ops/core';
 import { z } from 'zod';
+import { parseTrustPolicy } from './io/client-address.ts';
 
 /**
  * Broker configuration: embedded defaults, then an optional JSON/YAML file (`serve --config`), then the
- * environment variables below (the original's names where it has one: PUNCH_SECRET, PUNCH_MAX_STREAMS,
- * PUNCH_DEFAULT_TTL, PUNCH_RATE_LIMIT, TURNSTILE_SECRET). Strict: an unknown key is an error.
+ * environment variables below (the original Punch deployment's names where it has one: PUNCH_SECRET,
+ * PUNCH_MAX_STREAMS, PUNCH_DEFAULT_TTL, PUNCH_RATE_LIMIT, TURNSTILE_SECRET). Strict: an unknown key is an
+ * error.
  */
 const onOff = z
   .union([z.boolean(), z.literal(1), z.literal(0), z.enum(['on', 'off', 'yes', 'no'])])
@@ -19,23 +21,51 @@ export const punchConfigSchema = z.strictObject({
   baseUrl: z.url().optional(),
   /** SQLite file of the embedded store. */
   db: z.string().min(1).default('data/punch/punch.db'),
-  /** Off: the client IP is the socket's address. On: the left-most `X-Forwarded-For` entry. */
-  trustProxy: onOff.default(false),
+  /**
+   * Which `X-Forwarded-For` entries to believe (src/io/client-address.ts): off/0 (the socket's address),
+   * a number of proxy hops (`on` = 1), or a comma-separated list of trusted proxy networks.
+   */
+  trustProxy: z
+    .union([z.boolean(), z.number().int().min(0).max(10), z.string()])
+    .default(false)
+    .superRefine((v, ctx) => {
+      try {
+        parseTrustPolicy(v);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+      }
+    }),
+  /** PEM certificate chain and key files: with both, the broker serves HTTPS (and WSS) itself. */
+  tls: z
+    .strictObject({
+      cert: z.string().min(1).optional(),
+      key: z.string().min(1).optional(),
+    })
+    .prefault({})
+    .refine((t) => (t.cert === undefined) === (t.key === undefined), {
+      message: 'PUNCH_TLS_CERT and PUNCH_TLS_KEY must be set together',
+    }),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   limits: z
     .strictObject({
-      /** Master switch for the per-IP HTTP limits (off only for benchmarks and load tests). */
+      /** Master switch for the per-client HTTP limits (off only for benchmarks and load tests). */
       rateLimits: onOff.default(true),
-      /** POST /api/session per minute per IP (spec "Limits"). */
+      /** POST /api/session per minute per client (spec "Limits"). */
       createPerMinute: z.number().int().min(1).default(10),
-      /** GET /api/session/:id per minute per IP; also DELETE, /connect and /token. */
+      /** GET /api/session/:name per minute per client (spec "Limits"). */
       getPerMinute: z.number().int().min(1).default(60),
+      /** DELETE, /connect and /token per minute per client (a bucket of their own). */
+      adminPerMinute: z.number().int().min(1).default(60),
+      /** The pages /s/:name and /s/:name/qr per minute per client (a bucket of their own). */
+      pagePerMinute: z.number().int().min(1).default(60),
       /** WebSocket connects per minute per IP (used by the WebSocket layer). */
       wsConnectPerMinute: z.number().int().min(1).default(20),
       /** WebSocket messages per second per connection (used by the WebSocket layer). */
       wsMessagesPerSecond: z.number().int().min(1).default(100),
-      /** Distinct client IPs tracked per limiter; beyond this, new IPs are refused until the next sweep. */
+      /** Distinct clients tracked per bucket; beyond this the least recently seen is forgotten. */
       rateLimitKeys: z.number().int().min(100).default(100_000),
+      /** IPv6 clients are counted per prefix of this length (64: one LAN or subscriber). */
+      ipv6PrefixBits: z.number().int().min(32).max(128).default(64),
       /** Streams per session (reference: PUNCH_MAX_STREAMS=16). */
       maxStreams: z.number().int().min(1).max(256).default(16),
       /** Live sessions per server; 0 = unlimited. */
@@ -47,8 +77,14 @@ export const punchConfigSchema = z.strictObject({
       bodyLimit: z.number().int().min(256).max(1_048_576).default(16_384),
       /** Seconds a closed session answers 410 before its name is forgotten. */
       tombstoneTtl: z.number().int().min(0).default(600),
+      /** Closed sessions kept as tombstones at most; the oldest is forgotten first. */
+      maxTombstones: z.number().int().min(0).default(10_000),
     })
-    .prefault({}),
+    .prefault({})
+    .refine((l) => l.maxTtl >= l.defaultTtl, {
+      message: 'maxTtl (PUNCH_MAX_TTL) must be at least defaultTtl (PUNCH_DEFAULT_TTL)',
+      path: ['maxTtl'],
+    }),
   turnstile: z
     .strictObject({
       /** Turnstile verification is on only when a secret is set. */
@@ -70,11 +106,17 @@ export const PUNCH_ENV: Record<string, EnvOverride | string> = {
   PUNCH_PORT: 'port',
   PUNCH_BASE_URL: str('baseUrl'),
   PUNCH_DB: str('db'),
-  PUNCH_TRUST_PROXY: 'trustProxy',
+  PUNCH_TRUST_PROXY: str('trustProxy'),
+  PUNCH_TLS_CERT: str('tls.cert'),
+  PUNCH_TLS_KEY: str('tls.key'),
   LOG_LEVEL: str('logLevel'),
-  PUNCH_RATE_LIMITS: 'limits.rateLimits',
+  PUNCH_RATE_LIMITING: 'limits.rateLimits',
   PUNCH_RATE_LIMIT: 'limits.createPerMinute',
   PUNCH_RATE_LIMIT_GET: 'limits.getPerMinute',
+  PUNCH_RATE_LIMIT_ADMIN: 'limits.adminPerMinute',
+  PUNCH_RATE_LIMIT_PAGES: 'limits.pagePerMinute',
+  PUNCH_IPV6_PREFIX: 'limits.ipv6PrefixBits',
+  PUNCH_MAX_TOMBSTONES: 'limits.maxTombstones',
   PUNCH_RATE_LIMIT_WS_CONNECT: 'limits.wsConnectPerMinute',
   PUNCH_RATE_LIMIT_WS_MESSAGES: 'limits.wsMessagesPerSecond',
   PUNCH_RATE_LIMIT_KEYS: 'limits.rateLimitKeys',
@@ -103,7 +145,12 @@ export function loadPunchConfig(
 }
 
 /** Default origin for `url`/`qr`: the listen host and port, a wildcard host shown as `localhost`. */
-export function defaultBaseUrl(host: string, port: number): string {
+export function defaultBaseUrl(host: string, port: number, scheme: 'http' | 'https' = 'http'): string {
   const h = host === '0.0.0.0' || host === '::' ? 'localhost' : host.includes(':') ? `[${host}]` : host;
-  return `http://${h}:${port}`;
+  return `${scheme}://${h}:${port}`;
+}
+
+/** Loopback listen addresses: the only ones where plain HTTP does not expose tokens and passphrases. */
+export function isLoopbackHost(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\./.test(host);
 }

@@ -3,8 +3,9 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { randomBytes } from 'node:crypto';
 import { dirname, resolve } from 'node:path';
 import { ConfigError, Shutdown, createLogger, runCli } from '@broadcast-ops/core';
-import { loadPunchConfig } from './config.ts';
-import { createPunchServer } from './server.ts';
+import { isLoopbackHost, loadPunchConfig } from './config.ts';
+import { SessionStoreError } from './io/sqlite-store.ts';
+import { createPunchServer, type PunchServer } from './server.ts';
 
 const DEMO_SECRET_FILE = 'data/punch/secret';
 
@@ -64,21 +65,52 @@ async function serve(values: Record<string, unknown>): Promise<void> {
   }
   if (secret.length < 64) logger.warn('PUNCH_SECRET is shorter than the advised 64 characters');
   if (!config.limits.rateLimits)
-    logger.warn('per-IP rate limits are OFF (PUNCH_RATE_LIMITS=off); benchmarks only');
-  const server = createPunchServer({ config: { ...config, secret }, logger });
-  const shutdown = new Shutdown({ logger }).install();
-  shutdown.add('broker', () => server.close());
-  const url = await server.listen();
+    logger.warn('per-client rate limits are OFF (PUNCH_RATE_LIMITING=off); benchmarks only');
+  let tls: { cert: Buffer; key: Buffer } | undefined;
+  if (config.tls.cert !== undefined && config.tls.key !== undefined) {
+    try {
+      tls = { cert: readFileSync(config.tls.cert), key: readFileSync(config.tls.key) };
+    } catch (err) {
+      process.stderr.write(
+        `punch: cannot read PUNCH_TLS_CERT/PUNCH_TLS_KEY (${(err as Error).message}); refusing to start.\n`,
+      );
+      process.exitCode = 2;
+      return;
+    }
+  }
+  let server: PunchServer | undefined;
+  let url: string;
+  try {
+    server = createPunchServer({ config: { ...config, secret }, logger, ...(tls ? { tls } : {}) });
+    const running = server;
+    new Shutdown({ logger }).install().add('broker', () => running.close());
+    url = await server.listen();
+  } catch (err) {
+    if (!(err instanceof SessionStoreError)) throw err;
+    // A store that cannot be opened or read: one clear line naming the file and what to do, no stack.
+    process.stderr.write(`punch: ${err.message}\n`);
+    await server?.close().catch(() => undefined);
+    process.exitCode = 2;
+    return;
+  }
   logger.info(
     {
       url,
       db: config.db,
       baseUrl: config.baseUrl ?? null,
       trustProxy: config.trustProxy,
+      tls: tls !== undefined,
       sessions: server.broker.liveSessions,
     },
     'punch broker listening',
   );
+  if (!tls && !isLoopbackHost(config.host)) {
+    logger.warn(
+      { host: config.host },
+      'serving plain HTTP on a non-loopback address: tokens and the passphrases in /connect travel in clear ' +
+        'text. Put a TLS reverse proxy in front (and set PUNCH_TRUST_PROXY), or set PUNCH_TLS_CERT and PUNCH_TLS_KEY',
+    );
+  }
   if (!config.baseUrl && (config.host === '0.0.0.0' || config.host === '::')) {
     logger.warn('PUNCH_BASE_URL is not set: session links use localhost; set it to the public origin');
   }

@@ -34,6 +34,8 @@ export interface PunchServerOptions {
   random?: RandomBytes;
   /** Default: Cloudflare when `config.turnstile.secret` is set, else none. */
   turnstile?: TurnstileVerifier;
+  /** PEM certificate chain and key (main.ts reads `PUNCH_TLS_CERT`/`PUNCH_TLS_KEY`): serve HTTPS. */
+  tls?: { cert: Buffer; key: Buffer };
 }
 
 export function createPunchServer(options: PunchServerOptions): PunchServer {
@@ -46,8 +48,10 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     ...(options.random ? { random: options.random } : {}),
     maxSessions: config.limits.maxSessions,
     tombstoneMs: config.limits.tombstoneTtl * 1000,
+    maxTombstones: config.limits.maxTombstones,
   });
-  let baseUrl = config.baseUrl?.replace(/\/+$/, '') ?? defaultBaseUrl(config.host, config.port);
+  const scheme = options.tls ? 'https' : 'http';
+  let baseUrl = config.baseUrl?.replace(/\/+$/, '') ?? defaultBaseUrl(config.host, config.port, scheme);
   const turnstile =
     options.turnstile ??
     (config.turnstile.secret
@@ -62,6 +66,7 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     registry: createMetricsRegistry(),
     baseUrl: () => baseUrl,
     turnstile,
+    tls: options.tls,
   });
   broker.subscribe((e) => {
     if (e.type === 'session_closed')
@@ -75,8 +80,8 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     async listen() {
       await broker.start();
       await app.listen({ host: config.host, port: config.port });
-      const url = listeningUrl(app);
-      if (!config.baseUrl) baseUrl = defaultBaseUrl(config.host, Number(new URL(url).port));
+      const url = listeningUrl(app).replace(/^http:/, `${scheme}:`);
+      if (!config.baseUrl) baseUrl = defaultBaseUrl(config.host, Number(new URL(url).port), scheme);
       return url;
     },
     async close() {

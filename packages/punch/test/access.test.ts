@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { AccessChecker, type AuthFailureReason } from '../src/domain/access.ts';
 import type { SessionRecord } from '../src/domain/session.ts';
-import { isPunchError } from '../src/errors.ts';
+import { httpErrorOf } from '../src/io/http-errors.ts';
 import { TokenSigner } from '../src/protocol/token.ts';
 
 const NOW = Date.UTC(2026, 0, 1);
@@ -22,33 +22,37 @@ const session: SessionRecord = {
   streams: [],
 };
 
-function expectError(fn: () => unknown, code: string, status: number): void {
-  assert.throws(fn, (e) => isPunchError(e) && e.code === code && e.status === status);
+/** The refusal of a check, mapped to HTTP the way the API maps it. */
+function expectRefusal(outcome: unknown, code: string, status: number): void {
+  assert.ok(outcome && typeof outcome === 'object' && 'ok' in outcome && outcome.ok === false, 'refused');
+  const e = httpErrorOf(outcome as Parameters<typeof httpErrorOf>[0]);
+  assert.equal(e.code, code);
+  assert.equal(e.status, status);
 }
 
-test('access checks map to the documented codes and statuses, and report why', () => {
+test('access checks return typed refusals; the HTTP layer maps them to the documented statuses', () => {
   const reasons: AuthFailureReason[] = [];
   const access = new AccessChecker(signer, (r) => reasons.push(r));
   const admin = signer.sign({ session: 'cam1', role: 'admin', stream: null, exp: EXP, sid: 'sid-1' });
   const peer = signer.sign({ session: 'cam1', role: 'peer', stream: 'a', exp: EXP, sid: 'sid-1' });
-  const claims = access.authenticate(admin, 'cam1', NOW);
-  assert.equal(access.liveSession(session, 'cam1', claims), session);
-  access.requireAdmin(claims, 'x');
-  access.requireStream(claims, 'anything');
-  const peerClaims = access.authenticate(peer, 'cam1', NOW);
-  access.requireStream(peerClaims, 'a');
-  expectError(() => access.requireStream(peerClaims, 'b'), 'AUTH_FAILED', 403);
-  expectError(() => access.requireAdmin(peerClaims, 'closing'), 'AUTH_FAILED', 403);
-  expectError(() => access.authenticate(undefined, 'cam1', NOW), 'AUTH_FAILED', 401);
-  expectError(() => access.authenticate('p_x.y', 'cam1', NOW), 'AUTH_FAILED', 401);
-  expectError(() => access.authenticate(admin, 'cam2', NOW), 'AUTH_FAILED', 403);
-  expectError(() => access.authenticate(admin, 'cam1', EXP * 1000), 'SESSION_EXPIRED', 410);
-  expectError(() => access.liveSession(undefined, 'cam1', claims), 'SESSION_EXPIRED', 410);
-  expectError(
-    () => access.liveSession({ ...session, state: 'CLOSED' }, 'cam1', claims),
-    'SESSION_EXPIRED',
-    410,
-  );
-  expectError(() => access.liveSession({ ...session, id: 'sid-2' }, 'cam1', claims), 'SESSION_EXPIRED', 410);
+  const auth = access.authenticate(admin, 'cam1', NOW);
+  assert.ok(auth.ok);
+  const claims = auth.claims;
+  assert.deepEqual(access.liveSession(session, 'cam1', claims), { ok: true, session });
+  assert.equal(access.requireAdmin(claims, 'x'), undefined);
+  assert.equal(access.requireStream(claims, 'anything'), undefined);
+  const peerAuth = access.authenticate(peer, 'cam1', NOW);
+  assert.ok(peerAuth.ok);
+  const peerClaims = peerAuth.claims;
+  assert.equal(access.requireStream(peerClaims, 'a'), undefined);
+  expectRefusal(access.requireStream(peerClaims, 'b'), 'AUTH_FAILED', 403);
+  expectRefusal(access.requireAdmin(peerClaims, 'closing'), 'AUTH_FAILED', 403);
+  expectRefusal(access.authenticate(undefined, 'cam1', NOW), 'AUTH_FAILED', 401);
+  expectRefusal(access.authenticate('p_x.y', 'cam1', NOW), 'AUTH_FAILED', 401);
+  expectRefusal(access.authenticate(admin, 'cam2', NOW), 'AUTH_FAILED', 403);
+  expectRefusal(access.authenticate(admin, 'cam1', EXP * 1000), 'SESSION_EXPIRED', 410);
+  expectRefusal(access.liveSession(undefined, 'cam1', claims), 'SESSION_EXPIRED', 410);
+  expectRefusal(access.liveSession({ ...session, state: 'CLOSED' }, 'cam1', claims), 'SESSION_EXPIRED', 410);
+  expectRefusal(access.liveSession({ ...session, id: 'sid-2' }, 'cam1', claims), 'SESSION_EXPIRED', 410);
   assert.deepEqual(reasons, ['other_stream', 'peer_role', 'missing', 'bad_signature', 'other_session']);
 });

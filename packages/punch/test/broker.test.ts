@@ -6,7 +6,8 @@ import { SessionBroker, type BrokerEvent } from '../src/domain/broker.ts';
 import { MemoryStore, type SessionStore } from '../src/domain/store.ts';
 import { SqliteSessionStore } from '../src/io/sqlite-store.ts';
 import { openSqlite } from '../src/io/sqlite-driver.ts';
-import { isPunchError } from '../src/errors.ts';
+import type { CreateOutcome } from '../src/domain/broker.ts';
+import type { SessionRecord } from '../src/domain/session.ts';
 
 const claim = (ip: string, port: number, label = '') => ({
   ip,
@@ -16,6 +17,14 @@ const claim = (ip: string, port: number, label = '') => ({
   meta: { codec: 'h264' },
   clientId: null,
 });
+
+/** Saves are awaited before events: let the store's commit (MemoryStore: a microtask; SQLite: setImmediate) run. */
+const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+function ok(outcome: CreateOutcome): SessionRecord {
+  assert.ok(outcome.ok, outcome.ok ? '' : `${outcome.code}: ${outcome.message}`);
+  return outcome.session;
+}
 
 function makeBroker(store: SessionStore, clock: ManualClock, maxSessions = 0) {
   const broker = new SessionBroker({ store, clock, maxSessions, tombstoneMs: 600_000 });
@@ -34,11 +43,12 @@ describe('session broker (domain, manual clock)', () => {
     const store = new MemoryStore();
     const { broker, events } = makeBroker(store, clock);
     await broker.start();
-    const s = await broker.create({ name: 'ttl-1', latency: 200, ttl: 30 });
+    const s = ok(await broker.create({ name: 'ttl-1', latency: 200, ttl: 30 }));
     assert.equal(s.expiresAt, clock.now() + 30_000);
     clock.advance(29_999);
     assert.equal(broker.get('ttl-1')?.state, 'WAITING');
     clock.advance(1);
+    await settle();
     // Closed by the timer alone, without anyone reading it.
     assert.deepEqual(events, ['session_created:ttl-1', 'session_closed:ttl-1:ttl_expired']);
     assert.equal(broker.get('ttl-1')?.state, 'CLOSED');
@@ -48,6 +58,7 @@ describe('session broker (domain, manual clock)', () => {
     assert.equal(store.loadAll()[0]?.closeReason, 'ttl_expired');
     // The tombstone is purged after 10 minutes, from memory and store.
     clock.advance(600_000);
+    await settle();
     assert.equal(broker.get('ttl-1'), undefined);
     assert.equal(store.loadAll().length, 0);
     broker.stop();
@@ -56,7 +67,7 @@ describe('session broker (domain, manual clock)', () => {
   test('expiry is a whole second so token exp (seconds) equals it', async () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1) + 400);
     const { broker } = makeBroker(new MemoryStore(), clock);
-    const s = await broker.create({ name: 'sec', latency: 200, ttl: 10 });
+    const s = ok(await broker.create({ name: 'sec', latency: 200, ttl: 10 }));
     assert.equal(s.expiresAt % 1000, 0);
     assert.equal(s.expiresAt, Date.UTC(2026, 0, 1) + 11_000);
     broker.stop();
@@ -65,19 +76,27 @@ describe('session broker (domain, manual clock)', () => {
   test('names: a live name is taken; a closed name can be created again', async () => {
     const clock = new ManualClock();
     const { broker, events } = makeBroker(new MemoryStore(), clock);
-    const first = await broker.create({ name: 'n', latency: 200, ttl: 60 });
-    await assert.rejects(broker.create({ name: 'n', latency: 200, ttl: 60 }), (e) =>
-      isPunchError(e, 'SESSION_EXISTS'),
-    );
-    assert.equal(await broker.close('n', 'admin_closed'), true);
-    assert.equal(await broker.close('n', 'admin_closed'), false);
-    const second = await broker.create({ name: 'n', latency: 300, ttl: 60 });
+    const first = ok(await broker.create({ name: 'n', latency: 200, ttl: 60 }));
+    const again = await broker.create({ name: 'n', latency: 200, ttl: 60 });
+    assert.equal(again.ok ? 'ok' : again.code, 'SESSION_EXISTS');
+    // Unique ignoring case: N is refused while n is live.
+    const upper = await broker.create({ name: 'N', latency: 200, ttl: 60 });
+    assert.deepEqual(upper, {
+      ok: false,
+      code: 'SESSION_EXISTS',
+      message: 'name: differs only in case from the live session "n"',
+    });
+    assert.equal((await broker.close('n', 'admin_closed')).ok, true);
+    const twice = await broker.close('n', 'admin_closed');
+    assert.equal(twice.ok ? 'ok' : twice.code, 'SESSION_EXPIRED');
+    const second = ok(await broker.create({ name: 'n', latency: 300, ttl: 60 }));
     assert.notEqual(second.id, first.id);
     assert.notEqual(second.passphrase, first.passphrase);
     // The old tombstone's purge timer must not remove the new session.
     clock.advance(60_000 - 1);
     assert.equal(broker.get('n'), second);
     clock.advance(1);
+    await settle();
     assert.deepEqual(events, [
       'session_created:n',
       'session_closed:n:admin_closed',
@@ -91,11 +110,10 @@ describe('session broker (domain, manual clock)', () => {
     const { broker } = makeBroker(new MemoryStore(), new ManualClock(), 2);
     await broker.create({ name: 'a', latency: 200, ttl: 60 });
     await broker.create({ name: 'b', latency: 200, ttl: 60 });
-    await assert.rejects(broker.create({ name: 'c', latency: 200, ttl: 60 }), (e) =>
-      isPunchError(e, 'SESSION_LIMIT'),
-    );
+    const over = await broker.create({ name: 'c', latency: 200, ttl: 60 });
+    assert.equal(over.ok ? 'ok' : over.code, 'SESSION_LIMIT');
     await broker.close('a', 'admin_closed');
-    await broker.create({ name: 'c', latency: 200, ttl: 60 });
+    ok(await broker.create({ name: 'c', latency: 200, ttl: 60 }));
     broker.stop();
   });
 
@@ -125,7 +143,7 @@ describe('session broker (domain, manual clock)', () => {
     await broker.release('c1', 'x', 'b');
     assert.equal(broker.get('c1')?.state, 'WAITING');
     assert.equal(broker.get('c1')?.streams[0]?.peerB, null);
-    // peer_matched precedes the session broadcast (reference §1.2 "Message ordering").
+    // peer_matched precedes the session broadcast (README "Message ordering").
     assert.deepEqual(events.slice(0, 4), [
       'session_created:c1',
       'session_changed:c1',
@@ -148,12 +166,14 @@ describe('durable store: restart on the same SQLite file', () => {
       const store1 = new SqliteSessionStore(file);
       const one = makeBroker(store1, clock);
       await one.broker.start();
-      const long = await one.broker.create({
-        name: 'long',
-        streams: ['cam-1', 'cam-2'],
-        latency: 350,
-        ttl: 3600,
-      });
+      const long = ok(
+        await one.broker.create({
+          name: 'long',
+          streams: ['cam-1', 'cam-2'],
+          latency: 350,
+          ttl: 3600,
+        }),
+      );
       await one.broker.create({ name: 'short', latency: 200, ttl: 60 });
       await one.broker.create({ name: 'gone', latency: 200, ttl: 600 });
       await one.broker.claim('long', 'cam-2', claim('203.0.113.9', 6000, 'left'));
@@ -193,6 +213,7 @@ describe('durable store: restart on the same SQLite file', () => {
       clock.advance(long.expiresAt - clock.now() - 1);
       assert.equal(two.broker.get('long')?.state, 'READY');
       clock.advance(1);
+      await settle();
       assert.equal(two.broker.get('long')?.state, 'CLOSED');
       two.broker.stop();
       store2.close();
@@ -206,7 +227,7 @@ describe('durable store: restart on the same SQLite file', () => {
     try {
       const clock = new ManualClock();
       const good = makeBroker(new MemoryStore(), clock);
-      const session = await good.broker.create({ name: 'ok', latency: 200, ttl: 60 });
+      const session = ok(await good.broker.create({ name: 'ok', latency: 200, ttl: 60 }));
       // STRICT table: a text latency cannot be stored, so the whole batch rolls back.
       const bad = { ...session, name: 'bad', latency: 'x' as unknown as number };
       for (const viaClose of [false, true]) {

@@ -15,9 +15,12 @@ test('the committed example config parses and equals the embedded defaults where
     rateLimits: true,
     createPerMinute: 10,
     getPerMinute: 60,
+    adminPerMinute: 60,
+    pagePerMinute: 60,
     wsConnectPerMinute: 20,
     wsMessagesPerSecond: 100,
     rateLimitKeys: 100_000,
+    ipv6PrefixBits: 64,
     maxStreams: 16,
     maxSessions: 100_000,
     defaultTtl: 1800,
@@ -25,9 +28,11 @@ test('the committed example config parses and equals the embedded defaults where
     defaultLatency: 200,
     bodyLimit: 16_384,
     tombstoneTtl: 600,
+    maxTombstones: 10_000,
   });
   assert.equal(c.db, 'data/punch/punch.db');
   assert.equal(c.trustProxy, false);
+  assert.deepEqual(c.tls, {});
 });
 
 test('environment variables override, with the documented names', () => {
@@ -38,9 +43,16 @@ test('environment variables override, with the documented names', () => {
       PUNCH_HOST: '::1',
       PUNCH_BASE_URL: 'https://punch.example.com',
       PUNCH_DB: '/tmp/x.db',
-      PUNCH_TRUST_PROXY: 'on',
-      PUNCH_RATE_LIMITS: 'off',
+      PUNCH_TRUST_PROXY: '10.0.0.0/8, 2001:db8::/32',
+      PUNCH_TLS_CERT: '/etc/punch/cert.pem',
+      PUNCH_TLS_KEY: '/etc/punch/key.pem',
+      PUNCH_RATE_LIMITING: 'off',
       PUNCH_RATE_LIMIT: '3',
+      PUNCH_RATE_LIMIT_GET: '30',
+      PUNCH_RATE_LIMIT_ADMIN: '20',
+      PUNCH_RATE_LIMIT_PAGES: '40',
+      PUNCH_IPV6_PREFIX: '56',
+      PUNCH_MAX_TOMBSTONES: '500',
       PUNCH_MAX_STREAMS: '4',
       PUNCH_DEFAULT_TTL: '60',
       TURNSTILE_SECRET: 'ts',
@@ -51,12 +63,37 @@ test('environment variables override, with the documented names', () => {
   assert.equal(c.host, '::1');
   assert.equal(c.baseUrl, 'https://punch.example.com');
   assert.equal(c.db, '/tmp/x.db');
-  assert.equal(c.trustProxy, true);
+  assert.equal(c.trustProxy, '10.0.0.0/8, 2001:db8::/32');
+  assert.deepEqual(c.tls, { cert: '/etc/punch/cert.pem', key: '/etc/punch/key.pem' });
   assert.equal(c.limits.rateLimits, false);
   assert.equal(c.limits.createPerMinute, 3);
+  assert.equal(c.limits.getPerMinute, 30);
+  assert.equal(c.limits.adminPerMinute, 20);
+  assert.equal(c.limits.pagePerMinute, 40);
+  assert.equal(c.limits.ipv6PrefixBits, 56);
+  assert.equal(c.limits.maxTombstones, 500);
   assert.equal(c.limits.maxStreams, 4);
   assert.equal(c.limits.defaultTtl, 60);
   assert.equal(c.turnstile.secret, 'ts');
+});
+
+test('inconsistent settings are refused: max TTL below the default, half a TLS pair, a bad proxy network', () => {
+  assert.throws(
+    () => loadPunchConfig({ environment: { PUNCH_MAX_TTL: '60', PUNCH_DEFAULT_TTL: '1800' } }),
+    /maxTtl \(PUNCH_MAX_TTL\) must be at least defaultTtl/,
+  );
+  assert.throws(
+    () => loadPunchConfig({ environment: { PUNCH_TLS_CERT: '/c.pem' } }),
+    /PUNCH_TLS_CERT and PUNCH_TLS_KEY must be set together/,
+  );
+  assert.throws(
+    () => loadPunchConfig({ environment: { PUNCH_TRUST_PROXY: '10.0.0.0/33' } }),
+    /trustProxy: bad prefix in "10.0.0.0\/33"/,
+  );
+  assert.throws(
+    () => loadPunchConfig({ environment: { PUNCH_TRUST_PROXY: 'proxy.lan' } }),
+    /neither a hop count/,
+  );
 });
 
 test('errors name the key: short secret, bad port, unknown key', () => {

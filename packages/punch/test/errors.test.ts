@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { PUNCH_ERRORS, forbidden } from '../src/errors.ts';
+import { PUNCH_ERRORS, forbidden, httpErrorOf } from '../src/io/http-errors.ts';
 
 test('error catalogue: stable codes and their HTTP statuses (README "Errors")', () => {
   assert.deepEqual(
@@ -18,7 +18,14 @@ test('error catalogue: stable codes and their HTTP statuses (README "Errors")', 
       RATE_LIMITED: 429,
       SERVER_ERROR: 500,
       SESSION_LIMIT: 503,
+      STORE_UNAVAILABLE: 503,
     },
+  );
+  // A failed save is 503 with Retry-After, never a 500 that looks like a bug or a 2xx that lies.
+  const stored = httpErrorOf({ ok: false, code: 'STORE_FAILED', message: 'disk full' });
+  assert.deepEqual(
+    [stored.code, stored.status, stored.headers],
+    ['STORE_UNAVAILABLE', 503, { 'retry-after': '5' }],
   );
   const e = forbidden('token: issued for another session');
   assert.equal(e.code, 'AUTH_FAILED');

@@ -487,9 +487,14 @@ describe('HTTP API on 127.0.0.1:0', () => {
       'connectionStrings',
       'issuePeerToken',
       'health',
+      'metrics',
+      'sessionPage',
+      'sessionQr',
     ]) {
       assert.ok(ops.includes(id), id);
     }
+    assert.ok(r.json.paths['/api/session/{name}'].get.responses['500']);
+    assert.ok(r.json.paths['/api/session/{name}'].delete.responses['503']);
     assert.ok(!r.text.includes('#/$defs/'));
   });
 
@@ -503,34 +508,99 @@ describe('HTTP API on 127.0.0.1:0', () => {
     assert.match(r.text, /^punch_sessions_closed_total\{reason="admin_closed"\} \d+$/m);
   });
 
-  test('pages: /s/:name (HTML) and /s/:name/qr (SVG)', async () => {
+  test("pages: a peer token's page and QR carry it; an admin token never goes into a QR", async () => {
     const s = await create('page-1');
-    const page = await t.call('GET', `/s/page-1?t=${encodeURIComponent(s.token)}`);
-    assert.equal(page.status, 200);
-    assert.match(page.headers.get('content-type') ?? '', /text\/html/);
-    assert.ok(page.text.includes('/s/page-1/qr?t='));
-    const qr = await t.call('GET', '/s/page-1/qr');
-    assert.equal(qr.status, 200);
-    assert.match(qr.headers.get('content-type') ?? '', /image\/svg\+xml/);
-    assert.match(qr.text, /^<svg /);
-    assert.equal((await t.call('GET', '/s/no-such-session')).status, 404);
+    const peer = (await t.call('POST', '/api/session/page-1/token', { token: s.token, body: {} })).json;
+    const peerPage = await t.call('GET', `/s/page-1?t=${encodeURIComponent(peer.token)}`);
+    assert.equal(peerPage.status, 200);
+    assert.match(peerPage.headers.get('content-type') ?? '', /text\/html/);
+    assert.ok(peerPage.text.includes(`/s/page-1/qr?t=${encodeURIComponent(peer.token)}`));
+    const qrUrl = async (query: string) => {
+      const qr = await t.call('GET', `/s/page-1/qr${query}`);
+      assert.equal(qr.status, 200);
+      assert.match(qr.headers.get('content-type') ?? '', /image\/svg\+xml/);
+      assert.match(qr.text, /^<svg /);
+      return qr.text;
+    };
+    // The QR of an admin link is the bare page URL: identical to the QR without any token.
+    const bare = await qrUrl('');
+    assert.equal(await qrUrl(`?t=${encodeURIComponent(s.token)}`), bare);
+    assert.notEqual(await qrUrl(`?t=${encodeURIComponent(peer.token)}`), bare);
+    const adminPage = await t.call('GET', `/s/page-1?t=${encodeURIComponent(s.token)}`);
+    assert.equal(adminPage.status, 200);
+    assert.ok(!adminPage.text.includes('qr?t='), 'no token-bearing QR on the admin page');
+    assert.match(adminPage.text, /admin<\/b> token/);
+  });
+
+  test('pages: no liveness without a token; a token the API refuses is refused here too', async () => {
+    const s = await create('page-2');
+    const joinLive = await t.call('GET', '/s/page-2');
+    const joinUnknown = await t.call('GET', '/s/no-such-session');
+    assert.equal(joinLive.status, 200);
+    assert.equal(joinUnknown.status, 200);
+    assert.equal(
+      joinLive.text.replaceAll('page-2', 'X'),
+      joinUnknown.text.replaceAll('no-such-session', 'X'),
+    );
+    // A forged token is just "no token".
+    const forged = await t.call('GET', `/s/page-2?t=${encodeURIComponent(s.token.slice(0, -2) + 'AA')}`);
+    assert.equal(forged.text, joinLive.text);
+    // After close the API answers 410 for this token, and so does the page.
+    assert.equal((await t.call('DELETE', '/api/session/page-2', { token: s.token })).status, 204);
+    assert.equal((await t.call('GET', '/api/session/page-2', { token: s.token })).status, 410);
+    const closed = await t.call('GET', `/s/page-2?t=${encodeURIComponent(s.token)}`);
+    assert.equal(closed.status, 410);
+    assert.match(closed.text, /closed or expired/);
+  });
+
+  test('DELETE and /token accept an empty JSON body (Content-Type set, nothing sent)', async () => {
+    const s = await create('empty-1');
+    const json = { 'content-type': 'application/json' };
+    const tok = await t.call('POST', '/api/session/empty-1/token', {
+      token: s.token,
+      rawBody: '',
+      headers: json,
+    });
+    assert.equal(tok.status, 201, tok.text);
+    const del = await t.call('DELETE', '/api/session/empty-1', {
+      token: s.token,
+      rawBody: '',
+      headers: json,
+    });
+    assert.equal(del.status, 204, del.text);
   });
 });
 
 describe('SERVER_ERROR, SESSION_LIMIT and Turnstile', () => {
-  test('a failing store gives 500 SERVER_ERROR without internals, and nothing half-exists', async () => {
+  test('a failing store: 503 STORE_UNAVAILABLE without internals, nothing half-exists, health degraded', async () => {
+    let failing = true;
     class FailingStore extends MemoryStore {
-      override putSession(): void {
-        throw new Error('disk full at /secret/path');
+      override putSession(session: Parameters<MemoryStore['putSession']>[0]): void {
+        if (failing) throw new Error('disk full at /secret/path');
+        super.putSession(session);
       }
     }
     const t = await startTestServer({ store: new FailingStore() });
     try {
+      assert.equal((await t.call('GET', '/api/health')).json.status, 'ok');
       const r = await t.call('POST', '/api/session', { body: { name: 'boom' } });
-      assertError(r, 500, 'SERVER_ERROR');
-      assert.ok(!r.text.includes('disk full'));
+      assertError(r, 503, 'STORE_UNAVAILABLE', /nothing was changed/);
+      assert.equal(r.headers.get('retry-after'), '5');
+      assert.ok(!r.text.includes('disk full') && !r.text.includes('/secret'));
       assert.equal(t.server.broker.get('boom'), undefined);
       assert.equal(t.server.broker.liveSessions, 0);
+      // Monitors see it: 503 degraded, on GET and HEAD, while saves fail.
+      const h = await t.call('GET', '/api/health');
+      assert.equal(h.status, 503);
+      assert.equal(h.json.status, 'degraded');
+      assert.equal(h.json.store.state, 'failing');
+      assert.match(h.json.store.since, /^\d{4}-\d\d-\d\dT/);
+      assert.equal((await t.call('HEAD', '/api/health')).status, 503);
+      // The next successful save clears it.
+      failing = false;
+      assert.equal((await t.call('POST', '/api/session', { body: { name: 'boom' } })).status, 201);
+      const ok = await t.call('GET', '/api/health');
+      assert.deepEqual([ok.status, ok.json.status, ok.json.store], [200, 'ok', { state: 'ok' }]);
     } finally {
       await t.close();
     }
@@ -622,23 +692,38 @@ describe('rate limits (per client IP, before any session state)', () => {
     }
   });
 
-  test('GET bucket: the 61st authenticated request in a minute gets 429', async () => {
-    const t = await startTestServer({ limits: { getPerMinute: 60 } });
+  test('separate buckets: the 61st GET gets 429; pages, /token and DELETE have their own', async () => {
+    const t = await startTestServer({ limits: { getPerMinute: 60, adminPerMinute: 2, pagePerMinute: 3 } });
     try {
       const s = (await t.call('POST', '/api/session', { body: { name: 'g-1' } })).json;
       for (let i = 1; i <= 60; i++)
         assert.equal((await t.call('GET', '/api/session/g-1', { token: s.token })).status, 200);
-      assertError(await t.call('GET', '/api/session/g-1', { token: s.token }), 429, 'RATE_LIMITED');
-      assertError(await t.call('DELETE', '/api/session/g-1', { token: s.token }), 429, 'RATE_LIMITED');
-      assert.equal(t.server.broker.get('g-1')?.state, 'WAITING');
+      assertError(
+        await t.call('GET', '/api/session/g-1', { token: s.token }),
+        429,
+        'RATE_LIMITED',
+        /session reads/,
+      );
+      for (let i = 0; i < 3; i++) assert.equal((await t.call('GET', '/s/g-1')).status, 200);
+      assertError(await t.call('GET', '/s/g-1'), 429, 'RATE_LIMITED', /session pages/);
+      assert.equal(
+        (await t.call('POST', '/api/session/g-1/token', { token: s.token, body: {} })).status,
+        201,
+      );
+      assert.equal((await t.call('DELETE', '/api/session/g-1', { token: s.token })).status, 204);
+      assertError(
+        await t.call('DELETE', '/api/session/g-1', { token: s.token }),
+        429,
+        'RATE_LIMITED',
+        /administration/,
+      );
     } finally {
       await t.close();
     }
   });
 
-  test('X-Forwarded-For is ignored unless PUNCH_TRUST_PROXY is on', async () => {
+  test('X-Forwarded-For is ignored unless a proxy is trusted', async () => {
     const off = await startTestServer({ limits: { createPerMinute: 1 } });
-    const on = await startTestServer({ limits: { createPerMinute: 1 }, config: { trustProxy: true } });
     try {
       const xff = (ip: string) => ({ 'x-forwarded-for': ip });
       assert.equal(
@@ -650,22 +735,88 @@ describe('rate limits (per client IP, before any session state)', () => {
         429,
         'RATE_LIMITED',
       );
-      assert.equal(
-        (await on.call('POST', '/api/session', { body: { name: 'p1' }, headers: xff('192.0.2.1') })).status,
-        201,
-      );
-      assert.equal(
-        (await on.call('POST', '/api/session', { body: { name: 'p2' }, headers: xff('192.0.2.2') })).status,
-        201,
-      );
-      assertError(
-        await on.call('POST', '/api/session', { body: { name: 'p3' }, headers: xff('192.0.2.2') }),
-        429,
-        'RATE_LIMITED',
-      );
     } finally {
       await off.close();
-      await on.close();
+    }
+  });
+
+  test('behind one trusted hop, a forged left-most X-Forwarded-For is limited by the real address', async () => {
+    // The test client plays an appending reverse proxy on 127.0.0.1: "<whatever the client sent>, <client>".
+    for (const trustProxy of ['1', '127.0.0.1/8']) {
+      const t = await startTestServer({ limits: { createPerMinute: 10 }, config: { trustProxy } });
+      try {
+        const statuses: number[] = [];
+        for (let i = 0; i < 15; i++) {
+          const r = await t.call('POST', '/api/session', {
+            body: { name: `fx-${i}` },
+            headers: { 'x-forwarded-for': `198.51.100.${i}, 203.0.113.7` },
+          });
+          statuses.push(r.status);
+        }
+        assert.deepEqual(
+          statuses,
+          [...Array<number>(10).fill(201), ...Array<number>(5).fill(429)],
+          trustProxy,
+        );
+        // Another real client behind the same proxy has its own limit.
+        const other = await t.call('POST', '/api/session', {
+          body: { name: 'fx-other' },
+          headers: { 'x-forwarded-for': '203.0.113.8' },
+        });
+        assert.equal(other.status, 201);
+      } finally {
+        await t.close();
+      }
+    }
+  });
+
+  test('IPv6: addresses of one /64 share a limit; another /64 has its own', async () => {
+    const t = await startTestServer({ limits: { createPerMinute: 3 }, config: { trustProxy: '1' } });
+    try {
+      const from = (ip: string, name: string) =>
+        t.call('POST', '/api/session', { body: { name }, headers: { 'x-forwarded-for': ip } });
+      const statuses = [];
+      const sameLan = [
+        '2001:db8:1:2::1',
+        '2001:db8:1:2:a:b:c:d',
+        '2001:db8:1:2:ffff:ffff:ffff:ffff',
+        '2001:db8:1:2::2',
+      ];
+      for (const [i, ip] of sameLan.entries()) statuses.push((await from(ip, `v6-${i}`)).status);
+      assert.deepEqual(statuses, [201, 201, 201, 429]);
+      assert.equal((await from('2001:db8:1:3::1', 'v6-next')).status, 201);
+    } finally {
+      await t.close();
+    }
+  });
+
+  test('a full key table still serves a new client (the least recently seen key is forgotten)', async () => {
+    const t = await startTestServer({
+      limits: { createPerMinute: 1, getPerMinute: 1, rateLimitKeys: 100 },
+      config: { trustProxy: '1' },
+    });
+    try {
+      const s = (await t.call('POST', '/api/session', { body: { name: 'kt' } })).json;
+      for (let i = 0; i < 100; i++) {
+        const r = await t.call('GET', '/api/session/kt', {
+          token: s.token,
+          headers: { 'x-forwarded-for': `198.51.100.${i}` },
+        });
+        assert.equal(r.status, 200);
+      }
+      const fresh = await t.call('GET', '/api/session/kt', {
+        token: s.token,
+        headers: { 'x-forwarded-for': '192.0.2.200' },
+      });
+      assert.equal(fresh.status, 200, fresh.text);
+      // The newest keys are kept: 198.51.100.99 is still limited.
+      const again = await t.call('GET', '/api/session/kt', {
+        token: s.token,
+        headers: { 'x-forwarded-for': '198.51.100.99' },
+      });
+      assert.equal(again.status, 429);
+    } finally {
+      await t.close();
     }
   });
 });

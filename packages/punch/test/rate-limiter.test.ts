@@ -19,13 +19,19 @@ test('Retry-After is at least 1 second', () => {
   assert.deepEqual(l.hit('k', 59_999.5), { allowed: false, retryAfterS: 1 });
 });
 
-test('memory is bounded: expired keys are swept and a full table refuses new keys', () => {
+test('memory is bounded: a full table forgets the least recently seen key and still serves a newcomer', () => {
   const l = new FixedWindowLimiter({ limit: 5, windowMs: 1000, maxKeys: 100 });
   for (let i = 0; i < 100; i++) assert.equal(l.hit(`ip${i}`, 0).allowed, true);
   assert.equal(l.size, 100);
-  assert.equal(l.hit('newcomer', 10).allowed, false);
-  assert.equal(l.hit('ip5', 10).allowed, true, 'known keys keep working');
+  // ip0 is used again, so ip1 becomes the least recently seen.
+  assert.equal(l.hit('ip0', 5).allowed, true);
+  assert.equal(l.hit('newcomer', 10).allowed, true, 'a new client is served, not refused');
+  assert.equal(l.size, 100);
+  assert.equal(l.evicted, 1);
+  // ip1 was forgotten (its count restarts); ip0 was kept with its count of 2.
+  for (let i = 0; i < 3; i++) assert.equal(l.hit('ip0', 20).allowed, true);
+  assert.equal(l.hit('ip0', 20).allowed, false);
   // After the window, the sweep frees the table.
-  assert.equal(l.hit('newcomer', 1000).allowed, true);
+  assert.equal(l.hit('newcomer', 1010).allowed, true);
   assert.equal(l.size, 1);
 });

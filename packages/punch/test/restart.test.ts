@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { openSqlite } from '../src/io/sqlite-driver.ts';
+import { SqliteSessionStore } from '../src/io/sqlite-store.ts';
 import { repoRoot, startProcess, tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
 import { TokenSigner } from '../src/protocol/token.ts';
 
@@ -17,6 +18,20 @@ async function startBroker(db: string): Promise<{ proc: RunningProcess; url: str
     20_000,
   );
   return { proc, url: m[1] ?? '' };
+}
+
+/** `punch serve` on `db` that is expected to refuse to start: its exit code and output (killed after 30 s). */
+async function serveUntilExit(db: string): Promise<{ code: number | null; out: string }> {
+  const proc = startProcess(process.execPath, [join(repoRoot, 'packages/punch/bin/punch.mjs'), 'serve'], {
+    env: { PUNCH_SECRET: SECRET, PUNCH_DB: db, PUNCH_PORT: '0', PUNCH_HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
+  });
+  const timer = setTimeout(() => proc.child.kill('SIGKILL'), 30_000);
+  try {
+    return { code: (await proc.exited).code, out: proc.output() };
+  } finally {
+    clearTimeout(timer);
+    await proc.stop('SIGKILL');
+  }
 }
 
 function row(db: string, name: string): { passphrase: string; state: string; close_reason: string | null } {
@@ -84,11 +99,27 @@ test('restart on the same store: sessions, passphrases and tokens survive; TTL p
     const peerRes = await get('keep', peer.token);
     assert.equal(peerRes.status, 200);
     assert.deepEqual(Object.keys(((await peerRes.json()) as { streams: object }).streams), ['cam-2']);
-    assert.equal(row(db, 'keep').passphrase, passphrase);
     // The TTL of "brief" passed while the server was down: closed at start, with the reason recorded.
     const briefRes = await get('brief', brief.token);
     assert.equal(briefRes.status, 410);
     assert.equal(((await briefRes.json()) as { error: string }).error, 'SESSION_EXPIRED');
+
+    // The file holds every passphrase: owner-only.
+    assert.equal(statSync(db).mode & 0o777, 0o600);
+    // A second broker on the same file refuses to start, with a clear message and no stack trace.
+    const intruder = await serveUntilExit(db);
+    assert.equal(intruder.code, 2);
+    assert.match(
+      intruder.out,
+      new RegExp(
+        `session store ${db.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is locked by another process.*another punch broker`,
+      ),
+    );
+    assert.doesNotMatch(intruder.out, /\n\s+at /, 'no stack trace');
+    // The first broker kept working.
+    assert.equal((await get('keep', keep.token)).status, 200);
+    assert.deepEqual(await second.proc.stop('SIGTERM'), { code: 0, signal: null });
+    assert.equal(row(db, 'keep').passphrase, passphrase);
     assert.deepEqual(
       { ...row(db, 'brief'), passphrase: undefined },
       { passphrase: undefined, state: 'CLOSED', close_reason: 'ttl_expired' },
@@ -97,9 +128,44 @@ test('restart on the same store: sessions, passphrases and tokens survive; TTL p
     // Nothing secret in the logs.
     assert.ok(!second.proc.output().includes(passphrase) && !first.proc.output().includes(passphrase));
     assert.ok(!second.proc.output().includes(SECRET) && !first.proc.output().includes(keep.token));
-    assert.deepEqual(await second.proc.stop('SIGTERM'), { code: 0, signal: null });
   } finally {
     for (const p of procs) await p.stop('SIGKILL');
+    dir.remove();
+  }
+});
+
+test('a corrupt store file or an unreadable row: exit 2 with the path and what to do, no stack trace', async () => {
+  const dir = tempDir('punch-corrupt-');
+  try {
+    const db = join(dir.path, 'punch.db');
+    const run = () => serveUntilExit(db);
+    // Not a database at all (e.g. a file overwritten by something else).
+    writeFileSync(db, 'this is not an SQLite file '.repeat(200));
+    const garbage = await run();
+    assert.equal(garbage.code, 2);
+    assert.ok(garbage.out.includes(`session store ${db} is not a readable SQLite database`), garbage.out);
+    assert.ok(garbage.out.includes(`mv ${db} ${db}.corrupt`));
+    assert.doesNotMatch(garbage.out, /\n\s+at /);
+
+    // A valid database with one bad row.
+    rmSync(db);
+    const store = new SqliteSessionStore(db);
+    store.close();
+    const d = openSqlite(db);
+    d.prepare(
+      `INSERT INTO sessions (name, id, state, passphrase, latency, ttl, created_at, expires_at, streams)
+       VALUES ('cam1', 'x', 'WAITING', '${'p'.repeat(32)}', 200, 60, 0, 9999999999999, '[{"name":1}]')`,
+    ).run();
+    d.close();
+    const badRow = await run();
+    assert.equal(badRow.code, 2);
+    assert.ok(
+      badRow.out.includes(`session store ${db}: the row of session "cam1" is unreadable`),
+      badRow.out,
+    );
+    assert.ok(badRow.out.includes(`DELETE FROM sessions WHERE name = 'cam1'`));
+    assert.doesNotMatch(badRow.out, /\n\s+at /);
+  } finally {
     dir.remove();
   }
 });

@@ -1,14 +1,32 @@
-import type { AppError } from '@broadcast-ops/core';
-import { fail, forbidden, type PunchErrorCode } from '../errors.ts';
 import type { TokenClaims, TokenFailure, TokenSigner } from '../protocol/token.ts';
+import { refuse, type Refusal } from './outcome.ts';
 import type { SessionRecord } from './session.ts';
 
 /**
- * Access checks shared by the HTTP API and the WebSocket layer (spec "Authentication"; reference §1.1
- * "Signature encoding" and §1.2 "HTTP status per error code"). Each check throws an AppError whose code the
- * WebSocket layer can send as its `error` message and whose status the HTTP layer answers with.
+ * Access checks shared by the HTTP API and the WebSocket layer (spec "Authentication"). Each check returns
+ * the verified value or a typed refusal; the transport chooses the status (HTTP 401 for `missing` and the
+ * token failures, 403 for a genuine token that is not allowed here, 410 for SESSION_EXPIRED) or the
+ * WebSocket `error` code.
+ *
+ * Token rules (README "Tokens"): a token must verify (prefix, HMAC-SHA256 over the claims segment,
+ * constant-time compare), name the session in the path, carry the session's expiry (`exp`) and
+ * incarnation id (`sid`), and not have expired.
  */
 export type AuthFailureReason = TokenFailure | 'missing' | 'other_session' | 'peer_role' | 'other_stream';
+
+/** AUTH_FAILED with the reason the transport maps (401 or 403 for HTTP). */
+export interface AuthRefusal extends Refusal<'AUTH_FAILED'> {
+  reason: AuthFailureReason;
+}
+
+export type AccessRefusal = AuthRefusal | Refusal<'SESSION_EXPIRED'>;
+
+export type AccessOutcome<T extends object> = ({ ok: true } & T) | AccessRefusal;
+
+/** Reasons where the token itself was not acceptable (HTTP 401); the others are "not allowed" (403). */
+export function isCredentialFailure(reason: AuthFailureReason): boolean {
+  return reason !== 'other_session' && reason !== 'peer_role' && reason !== 'other_stream';
+}
 
 export class AccessChecker {
   readonly #signer: TokenSigner;
@@ -19,50 +37,56 @@ export class AccessChecker {
     this.#onFailure = onFailure;
   }
 
-  #deny(reason: AuthFailureReason, err: AppError<PunchErrorCode>): never {
+  #deny(reason: AuthFailureReason, message: string): AuthRefusal {
     this.#onFailure(reason);
-    throw err;
+    return { ...refuse('AUTH_FAILED', message), reason };
   }
 
-  /** A genuine, unexpired token for session `name`: 401 (missing/forged), 403 (other session), 410 (expired). */
-  authenticate(token: string | undefined, name: string, nowMs: number): TokenClaims {
-    if (token === undefined)
-      this.#deny('missing', fail('AUTH_FAILED', 'Authorization: Bearer <token> required'));
+  /** A genuine, unexpired token for session `name`. */
+  authenticate(
+    token: string | undefined,
+    name: string,
+    nowMs: number,
+  ): AccessOutcome<{ claims: TokenClaims }> {
+    if (token === undefined) return this.#deny('missing', 'Authorization: Bearer <token> required');
     const v = this.#signer.verify(token, nowMs);
     if (!v.ok) {
-      this.#deny(
+      return this.#deny(
         v.reason,
-        fail(
-          'AUTH_FAILED',
-          v.reason === 'malformed' ? 'token: not a Punch token' : 'token: invalid signature or claims',
-        ),
+        v.reason === 'malformed' ? 'token: not a Punch token' : 'token: invalid signature or claims',
       );
     }
-    if (v.claims.session !== name)
-      this.#deny('other_session', forbidden('token: issued for another session'));
-    if (v.expired) throw fail('SESSION_EXPIRED', 'token: expired with its session');
-    return v.claims;
+    if (v.claims.session !== name) return this.#deny('other_session', 'token: issued for another session');
+    if (v.expired) return refuse('SESSION_EXPIRED', 'token: expired with its session');
+    return { ok: true, claims: v.claims };
   }
 
-  /** Admin-only operations (close, /connect, peer tokens, tally): 403 for a peer token. */
-  requireAdmin(claims: TokenClaims, what: string): void {
-    if (claims.role !== 'admin') this.#deny('peer_role', forbidden(`token: ${what} needs an admin token`));
+  /** Admin-only operations (close, /connect, peer tokens, tally). */
+  requireAdmin(claims: TokenClaims, what: string): AuthRefusal | undefined {
+    return claims.role === 'admin'
+      ? undefined
+      : this.#deny('peer_role', `token: ${what} needs an admin token`);
   }
 
   /** A stream-scoped token reaches only its stream (spec: "A token for one stream cannot access another"). */
-  requireStream(claims: TokenClaims, stream: string): void {
-    if (claims.stream !== null && claims.stream !== stream) {
-      this.#deny('other_stream', forbidden(`token: scoped to stream "${claims.stream}"`));
-    }
+  requireStream(claims: TokenClaims, stream: string): AuthRefusal | undefined {
+    return claims.stream !== null && claims.stream !== stream
+      ? this.#deny('other_stream', `token: scoped to stream "${claims.stream}"`)
+      : undefined;
   }
 
-  /** The live session a verified token belongs to; 410 when closed, unknown, or an earlier session of the name. */
-  liveSession(session: SessionRecord | undefined, name: string, claims: TokenClaims): SessionRecord {
-    if (!session || session.state === 'CLOSED')
-      throw fail('SESSION_EXPIRED', `session "${name}" is closed or unknown`);
-    if (claims.exp * 1000 !== session.expiresAt || (claims.sid !== undefined && claims.sid !== session.id)) {
-      throw fail('SESSION_EXPIRED', 'token: belongs to an earlier session of this name');
+  /** The live session a verified token belongs to; SESSION_EXPIRED when closed, unknown, or an earlier one. */
+  liveSession(
+    session: SessionRecord | undefined,
+    name: string,
+    claims: TokenClaims,
+  ): AccessOutcome<{ session: SessionRecord }> {
+    if (!session || session.state === 'CLOSED') {
+      return refuse('SESSION_EXPIRED', `session "${name}" is closed or unknown`);
     }
-    return session;
+    if (claims.exp * 1000 !== session.expiresAt || (claims.sid !== undefined && claims.sid !== session.id)) {
+      return refuse('SESSION_EXPIRED', 'token: belongs to an earlier session of this name');
+    }
+    return { ok: true, session };
   }
 }

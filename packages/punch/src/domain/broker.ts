@@ -1,6 +1,6 @@
 import type { Clock, TimerHandle } from '@broadcast-ops/core';
-import { fail } from '../errors.ts';
 import { DEFAULT_STREAM } from '../protocol/schemas.ts';
+import { refuse, type Outcome, type Refusal } from './outcome.ts';
 import {
   deriveSessionState,
   generatePassphrase,
@@ -13,16 +13,20 @@ import {
   type RandomBytes,
   type SessionRecord,
   type StreamRecord,
+  type StreamState,
 } from './session.ts';
 import type { SessionStore } from './store.ts';
 
 /**
- * Session broker: the single owner of session state. Commands in (create, close, claim, status), events out
- * (to the WebSocket layer of the next issue), time from the injected Clock. TTL expiry is a timer per
- * session (issue 3: "a timer, not a lazy check on read"), re-armed from the store after a restart.
+ * Session broker: the single owner of session state. Commands in (create, close, claim, release, status),
+ * typed outcomes and events out, time from the injected Clock. TTL expiry is a timer per session, re-armed
+ * from the store after a restart.
  *
- * Ordering rule for the WebSocket layer (reference §1.2 "Message ordering"): every command applies its
- * change to memory and emits its events synchronously; persistence is awaited only afterwards.
+ * Durability rule, the same for every command: the change is applied to memory synchronously (so a
+ * concurrent command sees it: a claimed slot is taken at once), then saved; only after the save succeeded
+ * are the events emitted and the outcome `ok` returned. When the save fails, the command's own change is
+ * undone in memory and the outcome is `STORE_FAILED`: nothing is acknowledged that a restart would undo,
+ * and memory and disk agree. Events of one command are emitted together in one synchronous block.
  */
 export type BrokerEvent =
   | { type: 'session_created'; session: SessionRecord }
@@ -43,13 +47,34 @@ export interface BrokerOptions {
   random?: RandomBytes;
   /** Live sessions at most (a bound on memory); 0 = unlimited. */
   maxSessions: number;
-  /** How long a closed session stays as a tombstone so GET answers 410 (reference §1.2: 10 min). */
+  /** How long a closed session stays as a tombstone so GET answers 410 (10 min by default). */
   tombstoneMs: number;
+  /** Tombstones kept at most; the oldest is forgotten first. Default 10,000. */
+  maxTombstones?: number;
+  /** Delay before a TTL close whose save failed is tried again. Default 5 s. */
+  retryMs?: number;
 }
 
-export type ClaimResult =
-  | { ok: true; slot: PeerSlot; matched: boolean; stream: StreamRecord }
-  | { ok: false; code: 'SESSION_EXPIRED' | 'STREAM_TAKEN' | 'INVALID_MESSAGE'; message: string };
+/** The store's state as `/api/health` reports it. */
+export type StoreHealth = { state: 'ok' } | { state: 'failing'; error: string; since: number };
+
+export type CreateOutcome = Outcome<
+  { session: SessionRecord },
+  'SESSION_EXISTS' | 'SESSION_LIMIT' | 'STORE_FAILED'
+>;
+export type CloseOutcome = Outcome<{ session: SessionRecord }, 'SESSION_EXPIRED' | 'STORE_FAILED'>;
+export type ClaimResult = Outcome<
+  { slot: PeerSlot; matched: boolean; stream: StreamRecord },
+  'SESSION_EXPIRED' | 'STREAM_TAKEN' | 'INVALID_MESSAGE' | 'STORE_FAILED'
+>;
+export type StreamChangeOutcome = Outcome<
+  { changed: boolean },
+  'SESSION_EXPIRED' | 'INVALID_MESSAGE' | 'STORE_FAILED'
+>;
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
 
 export class SessionBroker {
   readonly #store: SessionStore;
@@ -57,9 +82,17 @@ export class SessionBroker {
   readonly #random: RandomBytes | undefined;
   readonly #maxSessions: number;
   readonly #tombstoneMs: number;
+  readonly #maxTombstones: number;
+  readonly #retryMs: number;
   readonly #sessions = new Map<string, SessionRecord>();
+  /** Lower-cased name → name of the live session, for the case-insensitive uniqueness rule. */
+  readonly #folded = new Map<string, string>();
+  /** Closed sessions in the order they closed: the first is the oldest tombstone. */
+  readonly #tombstones = new Map<string, SessionRecord>();
   readonly #timers = new Map<string, TimerHandle>();
   readonly #listeners = new Set<(event: BrokerEvent) => void>();
+  #storeHealth: StoreHealth = { state: 'ok' };
+  #lastProbe = Number.NEGATIVE_INFINITY;
   #live = 0;
   #stopped = false;
 
@@ -69,6 +102,8 @@ export class SessionBroker {
     this.#random = options.random;
     this.#maxSessions = options.maxSessions;
     this.#tombstoneMs = options.tombstoneMs;
+    this.#maxTombstones = options.maxTombstones ?? 10_000;
+    this.#retryMs = options.retryMs ?? 5_000;
   }
 
   /** Load the store: re-arm TTL timers, close sessions whose TTL passed while the server was down. */
@@ -78,6 +113,7 @@ export class SessionBroker {
     // Writes are issued together, not awaited one by one: a store with group commit (SQLite) then commits
     // a restart's purges and TTL closes in one transaction instead of one per row.
     const purged: (void | Promise<void>)[] = [];
+    const closed: SessionRecord[] = [];
     for (const s of await this.#store.loadAll()) {
       if (!isLive(s) && (s.closedAt ?? 0) + this.#tombstoneMs <= now) {
         purged.push(this.#store.deleteSession(s.name));
@@ -85,16 +121,26 @@ export class SessionBroker {
       }
       this.#sessions.set(s.name, s);
       if (!isLive(s)) {
-        this.#armPurge(s);
+        closed.push(s);
         continue;
       }
       this.#live++;
+      this.#folded.set(s.name.toLowerCase(), s.name);
       // A live session's state is a function of its streams; the stored row may predate the last claim.
       this.#refreshState(s);
       if (s.expiresAt <= now) expired.push(s);
       else this.#armExpiry(s);
     }
-    await Promise.all([...purged, ...expired.map((s) => this.close(s.name, 'ttl_expired'))]);
+    closed.sort((a, b) => (a.closedAt ?? 0) - (b.closedAt ?? 0));
+    for (const s of closed) this.#addTombstone(s);
+    // A purge that fails is harmless: the row is an old tombstone and is purged again at the next start.
+    await Promise.all(purged.map(async (p) => p).map(async (p) => p.catch(() => undefined)));
+    const results = await Promise.all(expired.map((s) => this.close(s.name, 'ttl_expired')));
+    // A close that could not be saved is retried by its timer; the session stays live in memory and on disk.
+    results.forEach((r, i) => {
+      const s = expired[i];
+      if (!r.ok && s) this.#armRetry(s);
+    });
   }
 
   /** Cancel timers; the store stays open (its owner closes it). */
@@ -113,17 +159,69 @@ export class SessionBroker {
     return this.#live;
   }
 
+  get tombstones(): number {
+    return this.#tombstones.size;
+  }
+
   get(name: string): SessionRecord | undefined {
     return this.#sessions.get(name);
   }
 
-  async create(input: CreateSessionInput): Promise<SessionRecord> {
+  /** The store's state as of the last save, without probing. */
+  get storeState(): StoreHealth {
+    return this.#storeHealth;
+  }
+
+  /**
+   * The store's state: `failing` from the first failed save until the next successful one. While failing,
+   * a call tries a probe write (at most every `retryMs`), so the state recovers without client traffic.
+   */
+  async storeHealth(): Promise<StoreHealth> {
+    const probe = this.#store.probe?.bind(this.#store);
+    if (this.#storeHealth.state === 'failing' && probe) {
+      const now = this.#clock.monotonicMs();
+      if (now - this.#lastProbe >= this.#retryMs) {
+        this.#lastProbe = now;
+        await this.#save(probe);
+      }
+    }
+    return this.#storeHealth;
+  }
+
+  /** Run one store write; record the store's health; a failure becomes a STORE_FAILED refusal. */
+  async #save(write: () => void | Promise<void>): Promise<Refusal<'STORE_FAILED'> | undefined> {
+    try {
+      await write();
+      if (this.#storeHealth.state !== 'ok') this.#storeHealth = { state: 'ok' };
+      return undefined;
+    } catch (err) {
+      if (this.#storeHealth.state === 'ok') {
+        this.#storeHealth = { state: 'failing', error: describe(err), since: this.#clock.now() };
+      }
+      // The client learns only that nothing changed; the cause goes to storeHealth (and the io layer's log).
+      return refuse('STORE_FAILED', 'the session store could not save the change; nothing was changed');
+    }
+  }
+
+  /** The live session whose name equals `name` ignoring case, if any. */
+  #liveNamesake(name: string): SessionRecord | undefined {
+    const s = this.#sessions.get(this.#folded.get(name.toLowerCase()) ?? '');
+    return s && isLive(s) ? s : undefined;
+  }
+
+  /**
+   * Names are unique ignoring case: `CAM1` is refused while `cam1` is live (operators read names aloud and
+   * type them on phones). Lookups stay exact: a token names its session exactly.
+   */
+  async create(input: CreateSessionInput): Promise<CreateOutcome> {
     const existing = this.#sessions.get(input.name);
-    if (existing && isLive(existing)) throw fail('SESSION_EXISTS', `name: session "${input.name}" exists`);
+    if (existing && isLive(existing)) return refuse('SESSION_EXISTS', `name: session "${input.name}" exists`);
+    const namesake = this.#liveNamesake(input.name);
+    if (namesake) {
+      return refuse('SESSION_EXISTS', `name: differs only in case from the live session "${namesake.name}"`);
+    }
     if (this.#maxSessions > 0 && this.#live >= this.#maxSessions) {
-      throw fail('SESSION_LIMIT', `the server holds its maximum of ${this.#maxSessions} live sessions`, {
-        headers: { 'retry-after': '60' },
-      });
+      return refuse('SESSION_LIMIT', `the server holds its maximum of ${this.#maxSessions} live sessions`);
     }
     const now = this.#clock.now();
     // Whole seconds, so token `exp` (Unix seconds) equals the session expiry exactly.
@@ -147,64 +245,97 @@ export class SessionBroker {
         health: null,
       })),
     };
-    // A new POST replaces a tombstone of the same name (reference §1.2 "Closed names").
-    if (existing) this.#timers.get(existing.name)?.cancel();
+    // A new POST replaces a tombstone of the same name.
+    if (existing) {
+      this.#timers.get(existing.name)?.cancel();
+      this.#tombstones.delete(existing.name);
+    }
     this.#sessions.set(session.name, session);
+    this.#folded.set(session.name.toLowerCase(), session.name);
     this.#live++;
     this.#armExpiry(session);
-    try {
-      await this.#store.putSession(session);
-    } catch (err) {
+    const failed = await this.#save(() => this.#store.putSession(session));
+    if (failed) {
       // Not durable: undo, so the client's retry can succeed and nothing half-exists.
       this.#timers.get(session.name)?.cancel();
       this.#timers.delete(session.name);
-      if (this.#sessions.get(session.name) === session) this.#sessions.delete(session.name);
       this.#live--;
-      throw err;
+      if (this.#folded.get(session.name.toLowerCase()) === session.name)
+        this.#folded.delete(session.name.toLowerCase());
+      if (this.#sessions.get(session.name) === session) {
+        this.#sessions.delete(session.name);
+        if (existing) {
+          this.#sessions.set(existing.name, existing);
+          this.#addTombstone(existing);
+        }
+      }
+      return failed;
     }
     this.#emit({ type: 'session_created', session });
-    return session;
+    return { ok: true, session };
   }
 
-  /** Close a live session (DELETE or TTL). Returns false when it was not live. */
-  async close(name: string, reason: CloseReason): Promise<boolean> {
+  /** Close a live session (DELETE or TTL). */
+  async close(name: string, reason: CloseReason): Promise<CloseOutcome> {
     const session = this.#sessions.get(name);
-    if (!session || !isLive(session)) return false;
+    if (!session || !isLive(session))
+      return refuse('SESSION_EXPIRED', `session "${name}" is closed or unknown`);
+    const before = { state: session.state, closedAt: session.closedAt, closeReason: session.closeReason };
     session.state = 'CLOSED';
     session.closedAt = this.#clock.now();
     session.closeReason = reason;
     this.#live--;
     this.#timers.get(name)?.cancel();
-    this.#armPurge(session);
+    this.#timers.delete(name);
+    const failed = await this.#save(() =>
+      this.#store.updateSessionState(name, {
+        state: 'CLOSED',
+        closedAt: session.closedAt,
+        closeReason: reason,
+      }),
+    );
+    if (failed) {
+      Object.assign(session, before);
+      this.#live++;
+      this.#armExpiry(session);
+      return failed;
+    }
+    if (this.#folded.get(name.toLowerCase()) === name) this.#folded.delete(name.toLowerCase());
+    this.#addTombstone(session);
     this.#emit({ type: 'session_closed', session, reason });
-    await this.#store.updateSessionState(name, {
-      state: 'CLOSED',
-      closedAt: session.closedAt,
-      closeReason: reason,
-    });
-    return true;
+    return { ok: true, session };
+  }
+
+  #stream(
+    name: string,
+    streamName: string | undefined,
+  ): { session: SessionRecord; stream: StreamRecord } | Refusal<'SESSION_EXPIRED' | 'INVALID_MESSAGE'> {
+    const session = this.#sessions.get(name);
+    if (!session || !isLive(session)) return refuse('SESSION_EXPIRED', 'session is closed');
+    let stream: StreamRecord | undefined;
+    if (streamName === undefined) {
+      if (session.streams.length !== 1) {
+        return refuse('INVALID_MESSAGE', 'stream: required in a multi-stream session');
+      }
+      stream = session.streams[0];
+    } else stream = session.streams.find((s) => s.name === streamName);
+    if (!stream) return refuse('INVALID_MESSAGE', `stream: no stream "${streamName}"`);
+    return { session, stream };
   }
 
   /**
-   * Claim a peer slot of a stream (the WebSocket `register` of the next issue). The first claim takes slot
-   * A, the second slot B and matches the stream (`waiting` → `ready`, session → READY).
+   * Claim a peer slot of a stream (the WebSocket `register`). The first claim takes slot A, the second
+   * slot B and matches the stream (`waiting` → `ready`, session → READY). The slot is taken in memory at
+   * once (a concurrent third claim gets STREAM_TAKEN); the outcome and the events follow the save.
    */
   async claim(
     name: string,
     streamName: string | undefined,
     claim: Omit<PeerClaim, 'claimedAt'>,
   ): Promise<ClaimResult> {
-    const session = this.#sessions.get(name);
-    if (!session || !isLive(session))
-      return { ok: false, code: 'SESSION_EXPIRED', message: 'session is closed' };
-    let stream: StreamRecord | undefined;
-    if (streamName === undefined) {
-      if (session.streams.length !== 1) {
-        return { ok: false, code: 'INVALID_MESSAGE', message: 'stream: required in a multi-stream session' };
-      }
-      stream = session.streams[0];
-    } else stream = session.streams.find((s) => s.name === streamName);
-    if (!stream) return { ok: false, code: 'INVALID_MESSAGE', message: `stream: no stream "${streamName}"` };
+    const found = this.#stream(name, streamName);
+    if ('ok' in found) return found;
+    const { session, stream } = found;
     const full: PeerClaim = { ...claim, claimedAt: this.#clock.now() };
     let slot: PeerSlot;
     if (!stream.peerA) {
@@ -213,27 +344,41 @@ export class SessionBroker {
     } else if (!stream.peerB) {
       stream.peerB = full;
       slot = 'b';
-    } else return { ok: false, code: 'STREAM_TAKEN', message: `stream "${stream.name}" has two peers` };
+    } else return refuse('STREAM_TAKEN', `stream "${stream.name}" has two peers`);
+    const previousState = stream.state;
     const matched = peerCount(stream) === 2;
     if (matched) stream.state = 'ready';
     this.#refreshState(session);
+    const failed = await this.#save(() => this.#store.putStreams(session.name, session.streams));
+    if (failed) {
+      if (slot === 'a' && stream.peerA === full) stream.peerA = null;
+      if (slot === 'b' && stream.peerB === full) stream.peerB = null;
+      if (peerCount(stream) < 2) stream.state = previousState;
+      this.#refreshState(session);
+      return failed;
+    }
     if (matched) this.#emit({ type: 'peer_matched', session, stream });
     this.#emit({ type: 'session_changed', session });
-    await this.#store.putStreams(session.name, session.streams);
     return { ok: true, slot, matched, stream };
   }
 
   /** Free a peer slot (the stream goes back to `waiting`). */
-  async release(name: string, streamName: string, slot: PeerSlot): Promise<void> {
-    const session = this.#sessions.get(name);
-    const stream = session?.streams.find((s) => s.name === streamName);
-    if (!session || !stream || !isLive(session)) return;
+  async release(name: string, streamName: string, slot: PeerSlot): Promise<StreamChangeOutcome> {
+    const found = this.#stream(name, streamName);
+    if ('ok' in found) return found;
+    const { session, stream } = found;
+    const held = slot === 'a' ? stream.peerA : stream.peerB;
+    if (!held) return { ok: true, changed: false };
+    const previousState = stream.state;
     if (slot === 'a') stream.peerA = null;
     else stream.peerB = null;
     stream.state = 'waiting';
     this.#refreshState(session);
-    this.#emit({ type: 'session_changed', session });
-    await this.#store.putStreams(session.name, session.streams);
+    return this.#commitStreamChange(session, () => {
+      if (slot === 'a' && stream.peerA === null) stream.peerA = held;
+      if (slot === 'b' && stream.peerB === null) stream.peerB = held;
+      if (peerCount(stream) === 2) stream.state = previousState;
+    });
   }
 
   /** A peer's SRT status report: `connected` moves a matched stream to `connected`; others back to `ready`. */
@@ -241,16 +386,30 @@ export class SessionBroker {
     name: string,
     streamName: string,
     srt: 'connecting' | 'connected' | 'disconnected' | 'error',
-  ): Promise<void> {
-    const session = this.#sessions.get(name);
-    const stream = session?.streams.find((s) => s.name === streamName);
-    if (!session || !stream || !isLive(session) || stream.state === 'waiting') return;
-    const next = srt === 'connected' ? 'connected' : srt === 'connecting' ? stream.state : 'ready';
-    if (next === stream.state) return;
+  ): Promise<StreamChangeOutcome> {
+    const found = this.#stream(name, streamName);
+    if ('ok' in found) return found;
+    const { session, stream } = found;
+    if (stream.state === 'waiting') return { ok: true, changed: false };
+    const previous = stream.state;
+    const next: StreamState = srt === 'connected' ? 'connected' : srt === 'connecting' ? previous : 'ready';
+    if (next === previous) return { ok: true, changed: false };
     stream.state = next;
     this.#refreshState(session);
+    return this.#commitStreamChange(session, () => {
+      if (stream.state === next) stream.state = previous;
+    });
+  }
+
+  async #commitStreamChange(session: SessionRecord, undo: () => void): Promise<StreamChangeOutcome> {
+    const failed = await this.#save(() => this.#store.putStreams(session.name, session.streams));
+    if (failed) {
+      undo();
+      this.#refreshState(session);
+      return failed;
+    }
     this.#emit({ type: 'session_changed', session });
-    await this.#store.putStreams(session.name, session.streams);
+    return { ok: true, changed: true };
   }
 
   #refreshState(session: SessionRecord): void {
@@ -263,25 +422,63 @@ export class SessionBroker {
     const handle = this.#clock.setTimer(Math.max(0, session.expiresAt - this.#clock.now()), () => {
       this.#timers.delete(session.name);
       if (this.#sessions.get(session.name) !== session) return;
-      void this.close(session.name, 'ttl_expired').catch(() => {
-        /* the store failed; the session is closed in memory and the next start closes it again */
+      void this.close(session.name, 'ttl_expired').then((r) => {
+        if (!r.ok && r.code === 'STORE_FAILED') this.#armRetry(session);
       });
     });
     this.#timers.set(session.name, handle);
   }
 
-  #armPurge(session: SessionRecord): void {
+  /**
+   * A TTL close that could not be saved: the session stays live in memory and on disk (its tokens have
+   * expired with it, so nobody can use it) and the close is tried again after `retryMs`.
+   */
+  #armRetry(session: SessionRecord): void {
     if (this.#stopped) return;
-    const due = (session.closedAt ?? this.#clock.now()) + this.#tombstoneMs;
-    const handle = this.#clock.setTimer(Math.max(0, due - this.#clock.now()), () => {
+    this.#timers.get(session.name)?.cancel();
+    const handle = this.#clock.setTimer(this.#retryMs, () => {
       this.#timers.delete(session.name);
-      if (this.#sessions.get(session.name) !== session) return;
-      this.#sessions.delete(session.name);
-      void Promise.resolve(this.#store.deleteSession(session.name)).catch(() => {
-        /* purged again at the next start */
+      if (this.#sessions.get(session.name) !== session || !isLive(session)) return;
+      void this.close(session.name, 'ttl_expired').then((r) => {
+        if (!r.ok && r.code === 'STORE_FAILED') this.#armRetry(session);
       });
     });
     this.#timers.set(session.name, handle);
+  }
+
+  /** Keep a closed session as a tombstone until it is `tombstoneMs` old or the oldest of too many. */
+  #addTombstone(session: SessionRecord): void {
+    this.#tombstones.delete(session.name);
+    this.#tombstones.set(session.name, session);
+    while (this.#tombstones.size > this.#maxTombstones) {
+      const oldest = this.#tombstones.values().next().value;
+      if (!oldest) break;
+      this.#purge(oldest);
+    }
+    if (this.#stopped || !this.#tombstones.has(session.name)) return;
+    const due = (session.closedAt ?? this.#clock.now()) + this.#tombstoneMs;
+    const handle = this.#clock.setTimer(Math.max(0, due - this.#clock.now()), () => {
+      this.#timers.delete(session.name);
+      if (this.#sessions.get(session.name) === session) this.#purge(session);
+    });
+    this.#timers.set(session.name, handle);
+  }
+
+  /**
+   * Forget a tombstone. Its row is deleted without waiting: if that delete fails, the row is loaded as a
+   * tombstone again at the next start and purged then (a closed session either way).
+   */
+  #purge(session: SessionRecord): void {
+    this.#tombstones.delete(session.name);
+    if (this.#sessions.get(session.name) !== session) return;
+    this.#sessions.delete(session.name);
+    this.#timers.get(session.name)?.cancel();
+    this.#timers.delete(session.name);
+    void Promise.resolve()
+      .then(() => this.#store.deleteSession(session.name))
+      .catch(() => {
+        /* purged again at the next start */
+      });
   }
 
   #emit(event: BrokerEvent): void {

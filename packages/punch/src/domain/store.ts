@@ -5,8 +5,9 @@ import type { CloseReason, SessionRecord, SessionState, StreamRecord } from './s
  * original's one Durable Object per session) and writes every change through to the store, so sessions,
  * their streams and peer claims survive a restart.
  *
- * Methods may be synchronous (embedded SQLite) or return promises (a Redis store for several instances,
- * a later issue), so callers always `await` them. Health is not persisted: it is stale after a restart.
+ * Methods may be synchronous or return promises (the SQLite store commits in groups; a shared store for
+ * several instances would be remote), so callers always `await` them. A write that throws or rejects was
+ * not saved. Health is not persisted: it is stale after a restart.
  */
 export interface SessionStore {
   /** Every stored session, closed tombstones included. */
@@ -20,6 +21,8 @@ export interface SessionStore {
   /** Persist the streams of a session: their states and peer claims. */
   putStreams(session: string, streams: readonly StreamRecord[]): void | Promise<void>;
   deleteSession(name: string): void | Promise<void>;
+  /** A harmless write that proves the store can save again (used while `/api/health` reports failing). */
+  probe?(): void | Promise<void>;
   close(): void | Promise<void>;
 }
 

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type {
   CloseReason,
@@ -9,7 +9,14 @@ import type {
   StreamState,
 } from '../domain/session.ts';
 import type { SessionStore } from '../domain/store.ts';
-import { openSqlite, type SqliteDatabase, type SqliteStatement, type SqlValue } from './sqlite-driver.ts';
+import { z } from 'zod';
+import {
+  openSqlite,
+  sqliteErrorKind,
+  type SqliteDatabase,
+  type SqliteStatement,
+  type SqlValue,
+} from './sqlite-driver.ts';
 
 /**
  * Embedded durable store: one SQLite file in WAL mode (readers never block the writer; a commit is an
@@ -22,8 +29,16 @@ import { openSqlite, type SqliteDatabase, type SqliteStatement, type SqlValue } 
  * Group commit: writes issued in the same event-loop turn are applied in one transaction at the next
  * `setImmediate`, and every caller's promise settles after that commit. The broker answers a request only
  * after its write committed, so durability is unchanged; the commit cost is shared by concurrent requests.
- * The queue is bounded by the requests in flight (each waits for its commit).
+ * The queue is bounded by the requests in flight (each waits for its commit). A failed commit rolls the
+ * whole batch back and rejects every writer of it (each rolls its own change back in memory).
+ *
+ * The file holds every passphrase: it is created 0600 (an existing file with wider permissions is
+ * narrowed). The connection runs in `locking_mode=EXCLUSIVE` and takes the write lock at open, so a second
+ * broker on the same file refuses to start (SQLITE_BUSY after `LOCK_WAIT_MS`) instead of both writing. In
+ * exclusive mode SQLite keeps the WAL index in heap memory, so there is no `-shm` file.
+ * (https://sqlite.org/pragma.html#pragma_locking_mode, https://sqlite.org/wal.html#noshm)
  */
+const LOCK_WAIT_MS = 2_000;
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS sessions (
   name         TEXT PRIMARY KEY,
@@ -38,20 +53,55 @@ CREATE TABLE IF NOT EXISTS sessions (
   close_reason TEXT,
   streams      TEXT NOT NULL
 ) STRICT;
+CREATE TABLE IF NOT EXISTS probe (k INTEGER PRIMARY KEY, at INTEGER NOT NULL) STRICT;
 `;
 
-interface SessionRow {
-  name: string;
-  id: string;
-  state: string;
-  passphrase: string;
-  latency: number;
-  ttl: number;
-  created_at: number;
-  expires_at: number;
-  closed_at: number | null;
-  close_reason: string | null;
-  streams: string;
+/** A store that cannot be opened or read: the message names the file and what to do. */
+export class SessionStoreError extends Error {
+  readonly file: string;
+  constructor(file: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'SessionStoreError';
+    this.file = file;
+  }
+}
+
+const peerClaimSchema = z.object({
+  ip: z.string(),
+  port: z.number().int(),
+  label: z.string(),
+  role: z.enum(['sender', 'receiver']).nullable(),
+  meta: z.record(z.string(), z.unknown()),
+  clientId: z.string().nullable(),
+  claimedAt: z.number(),
+});
+const storedStreamsSchema = z.array(
+  z.object({
+    name: z.string(),
+    state: z.enum(['waiting', 'ready', 'connected']),
+    peerA: peerClaimSchema.nullable(),
+    peerB: peerClaimSchema.nullable(),
+  }),
+);
+const rowSchema = z.object({
+  name: z.string().min(1),
+  id: z.string().min(1),
+  state: z.enum(['WAITING', 'READY', 'CONNECTED', 'RELAYING', 'CLOSED']),
+  passphrase: z.string().min(10),
+  latency: z.number().int(),
+  ttl: z.number().int(),
+  created_at: z.number().int(),
+  expires_at: z.number().int(),
+  closed_at: z.number().int().nullable(),
+  close_reason: z.enum(['admin_closed', 'ttl_expired', 'error']).nullable(),
+  streams: z.string(),
+});
+
+/** Create the file 0600 before SQLite opens it; narrow an existing file's mode. */
+function prepareFile(file: string): void {
+  mkdirSync(dirname(file), { recursive: true });
+  closeSync(openSync(file, 'a', 0o600));
+  if ((statSync(file).mode & 0o077) !== 0) chmodSync(file, 0o600);
 }
 
 /** Stored shape of a stream (health is not persisted). */
@@ -78,11 +128,33 @@ export class SqliteSessionStore implements SessionStore {
   /** The batch being collected: one promise for all its writers, settled by the commit (or its failure). */
   #pending: { promise: Promise<void>; settle: (err?: Error) => void } | undefined;
 
+  readonly #file: string;
+  readonly #probe: SqliteStatement;
+
   constructor(file: string) {
-    if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
+    this.#file = file;
+    if (file !== ':memory:') {
+      try {
+        prepareFile(file);
+      } catch (err) {
+        throw new SessionStoreError(
+          file,
+          `session store ${file}: cannot create or open the file (${(err as Error).message}); check the ` +
+            'directory exists and is writable by this user, or set PUNCH_DB to another path',
+          { cause: err },
+        );
+      }
+    }
     this.#db = openSqlite(file);
-    this.#db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;');
-    this.#db.exec(SCHEMA);
+    try {
+      this.#db.exec(`PRAGMA busy_timeout = ${LOCK_WAIT_MS}; PRAGMA locking_mode = EXCLUSIVE;`);
+      this.#db.exec('BEGIN EXCLUSIVE; COMMIT;');
+      this.#db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;');
+      this.#db.exec(SCHEMA);
+    } catch (err) {
+      this.#db.close();
+      throw this.#openError(err);
+    }
     this.#insertSession = this.#db.prepare(
       `INSERT OR REPLACE INTO sessions
          (name, id, state, passphrase, latency, ttl, created_at, expires_at, closed_at, close_reason, streams)
@@ -93,6 +165,7 @@ export class SqliteSessionStore implements SessionStore {
     );
     this.#updateStreams = this.#db.prepare('UPDATE sessions SET streams = ? WHERE name = ?');
     this.#deleteSession = this.#db.prepare('DELETE FROM sessions WHERE name = ?');
+    this.#probe = this.#db.prepare('INSERT OR REPLACE INTO probe (k, at) VALUES (1, ?)');
   }
 
   /** Queue a write for the next group commit; resolves once it is committed. */
@@ -135,21 +208,72 @@ export class SqliteSessionStore implements SessionStore {
     }
   }
 
+  #openError(err: unknown): SessionStoreError {
+    const file = this.#file;
+    const kind = sqliteErrorKind(err);
+    const detail = err instanceof Error ? err.message : String(err);
+    if (kind === 'BUSY' || kind === 'LOCKED') {
+      return new SessionStoreError(
+        file,
+        `session store ${file} is locked by another process (${detail}): another punch broker is probably ` +
+          'running on this file. Stop it, or give this broker its own file with PUNCH_DB.',
+        { cause: err },
+      );
+    }
+    if (kind === 'NOTADB' || kind === 'CORRUPT') {
+      return new SessionStoreError(
+        file,
+        `session store ${file} is not a readable SQLite database (${detail}). Restore it from a backup, or ` +
+          `move it aside (mv ${file} ${file}.corrupt) to start with an empty store; live sessions in it are lost.`,
+        { cause: err },
+      );
+    }
+    return new SessionStoreError(file, `session store ${file}: ${detail}`, { cause: err });
+  }
+
+  /** Every stored session. A row that does not read back is an error naming the file and the row. */
   loadAll(): SessionRecord[] {
-    const rows = this.#db.prepare('SELECT * FROM sessions').all() as SessionRow[];
-    return rows.map((r) => ({
-      name: r.name,
-      id: r.id,
-      state: r.state as SessionState,
-      passphrase: r.passphrase,
-      latency: r.latency,
-      ttl: r.ttl,
-      createdAt: r.created_at,
-      expiresAt: r.expires_at,
-      closedAt: r.closed_at,
-      closeReason: r.close_reason as CloseReason | null,
-      streams: (JSON.parse(r.streams) as StoredStream[]).map((s) => ({ ...s, health: null })),
-    }));
+    let rows: unknown[];
+    try {
+      rows = this.#db.prepare('SELECT * FROM sessions').all();
+    } catch (err) {
+      throw this.#openError(err);
+    }
+    return rows.map((raw) => {
+      const name = (raw as { name?: unknown }).name;
+      try {
+        const r = rowSchema.parse(raw);
+        const streams = storedStreamsSchema.parse(JSON.parse(r.streams));
+        return {
+          name: r.name,
+          id: r.id,
+          state: r.state,
+          passphrase: r.passphrase,
+          latency: r.latency,
+          ttl: r.ttl,
+          createdAt: r.created_at,
+          expiresAt: r.expires_at,
+          closedAt: r.closed_at,
+          closeReason: r.close_reason,
+          streams: streams.map((st) => ({ ...st, health: null })),
+        };
+      } catch (err) {
+        const why =
+          err instanceof z.ZodError ? z.prettifyError(err).replace(/\n/g, '; ') : (err as Error).message;
+        throw new SessionStoreError(
+          this.#file,
+          `session store ${this.#file}: the row of session ${JSON.stringify(name)} is unreadable (${why}). ` +
+            'Restore the file from a backup, or delete that row (the session is lost): ' +
+            `sqlite3 ${this.#file} "DELETE FROM sessions WHERE name = '${String(name).replace(/'/g, "''")}'"`,
+          { cause: err },
+        );
+      }
+    });
+  }
+
+  probe(): Promise<void> {
+    const at = Date.now();
+    return this.#enqueue(() => this.#probe.run(at));
   }
 
   putSession(s: SessionRecord): Promise<void> {

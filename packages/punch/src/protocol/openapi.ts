@@ -50,6 +50,22 @@ export function buildOpenApi(schemas: Schemas, options: { serverUrl: string; max
       ...err('RATE_LIMITED (header Retry-After, seconds)'),
       headers: { 'Retry-After': { schema: { type: 'integer' } } },
     },
+    '500': err('SERVER_ERROR: unexpected failure (logged; no internals in the message)'),
+  };
+  const storeFailed = {
+    ...err('STORE_UNAVAILABLE: the change could not be saved (nothing changed; header Retry-After)'),
+    headers: { 'Retry-After': { schema: { type: 'integer' } } },
+  };
+  const html = (description: string) => ({
+    description,
+    content: { 'text/html': { schema: { type: 'string' } } },
+  });
+  const pageQuery = {
+    name: 't',
+    in: 'query',
+    required: false,
+    description: 'Access token; a peer token is carried into the QR code, an admin token never is',
+    schema: { type: 'string' },
   };
 
   const doc: Json = {
@@ -81,7 +97,8 @@ export function buildOpenApi(schemas: Schemas, options: { serverUrl: string; max
             '403': err('TURNSTILE_FAILED'),
             '409': err('SESSION_EXISTS'),
             '429': common['429'],
-            '503': err('SESSION_LIMIT'),
+            '500': common['500'],
+            '503': err('SESSION_LIMIT or STORE_UNAVAILABLE (header Retry-After)'),
           },
         },
       },
@@ -94,7 +111,11 @@ export function buildOpenApi(schemas: Schemas, options: { serverUrl: string; max
         delete: {
           operationId: 'closeSession',
           parameters: [nameParam],
-          responses: { '204': { description: 'Closed; peers receive session_closed' }, ...common },
+          responses: {
+            '204': { description: 'Closed; peers receive session_closed' },
+            ...common,
+            '503': storeFailed,
+          },
         },
       },
       '/api/session/{name}/connect': {
@@ -137,9 +158,51 @@ export function buildOpenApi(schemas: Schemas, options: { serverUrl: string; max
         get: {
           operationId: 'health',
           security: [],
-          responses: { '200': { description: 'Up', headers: versionHeader, ...json(healthResponse) } },
+          responses: {
+            '200': { description: 'Up, store saving', headers: versionHeader, ...json(healthResponse) },
+            '503': { description: 'Degraded: the store cannot save changes', ...json(healthResponse) },
+          },
         },
-        head: { operationId: 'healthHead', security: [], responses: { '200': { description: 'Up' } } },
+        head: {
+          operationId: 'healthHead',
+          security: [],
+          responses: { '200': { description: 'Up' }, '503': { description: 'Degraded' } },
+        },
+      },
+      '/metrics': {
+        get: {
+          operationId: 'metrics',
+          security: [],
+          summary: 'Prometheus metrics (text exposition format 0.0.4)',
+          responses: {
+            '200': { description: 'Metrics', content: { 'text/plain': { schema: { type: 'string' } } } },
+          },
+        },
+      },
+      '/s/{name}': {
+        get: {
+          operationId: 'sessionPage',
+          security: [],
+          summary: 'Join page (HTML, mobile-first); the same prompt for unknown names without a valid token',
+          parameters: [nameParam, pageQuery],
+          responses: {
+            '200': html('Join page'),
+            '410': html('The token is genuine but its session is closed or expired'),
+            '429': common['429'],
+          },
+        },
+      },
+      '/s/{name}/qr': {
+        get: {
+          operationId: 'sessionQr',
+          security: [],
+          summary: 'SVG QR code of the join page URL (with ?t= only for a valid peer token)',
+          parameters: [nameParam, pageQuery],
+          responses: {
+            '200': { description: 'QR code', content: { 'image/svg+xml': { schema: { type: 'string' } } } },
+            '429': common['429'],
+          },
+        },
       },
       '/api/openapi.json': {
         get: { operationId: 'openapi', security: [], responses: { '200': { description: 'This document' } } },

@@ -165,7 +165,16 @@ export const tokenResponse = z
   .meta({ id: 'PeerTokenResponse' });
 
 export const healthResponse = z
-  .object({ status: z.literal('ok'), version: z.string(), uptime: z.number() })
+  .object({
+    status: z.enum(['ok', 'degraded']),
+    version: z.string(),
+    uptime: z.number(),
+    store: z.object({
+      state: z.enum(['ok', 'failing']),
+      error: z.string().optional().meta({ description: 'Why the last save failed (while failing)' }),
+      since: z.string().optional().meta({ description: 'ISO 8601 time of the first failed save' }),
+    }),
+  })
   .meta({ id: 'Health' });
 
 export const errorBody = z

@@ -1,0 +1,41 @@
+import type { FastifyInstance } from 'fastify';
+import { buildOpenApi } from '../../protocol/openapi.ts';
+import { PUNCH_VERSION } from '../../protocol/schemas.ts';
+import { iso, type RouteContext } from '../http-api.ts';
+
+/**
+ * Operations routes, public (no token): health (GET and HEAD, for monitors), the OpenAPI document and the
+ * Prometheus metrics. Health is 200 `ok` while the store saves, 503 `degraded` from the first failed save
+ * until a save (or the health check's own probe write) succeeds again.
+ */
+export function registerOpsRoutes(api: FastifyInstance, ctx: RouteContext): void {
+  const { clock, broker, registry } = ctx.deps;
+  const startedAt = clock.monotonicMs();
+  // fastify answers HEAD from the GET route, with the same status.
+  api.get('/api/health', async (_request, reply) => {
+    const store = await broker.storeHealth();
+    const degraded = store.state !== 'ok';
+    return reply.status(degraded ? 503 : 200).send({
+      status: degraded ? 'degraded' : 'ok',
+      version: PUNCH_VERSION,
+      uptime: Math.floor((clock.monotonicMs() - startedAt) / 1000),
+      store:
+        store.state === 'ok'
+          ? { state: 'ok' }
+          : { state: 'failing', error: store.error, since: iso(store.since) },
+    });
+  });
+
+  let openapi: unknown;
+  api.get('/api/openapi.json', () => {
+    openapi ??= buildOpenApi(ctx.schemas, {
+      serverUrl: ctx.deps.baseUrl(),
+      maxBodyBytes: ctx.deps.config.limits.bodyLimit,
+    });
+    return openapi;
+  });
+
+  api.get('/metrics', async (_request, reply) => {
+    return reply.type(registry.contentType).send(await registry.metrics());
+  });
+}
