@@ -2,6 +2,8 @@
  * One handle over the three simulators, driven by text commands (the `simulate` CLI reads them from
  * stdin; the demo runs a script of them). Commands:
  *   play <name> [durationSec] [startFrame]   pause   resume   stop   clear   record [on|off]   stream [on|off]
+ *   preview <input>   ftb [on|off]   overlay <n> <input|off>   (vMix)
+ *   eject   lose-reply <command>   (HyperDeck)
  *   offline   online   malformed [kind]   mode <ok|hang|error500|garbage|truncated>   status
  */
 import { CasparcgSimulator, type CasparLayout, type CasparMalformedKind } from './casparcg-sim.ts';
@@ -53,7 +55,8 @@ export interface SimulatorHandle {
 
 const USAGE =
   'commands: play <name> [durationSec] [startFrame] | pause | resume | stop | clear | record [on|off] | ' +
-  'stream [on|off] | offline | online | freeze [on|off] | malformed [kind] | mode <ok|hang|error500|garbage|truncated> | status';
+  'stream [on|off] | preview <input> | ftb [on|off] | overlay <n> <input|off> | eject | lose-reply <command> | ' +
+  'offline | online | freeze [on|off] | malformed [kind] | mode <ok|hang|error500|garbage|truncated> | status';
 
 export async function startSimulator(kind: SimulatorKind, o: SimulatorOptions): Promise<SimulatorHandle> {
   if (kind === 'casparcg') {
@@ -213,6 +216,15 @@ async function vmixCommand(sim: VmixSimulator, line: string): Promise<string> {
     case 'stream':
       sim.stream(a !== 'off');
       return 'ok';
+    case 'preview':
+      sim.previewInput(num(a) ?? 1);
+      return 'ok';
+    case 'ftb':
+      sim.fadeToBlack(a !== 'off');
+      return 'ok';
+    case 'overlay':
+      sim.overlay(num(a) ?? 1, b === 'off' ? undefined : (num(b) ?? 1));
+      return 'ok';
     case 'offline':
       await sim.offline();
       return 'ok';
@@ -250,6 +262,12 @@ function hyperdeckCommand(sim: HyperdeckSimulator, line: string): string {
       return 'ok';
     case 'freeze':
       sim.freeze(a !== 'off');
+      return 'ok';
+    case 'eject':
+      sim.swapMedia([]);
+      return 'ok';
+    case 'lose-reply':
+      sim.dropNextReply(words(line).slice(1).join(' ') || 'transport info');
       return 'ok';
     case 'malformed':
       sim.sendMalformed((a ?? 'unknown-line') as 'unknown-line');
