@@ -5,10 +5,13 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 missing_pkgs=()
 missing_bins=()
-while read -r bin pkg _; do
+while read -r bin pkg extra; do
   case "$bin" in ''|'#'*) continue ;; esac
   if ! command -v "$bin" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$bin" ] && [ ! -x "/sbin/$bin" ]; then
     missing_pkgs+=("$pkg")
+    # Further words on the line are packages the tool needs beside its own (e.g. GStreamer plugins).
+    # shellcheck disable=SC2206
+    missing_pkgs+=(${extra%%#*})
     missing_bins+=("$bin")
   fi
 done < "$here/system-tools.txt"

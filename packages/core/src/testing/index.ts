@@ -21,8 +21,9 @@ export function systemTools(): ToolEntry[] {
     .map((l) => l.replace(/#.*/, '').trim())
     .filter(Boolean)
     .map((l) => {
-      const [binary = '', aptPackage = ''] = l.split(/\s+/);
-      return { binary, aptPackage };
+      // `<binary> <package> [more packages the tool needs, e.g. plugins]`
+      const [binary = '', ...packages] = l.split(/\s+/);
+      return { binary, aptPackage: packages.join(' ') };
     });
 }
 
