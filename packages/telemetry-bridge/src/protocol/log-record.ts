@@ -45,7 +45,20 @@ export interface DecodeResult {
   /** Bytes of `buf` covered by complete, valid records. */
   goodBytes: number;
   /** Why decoding stopped before the end of `buf`, if it did. */
-  stopReason?: 'short-header' | 'short-body' | 'too-large' | 'crc-mismatch' | 'bad-json' | 'rejected';
+  stopReason?:
+    | 'short-header'
+    | 'short-body'
+    | 'too-large'
+    | 'crc-mismatch'
+    | 'bad-json'
+    | 'rejected'
+    /** Only zero bytes from here to the end: preallocated space, no record was ever written there. */
+    | 'zero-fill';
+}
+
+function zerosFrom(buf: Buffer, pos: number): boolean {
+  for (let i = pos; i < buf.length; i++) if (buf[i] !== 0) return false;
+  return true;
 }
 
 function isLogRecord(v: unknown): v is LogRecord {
@@ -66,9 +79,12 @@ export function decodeRecords(
   let pos = 0;
   while (pos < buf.length) {
     if (buf.length - pos < RECORD_HEADER_BYTES)
-      return { records, goodBytes: pos, stopReason: 'short-header' };
+      return { records, goodBytes: pos, stopReason: zerosFrom(buf, pos) ? 'zero-fill' : 'short-header' };
     const len = buf.readUInt32BE(pos);
     const crc = buf.readUInt32BE(pos + 4);
+    // No record has an empty body, so a zero header starts unused space, if only zeros follow.
+    if (len === 0 && crc === 0 && zerosFrom(buf, pos))
+      return { records, goodBytes: pos, stopReason: 'zero-fill' };
     if (len > MAX_RECORD_BODY_BYTES) return { records, goodBytes: pos, stopReason: 'too-large' };
     if (buf.length - pos - RECORD_HEADER_BYTES < len)
       return { records, goodBytes: pos, stopReason: 'short-body' };
