@@ -2,6 +2,8 @@
 export * from './config.ts';
 export * from './domain/device-state.ts';
 export * from './domain/device-store.ts';
+export * from './domain/video-format.ts';
+export { MALFORMED_KINDS, type MalformedKind } from './malformed.ts';
 export { Monitor, type MonitorOptions, type StartedMonitor } from './monitor.ts';
 export { healthBody, type HealthBody } from './io/http-server.ts';
 export {

@@ -28,10 +28,12 @@ test('reducer: 107 timeline empty forgets the clip list and the clip; 513 moves 
   assert.equal(r.clipKey.clipId, null);
 });
 
-test('a lost reply while 508s keep arriving: the deck reconnects and the timecode moves again within 15 s', async () => {
+test('a lost reply while pushes keep arriving: the deck reconnects and the timecode moves again within 15 s', async () => {
+  // Defaults throughout (replyTimeoutMs 4000, reconnect from 1 s). The deck keeps pushing 513 every frame,
+  // so the connection never falls silent: only the per-command timeout can notice the lost reply.
   const sim = new HyperdeckSimulator({ port: 0, videoFormat: '1080p25', fps: 25 });
   const port = await sim.start();
-  const { monitor } = await startMonitor(makeConfig([deck(port, { reconnectMinMs: 200 })]));
+  const { monitor } = await startMonitor(makeConfig([deck(port)]));
   try {
     await waitDevice(monitor, 4, (d) => d.connected && sim.commands.includes('clips get'), 5000);
     sim.play(1);

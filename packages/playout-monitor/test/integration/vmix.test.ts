@@ -58,6 +58,23 @@ test('play, pause at an exact position, record and stop reach the state and /hea
   assert.equal(d.timecode, '00:00:00:00');
 });
 
+test('fade to black, preview and overlays reach the state; a title with non-ASCII characters is decoded', async () => {
+  sim.play('Café opener.mp4', { durationSec: 60 });
+  sim.previewInput(3);
+  sim.overlay(2, 1);
+  await waitDevice(monitor, 4, (d) => d.state === 'play' && d.filename === 'Café opener.mp4');
+  sim.fadeToBlack(true);
+  const d = await waitDevice(monitor, 4, (s) => s.fadeToBlack === true);
+  assert.equal(d.state, 'stop', 'program output is black');
+  assert.deepEqual(d.preview, { number: 3, title: 'Black' });
+  assert.deepEqual(d.overlays, [{ number: 2, input: 1, title: 'Camera 1' }]);
+  assert.equal((await healthState(url, 4))?.state, 'stop');
+  sim.fadeToBlack(false);
+  sim.overlay(2, undefined);
+  const back = await waitDevice(monitor, 4, (s) => s.fadeToBlack === false && s.state === 'play');
+  assert.deepEqual(back.overlays, []);
+});
+
 test('vMix gone (port closed) is offline within 3 polls, and comes back by itself', async () => {
   sim.play('opener.mp4', { durationSec: 30 });
   await waitDevice(monitor, 4, (s) => s.state === 'play');
