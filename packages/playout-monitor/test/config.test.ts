@@ -51,10 +51,28 @@ test('invalid configs fail with the key named', () => {
     [{ settings: { webSocketPrt: 1 }, servers: [server(1)] }, /unknown key "settings.webSocketPrt"/],
     [{ settings: {}, servers: [{ ...server(1), type: 'atem' }] }, /servers\.0\.type/],
     [{ settings: {}, servers: [{ ...server(1), channel: 2 }] }, /channel/],
+    [
+      {
+        settings: {},
+        servers: [{ id: 1, name: 'C', type: 'osc_player', ip: '10.0.0.1', videoFormat: '1080x50' }],
+      },
+      /servers\.0\.videoFormat.*not a CasparCG video-mode/s,
+    ],
   ];
   for (const [data, re] of bad)
     assert.throws(() => loadMonitorConfig({ data, environment: {} }), re, JSON.stringify(data).slice(0, 80));
   assert.throws(() => loadMonitorConfig({ environment: {} }), /--config/);
+});
+
+test('osc_player videoFormat takes CasparCG video-mode names', () => {
+  const c = loadMonitorConfig({
+    data: {
+      settings: {},
+      servers: [{ id: 1, name: 'C', type: 'osc_player', ip: '10.0.0.1', videoFormat: '1080i5000' }],
+    },
+    environment: {},
+  });
+  assert.equal(c.servers[0]?.type === 'osc_player' ? c.servers[0].videoFormat : undefined, '1080i5000');
 });
 
 test('environment overrides the HTTP port', () => {

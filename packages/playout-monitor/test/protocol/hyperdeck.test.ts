@@ -9,6 +9,7 @@ import {
   LineSplitter,
   parseClipsInfo,
   parseConnectionInfo,
+  parseDisplayTimecode,
   parseTransportInfo,
   type HyperdeckResponse,
 } from '../../src/protocol/hyperdeck.ts';
@@ -34,6 +35,10 @@ function replay(responses: HyperdeckResponse[]): ReturnType<HyperdeckReducer['de
     else if (resp.code === HD.ASYNC_TRANSPORT_INFO)
       last = r.onTransport(parseTransportInfo(resp.params), true);
     else if (resp.code === HD.CLIPS_INFO) last = r.onClips(parseClipsInfo(resp.params));
+    else if (resp.code === HD.ASYNC_DISPLAY_TIMECODE) {
+      const tc = parseDisplayTimecode(resp.params);
+      if (tc !== undefined) last = r.onDisplayTimecode(tc);
+    } else if (resp.code === HD.TIMELINE_EMPTY) last = r.onTimelineEmpty();
   }
   return last;
 }
@@ -189,4 +194,21 @@ test('fast-check: random lines and random chunking never throw, and the buffer s
     ),
     { numRuns: 1000 },
   );
+});
+
+test('protocol 1.11 session: 23.976 format, 513 display timecode pushes, then the disk removed: 502, 508, 107', () => {
+  const t = JSON.parse(readFixture('hyperdeck', 'session-display-timecode-eject.json')) as Transcript & {
+    expected_before_eject: Record<string, unknown>;
+  };
+  const { responses, problems } = readAll(t.received);
+  assert.equal(problems, 0);
+  assert.deepEqual(
+    responses.map((r) => r.code),
+    [500, 200, 200, 200, 200, 208, 205, 513, 513, 502, 508, 107],
+  );
+  const before = replay(responses.slice(0, 9));
+  for (const [k, v] of Object.entries(t.expected_before_eject)) assert.deepEqual(before[k as 'state'], v, k);
+  assert.ok(Math.abs((before.framerate ?? 0) - 24000 / 1001) < 1e-9);
+  const after = replay(responses);
+  for (const [k, v] of Object.entries(t.expected)) assert.deepEqual(after[k as 'state'], v, k);
 });
