@@ -10,9 +10,10 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
-import { delimiter, dirname, join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { repoRoot, requireTool, startProcess, tempDir } from '../../packages/core/src/testing/index.ts';
+import { childEnv } from '../node-matrix.ts';
 
 const CYCLES = 5;
 
@@ -30,14 +31,6 @@ function declaredServices(): string[] {
     if (pkg.toolkit?.start && bin) names.push(bin);
   }
   return names.sort();
-}
-
-/** This Node first on PATH (npm's and tsx's `#!/usr/bin/env node` then run on it); no parent npm settings. */
-function stackEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!/^npm_/i.test(k) && k !== 'INIT_CWD') env[k] = v;
-  env['PATH'] = [dirname(process.execPath), process.env['PATH'] ?? ''].join(delimiter);
-  return env;
 }
 
 function killQuietly(pid: number, signal: NodeJS.Signals): void {
@@ -68,7 +61,8 @@ test(`npm start on Node ${process.versions.node}: all services up and a clean Ct
         'setsid',
         ['unshare', ...nsFlags, '--', 'sh', '-c', inner, 'sh', data.path, repoRoot],
         {
-          env: stackEnv(),
+          // This Node first on PATH: npm's and tsx's `#!/usr/bin/env node` run on it, and the services with them.
+          env: childEnv(process.env, dirname(dirname(process.execPath))),
         },
       );
       const servicePids: number[] = [];

