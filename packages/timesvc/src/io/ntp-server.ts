@@ -8,6 +8,7 @@ import {
   type ResponderPolicy,
   type ServerSystemState,
 } from '../domain/ntp-responder.ts';
+import type { NtsResponder } from '../domain/nts-responder.ts';
 import { arrivalTime, type ArrivalTime } from './kernel-rx-timestamp.ts';
 import type { ServedClock } from './served-clock.ts';
 
@@ -43,6 +44,8 @@ export interface NtpServerOptions {
   rxCorrectionMs?: number;
   /** Use kernel receive timestamps where available (default true). */
   kernelRxTimestamps?: boolean;
+  /** NTS (RFC 8915 §5.7): requests with NTS fields are authenticated and answered sealed (nts-responder.ts). */
+  nts?: NtsResponder | undefined;
 }
 
 export class NtpServer {
@@ -152,6 +155,19 @@ export class NtpServer {
       if (out.code === 'RATE') c.kodRate++;
       else c.kodDeny++;
     } else {
+      const nts = this.#o.nts?.check(msg);
+      if (nts !== undefined && nts.kind !== 'plain') {
+        if (nts.kind === 'drop') return;
+        if (nts.kind === 'nak') {
+          socket.send(nts.packet, rinfo.port, rinfo.address, this.#onSent);
+          return;
+        }
+        c.responses++;
+        // The transmit timestamp is inside the authenticated data, so it is written just before sealing.
+        clock.write(out.packet, 40, true);
+        socket.send(nts.seal(out.packet), rinfo.port, rinfo.address, this.#onSent);
+        return;
+      }
       c.responses++;
       // Transmit timestamp as late as possible: immediately before the packet is handed to the kernel.
       clock.write(out.packet, 40, true);

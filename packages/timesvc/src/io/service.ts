@@ -9,6 +9,7 @@ import { ntpBindAddresses, parseHostPort, peerPolls, type TimesvcConfig } from '
 import { buildHttpApp } from './http-app.ts';
 import { createTimesvcMetrics } from './metrics.ts';
 import { NtpServer } from './ntp-server.ts';
+import { createNtsServerSide, registerNtsMetrics, type NtsServerSide } from './nts-service.ts';
 import { PeerClient } from './peer-client.ts';
 import { ServedClock, hiresClock, measurePrecision } from './served-clock.ts';
 
@@ -24,6 +25,8 @@ export interface TimesvcService {
   readonly registry: Registry;
   readonly app: FastifyInstance;
   server(): NtpServer | undefined;
+  /** The NTS server side (cookies, NTS-KE, packet responder) when nts.enabled. */
+  nts(): NtsServerSide | undefined;
   start(): Promise<void>;
   close(): Promise<void>;
 }
@@ -92,7 +95,10 @@ export function createTimesvc(config: TimesvcConfig, logger: Logger): TimesvcSer
       : undefined,
   };
   let server: NtpServer | undefined;
+  // NTS-KE announces the NTP port actually bound (a Port record when it is not 123).
+  const ntsSide = createNtsServerSide(config, logger, () => server?.addresses[0]?.port ?? ntp.port);
   const registry = createTimesvcMetrics({ server: () => server, manager, peers: () => peers, startedMs });
+  registerNtsMetrics(registry, () => ntsSide);
   const app = buildHttpApp({
     logger,
     registry,
@@ -100,7 +106,7 @@ export function createTimesvc(config: TimesvcConfig, logger: Logger): TimesvcSer
     servedNowMs: () => served.servedUnixMs(),
     rxTimestamps: () => server?.rxTimestamps ?? 'off',
   });
-  const inert = (['nts', 'ptp', 'gpsdo'] as const).filter((k) => config[k].enabled);
+  const inert = (['ptp', 'gpsdo'] as const).filter((k) => config[k].enabled);
   if (inert.length) {
     logger.warn({ sections: inert }, 'enabled sections are not implemented yet and are ignored');
   }
@@ -113,6 +119,7 @@ export function createTimesvc(config: TimesvcConfig, logger: Logger): TimesvcSer
     registry,
     app,
     server: () => server,
+    nts: () => ntsSide,
     async start() {
       served.start();
       manager.start();
@@ -123,12 +130,14 @@ export function createTimesvc(config: TimesvcConfig, logger: Logger): TimesvcSer
           clock: served,
           state: () => manager.serverState,
           policy,
+          nts: ntsSide?.responder,
           rxCorrectionMs,
           kernelRxTimestamps: ntp.kernel_rx_timestamps,
           recvBufferSize: ntp.socket_receive_buffer,
           logger: logger.child({ component: 'ntp-server' }),
         });
         await server.start();
+        await ntsSide?.start();
         for (const p of peers) p.start();
       }
     },
@@ -137,6 +146,7 @@ export function createTimesvc(config: TimesvcConfig, logger: Logger): TimesvcSer
       served.stop();
       await Promise.all(peers.map((p) => p.close()));
       await server?.close();
+      await ntsSide?.close();
       await app.close();
     },
   };

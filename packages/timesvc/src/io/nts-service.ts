@@ -1,0 +1,109 @@
+import { performance } from 'node:perf_hooks';
+import { Counter, Gauge, type Logger, type Registry } from '@broadcast-ops/core';
+import { NtsCookieJar, cookieSecretFromHex } from '../domain/nts-cookies.ts';
+import { NtsResponder } from '../domain/nts-responder.ts';
+import type { TimesvcConfig } from '../config.ts';
+import { NtsKeServer } from './nts-ke-server.ts';
+
+/**
+ * The NTS server side as one unit for the service: the cookie jar (secret from TIMESVC_NTS_COOKIE_KEY or
+ * nts.cookie_key), the NTP-packet responder the NTP server consults, the NTS-KE server and their metrics.
+ */
+export interface NtsServerSide {
+  readonly cookies: NtsCookieJar;
+  readonly responder: NtsResponder;
+  readonly ke: NtsKeServer;
+  start(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export function createNtsServerSide(
+  config: TimesvcConfig,
+  logger: Logger,
+  ntpPort: () => number,
+): NtsServerSide | undefined {
+  const nts = config.nts;
+  if (!nts.enabled) return undefined;
+  const log = logger.child({ component: 'nts' });
+  const cookies = new NtsCookieJar({ secret: cookieSecretFromHex(nts.cookie_key), now: Date.now });
+  if (!cookies.persistent) {
+    log.warn('no NTS cookie key configured: cookies are invalid after a restart (clients re-run NTS-KE)');
+  }
+  const responder = new NtsResponder({ cookies, now: () => performance.now() });
+  const ke = new NtsKeServer({
+    port: nts.ke_port,
+    certPath: nts.cert_path,
+    keyPath: nts.key_path,
+    cookies,
+    ntpPort,
+    logger: log,
+  });
+  return {
+    cookies,
+    responder,
+    ke,
+    start: () => ke.start(),
+    close: () => ke.close(),
+  };
+}
+
+/** NTS metrics (README "Metrics"), read from the live counters at scrape time. */
+export function registerNtsMetrics(registry: Registry, side: () => NtsServerSide | undefined): void {
+  new Counter({
+    name: 'timesvc_nts_ke_requests_total',
+    help: 'NTS-KE connections accepted (each is one key-establishment attempt)',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(side()?.ke.counters.requests ?? 0);
+    },
+  });
+  new Counter({
+    name: 'timesvc_nts_ke_success_total',
+    help: 'NTS-KE responses that delivered cookies',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(side()?.ke.counters.success ?? 0);
+    },
+  });
+  new Counter({
+    name: 'timesvc_nts_ke_failures_total',
+    help: 'NTS-KE attempts that ended without cookies, by reason',
+    labelNames: ['reason'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      const c = side()?.ke.counters;
+      if (c) for (const [reason, n] of Object.entries(c.failures)) this.inc({ reason }, n);
+    },
+  });
+  new Counter({
+    name: 'timesvc_nts_auth_success_total',
+    help: 'NTS-protected NTP requests authenticated and answered',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(side()?.responder.counters.authenticated ?? 0);
+    },
+  });
+  new Counter({
+    name: 'timesvc_nts_auth_failures_total',
+    help: 'NTS-protected NTP requests refused (NTSN kiss or dropped), by reason',
+    labelNames: ['reason'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      const c = side()?.responder.counters;
+      if (c) for (const [reason, n] of Object.entries(c.failures)) this.inc({ reason }, n);
+    },
+  });
+  new Gauge({
+    name: 'timesvc_nts_active_sessions',
+    help: 'Distinct NTS-KE sessions (client key pairs) that sent an authentic request in the last 10 minutes',
+    registers: [registry],
+    collect() {
+      this.set(side()?.responder.activeSessions() ?? 0);
+    },
+  });
+}

@@ -1,0 +1,147 @@
+import { NTP_HEADER_LENGTH } from './ntp-packet.ts';
+
+/**
+ * NTS extension fields in NTP packets (RFC 8915 §5.3–§5.7) on top of the RFC 7822 field layout
+ * (type u16 | length u16 incl. header and padding, a multiple of 4 | value). Pure. The authenticator's
+ * associated data is a byte range of the packet, so the scanner keeps the offset of every field.
+ * See docs/nts.md "NTS in NTP packets".
+ */
+
+export const EF = {
+  UNIQUE_IDENTIFIER: 0x0104,
+  COOKIE: 0x0204,
+  COOKIE_PLACEHOLDER: 0x0304,
+  AUTHENTICATOR: 0x0404,
+} as const;
+
+/** A client's Unique Identifier must hold at least 32 random bytes (RFC 8915 §5.3). */
+export const UID_MIN_LENGTH = 32;
+/** Minimum nonce for a nonce-unlimited AEAD such as SIV: min(16, N_MAX) = 16 (RFC 8915 §5.6). */
+export const NONCE_MIN_LENGTH = 16;
+const TAG_LENGTH = 16;
+
+export interface ScannedField {
+  readonly type: number;
+  /** Offset of the field's header in the packet. */
+  readonly offset: number;
+  /** Whole field length, header included. */
+  readonly length: number;
+  readonly value: Uint8Array;
+}
+
+export interface Authenticator {
+  readonly nonce: Uint8Array;
+  readonly ciphertext: Uint8Array;
+}
+
+export interface NtsPacketView {
+  readonly uid: Uint8Array | undefined;
+  readonly cookies: Uint8Array[];
+  /** Body lengths of the Cookie Placeholder fields. */
+  readonly placeholders: number[];
+  readonly authenticator: Authenticator | undefined;
+  /** Bytes 0..adEnd are the associated data (everything before the authenticator). */
+  readonly adEnd: number;
+  /** Fields before the authenticator (authenticated); fields after it are ignored (RFC 8915 §5.6). */
+  readonly fields: ScannedField[];
+}
+
+export type ScanResult = { ok: true; view: NtsPacketView } | { ok: false; reason: string };
+
+function pad4(n: number): number {
+  return (n + 3) & ~3;
+}
+
+/** Split `buf` (from `start`) into extension fields; strict: the fields must fill the packet exactly. */
+export function scanFields(
+  buf: Uint8Array,
+  start = NTP_HEADER_LENGTH,
+): { ok: true; fields: ScannedField[] } | { ok: false; reason: string } {
+  const fields: ScannedField[] = [];
+  let at = start;
+  while (at < buf.length) {
+    if (buf.length - at < 4) return { ok: false, reason: `${buf.length - at} stray bytes at ${at}` };
+    const type = ((buf[at] ?? 0) << 8) | (buf[at + 1] ?? 0);
+    const length = ((buf[at + 2] ?? 0) << 8) | (buf[at + 3] ?? 0);
+    if (length < 4 || length % 4 !== 0 || at + length > buf.length) {
+      return { ok: false, reason: `extension field at ${at} has length ${length}` };
+    }
+    fields.push({ type, offset: at, length, value: buf.subarray(at + 4, at + length) });
+    at += length;
+  }
+  return { ok: true, fields };
+}
+
+/** Decode the body of an Authenticator and Encrypted Extension Fields field (RFC 8915 §5.6). */
+export function parseAuthenticator(value: Uint8Array): Authenticator | undefined {
+  if (value.length < 4) return undefined;
+  const nonceLength = ((value[0] ?? 0) << 8) | (value[1] ?? 0);
+  const ctLength = ((value[2] ?? 0) << 8) | (value[3] ?? 0);
+  if (4 + pad4(nonceLength) + pad4(ctLength) > value.length) return undefined;
+  return {
+    nonce: value.subarray(4, 4 + nonceLength),
+    ciphertext: value.subarray(4 + pad4(nonceLength), 4 + pad4(nonceLength) + ctLength),
+  };
+}
+
+/** Read the NTS fields of a packet: UID, cookies, placeholders, authenticator and the AD boundary. */
+export function scanNtsPacket(buf: Uint8Array): ScanResult {
+  if (buf.length < NTP_HEADER_LENGTH) return { ok: false, reason: 'shorter than an NTP header' };
+  const scan = scanFields(buf);
+  if (!scan.ok) return scan;
+  let uid: Uint8Array | undefined;
+  const cookies: Uint8Array[] = [];
+  const placeholders: number[] = [];
+  let authenticator: Authenticator | undefined;
+  let adEnd = buf.length;
+  const fields: ScannedField[] = [];
+  for (const f of scan.fields) {
+    if (f.type === EF.AUTHENTICATOR) {
+      authenticator = parseAuthenticator(f.value);
+      if (!authenticator) return { ok: false, reason: 'malformed authenticator' };
+      adEnd = f.offset;
+      break;
+    }
+    fields.push(f);
+    if (f.type === EF.UNIQUE_IDENTIFIER) {
+      if (uid !== undefined) return { ok: false, reason: 'two Unique Identifier fields' };
+      uid = f.value;
+    } else if (f.type === EF.COOKIE) cookies.push(f.value);
+    else if (f.type === EF.COOKIE_PLACEHOLDER) placeholders.push(f.value.length);
+  }
+  return { ok: true, view: { uid, cookies, placeholders, authenticator, adEnd, fields } };
+}
+
+/** One extension field with zero padding to a multiple of 4. */
+export function encodeField(type: number, value: Uint8Array): Buffer {
+  const length = 4 + pad4(value.length);
+  if (length > 0xffff) throw new RangeError(`extension field of ${length} bytes`);
+  const out = Buffer.alloc(length);
+  out.writeUInt16BE(type, 0);
+  out.writeUInt16BE(length, 2);
+  out.set(value, 4);
+  return out;
+}
+
+/** An Authenticator field holding `nonce` and `ciphertext` (V ‖ C for SIV). */
+export function encodeAuthenticator(nonce: Uint8Array, ciphertext: Uint8Array): Buffer {
+  const body = Buffer.alloc(4 + pad4(nonce.length) + pad4(ciphertext.length));
+  body.writeUInt16BE(nonce.length, 0);
+  body.writeUInt16BE(ciphertext.length, 2);
+  body.set(nonce, 4);
+  body.set(ciphertext, 4 + pad4(nonce.length));
+  return encodeField(EF.AUTHENTICATOR, body);
+}
+
+/** Wire size of an Authenticator field for a nonce and a plaintext of the given lengths (SIV adds 16). */
+export function authenticatorLength(nonceLength: number, plaintextLength: number): number {
+  return 4 + 4 + pad4(nonceLength) + pad4(plaintextLength + TAG_LENGTH);
+}
+
+/**
+ * Seal: associated data = packet[0..adEnd) as one S2V component, then the nonce (RFC 8915 §5.6 with RFC
+ * 5297's nonce-as-last-component convention).
+ */
+export function authenticatorInputs(packet: Uint8Array, adEnd: number, nonce: Uint8Array): Uint8Array[] {
+  return [packet.subarray(0, adEnd), nonce];
+}
