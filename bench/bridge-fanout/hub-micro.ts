@@ -111,7 +111,7 @@ async function snapshot(keys: number): Promise<void> {
   );
   while (done < 0) await new Promise((r) => setTimeout(r, 1));
   console.log(
-    `snapshot: ${states} keys to one new subscriber in ${done.toFixed(1)} ms to snapshot_complete (reference target < 100 ms)`,
+    `snapshot: ${states} keys to one new subscriber in ${done.toFixed(1)} ms to snapshot_complete (target < 100 ms)`,
   );
 }
 

@@ -2,9 +2,9 @@
  * bench/bridge-fanout: deliveries per second and publish→receive latency for 100 subscribers, for the bridge
  * and for a bare `ws` broadcast server in the same run (the anchor), each in its own process; clients in this
  * process. Two phases per target:
- *   1. steady: 200 messages/s × 100 subscribers = 20,000 deliveries/s (issue target: p99 < 10 ms);
+ *   1. steady: 200 messages/s × 100 subscribers = 20,000 deliveries/s (target: p99 < 10 ms);
  *   2. saturation: a closed loop (at most WINDOW messages in flight) for the maximum deliveries/s;
- *      ratio = bridge / bare (issue target ≥ 0.6).
+ *      ratio = bridge / bare (target ≥ 0.6).
  * The bridge runs with its event log on (a temp dir), as in production.
  *
  *   npx tsx bench/bridge-fanout/run.ts [--subscribers 100] [--rate 200] [--seconds 6] [--saturate-seconds 4] [--rounds 3]

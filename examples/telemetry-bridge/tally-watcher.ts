@@ -3,8 +3,10 @@
  *
  * It subscribes to every key (snapshot first), prints each change on one line, marks the values the hub
  * reports stale, publishes its own heartbeat under `app.<name>.custom.heartbeat` every second, and survives a
- * bridge restart: the library reconnects, re-subscribes from the last offset it saw, and the hub replays the
- * gap (or says it cannot, and sends a fresh snapshot).
+ * bridge restart or a dropped connection: the library reconnects and re-subscribes from the position it has
+ * actually received (the last `snapshot_complete` or message), and the hub replays the gap. When it cannot
+ * (the bridge restarted uncleanly, or the gap is older than its replay ring) the app is told
+ * `recoveryFailed`: it forgets what it had and rebuilds from the fresh snapshot that follows.
  *
  *   npm start                                   # or: npx telemetry-bridge --config config/telemetry-bridge.demo.json
  *   npx tsx examples/telemetry-bridge/tally-watcher.ts [--url ws://127.0.0.1:8765/] [--name tally] [--token T]
@@ -37,9 +39,13 @@ const shown = (v: unknown): string => {
   return s.length > 80 ? `${s.slice(0, 77)}...` : s;
 };
 
+/** The app's view: latest value per key. */
+const view = new Map<string, unknown>();
+
 client.on('connected', (i) => {
+  const at = client.positions()[0]?.position;
   console.log(
-    `connected as ${i.namespace}${i.reconnect ? ' (reconnected; resuming from offset ' + String(client.lastOffset) + ')' : ''}`,
+    `connected as ${i.namespace}${i.reconnect ? ` (reconnected; resuming after offset ${at ? String(at.offset) : '-'})` : ''}`,
   );
 });
 client.on('disconnected', (i) => {
@@ -49,6 +55,8 @@ client.on('disconnected', (i) => {
 });
 client.on('state', (m) => {
   const p = m.payload;
+  if (p.value === null) view.delete(m.path);
+  else view.set(m.path, p.value);
   console.log(
     `${String(m.offset ?? '-').padStart(6)} ${m.path.padEnd(48)} ${shown(p.value)}${p.stale ? '  [stale]' : ''}`,
   );
@@ -60,12 +68,22 @@ client.on('event', (m) => {
 client.on('snapshotComplete', (i) => {
   console.log(
     i.replayed === undefined
-      ? '-- snapshot complete --'
-      : `-- resumed: ${i.replayed} missed messages replayed --`,
+      ? `-- snapshot complete (${view.size} keys) --`
+      : `-- resumed: ${i.replayed} missed messages replayed (${view.size} keys) --`,
   );
 });
 client.on('recoveryFailed', (i) => {
+  // The view may hold keys deleted meanwhile: start again from the snapshot that follows.
+  view.clear();
   console.log(`-- could not resume (${i.reason}); fresh snapshot follows --`);
+});
+client.on('subscriptionLost', (i) => {
+  console.log(`-- the bridge refused ${i.patterns.join(', ')} after a reconnect (${i.code}) --`);
+});
+client.on('listenerError', (i) => {
+  console.log(
+    `-- a ${i.event} handler failed: ${i.error instanceof Error ? i.error.message : String(i.error)} --`,
+  );
 });
 client.on('gap', (i) => {
   console.log(`-- the bridge coalesced ${i.dropped} superseded updates (this app was reading too slowly) --`);

@@ -15,7 +15,7 @@ export const configSchema = z.strictObject({
   environment: z.enum(['development', 'production', 'test']).default('production'),
   companion: z
     .strictObject({
-      // The Companion Satellite adapter arrives with the next issue; until then `enabled: true` only logs a
+      // Until a Companion Satellite adapter is registered, `enabled: true` only logs a
       // warning and reports `companion` as degraded in /health.
       enabled: z.boolean().default(false),
       host: z.string().min(1).default('127.0.0.1'),

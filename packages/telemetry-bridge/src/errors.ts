@@ -1,5 +1,5 @@
 /**
- * The bridge's error catalogue (reference §1.4): stable codes carried in `error` messages and in
+ * The bridge's error catalogue (docs/protocol.md "Errors"): stable codes carried in `error` messages and in
  * `ack.payload.error`. The HTTP status is used only where an error crosses HTTP (health, metrics).
  */
 import { defineErrors } from '@broadcast-ops/core';

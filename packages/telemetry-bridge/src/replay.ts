@@ -1,4 +1,4 @@
-/** `telemetry-bridge replay`: read the event log back and filter it (reference R8 replay CLI). */
+/** `telemetry-bridge replay`: read the event log back and filter it (README "Event log"). */
 import { readLog } from './io/event-log.ts';
 import { patternError } from './protocol/envelope.ts';
 import type { LogRecord } from './protocol/log-record.ts';

@@ -107,7 +107,7 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
       .child({ component: 'companion' })
       .warn(
         { host: config.companion.host, port: config.companion.port },
-        'companion.enabled is set but the Companion Satellite adapter is not part of this build yet (next issue)',
+        'companion.enabled is set but no Companion Satellite adapter is registered in this build',
       );
   }
 
@@ -205,7 +205,7 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
       });
     }
     for (const a of hub.adapters()) {
-      // A disconnected device degrades the service but keeps it ready (reference §1.8).
+      // A disconnected device degrades the service but keeps it ready (README "Endpoints").
       list.push({
         name: a.name,
         status: a.connected ? 'healthy' : 'degraded',

@@ -273,3 +273,49 @@ test('replay: filters by offset, kind, path pattern and correlation id; the CLI 
     dir.remove();
   }
 });
+
+test('group commit: acks wait for one shared fdatasync; an idle writer is synced within syncIntervalMs', async () => {
+  const dir = tempDir('tb-log-');
+  try {
+    const log = new EventLog({
+      dir: dir.path,
+      maxFileBytes: 1 << 20,
+      maxFiles: 4,
+      newEpoch: () => 'e',
+      now: () => Date.now(),
+      syncIntervalMs: 30,
+    });
+    log.open();
+    log.start(() => []);
+    const base = log.syncs;
+    const done: number[] = [];
+    for (let i = 1; i <= 100; i++) {
+      log.append(i, i, 'state', stateJson(i, 'fake.a', i));
+      log.whenDurable((err) => {
+        assert.equal(err, undefined);
+        done.push(log.syncs);
+      });
+    }
+    assert.equal(done.length, 0, 'no ack before the sync');
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(done.length, 100);
+    assert.ok(
+      done.every((n) => n === base + 1),
+      'one fdatasync for the hundred',
+    );
+    // Without anyone waiting, the interval timer syncs anyway.
+    log.append(101, 101, 'state', stateJson(101, 'fake.a', 101));
+    const before = log.syncs;
+    await new Promise((r) => setTimeout(r, 120));
+    assert.equal(log.syncs, before + 1);
+    // Nothing written since: durable at once.
+    let immediate = false;
+    log.whenDurable(() => {
+      immediate = true;
+    });
+    assert.equal(immediate, true);
+    log.close();
+  } finally {
+    dir.remove();
+  }
+});

@@ -25,7 +25,7 @@ test('the example app connects, prints the snapshot and deltas, and publishes it
     await watcher.subscribe(['app.*.custom.heartbeat']);
     await p.waitForOutput(/connected as app\.example_app/, 20_000);
     await p.waitForOutput(/fake\.tally\.cam1\s+"red"/);
-    await p.waitForOutput(/-- snapshot complete --/);
+    await p.waitForOutput(/-- snapshot complete \(\d+ keys\) --/);
     t.adapter.set('fake.tally.cam1', 'green');
     await p.waitForOutput(/fake\.tally\.cam1\s+"green"/);
     await waitFor(

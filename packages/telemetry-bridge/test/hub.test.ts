@@ -43,7 +43,7 @@ test('snapshot, then snapshot_complete, then deltas to every matching subscriber
     assert.deepEqual(delta['payload'], { value: 3, owner: 'fake.device', version: 2 });
     assert.match(String(delta['id']), UUID_V7_RE);
     const snapEvent = ra.all.find((x) => x.type === 'event')!.m;
-    assert.match(String(snapEvent['id']), UUID_V7_RE, 'hub ids are UUID v7, snapshot_complete included (R3)');
+    assert.match(String(snapEvent['id']), UUID_V7_RE, 'hub ids are UUID v7, snapshot_complete included');
     assert.deepEqual(
       rb.all
         .filter((x) => x.type === 'state')

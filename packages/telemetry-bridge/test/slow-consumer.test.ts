@@ -1,5 +1,5 @@
 /**
- * Slow-consumer test (issue acceptance): one client stops reading while 50 others receive a steady stream.
+ * Slow-consumer test: one client stops reading while 50 others receive a steady stream.
  * The others get every message in order and their latency does not grow while the slow one lags; the slow
  * one is coalesced, then disconnected with 4008; its queue stays bounded by the number of distinct paths.
  * Assertions are relative (latency while lagging vs after the slow client is gone) and structural.

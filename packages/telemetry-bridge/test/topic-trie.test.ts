@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { TopicTrie, patternMatches } from '../src/domain/topic-trie.ts';
 import { patternError } from '../src/protocol/envelope.ts';
 
-// Wildcard semantics (reference §4.1): `*` = exactly one segment; `**` = one or more trailing segments.
+// Wildcard semantics (docs/protocol.md "Patterns"): `*` = exactly one segment; `**` = one or more trailing segments.
 const TABLE: [pattern: string, path: string, matches: boolean][] = [
   ['a.b', 'a.b', true],
   ['a.b', 'a.b.c', false],

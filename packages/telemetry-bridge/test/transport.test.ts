@@ -74,7 +74,7 @@ test('handshake rules and close codes: 4001, 4002, 4003, 4000, 1013; bearer head
   }
 });
 
-test('metrics: every declared metric is updated by traffic (R9); health bodies', async () => {
+test('metrics: every declared metric is updated by traffic; health bodies', async () => {
   const t = await startTestBridge({ clientTransport: { rateLimit: 5, rateLimitWindow: 60_000 } });
   try {
     const c = await t.client('m');

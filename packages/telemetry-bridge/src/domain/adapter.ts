@@ -33,10 +33,10 @@ export interface AdapterContext {
   emitEvent(path: string, event: string, data?: unknown, options?: { correlationId?: string }): void;
   /**
    * Report the link to the device. `false` marks every key the adapter owns stale (one delta per key);
-   * `true` clears stale on the keys the adapter does not republish (reference §4.1 "Stale / last will", R13).
+   * `true` clears stale on the keys the adapter does not republish (like an MQTT last will).
    */
   setConnected(connected: boolean): void;
-  /** Count a reconnect attempt and feed the latency histogram (reference §1.9). */
+  /** Count a reconnect attempt and feed the latency histogram (README "Metrics"). */
   reportReconnect(): void;
   reportLatency(seconds: number): void;
 }

@@ -1,7 +1,7 @@
 /**
- * Subscription index: a segment trie (reference §4.3: "use a segment trie, not a linear regex scan").
+ * Subscription index: a segment trie, so matching cost does not grow with the number of subscriptions.
  * `*` matches exactly one segment; `**` matches one or more trailing segments, so `a.**` does not match `a`
- * (reference §4.1, NATS `>` semantics). Matching walks at most (segments × 3) branches, independent of how
+ * (NATS `>` semantics, docs/protocol.md "Patterns"). Matching walks at most (segments × 3) branches, independent of how
  * many subscriptions exist.
  */
 interface TrieNode<T> {

@@ -18,6 +18,7 @@ import {
   closeSync,
   copyFileSync,
   existsSync,
+  fdatasync,
   fdatasyncSync,
   fsyncSync,
   fstatSync,
@@ -157,6 +158,10 @@ export class EventLog implements EventLogSink {
   #timer: NodeJS.Timeout | undefined;
   #immediate: NodeJS.Immediate | undefined;
   #waiters: ((err?: Error) => void)[] = [];
+  /** Callbacks satisfied by the fdatasync in flight. */
+  #inflight: ((err?: Error) => void)[] = [];
+  #syncing = false;
+  #closeAfterSync: number | undefined;
   #checkpoint: () => Iterable<string> = () => [];
   #startNew: { index: number; firstOffset: number } | undefined;
 
@@ -358,7 +363,7 @@ export class EventLog implements EventLogSink {
     if (this.#startNew) {
       this.#startSegment(this.#startNew.index, this.#startNew.firstOffset);
       this.#startNew = undefined;
-      this.#syncNow();
+      this.flush();
       return;
     }
     const name = `events-${String(this.#segment).padStart(8, '0')}.tblog`;
@@ -381,7 +386,7 @@ export class EventLog implements EventLogSink {
       this.#syncs++;
     }
     const next = openSync(join(this.#opts.dir, this.#segmentName(index)), 'w+');
-    if (this.#fd !== undefined) closeSync(this.#fd);
+    if (this.#fd !== undefined) this.#release(this.#fd);
     this.#fd = next;
     this.#pos = this.#allocated = 0;
     this.#segment = index;
@@ -415,6 +420,12 @@ export class EventLog implements EventLogSink {
     syncDir(this.#opts.dir);
   }
 
+  /** Close a descriptor, or leave it to the sync in flight on it. */
+  #release(fd: number): void {
+    if (this.#syncing) this.#closeAfterSync = fd;
+    else closeSync(fd);
+  }
+
   #write(buf: Buffer): void {
     const fd = this.#fd;
     if (fd === undefined) return;
@@ -440,13 +451,7 @@ export class EventLog implements EventLogSink {
       this.#lastOffset = offset;
       this.#appended++;
       this.#dirty = true;
-      if (this.#sync && this.#timer === undefined) {
-        this.#timer = setTimeout(() => {
-          this.#timer = undefined;
-          this.#syncNow();
-        }, this.#syncIntervalMs);
-        this.#timer.unref();
-      }
+      this.#armTimer();
     } catch (err) {
       // A full disk must not take the hub down; health reports the log as degraded, acks wait in vain.
       this.#lastError = err instanceof Error ? err : new Error(String(err));
@@ -458,26 +463,72 @@ export class EventLog implements EventLogSink {
       done(this.#lastError);
       return;
     }
-    if (!this.#sync || (!this.#dirty && this.#waiters.length === 0)) {
+    if (!this.#sync) {
       done();
+      return;
+    }
+    if (!this.#dirty) {
+      // Everything written is either synced or inside the sync in flight.
+      if (this.#syncing) this.#inflight.push(done);
+      else done();
       return;
     }
     this.#waiters.push(done);
     // Group commit: every ack asked for in this turn of the event loop shares one fsync.
     this.#immediate ??= setImmediate(() => {
       this.#immediate = undefined;
-      this.#syncNow();
+      this.#startSync();
     });
   }
 
-  /** Sync now and run the waiting callbacks (what the group commit does on its next turn). */
+  /**
+   * Start an fdatasync off the event loop (libuv's thread pool), so delivery to clients never waits for
+   * the disk. Records written meanwhile wait for the next one.
+   */
+  #startSync(): void {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (this.#syncing) return;
+    const fd = this.#fd;
+    if (!this.#dirty || fd === undefined || this.#lastError) {
+      const waiters = this.#waiters;
+      this.#waiters = [];
+      for (const w of waiters) w(this.#lastError);
+      return;
+    }
+    this.#syncing = true;
+    this.#dirty = false;
+    this.#inflight = this.#waiters;
+    this.#waiters = [];
+    fdatasync(fd, (err) => {
+      this.#syncing = false;
+      this.#syncs++;
+      if (err && this.#fd === fd) this.#lastError = err;
+      const done = this.#inflight;
+      this.#inflight = [];
+      for (const w of done) w(this.#lastError);
+      if (this.#closeAfterSync === fd) {
+        this.#closeAfterSync = undefined;
+        closeSync(fd);
+      }
+      if (this.#waiters.length > 0) this.#startSync();
+      else if (this.#dirty && this.#fd !== undefined) this.#armTimer();
+    });
+  }
+
+  #armTimer(): void {
+    if (this.#timer !== undefined || !this.#sync) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#startSync();
+    }, this.#syncIntervalMs);
+    this.#timer.unref();
+  }
+
+  /** Sync now, on this thread, and run the waiting callbacks (benchmarks; shutdown). */
   flush(): void {
     if (this.#immediate) clearImmediate(this.#immediate);
     this.#immediate = undefined;
-    this.#syncNow();
-  }
-
-  #syncNow(): void {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     if (this.#dirty && this.#fd !== undefined && this.#sync && !this.#lastError) {
@@ -508,9 +559,13 @@ export class EventLog implements EventLogSink {
       ok = false;
     }
     this.#dirty = false;
-    this.#syncNow();
-    closeSync(fd);
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    for (const w of waiters) w(ok ? undefined : (this.#lastError ?? new Error('event log close failed')));
     this.#fd = undefined;
+    this.#release(fd);
     if (!ok) return;
     const dir = this.#opts.dir;
     const tmp = join(dir, `${CLEAN_MARKER}.tmp`);

@@ -1,5 +1,5 @@
 /**
- * Metrics (reference §1.9, spec names) and health endpoints (reference §1.8). Counters are fed by the hub's
+ * Metrics (spec names plus the set in the README) and health endpoints (README "Endpoints"). Counters are fed by the hub's
  * HubMetrics calls; gauges are read from the hub when scraped, so they are always current and cost nothing
  * on the hot path.
  */
@@ -224,7 +224,7 @@ export interface HealthSources {
   metrics: () => { stateEntries: number; subscriptions: number; clients: number };
 }
 
-/** Overall status: any unhealthy dependency → unhealthy; any degraded → degraded (reference §1.8). */
+/** Overall status: any unhealthy dependency → unhealthy; any degraded → degraded. */
 export function overallStatus(checks: DependencyCheck[]): DependencyStatus {
   if (checks.some((c) => c.status === 'unhealthy')) return 'unhealthy';
   if (checks.some((c) => c.status === 'degraded')) return 'degraded';

@@ -1,6 +1,6 @@
 /**
  * Bridge protocol 0.1: the message envelope (spec 2 Part A "Message envelope") and the payload shapes the spec
- * leaves "not shown", filled from reference §1.1-1.6. Pure: text in, typed values or typed errors out.
+ * leaves "not shown", filled as docs/protocol.md describes (after the original telemetry-bridge's protocol 0.1). Pure: text in, typed values or typed errors out.
  */
 import { z } from 'zod';
 
@@ -20,9 +20,9 @@ export type MessageType = (typeof MESSAGE_TYPES)[number];
 export const ACK_STATUSES = ['received', 'completed', 'failed', 'timeout', 'rejected'] as const;
 export type AckStatus = (typeof ACK_STATUSES)[number];
 
-/** Namespace of a sender or recipient (reference §1.1). */
+/** Namespace of a sender or recipient (docs/protocol.md "Envelope"). */
 export const NAMESPACE_RE = /^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$/;
-/** A concrete state/command path: lower case, dot separated, no wildcards (reference §1.1). */
+/** A concrete state/command path: lower case, dot separated, no wildcards. */
 export const PATH_RE = /^[a-z][a-z0-9_]*(\.[a-z0-9_]+)*$/;
 export const MAX_PATH_LENGTH = 256;
 export const MAX_ID_LENGTH = 128;
@@ -78,7 +78,7 @@ export interface SubscribePayload {
   patterns: string[];
   filter?: 'state' | 'events' | 'all';
   snapshot?: boolean;
-  /** Resume after a reconnect (reference §4.1, Centrifugo-style offset + epoch). */
+  /** Resume after a reconnect (offset + epoch, as Centrifugo's history recovery; docs/protocol.md). */
   since?: { offset: number; epoch: string };
 }
 export interface UnsubscribePayload {
@@ -110,7 +110,7 @@ export interface HeartbeatFrame {
   timestamp?: number;
 }
 
-/** Transport-level error (not an envelope), reference §1.4 last paragraph. */
+/** Transport-level error (not an envelope): before the handshake, or a frame that is not JSON. */
 export interface TransportError {
   type: 'error';
   code: string;
@@ -145,7 +145,7 @@ const unsubscribePayload = z.strictObject({ patterns });
 
 const base = {
   id: idString,
-  // The hub overwrites `source` with the connection's namespace (reference §1.1), so any bounded string is fine.
+  // The hub overwrites `source` with the connection's namespace, so any bounded string is fine.
   source: z.string().max(128).optional(),
   path,
   timestamp: z.number().int().positive(),
@@ -253,7 +253,7 @@ export function parseClientFrame(text: string): FrameParseResult {
 
 /**
  * Why a subscription pattern is invalid, or undefined. `*` is exactly one segment; `**` is one or more
- * trailing segments and only allowed last (reference §4.1, NATS `>` semantics).
+ * trailing segments and only allowed last (NATS `>` semantics, docs/protocol.md "Patterns").
  */
 export function patternError(p: string): string | undefined {
   if (p.length === 0 || p.length > MAX_PATH_LENGTH) return 'pattern length out of range';
@@ -269,7 +269,7 @@ export function patternError(p: string): string | undefined {
   return undefined;
 }
 
-/** Name sanitising for `app.<name>` (reference §1.6): lower case, [^a-z0-9] → _, trim _, ≤32, default client. */
+/** Name sanitising for `app.<name>` (docs/protocol.md "Handshake"): lower case, [^a-z0-9] → _, trim _, ≤32, default client. */
 export function sanitiseClientName(name: string): string {
   const s = name
     .toLowerCase()
