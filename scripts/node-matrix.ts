@@ -133,6 +133,12 @@ export function lock(path: string): () => void {
 
 /** The unpacked registry build (bin/node, include/node), fetched with `npm pack` (integrity-checked) once. */
 export function ensureNode(cacheDir: string, version: string): string {
+  if (process.platform !== 'linux' || process.arch !== 'x64') {
+    throw new Error(
+      `${REGISTRY_PACKAGE} builds run on Linux x64 only (this is ${process.platform}-${process.arch}); ` +
+        'install that Node and run npm run test:unit with it',
+    );
+  }
   const dir = join(cacheDir, 'node', `v${version}`);
   if (existsSync(join(dir, '.complete'))) return dir;
   mkdirSync(dirname(dir), { recursive: true });
