@@ -36,6 +36,9 @@ export const settingsSchema = z.strictObject({
   tslUmdScreen: z.number().int().min(0).max(65535).default(0),
   /** Design addition: address the HTTP server and the OSC sockets bind to. */
   bindAddress: z.string().min(1).default('0.0.0.0'),
+  /** Design addition: address the outputs listen on (HTTP pages, WebSocket, control API, Ember+).
+   * Loopback unless configured otherwise, so the control API is not on the network by accident. */
+  listenAddress: z.string().min(1).default('127.0.0.1'),
 });
 
 const common = {
@@ -122,6 +125,7 @@ export function serverPort(server: ServerConfig, settings: MonitorConfig['settin
 export const CONFIG_ENV = {
   PLAYOUT_MONITOR_PORT: 'settings.webSocketPort',
   PLAYOUT_MONITOR_BIND: 'settings.bindAddress',
+  PLAYOUT_MONITOR_LISTEN: 'settings.listenAddress',
 } as const;
 
 export function loadMonitorConfig(options: {

@@ -5,6 +5,10 @@ export const ERRORS = defineErrors({
   CONFIG_INVALID: { status: 400, message: 'the configuration is invalid' },
   DEVICE_NOT_FOUND: { status: 404, message: 'no such device' },
   NOT_FOUND: { status: 404, message: 'not found' },
+  UNAUTHORIZED: { status: 401, message: 'a valid admin token is required' },
+  DEVICE_CONFLICT: { status: 409, message: 'the device conflicts with the configuration' },
+  CONFIG_NOT_SAVED: { status: 409, message: 'the monitor was started without a configuration file' },
+  INVALID_REQUEST: { status: 400, message: 'the request is invalid' },
 });
 
 export const fail = errorFactory(ERRORS);

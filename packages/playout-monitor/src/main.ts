@@ -2,7 +2,7 @@
 import { createInterface } from 'node:readline';
 import { ConfigError, createLogger, runCli, Shutdown } from '@broadcast-ops/core';
 import { DEFAULT_PORTS, loadMonitorConfig, serverPort, type MonitorConfig } from './config.ts';
-import { Monitor } from './monitor.ts';
+import { PlayoutService } from './playout-service.ts';
 import { simulatorKind, startSimulator, type SimulatorHandle } from './simulators/index.ts';
 import { CASPAR_LAYOUTS } from './simulators/casparcg-sim.ts';
 
@@ -60,12 +60,29 @@ async function run(values: Record<string, unknown>): Promise<void> {
     }
     throw err;
   }
-  const monitor = new Monitor({ config, logger: log });
+  // The whole monitor: inputs, pages, WebSocket, control API, Ember+ and TSL UMD (playout-service.ts).
+  const service = new PlayoutService({
+    config,
+    logger: log,
+    configPath: file,
+    adminToken: process.env['PLAYOUT_MONITOR_ADMIN_TOKEN'] || undefined,
+  });
   const shutdown = new Shutdown({ logger: log }).install();
-  shutdown.add('monitor', () => monitor.close());
-  const started = await monitor.start();
+  shutdown.add('monitor', () => service.close());
+  const started = await service.start();
   log.info(
-    { url: started.httpUrl, osc: Object.fromEntries(started.oscPorts), devices: config.servers.length },
+    {
+      url: `${started.httpUrl}/`,
+      pages: ['/dashboard.html', '/gui.html', '/overlay.html', '/control.html'].map(
+        (p) => started.httpUrl + p,
+      ),
+      websocket: `${started.httpUrl.replace(/^http/, 'ws')}/ws`,
+      emberPlusPort: started.emberPort,
+      tslUmdDestinations: config.settings.tslUmdDestinations.length,
+      osc: Object.fromEntries(started.oscPorts),
+      devices: config.servers.length,
+      adminToken: process.env['PLAYOUT_MONITOR_ADMIN_TOKEN'] ? 'required' : 'not configured',
+    },
     'playout monitor listening',
   );
   if (values['with-simulators'] === true) {

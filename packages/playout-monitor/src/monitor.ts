@@ -36,6 +36,8 @@ export class Monitor {
   readonly store: DeviceStore;
   readonly malformed: MalformedInputs;
   readonly app: FastifyInstance;
+  /** Prometheus registry of this monitor's inputs (served on /metrics). */
+  readonly registry: ReturnType<typeof createMetricsRegistry>;
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #startedAtMs: number;
@@ -49,6 +51,7 @@ export class Monitor {
     this.#logger = options.logger;
     this.#startedAtMs = this.#clock.monotonicMs();
     const registry = createMetricsRegistry();
+    this.registry = registry;
     this.malformed = new MalformedInputs(options.logger.child({ component: 'inputs' }), registry);
     const { settings, servers } = this.config;
     this.store = new DeviceStore(
@@ -141,18 +144,28 @@ export class Monitor {
 
   /** Bind the OSC sockets, start polling and connecting, listen for HTTP on `httpPort` (default: config). */
   async start(httpPort = this.config.settings.webSocketPort): Promise<StartedMonitor> {
-    const oscPorts = new Map<number, number>();
-    for (const o of this.#osc) oscPorts.set(o.configured, await o.input.start());
-    for (const p of this.#pollers) p.start();
-    for (const d of this.#decks) d.start();
+    const oscPorts = await this.startInputs();
     await this.app.listen({ port: httpPort, host: this.config.settings.bindAddress });
     return { httpUrl: listeningUrl(this.app), oscPorts };
   }
 
-  async close(): Promise<void> {
+  /** Only the inputs (the outputs' service runs its own HTTP server and swaps monitors on a new config). */
+  async startInputs(): Promise<Map<number, number>> {
+    const oscPorts = new Map<number, number>();
+    for (const o of this.#osc) oscPorts.set(o.configured, await o.input.start());
+    for (const p of this.#pollers) p.start();
+    for (const d of this.#decks) d.start();
+    return oscPorts;
+  }
+
+  async closeInputs(): Promise<void> {
     for (const p of this.#pollers) p.close();
     for (const d of this.#decks) d.close();
     for (const o of this.#osc) await o.input.close();
+  }
+
+  async close(): Promise<void> {
+    await this.closeInputs();
     await this.app.close();
   }
 }

@@ -1,0 +1,189 @@
+// Control page: add, modify and remove devices, test connections, simulate states (README "Control API").
+import { connectMonitor, el, STATE_LABEL } from './app.js';
+
+const $ = (id) => document.getElementById(id);
+const tokenInput = $('token');
+tokenInput.value = sessionStorage.getItem('playoutAdminToken') ?? '';
+tokenInput.addEventListener('change', () => sessionStorage.setItem('playoutAdminToken', tokenInput.value));
+let config = { servers: [] };
+let live = new Map();
+
+function show(text, ok = true) {
+  const r = $('result');
+  r.textContent = text;
+  r.dataset.ok = String(ok);
+}
+
+async function api(method, path, body) {
+  const headers = { 'content-type': 'application/json' };
+  if (tokenInput.value) headers.authorization = `Bearer ${tokenInput.value}`;
+  const res = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  const data = text ? JSON.parse(text) : undefined;
+  if (!res.ok) throw new Error(`${res.status} ${data?.error ?? ''}: ${data?.message ?? text}`);
+  return data;
+}
+
+async function load() {
+  config = await api('GET', 'api/config');
+  render();
+}
+
+function render() {
+  const tbody = $('devices').querySelector('tbody');
+  tbody.replaceChildren(
+    ...config.servers.map((s) => {
+      const d = live.get(s.id);
+      const state = d
+        ? (d.isStale ? 'STALE' : STATE_LABEL[d.state]) + (d.simulated ? ' (simulated)' : '')
+        : '';
+      return el(
+        'tr',
+        { 'data-device': String(s.id) },
+        el('td', {}, String(s.id)),
+        el('td', {}, s.name),
+        el('td', {}, s.type),
+        el('td', {}, `${s.ip}:${s.port ?? config.settings.defaultPorts[s.type]}`),
+        el('td', { class: 'live-state' }, state),
+        el(
+          'td',
+          {},
+          el('button', { type: 'button', 'data-action': 'test', onclick: () => test(s.id) }, 'Test'),
+          el('button', { type: 'button', 'data-action': 'edit', onclick: () => edit(s) }, 'Edit'),
+          el('button', { type: 'button', 'data-action': 'remove', onclick: () => remove(s.id) }, 'Remove'),
+        ),
+      );
+    }),
+  );
+  const sel = $('simDevice');
+  const chosen = sel.value;
+  sel.replaceChildren(
+    ...config.servers.map((s) => el('option', { value: String(s.id) }, `${s.id} ${s.name}`)),
+  );
+  if (chosen) sel.value = chosen;
+}
+
+function entryFromForm() {
+  const entry = { name: $('name').value.trim(), type: $('type').value, ip: $('ip').value.trim() };
+  if ($('port').value) entry.port = Number($('port').value);
+  return entry;
+}
+
+function edit(s) {
+  $('editId').value = String(s.id);
+  $('formTitle').textContent = `Modify device ${s.id}`;
+  $('name').value = s.name;
+  $('type').value = s.type;
+  $('ip').value = s.ip;
+  $('port').value = s.port ?? '';
+  $('cancelEdit').hidden = false;
+}
+
+function resetForm() {
+  $('deviceForm').reset();
+  $('editId').value = '';
+  $('formTitle').textContent = 'Add a device';
+  $('cancelEdit').hidden = true;
+}
+
+$('cancelEdit').addEventListener('click', resetForm);
+
+$('deviceForm').addEventListener('submit', async (e) => {
+  e.preventDefault();
+  const id = $('editId').value;
+  try {
+    if (id) {
+      const current = config.servers.find((s) => String(s.id) === id) ?? {};
+      const entry = { ...entryFromForm() };
+      // Keep the type-specific options when the type is unchanged.
+      const body = current.type === entry.type ? { ...current, ...entry } : { ...entry };
+      if (!entry.port) delete body.port;
+      await api('PUT', `api/devices/${id}`, body);
+      show(`Device ${id} saved and applied`);
+    } else {
+      const saved = await api('POST', 'api/devices', entryFromForm());
+      show(`Device ${saved.id} added and applied`);
+    }
+    resetForm();
+    await load();
+  } catch (err) {
+    show(err.message, false);
+  }
+});
+
+async function test(id) {
+  show(`Testing device ${id}…`);
+  try {
+    const r = await api('POST', `api/devices/${id}/test`, {});
+    show(`Device ${id}: ${r.ok ? 'OK' : 'FAILED'}, ${r.detail} (${r.latencyMs} ms)`, r.ok);
+  } catch (err) {
+    show(err.message, false);
+  }
+}
+
+$('testNew').addEventListener('click', async () => {
+  const entry = entryFromForm();
+  show(`Testing ${entry.ip}…`);
+  try {
+    const r = await api('POST', 'api/test', {
+      type: entry.type,
+      ip: entry.ip,
+      ...(entry.port ? { port: entry.port } : {}),
+    });
+    show(`${entry.ip}: ${r.ok ? 'OK' : 'FAILED'}, ${r.detail} (${r.latencyMs} ms)`, r.ok);
+  } catch (err) {
+    show(err.message, false);
+  }
+});
+
+async function remove(id) {
+  if (!confirm(`Remove device ${id}?`)) return;
+  try {
+    await api('DELETE', `api/devices/${id}`);
+    show(`Device ${id} removed`);
+    await load();
+  } catch (err) {
+    show(err.message, false);
+  }
+}
+
+$('simForm').addEventListener('submit', async (e) => {
+  e.preventDefault();
+  const id = $('simDevice').value;
+  const body = { state: $('simState').value };
+  if ($('simFile').value) body.filename = $('simFile').value;
+  if ($('simSeconds').value) body.durationSec = Number($('simSeconds').value);
+  try {
+    await api('POST', `api/devices/${id}/simulate`, body);
+    show(`Device ${id}: simulating ${body.state}`);
+  } catch (err) {
+    show(err.message, false);
+  }
+});
+
+$('simEnd').addEventListener('click', async () => {
+  const id = $('simDevice').value;
+  try {
+    await api('DELETE', `api/devices/${id}/simulate`);
+    show(`Device ${id}: simulation ended`);
+  } catch (err) {
+    show(err.message, false);
+  }
+});
+
+connectMonitor((devices) => {
+  live = new Map(devices.map((d) => [d.id, d]));
+  for (const row of document.querySelectorAll('#devices tbody tr')) {
+    const d = live.get(Number(row.dataset.device));
+    const cell = row.querySelector('.live-state');
+    if (cell)
+      cell.textContent = d
+        ? (d.isStale ? 'STALE' : STATE_LABEL[d.state]) + (d.simulated ? ' (simulated)' : '')
+        : '';
+  }
+});
+load().catch((err) => show(err.message, false));

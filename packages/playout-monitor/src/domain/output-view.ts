@@ -1,0 +1,220 @@
+/**
+ * What every output shows (WebSocket, Ember+, TSL UMD, the pages): the device store's state, with two
+ * rules laid over it.
+ *
+ * - Stale guard: a device whose last data is older than its stale timeout is never shown as playing or
+ *   recording. The inputs already turn such a device `offline`; the guard makes the outputs safe even if
+ *   an input were late to do so (the state shown becomes `offline`, `stale: true`, reason given, last
+ *   file name and timecode kept).
+ * - Simulation: the control API can lay a simulated state over one device (`simulated: true`). The real
+ *   input keeps running underneath and shows again as soon as the simulation ends.
+ *
+ * The store can be swapped (a new configuration applied without a restart): listeners get `reset`.
+ * Time is injected; `tick()` is called by the io layer (every 250 ms) to apply the stale guard, advance a
+ * simulated timecode and end simulations.
+ */
+import type { Clock } from '@broadcast-ops/core';
+import type { DeviceChange, DeviceStore } from './device-store.ts';
+import type { DeviceState, PlayState } from './device-state.ts';
+import { framesToTimecode, timecodeToFrames, ZERO_TIMECODE } from './timecode.ts';
+
+export interface OutputDevice extends DeviceState {
+  /** How old data may get before the device is not shown as playing (ms). */
+  staleAfterMs: number;
+  /** The stale guard applies (the state shown is `offline`). */
+  stale?: boolean;
+  /** A simulated state from the control API is shown instead of the device's own. */
+  simulated?: boolean;
+}
+
+export interface SimulationRequest {
+  state: PlayState;
+  timecode?: string | undefined;
+  filename?: string | undefined;
+  /** Ends by itself after this long; absent = until ended through the API. */
+  durationSec?: number | undefined;
+}
+
+interface Simulation {
+  request: SimulationRequest;
+  startedMs: number;
+  startFrames: number;
+  endsAtMs: number | undefined;
+}
+
+export type ViewListener = (device: Readonly<OutputDevice>, fields: readonly string[]) => void;
+
+const VISIBLE_KEYS: readonly (keyof OutputDevice)[] = [
+  'name',
+  'type',
+  'ip',
+  'port',
+  'state',
+  'timecode',
+  'filename',
+  'framerate',
+  'connected',
+  'positionMs',
+  'durationMs',
+  'remainingMs',
+  'loop',
+  'reason',
+  'stale',
+  'simulated',
+  'staleAfterMs',
+];
+
+function diff(a: OutputDevice | undefined, b: OutputDevice): string[] {
+  if (!a) return ['*'];
+  const out: string[] = [];
+  for (const k of VISIBLE_KEYS) if (a[k] !== b[k]) out.push(k);
+  return out;
+}
+
+export class OutputView {
+  readonly #clock: Clock;
+  #store: DeviceStore | undefined;
+  #unsubscribe: (() => void) | undefined;
+  #staleAfter = new Map<number, number>();
+  readonly #simulations = new Map<number, Simulation>();
+  /** The last view each listener was told about, per device id. */
+  readonly #shown = new Map<number, OutputDevice>();
+  readonly #listeners = new Set<ViewListener>();
+  readonly #resetListeners = new Set<() => void>();
+
+  constructor(clock: Clock) {
+    this.#clock = clock;
+  }
+
+  /** Show `store` (replacing the previous one): `staleAfterMs` per device id. */
+  attach(store: DeviceStore, staleAfterMs: ReadonlyMap<number, number>): void {
+    this.#unsubscribe?.();
+    this.#store = store;
+    this.#staleAfter = new Map(staleAfterMs);
+    for (const id of [...this.#simulations.keys()]) if (!store.get(id)) this.#simulations.delete(id);
+    this.#shown.clear();
+    for (const d of store.list()) this.#shown.set(d.id, this.#compose(d));
+    this.#unsubscribe = store.onChange((c) => {
+      this.#onStoreChange(c);
+    });
+    for (const l of this.#resetListeners) l();
+  }
+
+  get store(): DeviceStore | undefined {
+    return this.#store;
+  }
+
+  list(): OutputDevice[] {
+    return [...this.#shown.values()].map((d) => ({ ...d }));
+  }
+
+  get(id: number): Readonly<OutputDevice> | undefined {
+    return this.#shown.get(id);
+  }
+
+  onChange(listener: ViewListener): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** The set of devices changed (a new configuration): outputs rebuild from `list()`. */
+  onReset(listener: () => void): () => void {
+    this.#resetListeners.add(listener);
+    return () => this.#resetListeners.delete(listener);
+  }
+
+  simulate(id: number, request: SimulationRequest): Readonly<OutputDevice> | undefined {
+    const device = this.#store?.get(id);
+    if (!device) return undefined;
+    const now = this.#clock.monotonicMs();
+    const startFrames = timecodeToFrames(request.timecode ?? ZERO_TIMECODE, device.framerate) ?? 0;
+    this.#simulations.set(id, {
+      request,
+      startedMs: now,
+      startFrames,
+      endsAtMs: request.durationSec !== undefined ? now + request.durationSec * 1000 : undefined,
+    });
+    this.#refresh(id);
+    return this.#shown.get(id);
+  }
+
+  endSimulation(id: number): boolean {
+    const had = this.#simulations.delete(id);
+    if (had) this.#refresh(id);
+    return had;
+  }
+
+  isSimulated(id: number): boolean {
+    return this.#simulations.has(id);
+  }
+
+  /** Apply the stale guard, advance simulated timecodes, end simulations that ran out. */
+  tick(): void {
+    const now = this.#clock.monotonicMs();
+    for (const [id, sim] of this.#simulations) {
+      if (sim.endsAtMs !== undefined && now >= sim.endsAtMs) this.#simulations.delete(id);
+    }
+    for (const id of this.#shown.keys()) this.#refresh(id);
+  }
+
+  #onStoreChange(c: DeviceChange): void {
+    this.#refresh(c.id, c.state);
+  }
+
+  #refresh(id: number, state?: Readonly<DeviceState>): void {
+    const base = state ?? this.#store?.get(id);
+    if (!base) return;
+    const next = this.#compose(base);
+    const fields = diff(this.#shown.get(id), next);
+    if (fields.length === 0) {
+      this.#shown.set(id, next); // keep `updated` fresh
+      return;
+    }
+    this.#shown.set(id, next);
+    for (const l of this.#listeners) {
+      try {
+        l(next, fields);
+      } catch {
+        // One broken output must not stop the others.
+      }
+    }
+  }
+
+  #compose(d: Readonly<DeviceState>): OutputDevice {
+    const staleAfterMs = this.#staleAfter.get(d.id) ?? 5000;
+    const sim = this.#simulations.get(d.id);
+    if (sim) {
+      const running = sim.request.state === 'play' || sim.request.state === 'rec';
+      const elapsedFrames = running
+        ? Math.floor(((this.#clock.monotonicMs() - sim.startedMs) / 1000) * d.framerate)
+        : 0;
+      const out: OutputDevice = {
+        ...d,
+        state: sim.request.state,
+        connected: sim.request.state !== 'offline',
+        timecode: framesToTimecode(sim.startFrames + elapsedFrames, d.framerate),
+        filename: sim.request.filename ?? d.filename,
+        updated: this.#clock.now(),
+        staleAfterMs,
+        simulated: true,
+      };
+      delete out.reason;
+      delete out.positionMs;
+      delete out.durationMs;
+      delete out.remainingMs;
+      if (sim.request.state === 'offline') out.reason = 'simulated';
+      return out;
+    }
+    const age = this.#clock.now() - d.updated;
+    if ((d.state === 'play' || d.state === 'rec') && age > staleAfterMs) {
+      return {
+        ...d,
+        state: 'offline',
+        stale: true,
+        reason: `no data for ${Math.round(age / 1000)} s`,
+        staleAfterMs,
+      };
+    }
+    return { ...d, staleAfterMs };
+  }
+}

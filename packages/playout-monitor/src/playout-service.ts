@@ -1,0 +1,311 @@
+/**
+ * The whole playout monitor as one process: the inputs (a `Monitor` per applied configuration), the
+ * output view, and the outputs on their ports: HTTP (pages, `/health`, the device and control API) with
+ * the WebSocket on `settings.webSocketPort`, Ember+ on `settings.emberPlusPort`, TSL UMD to
+ * `settings.tslUmdDestinations`. A new configuration from the control API is saved, then applied by
+ * starting a new set of inputs and swapping the view's store; the outputs keep running.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import {
+  bearerToken,
+  createHttpApp,
+  listeningUrl,
+  systemClock,
+  type Clock,
+  type Logger,
+} from '@broadcast-ops/core';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { configSchema, type MonitorConfig, type ServerConfig } from './config.ts';
+import { OutputView } from './domain/output-view.ts';
+import { fail } from './errors.ts';
+import { writeConfigAtomically } from './io/config-file.ts';
+import { registerControlApi } from './io/control-api.ts';
+import { EmberProvider } from './io/ember-provider.ts';
+import { healthBody, type HealthBody } from './io/http-server.ts';
+import { registerPages } from './io/pages.ts';
+import { TslSender } from './io/tsl-sender.ts';
+import { WsOutput } from './io/ws-output.ts';
+import { Monitor } from './monitor.ts';
+import { VERSION } from './version.ts';
+
+export interface PlayoutServiceOptions {
+  config: MonitorConfig;
+  logger: Logger;
+  /** Where PUTs of the configuration are saved; without it the control API refuses to change it. */
+  configPath?: string | undefined;
+  /** When set, mutating control endpoints need `Authorization: Bearer <token>`. */
+  adminToken?: string | undefined;
+  clock?: Clock;
+  /** Tests: shorter TSL refresh. */
+  tslRefreshMs?: number;
+}
+
+export interface StartedService {
+  httpUrl: string;
+  emberPort: number;
+  oscPorts: Map<number, number>;
+}
+
+/** How old a device's data may get before the outputs stop showing it as playing (per device kind). */
+export function staleAfterMs(s: ServerConfig): number {
+  switch (s.type) {
+    case 'osc_player':
+      return s.staleTimeoutMs;
+    case 'http_mixer':
+      return s.offlineAfterFailures * (s.pollIntervalMs + s.timeoutMs) + 1000;
+    case 'tcp_recorder':
+      return s.timeoutMs + 1000;
+  }
+}
+
+function staleMap(config: MonitorConfig): Map<number, number> {
+  return new Map(config.servers.map((s) => [s.id, staleAfterMs(s)]));
+}
+
+export type ApplyResult = { config: MonitorConfig; restartRequired: string[] };
+
+export class PlayoutService {
+  readonly app: FastifyInstance;
+  readonly view: OutputView;
+  readonly #o: PlayoutServiceOptions;
+  readonly #clock: Clock;
+  readonly #startedAtMs: number;
+  #config: MonitorConfig;
+  #monitor: Monitor;
+  #ember: EmberProvider;
+  #tsl: TslSender;
+  readonly #ws: WsOutput;
+  #tick: NodeJS.Timeout | undefined;
+  #oscPorts = new Map<number, number>();
+  /** Configuration changes run one at a time. */
+  #applying: Promise<unknown> = Promise.resolve();
+  readonly #tokenHash: Buffer | undefined;
+
+  constructor(options: PlayoutServiceOptions) {
+    this.#o = options;
+    this.#clock = options.clock ?? systemClock;
+    this.#startedAtMs = this.#clock.monotonicMs();
+    this.#config = options.config;
+    this.#tokenHash = options.adminToken ? sha256(options.adminToken) : undefined;
+    this.view = new OutputView(this.#clock);
+    this.#monitor = this.#newMonitor(options.config);
+    this.view.attach(this.#monitor.store, staleMap(options.config));
+    this.#ember = this.#newEmber(options.config);
+    this.#tsl = this.#newTsl(options.config);
+    this.#ws = new WsOutput({
+      view: this.view,
+      updateIntervalMs: options.config.settings.updateIntervalMs,
+      logger: options.logger.child({ component: 'websocket' }),
+      protocols: () => this.#protocols(),
+      config: () => this.publicConfig(),
+    });
+    this.app = createHttpApp({ logger: options.logger });
+    this.app.get('/health', () => this.health());
+    this.app.get('/api/devices', () => this.view.list());
+    this.app.get<{ Params: { id: string } }>('/api/devices/:id', (req) => {
+      const device = this.view.get(Number(req.params.id));
+      if (!device) throw fail('DEVICE_NOT_FOUND', `no device with id ${req.params.id}`);
+      return device;
+    });
+    this.app.get('/metrics', async (_req, reply) => {
+      void reply.header('content-type', this.#monitor.registry.contentType);
+      return this.#monitor.registry.metrics();
+    });
+    registerControlApi(this.app, this);
+    registerPages(this.app);
+  }
+
+  get config(): MonitorConfig {
+    return this.#config;
+  }
+
+  get monitor(): Monitor {
+    return this.#monitor;
+  }
+
+  get emberPort(): number {
+    return this.#ember.port;
+  }
+
+  get canSave(): boolean {
+    return this.#o.configPath !== undefined;
+  }
+
+  publicConfig(): MonitorConfig {
+    return {
+      ...this.#config,
+      servers: this.#config.servers.map((s) =>
+        s.type === 'http_mixer' && s.password !== undefined ? { ...s, password: '********' } : s,
+      ),
+    };
+  }
+
+  /** Throws 401 unless no token is configured or the request carries it (compared in constant time). */
+  authorize(req: FastifyRequest): void {
+    if (!this.#tokenHash) return;
+    const token = bearerToken(req.headers.authorization);
+    if (token === undefined || !timingSafeEqual(sha256(token), this.#tokenHash)) {
+      throw fail('UNAUTHORIZED', 'this endpoint needs Authorization: Bearer <admin token>', {
+        headers: { 'www-authenticate': 'Bearer' },
+      });
+    }
+  }
+
+  health(): HealthBody {
+    const body = healthBody({
+      store: this.#monitor.store,
+      config: this.#config,
+      version: VERSION,
+      startedAtMs: this.#startedAtMs,
+      monotonicMs: () => this.#clock.monotonicMs(),
+      now: () => this.#clock.now(),
+      malformed: this.#monitor.malformed,
+    });
+    // The outputs' view (a simulated device shows as the outputs show it).
+    const list = this.view.list();
+    const connected = list.filter((d) => d.connected).length;
+    return {
+      ...body,
+      status: connected > 0 ? 'healthy' : 'degraded',
+      devices: {
+        total: list.length,
+        connected,
+        list: list.map((d) => ({
+          id: d.id,
+          name: d.name,
+          type: d.type,
+          connected: d.connected,
+          state: d.state,
+        })),
+      },
+      protocols: this.#protocols(),
+    };
+  }
+
+  #protocols(): HealthBody['protocols'] {
+    return {
+      websocket: { clients: this.#ws.clients },
+      emberPlus: {
+        enabled: true,
+        running: this.#ember.running,
+        port: this.#ember.running ? this.#ember.port : this.#config.settings.emberPlusPort,
+      },
+      tslUmd: {
+        enabled: this.#tsl.enabled,
+        running: this.#tsl.running,
+        destinations: this.#config.settings.tslUmdDestinations.length,
+      },
+    };
+  }
+
+  #newMonitor(config: MonitorConfig): Monitor {
+    return new Monitor({ config, logger: this.#o.logger, clock: this.#clock });
+  }
+
+  #newEmber(config: MonitorConfig, port = config.settings.emberPlusPort): EmberProvider {
+    return new EmberProvider({
+      view: this.view,
+      port,
+      address: config.settings.listenAddress,
+      version: VERSION,
+      logger: this.#o.logger.child({ component: 'emberplus' }),
+    });
+  }
+
+  #newTsl(config: MonitorConfig): TslSender {
+    return new TslSender({
+      view: this.view,
+      destinations: config.settings.tslUmdDestinations,
+      screen: config.settings.tslUmdScreen,
+      logger: this.#o.logger.child({ component: 'tsl' }),
+      ...(this.#o.tslRefreshMs !== undefined ? { refreshMs: this.#o.tslRefreshMs } : {}),
+    });
+  }
+
+  async start(ports: { http?: number; ember?: number } = {}): Promise<StartedService> {
+    this.#oscPorts = await this.#monitor.startInputs();
+    if (ports.ember !== undefined) this.#ember = this.#newEmber(this.#config, ports.ember);
+    await this.#ember.start();
+    await this.#tsl.start();
+    this.#ws.attach(this.app.server);
+    await this.app.listen({
+      port: ports.http ?? this.#config.settings.webSocketPort,
+      host: this.#config.settings.listenAddress,
+    });
+    this.#tick = setInterval(() => this.view.tick(), 250);
+    this.#tick.unref();
+    return { httpUrl: listeningUrl(this.app), emberPort: this.#ember.port, oscPorts: this.#oscPorts };
+  }
+
+  get oscPorts(): Map<number, number> {
+    return this.#oscPorts;
+  }
+
+  /**
+   * Validate, save (atomically), then apply a new configuration without a restart. Nothing is applied
+   * unless it was saved. The HTTP port and address cannot move under the request that asks for it: they
+   * are saved and named in `restartRequired`.
+   */
+  applyConfig(candidate: unknown): Promise<ApplyResult> {
+    const run = this.#applying.then(() => this.#apply(candidate));
+    this.#applying = run.catch(() => undefined);
+    return run;
+  }
+
+  async #apply(candidate: unknown): Promise<ApplyResult> {
+    const parsed = configSchema.safeParse(candidate);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw fail('CONFIG_INVALID', `${issue?.path.join('.') ?? ''}: ${issue?.message ?? 'invalid'}`, {
+        details: { issues: parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })) },
+      });
+    }
+    const next = parsed.data;
+    if (!this.#o.configPath) throw fail('CONFIG_NOT_SAVED');
+    await writeConfigAtomically(this.#o.configPath, next);
+    const prev = this.#config;
+    this.#config = next;
+    const restartRequired: string[] = [];
+    if (next.settings.webSocketPort !== prev.settings.webSocketPort)
+      restartRequired.push('settings.webSocketPort');
+    if (next.settings.listenAddress !== prev.settings.listenAddress)
+      restartRequired.push('settings.listenAddress');
+    // Inputs: close the old set first (they hold the OSC ports and the decks' single connections).
+    const old = this.#monitor;
+    await old.closeInputs();
+    this.#monitor = this.#newMonitor(next);
+    this.#oscPorts = await this.#monitor.startInputs();
+    this.view.attach(this.#monitor.store, staleMap(next));
+    this.#ws.updateIntervalMs = next.settings.updateIntervalMs;
+    const s = next.settings;
+    const p = prev.settings;
+    if (
+      JSON.stringify([s.tslUmdDestinations, s.tslUmdScreen]) !==
+      JSON.stringify([p.tslUmdDestinations, p.tslUmdScreen])
+    ) {
+      await this.#tsl.close();
+      this.#tsl = this.#newTsl(next);
+      await this.#tsl.start();
+    }
+    if (s.emberPlusPort !== p.emberPlusPort) {
+      await this.#ember.close();
+      this.#ember = this.#newEmber(next);
+      await this.#ember.start();
+    }
+    this.#o.logger.info({ devices: next.servers.length, restartRequired }, 'configuration applied');
+    return { config: this.publicConfig(), restartRequired };
+  }
+
+  async close(): Promise<void> {
+    if (this.#tick) clearInterval(this.#tick);
+    await this.#ws.close();
+    await this.#ember.close();
+    await this.#tsl.close();
+    await this.#monitor.closeInputs();
+    await this.app.close();
+  }
+}
+
+function sha256(s: string): Buffer {
+  return createHash('sha256').update(s, 'utf8').digest();
+}
