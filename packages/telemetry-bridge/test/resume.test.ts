@@ -162,7 +162,7 @@ test('120 subscriptions across a reconnect: all restored in batches; a rate-limi
     c.socket!.terminate();
     await waitFor(() => !c.connected);
     await waitFor(() => c.connected);
-    await sleep(200);
+    await waitFor(() => t.bridge.hub.stats().patterns === 120, { what: '120 patterns restored' });
     for (let k = 0; k < 120; k++) t.adapter.set(`fake.many.k${k}`, k);
     const got = new Set<string>();
     c.on('state', (m) => got.add(m.path));
@@ -176,7 +176,7 @@ test('120 subscriptions across a reconnect: all restored in batches; a rate-limi
   }
   // Retry on RATE_LIMITED, then a refusal reported with the patterns it lost.
   const strict = await startTestBridge({
-    clientTransport: { rateLimit: 1, rateLimitWindow: 300, maxPatternsPerClient: 100 },
+    clientTransport: { rateLimit: 1, rateLimitWindow: 1000, maxPatternsPerClient: 100 },
   });
   const d = new BridgeClient({
     url: strict.bridge.clientUrl,
@@ -186,12 +186,12 @@ test('120 subscriptions across a reconnect: all restored in batches; a rate-limi
   try {
     await d.connect();
     await d.subscribe(Array.from({ length: 60 }, (_, k) => `fake.a.k${k}`));
-    await sleep(350);
+    await sleep(1050);
     await d.subscribe(
       Array.from({ length: 40 }, (_, k) => `fake.b.k${k}`),
       { filter: 'state' },
     );
-    await sleep(350);
+    await sleep(1050);
     await assert.rejects(d.subscribe(['fake.c']), (e: BridgeError) => e.code === 'SUBSCRIPTION_FAILED');
     const lost: { patterns: string[]; code: string }[] = [];
     d.on('subscriptionLost', (l) => lost.push(l));
@@ -202,7 +202,10 @@ test('120 subscriptions across a reconnect: all restored in batches; a rate-limi
     d.socket!.terminate();
     await waitFor(() => !d.connected);
     await waitFor(() => d.connected);
-    await sleep(1500);
+    await waitFor(() => strict.bridge.hub.stats().patterns === 100, {
+      what: 'both batches restored',
+      timeoutMs: 10_000,
+    });
     assert.ok(rateLimited >= 1, 'the second batch met the rate limit');
     assert.deepEqual(lost, [], 'and was retried and restored');
     assert.equal(d.positions().length, 2);

@@ -2,6 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { TopicTrie, patternMatches } from '../src/domain/topic-trie.ts';
+import { PathIndex } from '../src/domain/path-index.ts';
+import { StateStore } from '../src/domain/state-store.ts';
 import { patternError } from '../src/protocol/envelope.ts';
 
 // Wildcard semantics (docs/protocol.md "Patterns"): `*` = exactly one segment; `**` = one or more trailing segments.
@@ -88,4 +90,46 @@ test('fast-check: the trie returns exactly the subscriptions whose pattern match
     ),
     { numRuns: 300 },
   );
+});
+
+test('fast-check: the key index finds exactly the stored keys a pattern matches (snapshots), with deletions', () => {
+  fc.assert(
+    fc.property(
+      fc.array(path, { maxLength: 40 }),
+      fc.array(fc.integer({ min: 0, max: 39 }), { maxLength: 15 }),
+      fc.array(pattern, { minLength: 1, maxLength: 4 }),
+      (keys, deletions, patterns) => {
+        const index = new PathIndex();
+        const live = new Set<string>();
+        for (const k of keys) {
+          index.add(k);
+          live.add(k);
+        }
+        for (const d of deletions) {
+          const k = keys[d];
+          if (k === undefined) continue;
+          index.remove(k);
+          live.delete(k);
+        }
+        const found = new Set<string>();
+        for (const p of patterns) index.match(p, found);
+        const expected = new Set([...live].filter((k) => patterns.some((p) => patternMatches(p, k))));
+        assert.deepEqual(found, expected);
+      },
+    ),
+    { numRuns: 500 },
+  );
+});
+
+test('snapshot matching does not scan: 100 patterns over 50,000 keys', () => {
+  const store = new StateStore();
+  store.claim('dev', 'dev');
+  for (let k = 0; k < 50_000; k++) {
+    store.apply(`dev.g${k % 500}.k${k}`, 'dev', k, String(k), k + 1, 0);
+  }
+  const patterns = Array.from({ length: 100 }, (_, i) => `dev.g${i}.*`);
+  const found = store.matching(patterns);
+  // Structural, not timed: exactly the 100 groups' keys, 100 each.
+  assert.equal(found.length, 100 * 100);
+  assert.ok(found.every((p) => Number(p.split('.')[1]!.slice(1)) < 100));
 });
