@@ -40,7 +40,8 @@ describe('connection strings: parse each format and check its content', () => {
       assert.equal(words[0], 'srt-live-transmit');
       // Source then destination: the SRT URI is the output of a sender and the input of a receiver.
       assert.equal(words.length, 3);
-      if (role === 'sender') assert.equal(words[1], 'udp://:<IN_PORT>');
+      // The sender's UDP input listens on loopback only: nobody on the network can inject into the link.
+      if (role === 'sender') assert.equal(words[1], 'udp://127.0.0.1:<IN_PORT>');
       else assert.equal(words[2], 'udp://127.0.0.1:<OUT_PORT>');
       const u = srtUri(s['live-transmit']);
       assert.equal(u.hostname, '198.51.100.20');
@@ -64,6 +65,8 @@ describe('connection strings: parse each format and check its content', () => {
       assert.ok(shellWords(ffmpeg).includes('mpegts'));
       assert.equal(shellWords(slt)[0], 'srt-live-transmit');
       assert.ok(shellWords(slt).includes('file://con'));
+      // The sender cuts its stdin into 1316-byte SRT messages (7 TS packets); the receiver reads them.
+      assert.equal(shellWords(slt).includes('-chunk:1316'), role === 'sender');
       const u = srtUri(slt);
       assert.equal(u.hostname, '198.51.100.20');
       assert.equal(u.port, '7001');
@@ -95,6 +98,8 @@ describe('connection strings: parse each format and check its content', () => {
       const words = shellWords(s.pipeline);
       assert.equal(words[0], 'gst-launch-1.0');
       assert.ok(words.includes(role === 'sender' ? 'srtsink' : 'srtsrc'));
+      // Seven TS packets per buffer: the muxer's PAT/PMT are not dropped as separate header buffers.
+      if (role === 'sender') assert.match(s.pipeline, / ! mpegtsmux alignment=7 ! srtsink uri="/);
       const u = srtUri(s.pipeline);
       assert.equal(u.hostname, '198.51.100.20');
       assert.equal(u.port, '7001');
@@ -136,7 +141,7 @@ describe('connection strings: parse each format and check its content', () => {
     assert.match(s.mixer, /^Hostname: 2001:db8::1$/m);
   });
 
-  test('never streamid or pbkeylen (reference §2.4)', () => {
+  test('never streamid or pbkeylen (docs/connection-strings.md)', () => {
     for (const v of Object.values(connectionStrings(base))) assert.doesNotMatch(v, /streamid|pbkeylen/);
   });
 });

@@ -2,10 +2,10 @@ import { isIPv6 } from 'node:net';
 import type { ConnectFormat } from './schemas.ts';
 
 /**
- * Connection strings per output format (spec "GET /api/session/:name/connect"; reference §2). Policy
- * (reference §2.4): emit strings that work in the real applications, keeping all spec-mandated content
- * (other peer's IP and port, rendezvous, latency, passphrase, connect timeout 120000, packet size 1316).
- * Deviations from the spec's literal wording are listed in the package README ("Connection strings").
+ * Connection strings per output format (spec "GET /api/session/:name/connect"). Policy: emit strings that
+ * work in the real applications, keeping all spec-mandated content (other peer's IP and port, rendezvous,
+ * latency, passphrase, connect timeout 120000, packet size 1316). The facts each string relies on, with
+ * their sources, and the deviations from the spec's literal wording are in docs/connection-strings.md.
  */
 export const CONNECT_TIMEOUT_MS = 120_000;
 export const PACKET_SIZE = 1316;
@@ -55,28 +55,40 @@ export function pipelineUri(p: ConnectionParams): string {
 
 /**
  * transcoder: FFmpeg's own srt:// handler cannot do rendezvous between two hosts: libavformat/libsrt.c calls
- * `srt_bind()` with the address of the URL host, i.e. the remote peer (reference §2.2 trap; checked with
- * FFmpeg 5.1 on loopback: each side handshakes with itself, "COOKIE CONTEST UNRESOLVED"). So the transcoder
- * string pipes MPEG-TS between ffmpeg and srt-live-transmit, which binds the local port correctly.
+ * `srt_bind()` with the address of the URL host, i.e. the remote peer (each side then handshakes with
+ * itself). So the transcoder string pipes MPEG-TS between ffmpeg and srt-live-transmit, which binds the
+ * local port correctly. srt-live-transmit reads its `file://con` input in chunks of `-chunk` bytes
+ * (default 1456, one SRT message each): `-chunk:1316` makes every SRT payload seven whole TS packets;
+ * `payloadsize=1316` in the URI only caps the message size and has no effect on a stream input.
  */
 function transcoder(p: ConnectionParams): string {
   const uri = liveTransmitUri(p);
   return p.role === 'sender'
-    ? `ffmpeg -re -i <INPUT> -c copy -f mpegts - | srt-live-transmit file://con "${uri}"`
+    ? `ffmpeg -re -i <INPUT> -c copy -f mpegts - | srt-live-transmit -chunk:${PACKET_SIZE} file://con "${uri}"`
     : `srt-live-transmit "${uri}" file://con | ffmpeg -i - -c copy -f mpegts <OUTPUT>`;
 }
 
+/**
+ * live-transmit: the sender's UDP input listens on loopback only (`udp://127.0.0.1:<IN_PORT>`), so nobody
+ * on the network can inject into the encrypted link; an encoder on another machine needs the address of
+ * the interface it sends to instead (docs/connection-strings.md).
+ */
 function liveTransmit(p: ConnectionParams): string {
   const uri = liveTransmitUri(p);
   return p.role === 'sender'
-    ? `srt-live-transmit udp://:<IN_PORT> "${uri}"`
+    ? `srt-live-transmit udp://127.0.0.1:<IN_PORT> "${uri}"`
     : `srt-live-transmit "${uri}" udp://127.0.0.1:<OUT_PORT>`;
 }
 
+/**
+ * pipeline: `mpegtsmux alignment=7` makes every buffer seven TS packets (1316 bytes), one SRT message each.
+ * Without it mpegtsmux pushes single 188-byte packets and srtsink drops the PAT/PMT ones flagged as header
+ * buffers ("ignoring header buffer"), so a receiver joining the stream could not decode it.
+ */
 function pipeline(p: ConnectionParams): string {
   const uri = pipelineUri(p);
   return p.role === 'sender'
-    ? `gst-launch-1.0 <SOURCE> ! mpegtsmux ! srtsink uri="${uri}"`
+    ? `gst-launch-1.0 <SOURCE> ! mpegtsmux alignment=7 ! srtsink uri="${uri}"`
     : `gst-launch-1.0 srtsrc uri="${uri}" ! tsdemux ! <SINK>`;
 }
 
