@@ -60,6 +60,24 @@ const rateLimitSchema = z.strictObject({
   ipv6_prefix: num(z.number().int().min(0).max(128)).default(64),
 });
 
+/** The clock discipline (README "Discipline"); defaults follow RFC 5905 and chrony where they apply. */
+const disciplineSchema = z.strictObject({
+  /** Largest slew rate of the served clock, ppm (chrony's maxslewrate default is 83,333; ntpd 500). */
+  max_slew_rate_ppm: num(z.number().min(10).max(83_333)).default(5000),
+  /** Corrections beyond this are stepped (RFC 5905 STEPT, 128 ms); backwards only after LI 3 is served. */
+  step_threshold: duration.default(0.128),
+  /** |estimate − served clock| beyond this is a FAULT (1 s). */
+  fault_threshold: duration.default(1),
+  /** Longest HOLDOVER before FAULT (4 h). */
+  holdover_timeout: duration.default(4 * 3600),
+  /** /api/health is healthy in HOLDOVER while the advertised error (root delay/2 + dispersion) is below this. */
+  holdover_max_error: duration.default(0.01),
+  /** Samples a source needs before it is selected (an iburst's 4). */
+  min_samples: num(z.number().int().min(1).max(16)).default(4),
+  /** Lock threshold floor, seconds (100 µs); the effective threshold is at least 3 × the reference jitter. */
+  lock_threshold: duration.default(0.0001),
+});
+
 const ntpSchema = z.strictObject({
   enabled: bool().default(true),
   /** 0 = any free port (tests); 123 needs root or CAP_NET_BIND_SERVICE. */
@@ -81,6 +99,7 @@ const ntpSchema = z.strictObject({
   /** Local-stratum mode: serve time from the host clock at `stratum` when no other reference is usable. */
   local_stratum: bool().default(false),
   rate_limit: rateLimitSchema.prefault({}),
+  discipline: disciplineSchema.prefault({}),
   /**
    * Kernel receive timestamps (SIOCGSTAMPNS through the native addon, README "Accuracy"); on by default,
    * used wherever the addon is built. Off: the handler's own reading minus `rx_timestamp_correction_us`.

@@ -10,6 +10,7 @@ import { refIdToIpv4 } from '../src/protocol/ntp-packet.ts';
 import { queryServer } from '../src/io/query.ts';
 import { chronyQuery, medianOf, startChronyServer } from './helpers/chrony.ts';
 import { startService } from './helpers/service.ts';
+import { OffsetUpstream, Probe, checkProbe } from './helpers/offset-upstream.ts';
 
 /** A free UDP port on loopback for chronyd (it cannot be told to use port 0 and report it). */
 async function freeUdpPort(): Promise<number> {
@@ -141,6 +142,70 @@ test('an IPv6 upstream (chronyd on [::1]) is used; the refid is the first 4 byte
   } finally {
     await service.close();
     await chrony.stop();
+    dir.remove();
+  }
+});
+
+test('chronyd -Q measures the +20 ms that timesvc serves while following an offset upstream', async () => {
+  const up = await OffsetUpstream.start(0.02);
+  const { service, port } = await startService({
+    upstream_peers: [{ address: up.address, iburst: true, minpoll: 0, maxpoll: 0 }],
+  });
+  try {
+    await waitFor(() => service.manager.state === 'LOCKED', { timeoutMs: 20_000, intervalMs: 100 });
+    const offsets: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await chronyQuery('127.0.0.1', port, { timeoutS: 10, samples: 1 });
+      assert.equal(r.code, 0, r.output);
+      assert.ok(r.offsetS !== undefined, r.output);
+      offsets.push(r.offsetS);
+    }
+    const median = medianOf(offsets);
+    console.log(`chronyd -Q against timesvc following +20 ms: ${offsets.join(' ')} s`);
+    // "System clock wrong by +x": the host clock is x behind the server, i.e. timesvc serves host + 20 ms.
+    assert.ok(Math.abs(median - 0.02) < 0.001, `median ${median} s, expected 0.020`);
+  } finally {
+    await service.close();
+    await up.close();
+  }
+});
+
+test('timesvc behind a chronyd -x that follows an offset upstream: serves the upstream time (+20 ms) within its bound', async () => {
+  const dir = tempDir('timesvc-chrony-offset-');
+  const up = await OffsetUpstream.start(0.02);
+  const chronyPort = await freeUdpPort();
+  // chronyd -x serves its corrected time (the offset it measured), not the host clock: the bench checks this too.
+  const chrony = await startChronyServer(dir.path, chronyPort, {
+    stratum: null,
+    extra: [`server 127.0.0.1 port ${up.port} iburst minpoll 0 maxpoll 0`],
+  });
+  const { service, port } = await startService({
+    rate_limit: { enabled: false },
+    upstream_peers: [{ address: `127.0.0.1:${chronyPort}`, iburst: true, minpoll: 0, maxpoll: 0 }],
+  });
+  const probe = new Probe(port, up);
+  await probe.start();
+  try {
+    await waitFor(() => service.manager.state === 'LOCKED', { timeoutMs: 30_000, intervalMs: 100 });
+    await new Promise((r) => setTimeout(r, 5000));
+    const last = probe.last!;
+    assert.equal(last.leap, 0);
+    assert.equal(last.stratum, 3, 'offset upstream 1, chronyd 2, timesvc 3');
+    assert.ok(Math.abs(last.errorS) < 0.001, `timesvc vs the offset upstream: ${last.errorS} s`);
+    const c = checkProbe(probe.records);
+    console.log(
+      `timesvc behind chronyd -x behind +20 ms: error ${(last.errorS * 1e6).toFixed(0)} µs, worst beyond bound ${(c.worstBeyondBoundS * 1e6).toFixed(0)} µs`,
+    );
+    assert.equal(c.worstBackwardS, 0);
+    assert.ok(
+      c.worstBeyondBoundS <= 0,
+      JSON.stringify(c.worst, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v)),
+    );
+  } finally {
+    await probe.stop();
+    await service.close();
+    await chrony.stop();
+    await up.close();
     dir.remove();
   }
 });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ManualClock } from '@broadcast-ops/core/testing';
+import { correctionAt, slewTowards, stepTo } from '../src/domain/correction.ts';
 import {
   ClockManager,
   ipv4RefId,
@@ -26,6 +27,7 @@ class SimSource implements ReferenceSource {
     public freq = 0,
     public jitter = 20e-6,
     private seed = 1,
+    public pollLog2 = 0,
   ) {}
   status(): ReferenceStatus {
     return {
@@ -35,6 +37,7 @@ class SimSource implements ReferenceSource {
       leap: 0,
       rootDelayS: 0.001,
       rootDispersionS: 0.001,
+      pollLog2: this.pollLog2,
     };
   }
   #rand(): number {
@@ -79,7 +82,23 @@ function run(clock: ManualClock, m: ClockManager, seconds: number, sources: SimS
   }
 }
 
-test('INIT → SYNCING → LOCKED needs 4 samples within 100 µs; the served clock takes the peer offset', () => {
+test('correction formula: slews at the bounded rate, continuous when re-planned, never decreasing', () => {
+  const c0 = stepTo(0, 0.01, 10e-6, 5000e-6);
+  assert.equal(correctionAt(c0, 0), 0.01);
+  assert.ok(Math.abs(correctionAt(c0, 1000) - (0.01 + 10e-6)) < 1e-12);
+  // Re-plan at t = 1 s towards -5 ms: starts where c0 stands, moves at 5 ms/s, then follows the frequency.
+  const c1 = slewTowards(c0, 1000, -0.005, 10e-6, 5000e-6);
+  assert.equal(correctionAt(c1, 1000), correctionAt(c0, 1000));
+  assert.ok(Math.abs(correctionAt(c1, 2000) - (correctionAt(c0, 1000) + 10e-6 - 0.005)) < 1e-12);
+  assert.ok(Math.abs(correctionAt(c1, 10_000) - (-0.005 + 9 * 10e-6)) < 1e-9);
+  // Served time = raw + c: over any interval it advances by at least (1 − 5000 ppm − 10 ppm) of it.
+  for (let t = 1000; t < 10_000; t += 137) {
+    const served = (ms: number): number => ms / 1000 + correctionAt(c1, ms);
+    assert.ok(served(t + 1) > served(t));
+  }
+});
+
+test('INIT → SYNCING → LOCKED from the first 4 samples (an iburst): stepped while LI 3, then served', () => {
   const { clock, m, states } = setup();
   const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0.003);
   m.register(peer);
@@ -87,95 +106,165 @@ test('INIT → SYNCING → LOCKED needs 4 samples within 100 µs; the served clo
   assert.equal(m.state, 'INIT');
   assert.equal(m.serverState.leap, 3);
   assert.equal(m.serverState.stratum, 0);
-  run(clock, m, 4, [peer]);
-  assert.equal(m.state, 'SYNCING', 'first sample steps, then only 3 residuals');
+  run(clock, m, 3, [peer]);
+  assert.equal(m.state, 'INIT', 'no selection before 4 samples');
   run(clock, m, 1, [peer]);
   assert.equal(m.state, 'LOCKED');
   assert.deepEqual(states(), ['SYNCING', 'LOCKED']);
+  assert.equal(m.snapshot().steps, 1);
   assert.ok(Math.abs(m.correctionAt(clock.monotonicMs()) - 0.003) < 50e-6);
   const s = m.serverState;
   assert.equal(s.leap, 0);
   assert.equal(s.stratum, 3, 'reference stratum + 1');
   assert.equal(s.referenceId, ipv4RefId('192.0.2.1'));
-  assert.ok(s.rootDelayS > 0.001 && s.rootDispersionS >= 0.005);
+  assert.ok(s.rootDelayS >= 0.0015, 'reference root delay + our delay');
+  assert.ok(s.rootDispersionS >= 0.001, 'at least the reference root dispersion');
   const snap = m.snapshot();
   assert.equal(snap.selected, 'NTP:192.0.2.1:123');
   assert.equal(snap.stratum, 3);
 });
 
-test('a noisy peer (1 ms jitter) never locks at the 100 µs threshold scale unless its median agrees', () => {
-  const { clock, m } = setup({ lockThresholdS: 100e-6 });
-  const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0, 0, 0.2);
+test('a noisy peer (±20 ms) is served with a dispersion that covers its noise', () => {
+  const { clock, m } = setup();
+  const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0, 0, 0.02);
   m.register(peer);
-  run(clock, m, 10, [peer]);
-  assert.equal(m.state, 'SYNCING', '±200 ms noise: residual medians far above any threshold');
+  run(clock, m, 20, [peer]);
+  const s = m.serverState;
+  assert.equal(s.leap, 0);
+  const err = Math.abs(m.correctionAt(clock.monotonicMs()));
+  assert.ok(s.rootDelayS / 2 + s.rootDispersionS >= err, `advertised ${s.rootDispersionS} vs error ${err}`);
+  assert.ok(s.rootDispersionS > 0.005, 'the noise shows in the dispersion');
 });
 
-test('holdover keeps time with the learned frequency (10 ppm oscillator error), then times out to FAULT', () => {
+test('holdover keeps time with the learned frequency (10 ppm), grows its dispersion, then times out to FAULT', () => {
   const { clock, m, states } = setup({ holdoverTimeoutMs: 2 * 3600_000 });
-  const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 1, 0.002, 10e-6, 20e-6, 7);
+  const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 1, 0.002, 10e-6, 20e-6, 7, 4);
   m.register(peer);
-  // 32 samples at 16 s polls: 8.5 minutes of training.
   run(clock, m, 32 * 16, [peer], 16);
   assert.equal(m.state, 'LOCKED');
   const drift = m.snapshot().driftPpb;
   assert.ok(Math.abs(drift - 10_000) < 100, `drift ${drift} ppb ≈ 10000`);
   peer.usable = false;
-  run(clock, m, 1, [peer]);
+  run(clock, m, 70, [peer]);
   assert.equal(m.state, 'HOLDOVER');
   assert.equal(m.serverState.leap, 0, 'holdover still serves time');
   assert.equal(m.serverState.stratum, 2);
+  const d0 = m.serverState.rootDispersionS;
   run(clock, m, 3600, [peer]);
   assert.equal(m.state, 'HOLDOVER');
+  assert.ok(m.serverState.rootDispersionS > d0 + 3600 * 15e-6, 'dispersion grows at least with PHI');
   const t = clock.monotonicMs();
   const error = Math.abs(m.correctionAt(t) - peer.trueOffset(t));
   // Without the frequency estimate the error would be 36 ms after one hour.
   assert.ok(error < 1e-3, `holdover error after 1 h = ${error * 1e6} µs`);
-  assert.ok(m.snapshot().holdoverRemainingMs! <= 3600_000);
+  assert.ok(error < m.serverState.rootDispersionS, 'within what is advertised');
   run(clock, m, 3601, [peer]);
   assert.equal(m.state, 'FAULT');
   assert.equal(m.serverState.leap, 3);
   assert.deepEqual(states(), ['SYNCING', 'LOCKED', 'HOLDOVER', 'FAULT']);
-  // FAULT → SYNCING when a reference returns; offset and drift samples are reset.
+  // FAULT → SYNCING when the reference returns; phase and frequency start again from its new samples.
   peer.usable = true;
-  run(clock, m, 1, [peer]);
-  assert.equal(m.state, 'SYNCING');
-  assert.equal(m.snapshot().driftPpb, 0);
-  run(clock, m, 8, [peer]);
+  run(clock, m, 8 * 16, [peer], 16);
   assert.equal(m.state, 'LOCKED');
+  assert.deepEqual(states().slice(-2), ['SYNCING', 'LOCKED']);
 });
 
-test('HOLDOVER → SYNCING when the reference returns; SYNCING → FAULT when it is lost while syncing', () => {
+test('HOLDOVER → LOCKED directly when the reference returns agreeing; → SYNCING (slew, LI 0) when it does not', () => {
+  const { clock, m, states } = setup();
+  const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0);
+  m.register(peer);
+  run(clock, m, 10, [peer]);
+  assert.equal(m.state, 'LOCKED');
+  peer.usable = false;
+  run(clock, m, 10, [peer]);
+  assert.equal(m.state, 'HOLDOVER');
+  peer.usable = true;
+  run(clock, m, 4, [peer]);
+  assert.equal(m.state, 'LOCKED');
+  assert.deepEqual(states(), ['SYNCING', 'LOCKED', 'HOLDOVER', 'LOCKED']);
+  peer.usable = false;
+  run(clock, m, 10, [peer]);
+  assert.equal(m.state, 'HOLDOVER');
+  peer.x0 = -0.005;
+  peer.usable = true;
+  run(clock, m, 4, [peer]);
+  assert.equal(m.state, 'SYNCING');
+  assert.equal(m.serverState.leap, 0, 'still serving, with the remaining slew in the dispersion');
+  assert.ok(m.serverState.rootDispersionS >= 0.004);
+  run(clock, m, 3, [peer]);
+  assert.equal(m.state, 'LOCKED');
+  assert.ok(Math.abs(m.correctionAt(clock.monotonicMs()) + 0.005) < 100e-6);
+  assert.equal(m.snapshot().steps, 1, 'slewed, not stepped');
+});
+
+test('SYNCING → FAULT when the reference is lost before the estimate is usable again (after a FAULT)', () => {
   const { clock, m, states } = setup();
   const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0);
   m.register(peer);
   run(clock, m, 6, [peer]);
-  assert.equal(m.state, 'LOCKED');
-  peer.usable = false;
-  run(clock, m, 5, [peer]);
-  assert.equal(m.state, 'HOLDOVER');
-  peer.usable = true;
-  run(clock, m, 1, [peer]);
-  assert.equal(m.state, 'SYNCING');
+  peer.x0 = 3;
+  run(clock, m, 2, [peer]);
+  assert.equal(m.state, 'SYNCING', 'FAULT, then SYNCING with a new fit (LI 3)');
   peer.usable = false;
   run(clock, m, 1, [peer]);
-  assert.equal(m.state, 'FAULT');
-  assert.deepEqual(states(), ['SYNCING', 'LOCKED', 'HOLDOVER', 'SYNCING', 'FAULT']);
+  assert.deepEqual(states(), ['SYNCING', 'LOCKED', 'FAULT', 'SYNCING', 'FAULT']);
+  assert.equal(m.serverState.leap, 3);
 });
 
-test('LOCKED → FAULT when the offset jumps by more than 1 s, then resynchronises', () => {
+test('a backward correction beyond the step threshold: LI 3 is served first, then the step', () => {
+  const { clock, m } = setup();
+  const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0);
+  m.register(peer);
+  run(clock, m, 8, [peer]);
+  assert.equal(m.state, 'LOCKED');
+  peer.x0 = -0.3;
+  run(clock, m, 2, [peer]); // a spike, then the level change
+  assert.equal(m.serverState.leap, 3, 'unsynchronised before stepping back');
+  const before = m.correctionAt(clock.monotonicMs());
+  assert.ok(Math.abs(before) < 0.001, 'not stepped yet');
+  // The step waits for a usable estimate at the new level (4 samples), served as LI 3 meanwhile.
+  run(clock, m, 2, [peer]);
+  assert.equal(m.serverState.leap, 3);
+  run(clock, m, 1, [peer]);
+  assert.ok(Math.abs(m.correctionAt(clock.monotonicMs()) + 0.3) < 0.001, 'stepped back');
+  run(clock, m, 1, [peer]);
+  assert.equal(m.state, 'LOCKED');
+  assert.equal(m.serverState.leap, 0);
+});
+
+test('a forward correction beyond the step threshold is stepped while serving', () => {
+  const { clock, m } = setup();
+  const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0);
+  m.register(peer);
+  run(clock, m, 8, [peer]);
+  peer.x0 = 0.3;
+  run(clock, m, 2, [peer]);
+  assert.ok(Math.abs(m.correctionAt(clock.monotonicMs()) - 0.3) < 0.001);
+  assert.equal(m.snapshot().steps, 2);
+});
+
+test('LOCKED → FAULT when the offset jumps by more than 1 s, then resynchronises from scratch', () => {
   const { clock, m, states } = setup();
   const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0);
   m.register(peer);
   run(clock, m, 6, [peer]);
   assert.equal(m.state, 'LOCKED');
   peer.x0 = 2.5;
-  run(clock, m, 1, [peer]);
-  assert.equal(m.state, 'FAULT');
+  run(clock, m, 2, [peer]);
+  assert.equal(m.state, 'SYNCING');
+  assert.equal(m.serverState.leap, 3);
   run(clock, m, 6, [peer]);
   assert.equal(m.state, 'LOCKED');
   assert.ok(Math.abs(m.correctionAt(clock.monotonicMs()) - 2.5) < 1e-4);
   assert.deepEqual(states(), ['SYNCING', 'LOCKED', 'FAULT', 'SYNCING', 'LOCKED']);
+});
+
+test('the frequency estimate is bounded to ±500 ppm', () => {
+  const { clock, m } = setup();
+  const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0, 800e-6, 1e-6);
+  m.register(peer);
+  run(clock, m, 60, [peer]);
+  assert.ok(Math.abs(m.snapshot().driftPpb) <= 500_000, `${m.snapshot().driftPpb}`);
 });
 
 test('falseticker rejection with three or more peers, even when the falseticker is preferred', () => {
@@ -187,28 +276,32 @@ test('falseticker rejection with three or more peers, even when the falseticker 
   ];
   const liar = new SimSource('NTP:192.0.2.66:123', 'ntp', true, 1, 0.25, 0, 20e-6, 11);
   for (const s of [...good, liar]) m.register(s);
+  // The liar's burst completes first: selection waits for the others' bursts.
+  run(clock, m, 4, [liar]);
+  assert.equal(m.snapshot().selected, undefined, 'waiting for the other bursts');
   run(clock, m, 8, [...good, liar]);
   const snap = m.snapshot();
   const byId = new Map(snap.sources.map((s) => [s.id, s]));
   assert.equal(byId.get(liar.id)?.falseticker, true);
   assert.ok(good.every((g) => byId.get(g.id)?.falseticker === false));
   assert.notEqual(snap.selected, liar.id);
-  // Lowest stratum among the truechimers wins (priority stratum + 10).
   assert.ok(snap.selected === good[0]!.id || snap.selected === good[1]!.id);
   assert.equal(m.state, 'LOCKED');
   assert.ok(Math.abs(m.correctionAt(clock.monotonicMs())) < 0.001);
 });
 
-test('with two peers nothing is discarded and prefer decides; a GPSDO source wins over peers', () => {
+test('with two agreeing peers nothing is discarded and prefer decides; a GPSDO source wins over peers', () => {
   const { clock, m } = setup();
   const a = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 1, 0);
-  const b = new SimSource('NTP:192.0.2.2:123', 'ntp', true, 4, 0.01);
+  const b = new SimSource('NTP:192.0.2.2:123', 'ntp', true, 4, 0.003);
   m.register(a);
   m.register(b);
-  run(clock, m, 3, [a, b]);
+  run(clock, m, 5, [a, b]);
   assert.equal(m.snapshot().selected, b.id, 'prefer beats a lower stratum');
   assert.equal(m.snapshot().sources.filter((s) => s.falseticker).length, 0);
-  const gps = new SimSource('GPSDO:Dummy', 'gpsdo', false, 0, 0.0105);
+  // The disagreement between the truechimers is part of the advertised dispersion (selection jitter).
+  assert.ok(m.serverState.rootDispersionS >= 0.003);
+  const gps = new SimSource('GPSDO:Dummy', 'gpsdo', false, 0, 0.0035);
   m.register(gps);
   run(clock, m, 10, [a, b, gps]);
   assert.equal(m.snapshot().selected, 'GPSDO:Dummy');
@@ -217,53 +310,85 @@ test('with two peers nothing is discarded and prefer decides; a GPSDO source win
   assert.equal(m.serverState.referenceId, asciiRefId('GPS'));
 });
 
-test('local-stratum mode: LOCKED on the host clock at the configured stratum; a peer takes over', () => {
-  const { clock, m } = setup({ local: { stratum: 10, referenceId: asciiRefId('LOCL') } });
-  m.tick();
-  assert.equal(m.state, 'SYNCING');
-  for (let i = 0; i < 5; i++) {
-    clock.advance(1000);
-    m.tick();
-  }
+test('two peers that disagree beyond their root distances: no majority, nothing selected', () => {
+  const { clock, m } = setup();
+  const a = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0);
+  const b = new SimSource('NTP:192.0.2.2:123', 'ntp', true, 2, 0.05);
+  m.register(a);
+  m.register(b);
+  run(clock, m, 6, [a, b]);
+  assert.equal(m.snapshot().selected, undefined);
+  assert.equal(m.serverState.leap, 3);
+});
+
+test('a reference change (also through none) restarts the fit from the new run', () => {
+  const { clock, m, events } = setup();
+  const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0.001);
+  m.register(peer);
+  run(clock, m, 10, [peer]);
+  peer.usable = false;
+  run(clock, m, 10, [peer]);
+  assert.equal(m.snapshot().selected, undefined);
+  peer.usable = true;
+  run(clock, m, 4, [peer]);
+  const selections = events
+    .filter((e) => e.type === 'selected')
+    .map((e) => (e.type === 'selected' ? e.to : ''));
+  assert.deepEqual(selections, [peer.id, undefined, peer.id]);
   assert.equal(m.state, 'LOCKED');
+});
+
+test('local-stratum mode: LOCKED on the host clock at the configured stratum; a peer takes over', () => {
+  let hostOffset = 0;
+  const { clock, m } = setup({
+    local: { stratum: 10, referenceId: asciiRefId('LOCL'), offsetS: () => hostOffset },
+  });
+  m.tick();
+  assert.equal(m.state, 'LOCKED', 'the local reference is exact: locked at the first tick');
   assert.equal(m.serverState.stratum, 10);
   assert.equal(m.serverState.referenceId, asciiRefId('LOCL'));
   const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0.00002);
   m.register(peer);
-  run(clock, m, 3, [peer]);
+  run(clock, m, 5, [peer]);
   assert.equal(m.snapshot().selected, peer.id);
   assert.equal(m.serverState.stratum, 3);
   peer.usable = false;
-  run(clock, m, 2, [peer]);
+  run(clock, m, 10, [peer]);
   assert.equal(m.snapshot().selected, 'LOCAL');
   assert.equal(m.state, 'LOCKED', 'local stratum is the last resort, not holdover');
   assert.equal(m.serverState.stratum, 10);
+  // The host clock is the reference here: when it steps forward, the served clock follows.
+  hostOffset = 0.5;
+  run(clock, m, 3, []);
+  assert.ok(Math.abs(m.correctionAt(clock.monotonicMs()) - 0.5) < 1e-3);
 });
 
 test('the periodic tick runs on the injected clock', () => {
   const { clock, m } = setup({ local: { stratum: 9, referenceId: asciiRefId('LOCL') } });
   m.start();
-  clock.advance(6000);
+  clock.advance(2000);
   assert.equal(m.state, 'LOCKED');
   m.stop();
   assert.equal(clock.pendingTimers, 0);
 });
 
-test('a single spike is suppressed (no state change, correction unmoved); a persistent change is followed', () => {
+test('a single spike is held back but raises the dispersion; a persistent change is followed', () => {
   const { clock, m } = setup();
   const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0.001, 0, 10e-6);
   m.register(peer);
   run(clock, m, 8, [peer]);
   assert.equal(m.state, 'LOCKED');
   const before = m.correctionAt(clock.monotonicMs());
+  const dispBefore = m.serverState.rootDispersionS;
   peer.x0 = 0.004; // one 3 ms spike
   run(clock, m, 1, [peer]);
-  peer.x0 = 0.001;
   assert.equal(m.snapshot().spikes, 1);
+  assert.ok(m.serverState.rootDispersionS >= dispBefore + 0.0029, 'the suspect sample is advertised');
+  peer.x0 = 0.001;
   assert.ok(Math.abs(m.correctionAt(clock.monotonicMs()) - before) < 20e-6);
   run(clock, m, 3, [peer]);
   assert.equal(m.state, 'LOCKED');
-  peer.x0 = 0.0015; // a real 0.5 ms change: accepted from the second sample on
+  peer.x0 = 0.0015; // a real 0.5 ms change: followed from the second sample on
   run(clock, m, 12, [peer]);
   assert.ok(Math.abs(m.correctionAt(clock.monotonicMs()) - 0.0015) < 50e-6);
   assert.equal(m.snapshot().spikes, 2);
@@ -271,16 +396,15 @@ test('a single spike is suppressed (no state change, correction unmoved); a pers
 
 test('a stratum-15 reference is not served as stratum 16 with LI 0: the server stays unsynchronised', () => {
   const { clock, m } = setup();
-  const peer = new SimSource('NTP:192.0.2.9:123', 'ntp', false, 15, 0.001);
+  const peer = new SimSource('NTP:192.0.2.9:123', 'ntp', false, 14, 0.001);
   m.register(peer);
   run(clock, m, 6, [peer]);
   assert.equal(m.state, 'LOCKED');
+  assert.equal(m.serverState.leap, 0);
+  assert.equal(m.serverState.stratum, 15);
+  peer.stratum = 15;
+  run(clock, m, 1, [peer]);
   assert.equal(m.serverState.leap, 3);
   assert.equal(m.serverState.stratum, 0);
   assert.equal(m.snapshot().stratum, 16);
-  peer.stratum = 14;
-  run(clock, m, 1, [peer]);
-  assert.equal(m.serverState.leap, 0);
-  assert.equal(m.serverState.stratum, 15);
-  assert.equal(m.snapshot().stratum, 15);
 });

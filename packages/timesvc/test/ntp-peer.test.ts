@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import { ClockFilter } from '../src/domain/clock-filter.ts';
 import { NtpPeer, type PeerConfig } from '../src/domain/ntp-peer.ts';
 import { respond, type ServerSystemState } from '../src/domain/ntp-responder.ts';
-import { intersect } from '../src/domain/selection.ts';
+import { intersect, rootDistance, selectReference } from '../src/domain/selection.ts';
 import {
   asciiRefId,
   decodeNtpPacket,
@@ -166,7 +166,7 @@ test('an unsynchronised server (LI 3) is reachable but not usable', () => {
   assert.equal(peer.status().usable, false);
 });
 
-test('clock filter picks the minimum-delay sample; jitter is the RMS spread; stale samples are not fresh', () => {
+test('clock filter picks the minimum-delay sample; jitter is the RMS spread; empty stages are not MAXDISP', () => {
   const f = new ClockFilter(2 ** -20);
   const outs = [
     f.add({ offsetS: 0.001, delayS: 0.01, dispersionS: 1e-5, atMs: 0 }),
@@ -175,8 +175,69 @@ test('clock filter picks the minimum-delay sample; jitter is the RMS spread; sta
   ];
   assert.equal(outs[1]!.offsetS, 0.002);
   assert.equal(outs[2]!.offsetS, 0.002, 'the low-delay sample still wins');
-  assert.equal(outs[2]!.fresh, false, 'already used');
   assert.ok(outs[2]!.jitterS > 0.001 && outs[2]!.jitterS < 0.003);
+  // Three samples: the dispersion sums their aged dispersions only (no MAXDISP padding for empty stages).
+  assert.ok(outs[2]!.dispersionS < 0.001, `dispersion ${outs[2]!.dispersionS}`);
+});
+
+test('selection: no selection before enough samples; MINDISP floor; MAXDIST fit test; prefer only among truechimers', () => {
+  const base = {
+    kind: 'ntp' as const,
+    prefer: false,
+    usable: true,
+    stratum: 2,
+    leap: 0,
+    rootDelayS: 0,
+    rootDispersionS: 0,
+    delayS: 0.0001,
+    dispersionS: 0.0001,
+    jitterS: 0.00005,
+    atMs: 0,
+    runSamples: 4,
+    pollLog2: 0,
+  };
+  const o = { minSamples: 4, nowMs: 0, current: undefined, waitForBursts: false, waitForSilent: false };
+  // Root distance floors the delay term at MINDISP (10 ms): two servers 0.5 ms apart on a 100 µs path overlap.
+  assert.ok(Math.abs(rootDistance({ ...base, id: 'a', offsetS: 0 }, 0) - (0.005 + 0.00015)) < 1e-9);
+  const two = selectReference(
+    [
+      { ...base, id: 'a', offsetS: 0 },
+      { ...base, id: 'b', offsetS: 0.0005 },
+    ],
+    o,
+  );
+  assert.equal(two.verdicts.get('a'), 'selected');
+  assert.equal(two.verdicts.get('b'), 'candidate');
+  assert.ok(Math.abs(two.selectionJitterS - 0.0005) < 1e-9);
+  // Too few samples: neither selectable nor preferable.
+  const early = selectReference([{ ...base, id: 'p', prefer: true, offsetS: 0, runSamples: 3 }], o);
+  assert.equal(early.selected, undefined);
+  assert.equal(early.verdicts.get('p'), 'too_few_samples');
+  // MAXDIST: a root distance above 1 s (+ PHI·poll) is unfit.
+  const far = selectReference([{ ...base, id: 'f', offsetS: 0, rootDispersionS: 1.2 }], o);
+  assert.equal(far.verdicts.get('f'), 'unfit');
+  // A preferred falseticker loses to the truechimers.
+  const liar = selectReference(
+    [
+      { ...base, id: 'a', offsetS: 0 },
+      { ...base, id: 'b', offsetS: 0.001 },
+      { ...base, id: 'c', offsetS: -0.001 },
+      { ...base, id: 'p', prefer: true, offsetS: 0.1 },
+    ],
+    o,
+  );
+  assert.equal(liar.verdicts.get('p'), 'falseticker');
+  assert.notEqual(liar.selected, 'p');
+  // Waiting for bursts: one source complete, another mid-burst, nothing selected yet.
+  const waiting = selectReference(
+    [
+      { ...base, id: 'a', offsetS: 0 },
+      { ...base, id: 'b', offsetS: 0, runSamples: 2 },
+    ],
+    { ...o, waitForBursts: true },
+  );
+  assert.equal(waiting.selected, undefined);
+  assert.equal(waiting.waiting, true);
 });
 
 test('intersection: majority interval found, disjoint minority is a falseticker, no majority -> none', () => {

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { test } from 'node:test';
-import { ServedClock } from '../src/io/served-clock.ts';
+import { stepTo } from '../src/domain/correction.ts';
+import { ServedClock, hostTimeSource } from '../src/io/served-clock.ts';
 import { ntpToUnixMs } from '../src/protocol/ntp-packet.ts';
 
 test('raw clock agrees with Date.now() to its millisecond; the correction adds phase + freq·Δt', () => {
@@ -13,7 +14,7 @@ test('raw clock agrees with Date.now() to its millisecond; the correction adds p
   assert.ok(raw >= now - 1 && raw < now + 50, `raw ${raw} vs Date.now() ${now}`);
   assert.ok(Number.isFinite(clock.anchorUncertaintyMs));
   const t0 = performance.now();
-  clock.setCorrection({ phaseS: 1.5, freq: 1e-3, t0Ms: t0 });
+  clock.setCorrection(stepTo(t0, 1.5, 1e-3, 0));
   assert.ok(Math.abs(clock.servedUnixMs(t0) - clock.rawUnixMs(t0) - 1500) < 1e-6);
   // 1000 ms later the 1000 ppm frequency term has added 1 ms.
   assert.ok(Math.abs(clock.servedUnixMs(t0 + 1000) - clock.rawUnixMs(t0 + 1000) - 1501) < 1e-6);
@@ -29,4 +30,29 @@ test('raw clock agrees with Date.now() to its millisecond; the correction adds p
   );
   const rawTs = clock.read(false, t0 + 250);
   assert.ok(Math.abs(ntpToUnixMs(rawTs, now) - clock.rawUnixMs(t0 + 250)) < 1e-3);
+});
+
+test('a host clock step changes nothing served: detected, counted, measured as the host offset', () => {
+  let stepMs = 0;
+  const steps: number[] = [];
+  const clock = new ServedClock({
+    source: { wallMs: () => Date.now() + stepMs, monoMs: hostTimeSource.monoMs },
+    onStep: (d) => steps.push(d),
+  });
+  const t = performance.now();
+  const before = clock.servedUnixMs(t);
+  const offsetBefore = clock.hostOffsetS();
+  assert.ok(Math.abs(offsetBefore) < 0.002, `anchor within ${offsetBefore} s of the host clock`);
+  clock.checkHostClock();
+  assert.equal(clock.steps, 0);
+  stepMs = -2500;
+  clock.checkHostClock();
+  assert.equal(clock.steps, 1);
+  assert.ok(Math.abs(steps[0]! + 2500) < 1, `step ${steps[0]}`);
+  assert.ok(Math.abs(clock.hostOffsetS() - offsetBefore + 2.5) < 0.001);
+  assert.equal(clock.servedUnixMs(t), before, 'served time at the same monotonic instant is unchanged');
+  // The kernel's realtime (for receive timestamps) is the real host clock, which did not step here.
+  assert.ok(Math.abs(clock.kernelRealtimeMs() - Date.now()) < 2);
+  clock.checkHostClock();
+  assert.equal(clock.steps, 1, 'counted once');
 });

@@ -4,6 +4,12 @@ import { MAXDISP, PHI } from '../protocol/ntp-packet.ts';
  * RFC 5905 §10 clock filter: an 8-stage shift register of (offset, delay, dispersion, time) samples. The
  * sample with the lowest delay is the peer's estimate (delay is the best quality indicator on a path whose
  * asymmetry we cannot see); peer dispersion and jitter summarise the register.
+ *
+ * Two documented deviations (README "Selection"): stages not filled yet count as absent rather than as
+ * MAXDISP samples, so the four samples of an iburst give a usable dispersion (selection instead waits for
+ * enough samples explicitly); and every new sample is reported (the RFC passes on only samples newer than
+ * the last one used, which starves the discipline for several polls when an old sample has the lowest
+ * delay). The discipline does its own spike rejection.
  */
 export const NSTAGE = 8;
 
@@ -24,13 +30,10 @@ export interface FilterOutput {
   jitterS: number;
   /** Time of the chosen sample. */
   atMs: number;
-  /** False when the chosen sample has already been reported (RFC 5905 §10: only newer samples count). */
-  fresh: boolean;
 }
 
 export class ClockFilter {
   readonly #stages: FilterSample[] = [];
-  #lastUsedMs = -Infinity;
   readonly #precisionS: number;
 
   constructor(precisionS = 2 ** -20) {
@@ -43,7 +46,6 @@ export class ClockFilter {
 
   clear(): void {
     this.#stages.length = 0;
-    this.#lastUsedMs = -Infinity;
   }
 
   /** Add a sample taken at `sample.atMs` and return the filter's estimate. */
@@ -69,20 +71,16 @@ export class ClockFilter {
     for (let i = 0; i < sorted.length; i++) {
       dispersion += Math.min(MAXDISP, sorted[i]?.dispersionS ?? MAXDISP) / 2 ** (i + 1);
     }
-    for (let i = sorted.length; i < NSTAGE; i++) dispersion += MAXDISP / 2 ** (i + 1);
     const valid = sorted.filter((s) => s.dispersionS < MAXDISP);
     let sq = 0;
     for (const s of valid) sq += (s.offsetS - best.offsetS) ** 2;
     const jitter = Math.max(this.#precisionS, valid.length > 1 ? Math.sqrt(sq / (valid.length - 1)) : 0);
-    const isFresh = best.takenMs > this.#lastUsedMs;
-    if (isFresh) this.#lastUsedMs = best.takenMs;
     return {
       offsetS: best.offsetS,
       delayS: best.delayS,
       dispersionS: dispersion,
       jitterS: jitter,
       atMs: best.takenMs,
-      fresh: isFresh,
     };
   }
 }

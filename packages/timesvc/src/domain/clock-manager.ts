@@ -1,23 +1,36 @@
 import { createHash } from 'node:crypto';
 import type { Clock, TimerHandle } from '@broadcast-ops/core';
-import { LEAP, MAXSTRAT, MINDISP, unixToNtp } from '../protocol/ntp-packet.ts';
+import { LEAP, MAXSTRAT, PHI, unixToNtp } from '../protocol/ntp-packet.ts';
 import { UNSYNCHRONISED_STATE, type ServerSystemState } from './ntp-responder.ts';
 import { expandIpv6 } from './ip-address.ts';
-import { intersect, type SelectionCandidate } from './selection.ts';
+import { selectReference, type SelectionInput, type Verdict } from './selection.ts';
+import { Discipline, K_SIGMA, median } from './discipline.ts';
+import {
+  ZERO_CORRECTION,
+  correctionAt,
+  remainingSlew,
+  slewTowards,
+  stepTo,
+  type Correction,
+} from './correction.ts';
+import { CLOCK_STATES, nextState, servesSynchronised, type ClockState } from './clock-state.ts';
+
+export { CLOCK_STATES, type ClockState };
 
 /**
- * The clock manager (reference §1.1): disciplines the *served* clock — never the system clock — from every
- * registered reference source (upstream NTP peers now; a GPSDO source later plugs into the same interface).
+ * The clock manager: disciplines the *served* clock — never the system clock — from every registered
+ * reference source (upstream NTP peers; a GPSDO or an NTS-authenticated peer plugs into the same
+ * interface). It wires three concerns, each in its own module:
  *
- * Model. A source measures `offset = reference − raw local clock` (the raw clock is the high-resolution
- * realtime clock of the host). The manager keeps a correction c(t) = phase + freq·(t − t0) over monotonic
- * time t, fitted by least squares to the selected source's recent offsets, and the service serves
- * raw + c(t). The residual `offset − c(t)` of each new sample is how far the served clock is from the
- * reference: it drives the state machine. The frequency term keeps time in HOLDOVER.
+ * - selection (selection.ts): which source is the reference (RFC 5905 §11.2);
+ * - discipline (discipline.ts): the estimate of reference − raw clock, with its errors;
+ * - state (clock-state.ts): INIT/SYNCING/LOCKED/HOLDOVER/FAULT;
+ *
+ * and plans the served clock's correction (correction.ts): served = raw + c(t), stepped only while
+ * replies say "unsynchronised" (or forward beyond the step threshold), otherwise slewed at a bounded rate
+ * so served time never runs backwards. What it advertises (root delay and dispersion) always covers its
+ * own error estimate: the remaining slew, the estimate's errors, and their growth with time.
  */
-
-export type ClockState = 'INIT' | 'SYNCING' | 'LOCKED' | 'HOLDOVER' | 'FAULT';
-export const CLOCK_STATES: readonly ClockState[] = ['INIT', 'SYNCING', 'LOCKED', 'HOLDOVER', 'FAULT'];
 
 export type SourceKind = 'gpsdo' | 'ntp' | 'local';
 
@@ -33,6 +46,10 @@ export interface ReferenceStatus {
   /** The source's root delay and dispersion (0 for a local device), seconds. */
   rootDelayS: number;
   rootDispersionS: number;
+  /** Poll interval, log2 s (sets how long a silence may last before the source counts as gone). */
+  pollLog2?: number;
+  /** The samples are cryptographically authenticated (NTS); shown in status, selection treats all alike. */
+  authenticated?: boolean;
 }
 
 export interface ReferenceSource {
@@ -43,7 +60,10 @@ export interface ReferenceSource {
   status(): ReferenceStatus;
 }
 
-/** One measurement from a source; offset is reference − raw local clock, at monotonic time atMs. */
+/**
+ * One measurement from a source: the offset (reference − raw local clock) and delay of this exchange, the
+ * source's filter dispersion and jitter, at monotonic time atMs (the middle of the exchange).
+ */
 export interface ReferenceSample {
   offsetS: number;
   delayS: number;
@@ -54,28 +74,29 @@ export interface ReferenceSample {
 
 export interface ClockManagerOptions {
   clock: Clock;
-  /** Tick period (reference: 1 s). */
+  /** Tick period (1 s). */
   tickMs?: number;
-  /** |median residual| below which SYNCING becomes LOCKED (reference: 100 µs), or the source jitter if larger. */
+  /** Lock threshold floor (100 µs); the effective threshold is max(this, 3 × jitter). */
   lockThresholdS?: number;
-  /** Samples needed in the lock window before LOCKED (reference: 4). */
-  lockMinSamples?: number;
-  /** Lock window (reference: 8). */
-  lockWindow?: number;
-  /** |residual| above which the clock is in FAULT (reference: 1 s). */
+  /** Samples a source needs before selection, and the estimate before it is served (4, an iburst). */
+  minSamples?: number;
+  /** |estimate − served| above which the clock is in FAULT (1 s). */
   faultThresholdS?: number;
-  /** Longest HOLDOVER before FAULT (reference: 4 h). */
+  /** Longest HOLDOVER before FAULT (4 h). */
   holdoverTimeoutMs?: number;
-  /** Samples in the least-squares window used for phase and frequency. */
+  /** Samples in the least-squares window. */
   regressionWindow?: number;
-  /** While SYNCING, a residual above this re-steps the served clock instead of slewing it. */
+  /** Corrections beyond this are stepped (forward) or served as LI 3 and then stepped (backward) (128 ms). */
   stepThresholdS?: number;
+  /** Largest slew rate of the served clock (5000 ppm = 5 ms/s). */
+  maxSlewRate?: number;
   /** Our precision, log2 seconds. */
   precision?: number;
-  /** Local-stratum mode: the host clock is a last-resort reference with this stratum (served = stratum). */
-  local?: { stratum: number; referenceId: number } | undefined;
-  /** A sample older than this no longer makes its source a candidate. */
-  maxSampleAgeMs?: number;
+  /**
+   * Local-stratum mode: the host clock is a last-resort reference with this stratum. `offsetS` reads
+   * host realtime − raw clock (0 when not given).
+   */
+  local?: { stratum: number; referenceId: number; offsetS?: () => number } | undefined;
 }
 
 export interface SourceSnapshot {
@@ -86,20 +107,29 @@ export interface SourceSnapshot {
   candidate: boolean;
   falseticker: boolean;
   selected: boolean;
+  verdict: Verdict;
   stratum: number;
   offsetS: number | undefined;
   jitterS: number | undefined;
+  rootDistanceS: number | undefined;
   lastSampleMs: number | undefined;
+  authenticated: boolean;
 }
 
 export interface ClockSnapshot {
   state: ClockState;
   /** Reference − served clock for the last sample of the selected source, seconds. */
   offsetS: number;
-  /** Standard deviation of the residuals in the lock window, seconds. */
+  /** Standard error of the phase estimate, seconds. */
   offsetStddevS: number;
   /** Frequency estimate: served − raw rate, parts per billion. */
   driftPpb: number;
+  /** Standard error of the frequency estimate, ppb. */
+  driftErrorPpb: number;
+  /** Correction still being slewed in, seconds. */
+  remainingSlewS: number;
+  /** What the server advertises now: root delay / 2 + root dispersion (∞ while unsynchronised). */
+  estimatedErrorS: number;
   /** Internal stratum: 16 when unsynchronised. */
   stratum: number;
   selected: string | undefined;
@@ -111,8 +141,10 @@ export interface ClockSnapshot {
   lastUpdateWallMs: number | undefined;
   holdoverStartedMs: number | undefined;
   holdoverRemainingMs: number | undefined;
-  /** Samples discarded by the spike suppressor since start. */
+  /** Samples held back as possible spikes since start. */
   spikes: number;
+  /** Steps of the served clock since start. */
+  steps: number;
   sources: SourceSnapshot[];
 }
 
@@ -120,70 +152,77 @@ export type ClockManagerEvent =
   | { type: 'state'; from: ClockState; to: ClockState; reason: string }
   | { type: 'selected'; from: string | undefined; to: string | undefined }
   | { type: 'step'; source: string; offsetS: number }
-  /** The correction changed (after every disciplined sample). */
+  /** The correction changed: the served clock must take `manager.correction`. */
   | { type: 'update' };
 
 interface SourceEntry {
   source: ReferenceSource;
-  last: ReferenceSample | undefined;
-  falseticker: boolean;
-  candidate: boolean;
+  samples: ReferenceSample[];
+  verdict: Verdict;
+  rootDistanceS: number | undefined;
 }
 
-interface FitPoint {
-  t: number; // monotonic seconds
-  offset: number;
+/** What is advertised, from the selected reference, kept through HOLDOVER. */
+interface Advert {
+  status: ReferenceStatus;
+  delayS: number;
+  dispersionS: number;
+  jitterS: number;
 }
 
 const LOCAL_ID = 'LOCAL';
-/** Frequency estimates are clamped to ±500 ppm (RFC 5905 MAXFREQ). */
-const MAXFREQ = 500e-6;
-/** A frequency is fitted only once the samples span this long; before that the last one is kept. */
-const MIN_FIT_SPAN_S = 16;
+/** Consecutive high-delay samples left out before they are taken as the path's new normal. */
+const MAX_DELAY_REJECTS = 4;
+/** Longest wait for other sources' bursts before choosing a reference from none. */
+const MAX_BURST_WAIT_MS = 16_000;
+const SAMPLE_HISTORY = 16;
 
 export class ClockManager {
   readonly #clock: Clock;
   readonly #o: Required<Omit<ClockManagerOptions, 'clock' | 'local'>>;
-  readonly #local: { stratum: number; referenceId: number } | undefined;
+  readonly #local: ClockManagerOptions['local'];
   readonly #sources = new Map<string, SourceEntry>();
   readonly #listeners: ((e: ClockManagerEvent) => void)[] = [];
+  readonly #discipline: Discipline;
   #state: ClockState = 'INIT';
   #selected: string | undefined;
   #lastReference: string | undefined;
-  #lastStratum = MAXSTRAT;
-  // Correction c(t) = phase + freq * (t − t0), t in monotonic seconds.
-  #phase = 0;
-  #freq = 0;
-  #t0 = 0;
-  #fitted = false;
-  #fit: FitPoint[] = [];
-  #residuals: number[] = [];
+  #correction: Correction = ZERO_CORRECTION;
+  /** The served clock has been put onto a usable estimate since INIT/FAULT. */
+  #synced = false;
+  /** |residual| of a sample held back as a possible spike (0 when none). */
+  #suspectS = 0;
   #lastResidual = 0;
-  #lastJitter = 0;
+  #lastSampleMs: number | undefined;
   #lastUpdateMs: number | undefined;
   #lastUpdateWallMs: number | undefined;
   #holdoverStartedMs: number | undefined;
-  #serverState: ServerSystemState = UNSYNCHRONISED_STATE;
+  #advert: Advert | undefined;
+  #serverState: ServerSystemState;
   #timer: TimerHandle | undefined;
-  #selectedStatus: ReferenceStatus | undefined;
-  #lastSample: ReferenceSample | undefined;
-  #largeRun = 0;
   #spikes = 0;
+  #steps = 0;
+  #selectionJitterS = 0;
+  #delayRejects = 0;
+  /** Samples of the selected reference since the estimate was last reset (delay-gated ones included). */
+  #samplesSinceReset = 0;
+  /** Monotonic ms since when selection has been waiting for sources in their burst. */
+  #waitingSinceMs: number | undefined;
 
   constructor(options: ClockManagerOptions) {
     this.#clock = options.clock;
     this.#o = {
       tickMs: options.tickMs ?? 1000,
       lockThresholdS: options.lockThresholdS ?? 100e-6,
-      lockMinSamples: options.lockMinSamples ?? 4,
-      lockWindow: options.lockWindow ?? 8,
+      minSamples: options.minSamples ?? 4,
       faultThresholdS: options.faultThresholdS ?? 1,
       holdoverTimeoutMs: options.holdoverTimeoutMs ?? 4 * 3600_000,
       regressionWindow: options.regressionWindow ?? 32,
       stepThresholdS: options.stepThresholdS ?? 0.128,
+      maxSlewRate: options.maxSlewRate ?? 5000e-6,
       precision: options.precision ?? -20,
-      maxSampleAgeMs: options.maxSampleAgeMs ?? Number.POSITIVE_INFINITY,
     };
+    this.#discipline = new Discipline({ window: this.#o.regressionWindow });
     this.#local = options.local;
     this.#serverState = { ...UNSYNCHRONISED_STATE, precision: this.#o.precision };
     if (this.#local) {
@@ -213,14 +252,14 @@ export class ClockManager {
     return this.#serverState;
   }
 
-  /** Correction parameters for the served clock: c(tMs) = phaseS + freq · (tMs − t0Ms)/1000. */
-  get correction(): { phaseS: number; freq: number; t0Ms: number } {
-    return { phaseS: this.#phase, freq: this.#freq, t0Ms: this.#t0 * 1000 };
+  /** The served clock's correction (correction.ts). */
+  get correction(): Correction {
+    return this.#correction;
   }
 
   /** c(t) in seconds at monotonic milliseconds `tMs`. */
   correctionAt(tMs: number): number {
-    return this.#phase + this.#freq * (tMs / 1000 - this.#t0);
+    return correctionAt(this.#correction, tMs);
   }
 
   on(listener: (e: ClockManagerEvent) => void): () => void {
@@ -233,15 +272,23 @@ export class ClockManager {
 
   register(source: ReferenceSource): void {
     if (this.#sources.has(source.id)) throw new Error(`reference source ${source.id} registered twice`);
-    this.#sources.set(source.id, { source, last: undefined, falseticker: false, candidate: false });
+    this.#sources.set(source.id, {
+      source,
+      samples: [],
+      verdict: 'too_few_samples',
+      rootDistanceS: undefined,
+    });
   }
 
   unregister(id: string): void {
     this.#sources.delete(id);
-    if (this.#selected === id) this.#select();
+    if (this.#selected === id) {
+      this.#select();
+      this.#evaluate();
+    }
   }
 
-  /** Start the periodic tick (state evaluation, local reference, holdover timeout). */
+  /** Start the periodic tick (selection, state, advertised dispersion, local reference). */
   start(): void {
     const loop = (): void => {
       this.tick();
@@ -259,27 +306,34 @@ export class ClockManager {
   addSample(id: string, sample: ReferenceSample): void {
     const entry = this.#sources.get(id);
     if (entry === undefined) return;
-    entry.last = sample;
-    this.#select();
-    if (this.#selected === id) this.#discipline(id, sample);
-    this.#evaluate('sample');
+    entry.samples.push(sample);
+    if (entry.samples.length > SAMPLE_HISTORY) entry.samples.shift();
+    if (this.#state === 'HOLDOVER' && id === this.#lastReference) this.#holdoverSuspect(sample);
+    const changed = this.#select();
+    // A newly selected reference was seeded with its run, this sample included.
+    if (this.#selected === id && !changed) this.#discipline1(sample);
+    this.#evaluate();
   }
 
   /** Periodic evaluation; the timer calls it, tests call it directly. */
   tick(): void {
-    if (this.#local) {
-      // The local reference agrees with our own clock by definition: it only keeps the state alive.
+    const local = this.#local;
+    const entry = this.#sources.get(LOCAL_ID);
+    if (local && entry) {
       const now = this.#clock.monotonicMs();
-      const entry = this.#sources.get(LOCAL_ID);
-      if (entry) {
-        entry.last = { offsetS: this.correctionAt(now), delayS: 0, dispersionS: 0, jitterS: 0, atMs: now };
-      }
-      this.#select();
-      if (this.#selected === LOCAL_ID && entry?.last) this.#discipline(LOCAL_ID, entry.last);
-    } else {
-      this.#select();
+      const precisionS = 2 ** this.#o.precision;
+      const sample = {
+        offsetS: local.offsetS?.() ?? 0,
+        delayS: 0,
+        dispersionS: 0,
+        jitterS: precisionS,
+        atMs: now,
+      };
+      this.addSample(LOCAL_ID, sample);
+      return;
     }
-    this.#evaluate('tick');
+    this.#select();
+    this.#evaluate();
   }
 
   #emit(e: ClockManagerEvent): void {
@@ -290,277 +344,286 @@ export class ClockManager {
     if (to === this.#state) return;
     const from = this.#state;
     this.#state = to;
-    if (to === 'HOLDOVER') this.#holdoverStartedMs = this.#clock.monotonicMs();
-    if (to !== 'HOLDOVER') this.#holdoverStartedMs = undefined;
-    if (to === 'SYNCING' || to === 'FAULT') this.#residuals = [];
+    const now = this.#clock.monotonicMs();
+    this.#holdoverStartedMs = to === 'HOLDOVER' ? now : undefined;
+    if (to === 'FAULT') {
+      // Nothing of the old estimate is trusted: phase and frequency start again (README "Clock states").
+      this.#discipline.reset(false);
+      this.#samplesSinceReset = 0;
+      this.#synced = false;
+      this.#suspectS = 0;
+    }
     this.#emit({ type: 'state', from, to, reason });
   }
 
-  #rootDistance(entry: SourceEntry, status: ReferenceStatus): number {
-    const s = entry.last;
-    if (!s) return Number.POSITIVE_INFINITY;
-    return (status.rootDelayS + s.delayS) / 2 + status.rootDispersionS + s.dispersionS + s.jitterS;
+  /** Consecutive samples of a source with no silence longer than its gap limit, up to now. */
+  #runSamples(entry: SourceEntry, now: number): ReferenceSample[] {
+    const pollS = 2 ** (entry.source.status().pollLog2 ?? 0);
+    const gapMs = Math.max(8000, 4 * pollS * 1000);
+    const s = entry.samples;
+    const newest = s[s.length - 1];
+    if (newest === undefined || now - newest.atMs > gapMs) return [];
+    let i = s.length - 1;
+    while (i > 0 && (s[i]?.atMs ?? 0) - (s[i - 1]?.atMs ?? 0) <= gapMs) i--;
+    return s.slice(i);
   }
 
-  /** Selection (reference §1.1 plus RFC 5905 §11.2.1 for three or more NTP peers). */
-  #select(): void {
+  /** Run selection; on a change of reference (also from or to none) reseed the estimate. */
+  #select(): boolean {
     const now = this.#clock.monotonicMs();
-    const candidates: { entry: SourceEntry; status: ReferenceStatus }[] = [];
+    const inputs: SelectionInput[] = [];
     for (const entry of this.#sources.values()) {
-      entry.candidate = false;
-      entry.falseticker = false;
-      const status = entry.source.status();
-      const fresh = entry.last !== undefined && now - entry.last.atMs <= this.#o.maxSampleAgeMs;
-      if (status.usable && fresh) candidates.push({ entry, status });
+      const st = entry.source.status();
+      const last = entry.samples[entry.samples.length - 1];
+      const run = this.#runSamples(entry, now);
+      inputs.push({
+        id: entry.source.id,
+        kind: entry.source.kind,
+        prefer: entry.source.prefer,
+        usable: st.usable && last !== undefined,
+        stratum: st.stratum,
+        leap: st.leap,
+        rootDelayS: st.rootDelayS,
+        rootDispersionS: st.rootDispersionS,
+        offsetS: last?.offsetS ?? 0,
+        delayS: last?.delayS ?? 0,
+        dispersionS: last?.dispersionS ?? 0,
+        jitterS: runJitter(run, 2 ** this.#o.precision),
+        atMs: last?.atMs ?? now,
+        runSamples: run.length,
+        pollLog2: st.pollLog2 ?? 0,
+      });
     }
-    const ntp = candidates.filter((c) => c.entry.source.kind === 'ntp');
-    if (ntp.length >= 3) {
-      const result = intersect(
-        ntp.map((c): SelectionCandidate => ({
-          id: c.entry.source.id,
-          offsetS: c.entry.last?.offsetS ?? 0,
-          rootDistanceS: this.#rootDistance(c.entry, c.status),
-        })),
-      );
-      const bad = new Set(result.falsetickers);
-      for (const c of ntp) c.entry.falseticker = bad.has(c.entry.source.id);
+    const result = selectReference(inputs, {
+      minSamples: this.#o.minSamples,
+      nowMs: now,
+      current: this.#selected,
+      // The wait for bursts is bounded: a source that never completes one does not hold the others.
+      waitForBursts: this.#waitingSinceMs === undefined || now - this.#waitingSinceMs < MAX_BURST_WAIT_MS,
+      waitForSilent: this.#lastReference === undefined,
+    });
+    if (result.selected !== undefined) this.#waitingSinceMs = undefined;
+    else if (result.waiting) this.#waitingSinceMs ??= now;
+    this.#selectionJitterS = result.selectionJitterS;
+    for (const entry of this.#sources.values()) {
+      entry.verdict = result.verdicts.get(entry.source.id) ?? 'unusable';
+      entry.rootDistanceS = result.rootDistances.get(entry.source.id);
     }
-    let best: { entry: SourceEntry; status: ReferenceStatus; rank: number; dist: number } | undefined;
-    for (const c of candidates) {
-      if (c.entry.falseticker) continue;
-      c.entry.candidate = true;
-      const kind = c.entry.source.kind;
-      // Reference §1.1 priorities: GPSDO 0, preferred peer 1, other peers stratum + 10; local last.
-      const rank =
-        kind === 'gpsdo' ? 0 : kind === 'local' ? 1000 : c.entry.source.prefer ? 1 : c.status.stratum + 10;
-      const dist = this.#rootDistance(c.entry, c.status);
-      if (best === undefined || rank < best.rank || (rank === best.rank && dist < best.dist)) {
-        best = { ...c, rank, dist };
-      }
+    const id = result.selected;
+    if (id === this.#selected) return false;
+    const from = this.#selected;
+    this.#selected = id;
+    this.#emit({ type: 'selected', from, to: id });
+    const entry = id === undefined ? undefined : this.#sources.get(id);
+    if (entry) {
+      this.#lastReference = id;
+      this.#reseed(entry, now);
     }
-    const id = best?.entry.source.id;
-    if (id !== this.#selected) {
-      const from = this.#selected;
-      this.#selected = id;
-      if (id !== undefined) this.#lastReference = id;
-      // A new reference re-phases the served clock to itself: its offsets must not be averaged with the
-      // previous reference's (they may differ by up to their root distances). The frequency is kept.
-      if (from !== undefined && id !== undefined) this.#fit = [];
-      this.#emit({ type: 'selected', from, to: id });
-    }
-    this.#selectedStatus = best?.status;
-  }
-
-  #predict(tS: number): number {
-    return this.#phase + this.#freq * (tS - this.#t0);
-  }
-
-  #resetFit(keepFrequency: boolean): void {
-    this.#fitted = false;
-    this.#fit = [];
-    this.#residuals = [];
-    if (!keepFrequency) this.#freq = 0;
-  }
-
-  #discipline(id: string, sample: ReferenceSample): void {
-    const t = sample.atMs / 1000;
-    this.#lastJitter = sample.jitterS;
-    this.#lastSample = sample;
-    if (this.#state === 'FAULT') {
-      // Reference §1.1: FAULT → SYNCING when a reference returns; offset and drift samples are reset.
-      this.#resetFit(false);
-      this.#setState('SYNCING', `reference ${id} returned`);
-    }
-    if (!this.#fitted) {
-      this.#stepTo(t, id, sample);
-      return;
-    }
-    const residual = sample.offsetS - this.#predict(t);
-    this.#lastResidual = residual;
-    if (Math.abs(residual) > this.#o.faultThresholdS) {
-      this.#resetFit(false);
-      this.#setState('FAULT', `offset ${residual.toFixed(6)} s from ${id} exceeds the fault threshold`);
-      return;
-    }
-    if (
-      this.#state !== 'LOCKED' &&
-      this.#state !== 'HOLDOVER' &&
-      Math.abs(residual) > this.#o.stepThresholdS
-    ) {
-      // Still acquiring: step to the new offset rather than slewing for minutes.
-      this.#resetFit(true);
-      this.#stepTo(t, id, sample);
-      return;
-    }
-    // Popcorn spike suppressor (RFC 5905 §10, SGATE = 3): the first residual far outside the recent spread
-    // is taken for a queueing or scheduling spike and dropped; if the next ones are large too, it was a
-    // real change and they are used.
-    const spread = Math.max(this.#lockThreshold(), 1.4826 * median(this.#residuals.map((r) => Math.abs(r))));
-    const large = this.#residuals.length >= this.#o.lockMinSamples && Math.abs(residual) > 3 * spread;
-    this.#largeRun = large ? this.#largeRun + 1 : 0;
-    if (this.#largeRun === 1) {
-      this.#spikes++;
-      return;
-    }
-    this.#residuals.push(residual);
-    if (this.#residuals.length > this.#o.lockWindow) this.#residuals.shift();
-    this.#fit.push({ t, offset: sample.offsetS });
-    if (this.#fit.length > this.#o.regressionWindow) this.#fit.shift();
-    this.#refit(t);
-    this.#markUpdate(sample);
+    return true;
   }
 
   /**
-   * Least squares over the window; the phase is the fitted line at the newest sample. Like chrony's
-   * regression, a runs test on the residual signs detects a window that no longer fits a straight line (a
-   * level shift or frequency change) and drops its older half, so a step is not turned into a slope.
+   * A reference was (re)selected: a new reference, or the same one after a silence. The fit restarts from
+   * this reference's current run of samples; coming back from HOLDOVER, the clock is LOCKED at once when
+   * the new estimate agrees with the held-over clock within the error it was advertising.
    */
-  #refit(tNow: number): void {
-    for (;;) {
-      const pts = this.#fit;
-      const n = pts.length;
-      const first = pts[0];
-      if (first === undefined) return;
-      if (n === 1) {
-        this.#phase = first.offset;
-        this.#t0 = tNow;
-        return;
-      }
-      const span = tNow - first.t;
-      let mt = 0;
-      let mo = 0;
-      for (const p of pts) {
-        mt += p.t;
-        mo += p.offset;
-      }
-      mt /= n;
-      mo /= n;
-      if (n >= 3 && span >= MIN_FIT_SPAN_S) {
-        let stt = 0;
-        let sto = 0;
-        for (const p of pts) {
-          stt += (p.t - mt) ** 2;
-          sto += (p.t - mt) * (p.offset - mo);
-        }
-        const freq = stt > 0 ? sto / stt : this.#freq;
-        this.#freq = Math.max(-MAXFREQ, Math.min(MAXFREQ, freq));
-        this.#phase = mo + this.#freq * (tNow - mt);
-      } else {
-        // Too short a span for a frequency: average the offsets projected with the current frequency.
-        let sum = 0;
-        for (const p of pts) sum += p.offset + this.#freq * (tNow - p.t);
-        this.#phase = sum / n;
-      }
-      this.#t0 = tNow;
-      if (n < 8) return;
-      // Runs test: with random residual signs the number of runs is about (n + 1) / 2, sd √(n − 1) / 2.
-      let runs = 1;
-      let prev = 0;
-      for (const p of pts) {
-        const sign = p.offset - this.#predict(p.t) >= 0 ? 1 : -1;
-        if (prev !== 0 && sign !== prev) runs++;
-        prev = sign;
-      }
-      if (runs >= (n + 1) / 2 - Math.sqrt(n - 1)) return;
-      this.#fit = pts.slice(Math.floor(n / 2));
+  #reseed(entry: SourceEntry, now: number): void {
+    // The held-over clock's error estimate, without what its returning reference already suggested.
+    const errorBefore = this.#ownErrorS(now) - this.#suspectS;
+    this.#discipline.reset(this.#state !== 'FAULT' && this.#state !== 'INIT');
+    this.#suspectS = 0;
+    const run = this.#runSamples(entry, now);
+    const jitter = runJitter(run, 2 ** this.#o.precision);
+    for (const s of run.filter((x) => x.delayS <= delayGate(run))) {
+      this.#discipline.add(s.atMs / 1000, s.offsetS, jitter);
     }
+    this.#delayRejects = 0;
+    this.#samplesSinceReset = run.length;
+    const last = entry.samples[entry.samples.length - 1];
+    if (last) this.#noteSample(entry, last, jitter);
+    if (this.#state === 'HOLDOVER' && this.#synced) {
+      const diff = Math.abs(this.#target(now) - correctionAt(this.#correction, now));
+      const est = this.#discipline.estimate();
+      const allowance = errorBefore + K_SIGMA * (est?.phaseErrorS ?? 0);
+      if (diff <= allowance) {
+        this.#setState('LOCKED', `reference ${entry.source.id} returned within the holdover error`);
+      } else {
+        this.#setState('SYNCING', `reference ${entry.source.id} returned ${(diff * 1e3).toFixed(3)} ms away`);
+      }
+    }
+    this.#replan(entry.source.id, now);
   }
 
-  /** Phase the fit to this sample's offset (first sample, or a step while acquiring). */
-  #stepTo(t: number, id: string, sample: ReferenceSample): void {
-    this.#phase = sample.offsetS;
-    this.#t0 = t;
-    this.#fitted = true;
-    this.#fit = [{ t, offset: sample.offsetS }];
-    this.#lastResidual = 0;
-    this.#emit({ type: 'step', source: id, offsetS: sample.offsetS });
-    this.#markUpdate(sample);
+  /**
+   * In HOLDOVER the returning reference is not selected again before it has a run of samples, but each of
+   * them already says how far the held-over clock may be off: the advertised dispersion covers it.
+   */
+  #holdoverSuspect(sample: ReferenceSample): void {
+    const now = this.#clock.monotonicMs();
+    const residual = Math.abs(sample.offsetS - correctionAt(this.#correction, sample.atMs));
+    if (residual > this.#ownErrorS(now) - this.#suspectS) this.#suspectS = Math.max(this.#suspectS, residual);
   }
 
-  #markUpdate(sample: ReferenceSample): void {
+  /** A further sample of the selected reference. */
+  #discipline1(sample: ReferenceSample): void {
+    const id = this.#selected;
+    const entry = id === undefined ? undefined : this.#sources.get(id);
+    if (id === undefined || entry === undefined) return;
+    // Jitter and delay gate from the samples before this one: a spike must not widen its own gate.
+    const run = this.#runSamples(entry, sample.atMs).slice(0, -1);
+    this.#samplesSinceReset++;
+    const jitter = runJitter(run, 2 ** this.#o.precision);
+    // A sample whose round trip is far above the run's best carries up to half of that as error (RFC 5905
+    // §8): left out, unless that has become the normal delay (several in a row).
+    if (sample.delayS > delayGate(run) && this.#delayRejects < MAX_DELAY_REJECTS) {
+      this.#delayRejects++;
+      return;
+    }
+    this.#delayRejects = 0;
+    const out = this.#discipline.add(sample.atMs / 1000, sample.offsetS, jitter);
+    this.#noteSample(entry, sample, jitter);
+    if (out.kind === 'spike') {
+      // Held back, but until the next sample tells, the served clock may be this far off: advertise it.
+      this.#spikes++;
+      this.#suspectS = Math.abs(out.residualS);
+      return;
+    }
+    this.#suspectS = 0;
+    this.#replan(id, this.#clock.monotonicMs());
+  }
+
+  #noteSample(entry: SourceEntry, sample: ReferenceSample, jitterS: number): void {
+    const delays = this.#runSamples(entry, sample.atMs)
+      .slice(-8)
+      .map((s) => s.delayS);
+    this.#advert = {
+      status: entry.source.status(),
+      delayS: Math.max(sample.delayS, ...delays),
+      dispersionS: sample.dispersionS,
+      jitterS,
+    };
+    this.#lastSampleMs = sample.atMs;
+    this.#lastResidual = sample.offsetS - correctionAt(this.#correction, sample.atMs);
     this.#lastUpdateMs = sample.atMs;
     this.#lastUpdateWallMs = this.#clock.now() - (this.#clock.monotonicMs() - sample.atMs);
+  }
+
+  /** The estimate of reference − raw at monotonic ms `now`. */
+  #target(now: number): number {
+    return this.#discipline.predict(now / 1000);
+  }
+
+  #minSamplesFor(id: string): number {
+    return this.#sources.get(id)?.source.kind === 'local' ? 1 : this.#o.minSamples;
+  }
+
+  /** Plan the served correction towards the estimate: step where allowed, else slew (correction.ts). */
+  #replan(id: string, now: number): void {
+    const est = this.#discipline.estimate();
+    if (est === undefined) return;
+    const target = this.#target(now);
+    const diff = target - correctionAt(this.#correction, now);
+    const rate = this.#o.maxSlewRate;
+    if (!this.#synced) {
+      // Replies say "unsynchronised" (LI 3): the served clock may step, in either direction.
+      if (this.#samplesSinceReset < this.#minSamplesFor(id)) return;
+      this.#step(id, now, target, est.freq);
+      this.#synced = true;
+    } else if (Math.abs(diff) > this.#o.faultThresholdS) {
+      this.#setState(
+        'FAULT',
+        `estimate ${diff.toFixed(6)} s from the served clock exceeds the fault threshold`,
+      );
+      return;
+    } else if (diff > this.#o.stepThresholdS) {
+      this.#step(id, now, target, est.freq); // forward: served time still never decreases
+    } else if (diff < -this.#o.stepThresholdS) {
+      // Backwards beyond the step threshold: tell clients "unsynchronised" first; the next sample steps.
+      this.#synced = false;
+      // The step waits for a usable estimate at the new level, as at start-up.
+      this.#samplesSinceReset = est.samples;
+      if (this.#state !== 'SYNCING') this.#setState('SYNCING', 'backward step needed');
+      return;
+    } else {
+      this.#correction = slewTowards(this.#correction, now, target, est.freq, rate);
+    }
     this.#emit({ type: 'update' });
   }
 
+  #step(id: string, now: number, target: number, freq: number): void {
+    const before = correctionAt(this.#correction, now);
+    this.#correction = stepTo(now, target, freq, this.#o.maxSlewRate);
+    this.#steps++;
+    this.#emit({ type: 'step', source: id, offsetS: target - before });
+  }
+
   #lockThreshold(): number {
-    return Math.max(this.#o.lockThresholdS, this.#lastJitter);
+    return Math.max(this.#o.lockThresholdS, 3 * (this.#advert?.jitterS ?? 0));
   }
 
-  #evaluate(reason: 'tick' | 'sample'): void {
-    const have = this.#selected !== undefined;
+  /**
+   * Our own error estimate at `now` (without the reference's root distance): the correction still to be
+   * slewed, the phase error, a suspect sample, and the growth since the last sample with PHI (RFC 5905
+   * §11.3) plus the frequency error.
+   */
+  #ownErrorS(now: number): number {
+    const est = this.#discipline.estimate();
+    if (est === undefined || this.#lastSampleMs === undefined) return 0;
+    const age = Math.max(0, now - this.#lastSampleMs) / 1000;
+    return (
+      Math.abs(remainingSlew(this.#correction, now)) +
+      K_SIGMA * est.phaseErrorS +
+      this.#suspectS +
+      (PHI + K_SIGMA * est.freqError) * age
+    );
+  }
+
+  #evaluate(): void {
     const now = this.#clock.monotonicMs();
-    switch (this.#state) {
-      case 'INIT':
-        if (have) this.#setState('SYNCING', `reference ${this.#selected} available`);
-        break;
-      case 'SYNCING':
-        if (!have) {
-          if (reason === 'tick') this.#setState('FAULT', 'reference lost while syncing');
-        } else if (
-          this.#residuals.length >= this.#o.lockMinSamples &&
-          Math.abs(median(this.#residuals)) < this.#lockThreshold()
-        ) {
-          this.#setState('LOCKED', `median offset within ${this.#lockThreshold() * 1e6} µs`);
-        }
-        break;
-      case 'LOCKED':
-        if (!have) {
-          this.#setState('HOLDOVER', 'all references lost');
-        } else if (
-          this.#residuals.length >= this.#o.lockMinSamples &&
-          Math.abs(median(this.#residuals)) > 10 * this.#lockThreshold()
-        ) {
-          // Not in the reference table: a lock that has drifted to 10× the threshold is no longer a lock.
-          this.#setState('SYNCING', 'median offset above ten times the lock threshold');
-        }
-        break;
-      case 'HOLDOVER':
-        if (have) this.#setState('SYNCING', `reference ${this.#selected} returned`);
-        else if (now - (this.#holdoverStartedMs ?? now) > this.#o.holdoverTimeoutMs) {
-          this.#setState('FAULT', 'holdover expired');
-        }
-        break;
-      case 'FAULT':
-        if (have && reason === 'tick' && this.#fitted) this.#setState('SYNCING', 'reference available');
-        break;
+    for (let i = 0; i < 4; i++) {
+      const t = nextState(this.#state, {
+        selected: this.#selected !== undefined,
+        synced: this.#synced,
+        remainingS: Math.abs(remainingSlew(this.#correction, now)),
+        suspect: this.#suspectS > 0,
+        lockThresholdS: this.#lockThreshold(),
+        holdoverExpired:
+          this.#holdoverStartedMs !== undefined && now - this.#holdoverStartedMs > this.#o.holdoverTimeoutMs,
+      });
+      if (!t) break;
+      this.#setState(t.to, t.reason);
     }
-    this.#updateServerState();
+    this.#updateServerState(now);
   }
 
-  #updateServerState(): void {
-    const status = this.#state === 'LOCKED' ? this.#selectedStatus : undefined;
+  #updateServerState(now: number): void {
+    const adv = this.#advert;
+    const est = this.#discipline.estimate();
     // A stratum-15 reference would make us 16, which RFC 5905 §7.3 defines as unsynchronised.
-    const tooDeep = status !== undefined && status.stratum + 1 >= MAXSTRAT;
-    const synced = (this.#state === 'LOCKED' || this.#state === 'HOLDOVER') && !tooDeep;
-    if (!synced) {
-      this.#lastStratum = MAXSTRAT;
+    const tooDeep = adv !== undefined && adv.status.stratum + 1 >= MAXSTRAT;
+    if (!servesSynchronised(this.#state, this.#synced) || tooDeep || !adv || !est) {
       if (this.#serverState.leap !== LEAP.UNSYNCHRONISED) {
         this.#serverState = { ...UNSYNCHRONISED_STATE, precision: this.#o.precision };
       }
       return;
     }
-    const entry = this.#selected !== undefined ? this.#sources.get(this.#selected) : undefined;
-    if (status && entry?.last && this.#lastSample) {
-      this.#lastStratum = Math.min(MAXSTRAT, status.stratum + 1);
-      const s = this.#lastSample;
-      const wall = this.#lastUpdateWallMs ?? this.#clock.now();
-      const rootDisp = Math.max(
-        MINDISP,
-        status.rootDispersionS + s.dispersionS + s.jitterS + Math.abs(this.#lastResidual),
-      );
-      this.#serverState = {
-        leap: status.leap === LEAP.UNSYNCHRONISED ? LEAP.NONE : status.leap,
-        stratum: this.#lastStratum,
-        precision: this.#o.precision,
-        referenceId: status.referenceId,
-        referenceTimestamp: unixToNtp(Math.floor(wall / 1000), (wall % 1000) * 1e6),
-        rootDelayS: status.rootDelayS + s.delayS,
-        rootDispersionS: rootDisp,
-        updatedAtMs: this.#lastUpdateMs ?? this.#clock.monotonicMs(),
-      };
-    }
-    // HOLDOVER keeps the last advertised fields; the responder grows the root dispersion with time.
+    const wall = this.#lastUpdateWallMs ?? this.#clock.now();
+    this.#serverState = {
+      leap: adv.status.leap === LEAP.UNSYNCHRONISED ? LEAP.NONE : adv.status.leap,
+      stratum: Math.min(MAXSTRAT, adv.status.stratum + 1),
+      precision: this.#o.precision,
+      referenceId: adv.status.referenceId,
+      referenceTimestamp: unixToNtp(Math.floor(wall / 1000), (wall % 1000) * 1e6),
+      rootDelayS: adv.status.rootDelayS + adv.delayS,
+      rootDispersionS:
+        adv.status.rootDispersionS +
+        adv.dispersionS +
+        adv.jitterS +
+        this.#selectionJitterS +
+        this.#ownErrorS(now),
+      dispersionRateS: PHI + K_SIGMA * est.freqError,
+      updatedAtMs: now,
+    };
   }
 
   snapshot(): ClockSnapshot {
@@ -568,30 +631,43 @@ export class ClockManager {
     const sources: SourceSnapshot[] = [];
     for (const e of this.#sources.values()) {
       const st = e.source.status();
+      const last = e.samples[e.samples.length - 1];
       sources.push({
         id: e.source.id,
         kind: e.source.kind,
         prefer: e.source.prefer,
         usable: st.usable,
-        candidate: e.candidate,
-        falseticker: e.falseticker,
+        candidate: e.verdict === 'candidate' || e.verdict === 'selected',
+        falseticker: e.verdict === 'falseticker',
         selected: this.#selected === e.source.id,
+        verdict: e.verdict,
         stratum: st.stratum,
-        offsetS: e.last ? e.last.offsetS - this.correctionAt(e.last.atMs) : undefined,
-        jitterS: e.last?.jitterS,
-        lastSampleMs: e.last?.atMs,
+        offsetS: last ? last.offsetS - correctionAt(this.#correction, last.atMs) : undefined,
+        jitterS: last?.jitterS,
+        rootDistanceS: e.rootDistanceS,
+        lastSampleMs: last?.atMs,
+        authenticated: st.authenticated ?? false,
       });
     }
-    const synced = this.#state === 'LOCKED' || this.#state === 'HOLDOVER';
+    const synced = this.#serverState.leap !== LEAP.UNSYNCHRONISED;
+    const s = this.#serverState;
+    const est = this.#discipline.estimate();
     return {
       state: this.#state,
       offsetS: this.#lastResidual,
-      offsetStddevS: stddev(this.#residuals),
-      driftPpb: this.#freq * 1e9,
-      stratum: synced ? this.#lastStratum : MAXSTRAT,
+      offsetStddevS: est?.phaseErrorS ?? 0,
+      driftPpb: this.#correction.freq * 1e9,
+      driftErrorPpb: (est?.freqError ?? 0) * 1e9,
+      remainingSlewS: remainingSlew(this.#correction, now),
+      estimatedErrorS: synced
+        ? s.rootDelayS / 2 +
+          s.rootDispersionS +
+          ((s.dispersionRateS ?? PHI) * Math.max(0, now - s.updatedAtMs)) / 1000
+        : Number.POSITIVE_INFINITY,
+      stratum: synced ? s.stratum : MAXSTRAT,
       selected: this.#selected,
       lastReference: this.#lastReference,
-      jitterS: this.#lastJitter,
+      jitterS: this.#advert?.jitterS ?? 0,
       lastUpdateMs: this.#lastUpdateMs,
       lastUpdateWallMs: this.#lastUpdateWallMs,
       holdoverStartedMs: this.#holdoverStartedMs,
@@ -600,22 +676,34 @@ export class ClockManager {
           ? undefined
           : Math.max(0, this.#o.holdoverTimeoutMs - (now - this.#holdoverStartedMs)),
       spikes: this.#spikes,
+      steps: this.#steps,
       sources,
     };
   }
 }
 
-export function median(values: readonly number[]): number {
-  if (values.length === 0) return 0;
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+/** Samples with a delay above this are left out of the estimate: three times the run's lowest + 500 µs. */
+export function delayGate(run: readonly ReferenceSample[]): number {
+  let min = Number.POSITIVE_INFINITY;
+  for (const s of run.slice(-8)) min = Math.min(min, s.delayS);
+  return Number.isFinite(min) ? 3 * min + 500e-6 : Number.POSITIVE_INFINITY;
 }
 
-function stddev(values: readonly number[]): number {
-  if (values.length < 2) return 0;
-  const m = values.reduce((a, b) => a + b, 0) / values.length;
-  return Math.sqrt(values.reduce((a, b) => a + (b - m) ** 2, 0) / (values.length - 1));
+/**
+ * Jitter of a run of samples (the noise of its offsets; RFC 5905 §10 peer jitter plays this role), over the
+ * current run only so that samples from before a silence do not count. Estimated robustly, from the median
+ * of the successive differences, so that a level change or a single spike does not pass for noise (which
+ * would widen the spike gate and the root distance exactly when they matter).
+ */
+export function runJitter(run: readonly ReferenceSample[], floorS: number): number {
+  const recent = run.slice(-8);
+  if (recent.length < 2) return Math.max(floorS, recent[0]?.jitterS ?? floorS);
+  const diffs: number[] = [];
+  recent.forEach((s, i) => {
+    const prev = recent[i - 1];
+    if (prev) diffs.push(Math.abs(s.offsetS - prev.offsetS));
+  });
+  return Math.max(floorS, (1.4826 * median(diffs)) / Math.SQRT2);
 }
 
 /**

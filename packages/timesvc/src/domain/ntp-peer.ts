@@ -47,8 +47,10 @@ export type PeerReceiveResult =
   | {
       kind: 'sample';
       output: FilterOutput;
+      /** This exchange's offset and delay (RFC 5905 §8), at monotonic ms atMs (mid-exchange). */
       offsetS: number;
       delayS: number;
+      atMs: number;
       stratum: number;
       packet: NtpPacket;
     }
@@ -70,6 +72,8 @@ export interface PeerStatus {
   referenceId: number;
   rootDelayS: number;
   rootDispersionS: number;
+  /** Samples in the clock filter. */
+  samples: number;
   offsetS: number | undefined;
   delayS: number | undefined;
   dispersionS: number;
@@ -103,6 +107,11 @@ export class NtpPeer {
   #lastSynchronised = false;
   #pollCount = 0;
   #errorCount = 0;
+  /**
+   * Keep the poll interval at minpoll (set by the io layer while the clock is not LOCKED): acquisition
+   * needs samples, and a longer poll only delays it (chrony likewise stays at minpoll until synchronised).
+   */
+  holdPoll = false;
 
   constructor(config: PeerConfig, nowMs: number, precisionLog2 = -20) {
     if (config.minpoll > config.maxpoll) throw new RangeError('minpoll must not exceed maxpoll');
@@ -139,6 +148,7 @@ export class NtpPeer {
       this.#goodStreak = 0;
       if (this.#poll > this.#minpoll) this.#poll--;
     }
+    if (this.holdPoll) this.#poll = this.#minpoll;
     this.#reach = (this.#reach << 1) & 0xff;
     if (this.#reach === 0 && this.config.iburst && this.#burstLeft === 0 && this.#pollCount > 0) {
       this.#burstLeft = IBURST_COUNT; // unreachable again: re-burst as ntpd does for iburst peers
@@ -223,12 +233,12 @@ export class NtpPeer {
     const output = this.#filter.add({ offsetS, delayS, dispersionS, atMs });
     this.#last = output;
     this.#goodStreak++;
-    if (this.#goodStreak >= POLL_UP_AFTER && this.#burstLeft === 0) {
+    if (this.#goodStreak >= POLL_UP_AFTER && this.#burstLeft === 0 && !this.holdPoll) {
       this.#goodStreak = 0;
       // Takes effect from the next request; the one already scheduled keeps its time.
       if (this.#poll < this.config.maxpoll) this.#poll++;
     }
-    return { kind: 'sample', output, offsetS, delayS, stratum: packet.stratum, packet };
+    return { kind: 'sample', output, offsetS, delayS, atMs, stratum: packet.stratum, packet };
   }
 
   /** RFC 5905 §7.4: DENY/RSTR demobilise the association; RATE asks us to poll less often. */
@@ -264,6 +274,7 @@ export class NtpPeer {
       referenceId: p?.referenceId ?? 0,
       rootDelayS: p ? shortToSeconds(p.rootDelay) : 0,
       rootDispersionS: p ? shortToSeconds(p.rootDispersion) : 0,
+      samples: this.#filter.size,
       offsetS: this.#last?.offsetS,
       delayS: this.#last?.delayS,
       dispersionS: this.#last?.dispersionS ?? MAXDISP,

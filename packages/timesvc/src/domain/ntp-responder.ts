@@ -28,8 +28,13 @@ export interface ServerSystemState {
   referenceId: number;
   referenceTimestamp: NtpTimestamp;
   rootDelayS: number;
-  /** Root dispersion at `updatedAtMs`; it grows by PHI per second after that (RFC 5905 §11.3). */
+  /** Root dispersion at `updatedAtMs`; it grows by `dispersionRateS` per second after that. */
   rootDispersionS: number;
+  /**
+   * Growth of the root dispersion, seconds per second: PHI (RFC 5905 §11.3, 15 ppm) plus the error of the
+   * frequency estimate. PHI when absent.
+   */
+  dispersionRateS?: number;
   /** Monotonic ms of the last clock update. */
   updatedAtMs: number;
 }
@@ -105,7 +110,7 @@ export function respond(
   out.writeInt8(state.precision, 3);
   out.writeUInt32BE(secondsToShort(state.rootDelayS), 4);
   const sinceUpdate = Math.max(0, nowMs - state.updatedAtMs) / 1000;
-  out.writeUInt32BE(secondsToShort(state.rootDispersionS + PHI * sinceUpdate), 8);
+  out.writeUInt32BE(secondsToShort(state.rootDispersionS + (state.dispersionRateS ?? PHI) * sinceUpdate), 8);
   out.writeUInt32BE(state.referenceId >>> 0, 12);
   out.writeUInt32BE(state.referenceTimestamp.seconds >>> 0, 16);
   out.writeUInt32BE(state.referenceTimestamp.fraction >>> 0, 20);

@@ -1,3 +1,147 @@
+import { MAXDIST, MAXSTRAT, MINDISP, PHI } from '../protocol/ntp-packet.ts';
+
+/**
+ * Reference selection (RFC 5905 §11.2): the fit test, the intersection algorithm (§11.2.1) over the fit
+ * NTP sources, and the choice of the system reference among the truechimers (README "Selection").
+ */
+
+/** What selection needs to know about one reference source. */
+export interface SelectionInput {
+  id: string;
+  kind: 'gpsdo' | 'ntp' | 'local';
+  prefer: boolean;
+  /** Reachable, synchronised, not denied (the source's own view). */
+  usable: boolean;
+  stratum: number;
+  leap: number;
+  /** The source's own root delay and dispersion, seconds. */
+  rootDelayS: number;
+  rootDispersionS: number;
+  /** Our measurement of it: offset, delay, dispersion and jitter of the clock filter, seconds. */
+  offsetS: number;
+  delayS: number;
+  dispersionS: number;
+  jitterS: number;
+  /** Monotonic ms of the newest sample. */
+  atMs: number;
+  /** Consecutive samples since the source was last silent (see `SelectionOptions.minSamples`). */
+  runSamples: number;
+  /** The source's poll interval, log2 s. */
+  pollLog2: number;
+}
+
+export interface SelectionOptions {
+  /** Samples a source needs before it may be selected (an iburst's four, like chrony). */
+  minSamples: number;
+  nowMs: number;
+  /** The currently selected reference, kept while it stays a truechimer of the best rank. */
+  current: string | undefined;
+  /**
+   * Choosing a reference from none: wait while another NTP source is still in its initial samples (it has
+   * answered but holds fewer than `minSamples`), so the first source to finish its burst does not win by
+   * being first — a falseticker among truechimers could otherwise be selected during warm-up.
+   */
+  waitForBursts: boolean;
+  /**
+   * At start-up (no reference chosen yet) also wait for NTP sources that have not answered at all: they
+   * were all asked at the same time, so a missing answer is more likely late than absent.
+   */
+  waitForSilent: boolean;
+}
+
+export type Verdict = 'selected' | 'candidate' | 'falseticker' | 'unfit' | 'too_few_samples' | 'unusable';
+
+export interface SelectionResult {
+  selected: string | undefined;
+  /**
+   * Selection jitter ψ_s (RFC 5905 §11.2.3): RMS of the truechimers' offsets from the selected one. Part
+   * of the advertised dispersion, so the bound also covers the truechimers' disagreement.
+   */
+  selectionJitterS: number;
+  /** Selection is waiting for sources in their initial burst. */
+  waiting: boolean;
+  verdicts: Map<string, Verdict>;
+  rootDistances: Map<string, number>;
+}
+
+/**
+ * RFC 5905 §11.2 (A.5.5.2 root_dist): λ = max(MINDISP, root delay + delay)/2 + root dispersion +
+ * dispersion + PHI·age + jitter.
+ */
+export function rootDistance(s: SelectionInput, nowMs: number): number {
+  const age = Math.max(0, nowMs - s.atMs) / 1000;
+  return (
+    Math.max(MINDISP, s.rootDelayS + s.delayS) / 2 + s.rootDispersionS + s.dispersionS + PHI * age + s.jitterS
+  );
+}
+
+/** Selection rank (lower wins): GPSDO 0, preferred peer 1, other peers stratum + 10, local stratum last. */
+function rank(s: SelectionInput): number {
+  if (s.kind === 'gpsdo') return 0;
+  if (s.kind === 'local') return 1000;
+  return s.prefer ? 1 : s.stratum + 10;
+}
+
+export function selectReference(inputs: readonly SelectionInput[], o: SelectionOptions): SelectionResult {
+  const verdicts = new Map<string, Verdict>();
+  const rootDistances = new Map<string, number>();
+  const fit: SelectionInput[] = [];
+  for (const s of inputs) {
+    const lambda = rootDistance(s, o.nowMs);
+    rootDistances.set(s.id, lambda);
+    if (!s.usable) verdicts.set(s.id, 'unusable');
+    else if (s.kind !== 'local' && s.runSamples < o.minSamples) verdicts.set(s.id, 'too_few_samples');
+    else if (
+      // The fit test (A.5.2.3 fit()): synchronised, stratum below MAXSTRAT, λ ≤ MAXDIST + PHI·poll.
+      s.leap === 3 ||
+      s.stratum >= MAXSTRAT ||
+      lambda > MAXDIST + PHI * 2 ** s.pollLog2
+    ) {
+      verdicts.set(s.id, 'unfit');
+    } else fit.push(s);
+  }
+  const ntp = fit.filter((s) => s.kind === 'ntp');
+  const bad = new Set(
+    intersect(ntp.map((s) => ({ id: s.id, offsetS: s.offsetS, rootDistanceS: rootDistances.get(s.id) ?? 0 })))
+      .falsetickers,
+  );
+  const truechimers = fit.filter((s) => !bad.has(s.id));
+  for (const id of bad) verdicts.set(id, 'falseticker');
+  let best: SelectionInput | undefined;
+  for (const s of truechimers) {
+    verdicts.set(s.id, 'candidate');
+    if (
+      best === undefined ||
+      rank(s) < rank(best) ||
+      (rank(s) === rank(best) && (rootDistances.get(s.id) ?? 0) < (rootDistances.get(best.id) ?? 0))
+    ) {
+      best = s;
+    }
+  }
+  // Keep the current reference while it is a truechimer of the best rank: hopping between two agreeing
+  // servers would only move the served clock by their difference (ntpd keeps its system peer likewise).
+  const current = truechimers.find((s) => s.id === o.current);
+  if (best !== undefined && current !== undefined && rank(current) === rank(best)) best = current;
+  const waiting =
+    o.current === undefined &&
+    o.waitForBursts &&
+    inputs.some(
+      (s) =>
+        s.kind === 'ntp' &&
+        s.runSamples < o.minSamples &&
+        ((s.usable && s.runSamples > 0) || (o.waitForSilent && s.runSamples === 0)),
+    );
+  if (waiting) best = undefined;
+  if (best) verdicts.set(best.id, 'selected');
+  let selectionJitterS = 0;
+  const others = truechimers.filter((s) => s !== best && s.kind === 'ntp');
+  if (best && others.length > 0) {
+    const sq = others.reduce((a, s) => a + (s.offsetS - best.offsetS) ** 2, 0);
+    selectionJitterS = Math.sqrt(sq / others.length);
+  }
+  return { selected: best?.id, selectionJitterS, waiting, verdicts, rootDistances };
+}
+
 /**
  * RFC 5905 §11.2.1 selection ("intersection algorithm", a variant of Marzullo's): find the smallest
  * interval that contains the midpoints of a majority of correctness intervals [θ − λ, θ + λ]; candidates

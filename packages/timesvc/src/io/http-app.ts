@@ -1,10 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import { createHttpApp, type Logger, type Registry } from '@broadcast-ops/core';
 import { fail } from '../errors.ts';
+import type { ClockState } from '../domain/clock-state.ts';
 
 /**
- * The web app of this issue: `GET /api/health` and `GET /metrics` (both public, reference §1.3). The rest
- * of the web API (auth, status, config, WebSockets) comes with its own issue.
+ * The web app: `GET /api/health` and `GET /metrics` (both public). The rest of the web API (auth, status,
+ * config, WebSockets) is not built yet (README "Endpoints and metrics").
  */
 export function buildHttpApp(options: {
   logger: Logger;
@@ -13,14 +14,31 @@ export function buildHttpApp(options: {
   servedNowMs: () => number;
   /** How NTP receive timestamps are taken: 'kernel', 'userspace', or 'off' while NTP is not serving. */
   rxTimestamps?: () => string;
+  /** The clock's state for /api/health. */
+  clock?: () => ClockHealth;
+  /** HOLDOVER stays healthy while the advertised error is below this, seconds. */
+  holdoverMaxErrorS?: number;
 }): FastifyInstance {
   const app = createHttpApp({ logger: options.logger, bodyLimit: 64 * 1024 });
-  app.get('/api/health', () => ({
-    status: 'healthy',
-    version: options.version,
-    time: rfc3339Nano(options.servedNowMs()),
-    rx_timestamps: options.rxTimestamps?.() ?? 'off',
-  }));
+  app.get('/api/health', (_request, reply) => {
+    const clock = options.clock?.();
+    const status = clock ? healthStatus(clock, options.holdoverMaxErrorS ?? 0.01) : 'healthy';
+    // Load balancers and monitors read the status code: anything but healthy is 503.
+    return reply.code(status === 'healthy' ? 200 : 503).send({
+      status,
+      version: options.version,
+      time: rfc3339Nano(options.servedNowMs()),
+      rx_timestamps: options.rxTimestamps?.() ?? 'off',
+      ...(clock
+        ? {
+            clock_state: clock.state.toLowerCase(),
+            estimated_error_s: Number.isFinite(clock.estimatedErrorS) ? clock.estimatedErrorS : null,
+            reference: clock.selected ?? null,
+            host_clock_steps: clock.hostClockSteps,
+          }
+        : {}),
+    });
+  });
   app.get('/metrics', async (_request, reply) => {
     const text = await options.registry.metrics();
     return reply.header('content-type', options.registry.contentType).send(text);
@@ -29,6 +47,27 @@ export function buildHttpApp(options: {
     throw fail('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0] ?? ''}`);
   });
   return app;
+}
+
+export interface ClockHealth {
+  state: ClockState;
+  /** Root delay / 2 + root dispersion advertised now; ∞ while unsynchronised. */
+  estimatedErrorS: number;
+  selected: string | undefined;
+  hostClockSteps: number;
+}
+
+/**
+ * healthy: LOCKED, or HOLDOVER with the advertised error within `holdoverMaxErrorS`; degraded: serving
+ * time (SYNCING while slewing, or HOLDOVER beyond that error); unsynchronised: clients get LI 3.
+ */
+export function healthStatus(
+  clock: ClockHealth,
+  holdoverMaxErrorS: number,
+): 'healthy' | 'degraded' | 'unsynchronised' {
+  if (clock.state === 'LOCKED') return 'healthy';
+  if (clock.state === 'HOLDOVER' && clock.estimatedErrorS <= holdoverMaxErrorS) return 'healthy';
+  return Number.isFinite(clock.estimatedErrorS) ? 'degraded' : 'unsynchronised';
 }
 
 /** RFC 3339 UTC with nanosecond digits, from Unix ms with a fractional part. */

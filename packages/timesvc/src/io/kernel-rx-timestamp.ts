@@ -83,5 +83,5 @@ export function arrivalTime(
   const correctionMs = options.correctionMs;
   const delay = options.kernel ? kernelRxDelay(socket) : undefined;
   if (!delay) return { kernel: false, at: (perf) => perf - correctionMs };
-  return { kernel: true, at: (perf) => perf - (delay(clock.rawUnixMs(perf)) ?? correctionMs) };
+  return { kernel: true, at: (perf) => perf - (delay(clock.kernelRealtimeMs(perf)) ?? correctionMs) };
 }

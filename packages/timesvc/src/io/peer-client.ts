@@ -78,6 +78,7 @@ export class PeerClient implements ReferenceSource {
       leap: s.leap,
       rootDelayS: s.rootDelayS,
       rootDispersionS: s.rootDispersionS,
+      pollLog2: s.poll,
     };
   }
 
@@ -161,6 +162,8 @@ export class PeerClient implements ReferenceSource {
       return;
     }
     if (this.peer.denied !== undefined) return;
+    // Minpoll until LOCKED (ntp-peer.ts holdPoll).
+    this.peer.holdPoll = this.#manager.state !== 'LOCKED';
     // T1 as late as possible: taken while building the request, sent right away.
     const req = this.peer.request(now, this.#clock.read(false));
     if (req) {
@@ -177,15 +180,15 @@ export class PeerClient implements ReferenceSource {
     const t4 = this.#clock.read(false, this.#arrival?.at(perf) ?? perf);
     const result = this.peer.receive(msg, t4, perf);
     if (result.kind === 'sample') {
-      if (result.output.fresh) {
-        this.#manager.addSample(this.id, {
-          offsetS: result.output.offsetS,
-          delayS: result.output.delayS,
-          dispersionS: result.output.dispersionS,
-          jitterS: result.output.jitterS,
-          atMs: result.output.atMs,
-        });
-      }
+      // Every sample goes to the manager: this exchange's offset and delay, the filter's dispersion and
+      // jitter (clock-filter.ts).
+      this.#manager.addSample(this.id, {
+        offsetS: result.offsetS,
+        delayS: result.delayS,
+        dispersionS: result.output.dispersionS,
+        jitterS: result.output.jitterS,
+        atMs: result.atMs,
+      });
     } else if (result.kind === 'kod') {
       this.#lastKod = result.code;
       this.#logger.warn({ code: result.code, poll: this.peer.poll }, 'kiss-o-death from peer');

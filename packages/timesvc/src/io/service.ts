@@ -11,7 +11,7 @@ import { createTimesvcMetrics } from './metrics.ts';
 import { NtpServer } from './ntp-server.ts';
 import { createNtsServerSide, registerNtsMetrics, type NtsServerSide } from './nts-service.ts';
 import { PeerClient } from './peer-client.ts';
-import { ServedClock, hiresClock, measurePrecision } from './served-clock.ts';
+import { ServedClock, hiresClock, measurePrecision, type TimeSource } from './served-clock.ts';
 
 /**
  * Wires the time service: served clock, clock manager, upstream peers, NTP server, web app. `start()`
@@ -34,26 +34,45 @@ export interface TimesvcService {
 const require = createRequire(import.meta.url);
 export const VERSION = (require('../../package.json') as { version: string }).version;
 
-export function createTimesvc(config: TimesvcConfig, logger: Logger): TimesvcService {
+export interface TimesvcOptions {
+  /** Where the served clock reads the host clock (tests inject host clock steps through it). */
+  timeSource?: TimeSource;
+}
+
+export function createTimesvc(
+  config: TimesvcConfig,
+  logger: Logger,
+  options: TimesvcOptions = {},
+): TimesvcService {
   const startedMs = Date.now();
   const precision = measurePrecision();
   const clockLog = logger.child({ component: 'clock' });
   const served = new ServedClock({
+    ...(options.timeSource ? { source: options.timeSource } : {}),
     onStep: (deltaMs) => {
-      clockLog.warn({ deltaMs }, 'system clock step detected; served clock re-anchored');
+      clockLog.warn({ deltaMs }, 'host clock step detected; the served clock is unaffected');
     },
   });
   const ntp = config.ntp;
+  const d = ntp.discipline;
   const manager = new ClockManager({
     clock: hiresClock,
     precision,
-    local: ntp.local_stratum ? { stratum: ntp.stratum, referenceId: asciiRefId(ntp.ref_id) } : undefined,
+    maxSlewRate: d.max_slew_rate_ppm * 1e-6,
+    stepThresholdS: d.step_threshold,
+    faultThresholdS: d.fault_threshold,
+    holdoverTimeoutMs: d.holdover_timeout * 1000,
+    minSamples: d.min_samples,
+    lockThresholdS: d.lock_threshold,
+    local: ntp.local_stratum
+      ? { stratum: ntp.stratum, referenceId: asciiRefId(ntp.ref_id), offsetS: () => served.hostOffsetS() }
+      : undefined,
   });
   manager.on((e) => {
     if (e.type === 'state') clockLog.info({ from: e.from, to: e.to, reason: e.reason }, 'clock state');
     else if (e.type === 'selected') clockLog.info({ from: e.from, to: e.to }, 'reference selected');
     else if (e.type === 'step') {
-      clockLog.info({ source: e.source, offsetS: e.offsetS }, 'served clock stepped to reference');
+      clockLog.info({ source: e.source, stepS: e.offsetS }, 'served clock stepped');
     }
     // The served clock follows the manager's correction as soon as it changes.
     served.setCorrection(manager.correction);
@@ -105,6 +124,16 @@ export function createTimesvc(config: TimesvcConfig, logger: Logger): TimesvcSer
     version: VERSION,
     servedNowMs: () => served.servedUnixMs(),
     rxTimestamps: () => server?.rxTimestamps ?? 'off',
+    clock: () => {
+      const snap = manager.snapshot();
+      return {
+        state: snap.state,
+        estimatedErrorS: snap.estimatedErrorS,
+        selected: snap.selected ?? snap.lastReference,
+        hostClockSteps: served.steps,
+      };
+    },
+    holdoverMaxErrorS: d.holdover_max_error,
   });
   const inert = (['ptp', 'gpsdo'] as const).filter((k) => config[k].enabled);
   if (inert.length) {

@@ -14,11 +14,14 @@ export interface ChronyServer {
   stop: () => Promise<void>;
 }
 
-/** A chronyd serving NTP on 127.0.0.1/::1:`port` from its local clock at `stratum` (`local stratum`). */
+/**
+ * A chronyd serving NTP on 127.0.0.1/::1:`port` from its local clock at `stratum` (`local stratum`), or,
+ * with `stratum: null`, only from the upstream servers given in `extra` (unsynchronised until then).
+ */
 export async function startChronyServer(
   dir: string,
   port: number,
-  options: { stratum?: number; extra?: string[] } = {},
+  options: { stratum?: number | null; extra?: string[] } = {},
 ): Promise<ChronyServer> {
   const chronyd = requireTool('chronyd');
   mkdirSync(join(dir, 'run'), { recursive: true, mode: 0o700 });
@@ -31,7 +34,7 @@ export async function startChronyServer(
       'bindaddress ::1',
       'allow 127.0.0.1',
       'allow ::1',
-      `local stratum ${options.stratum ?? 8}`,
+      ...(options.stratum === null ? [] : [`local stratum ${options.stratum ?? 8}`]),
       'cmdport 0',
       `bindcmdaddress ${join(dir, 'run', 'chronyd.sock')}`,
       `pidfile ${join(dir, 'server.pid')}`,

@@ -1,0 +1,222 @@
+/**
+ * The estimate of the selected reference: offset θ(t) = reference − raw local clock, as a phase and a
+ * frequency fitted by least squares to the reference's samples since the last reset, each with an error
+ * estimate (README "Discipline"). The clock manager turns the estimate into a correction of the served
+ * clock; this module only estimates.
+ *
+ * - Reset (the window is emptied) on a reference change, on leaving HOLDOVER or FAULT and on a level
+ *   change; after a reset the previous frequency is kept as a prior with its error, and replaced as soon
+ *   as the new window's own fit is better (FAULT also forgets the frequency).
+ * - Level change: a residual beyond 3× the recent spread (RFC 5905 §10 popcorn spike gate, SGATE = 3) is
+ *   first taken for a spike and left out; a second one in a row means the reference moved, and the window
+ *   restarts from that sample.
+ * - A runs test on the residual signs (as chrony's regression does) drops the older half of a window that
+ *   no longer fits a straight line, so a frequency change is not averaged into a wrong slope.
+ * - The frequency is bounded to ±MAXFREQ (RFC 5905, 500 ppm); a fit that hits the bound is not trusted.
+ */
+
+/** RFC 5905 MAXFREQ: the largest frequency the discipline accepts. */
+export const MAXFREQ = 500e-6;
+/** Frequency error assumed while the frequency has never been measured: anything up to MAXFREQ. */
+export const UNKNOWN_FREQ_ERROR = MAXFREQ;
+/** Spike gate (RFC 5905 §10 SGATE). */
+export const SGATE = 3;
+/** Coverage factor of the error estimates (about 3 standard deviations). */
+export const K_SIGMA = 3;
+
+export interface FitPoint {
+  /** Monotonic seconds. */
+  t: number;
+  /** reference − raw, seconds. */
+  offset: number;
+}
+
+export interface Estimate {
+  /** θ at `t`, seconds. */
+  phaseS: number;
+  /** Monotonic seconds of the estimate (the newest sample). */
+  t: number;
+  freq: number;
+  /** Standard error of the phase at `t`, seconds. */
+  phaseErrorS: number;
+  /** Standard error of the frequency (dimensionless). */
+  freqError: number;
+  /** Samples in the window. */
+  samples: number;
+}
+
+export type AddOutcome =
+  | { kind: 'accepted'; residualS: number }
+  | { kind: 'spike'; residualS: number }
+  | { kind: 'level'; residualS: number };
+
+export class Discipline {
+  #points: FitPoint[] = [];
+  #freq = 0;
+  #freqError = UNKNOWN_FREQ_ERROR;
+  #phase = 0;
+  #phaseError = 0;
+  #t = 0;
+  #recentResiduals: number[] = [];
+  #pendingSpike = false;
+  /** Whether the frequency comes from this window's own slope (else it is the prior from before the reset). */
+  #ownSlope = false;
+  readonly #window: number;
+  #noiseFloorS = 1e-6;
+
+  constructor(options: { window?: number } = {}) {
+    this.#window = options.window ?? 32;
+  }
+
+  get samples(): number {
+    return this.#points.length;
+  }
+
+  get frequency(): number {
+    return this.#freq;
+  }
+
+  get frequencyError(): number {
+    return this.#freqError;
+  }
+
+  /**
+   * Empty the window. With `keepFrequency` the last frequency stays as a prior (its error at least
+   * 0.1 ppm); without it the frequency is forgotten (FAULT).
+   */
+  reset(keepFrequency: boolean): void {
+    this.#points = [];
+    this.#recentResiduals = [];
+    this.#pendingSpike = false;
+    this.#ownSlope = false;
+    if (!keepFrequency) {
+      this.#freq = 0;
+      this.#freqError = UNKNOWN_FREQ_ERROR;
+    } else {
+      this.#freqError = Math.max(this.#freqError, 0.1e-6);
+    }
+  }
+
+  /** θ extrapolated to monotonic seconds t. */
+  predict(t: number): number {
+    return this.#phase + this.#freq * (t - this.#t);
+  }
+
+  estimate(): Estimate | undefined {
+    if (this.#points.length === 0) return undefined;
+    return {
+      phaseS: this.#phase,
+      t: this.#t,
+      freq: this.#freq,
+      phaseErrorS: this.#phaseError,
+      freqError: this.#freqError,
+      samples: this.#points.length,
+    };
+  }
+
+  /**
+   * Add a sample (monotonic seconds t, offset, the source's jitter as noise floor). Samples of a fresh
+   * window are never spikes.
+   */
+  add(t: number, offset: number, jitterS: number): AddOutcome {
+    this.#noiseFloorS = Math.max(1e-6, jitterS);
+    if (this.#points.length === 0) {
+      this.#points.push({ t, offset });
+      this.#refit();
+      return { kind: 'accepted', residualS: 0 };
+    }
+    const residual = offset - this.predict(t);
+    const spread = Math.max(
+      3 * this.#noiseFloorS,
+      50e-6,
+      1.4826 * median(this.#recentResiduals.map((r) => Math.abs(r))),
+    );
+    if (this.#points.length >= 2 && Math.abs(residual) > SGATE * spread) {
+      if (!this.#pendingSpike) {
+        this.#pendingSpike = true;
+        return { kind: 'spike', residualS: residual };
+      }
+      // Two in a row: the reference moved. Restart the window at the new level, keep the frequency.
+      this.reset(true);
+      this.#points.push({ t, offset });
+      this.#refit();
+      return { kind: 'level', residualS: residual };
+    }
+    this.#pendingSpike = false;
+    this.#recentResiduals.push(residual);
+    if (this.#recentResiduals.length > 8) this.#recentResiduals.shift();
+    this.#points.push({ t, offset });
+    if (this.#points.length > this.#window) this.#points.shift();
+    this.#refit();
+    return { kind: 'accepted', residualS: residual };
+  }
+
+  /** Least squares over the window; the phase is the fitted line at the newest sample. */
+  #refit(): void {
+    for (;;) {
+      const pts = this.#points;
+      const n = pts.length;
+      const newest = pts[n - 1];
+      if (newest === undefined) return;
+      const tNow = newest.t;
+      let mt = 0;
+      let mo = 0;
+      for (const p of pts) {
+        mt += p.t;
+        mo += p.offset;
+      }
+      mt /= n;
+      mo /= n;
+      let stt = 0;
+      let sto = 0;
+      for (const p of pts) {
+        stt += (p.t - mt) ** 2;
+        sto += (p.t - mt) * (p.offset - mo);
+      }
+      let freq = this.#freq;
+      let freqError = this.#freqError;
+      if (n >= 3 && stt > 0) {
+        const slope = sto / stt;
+        let ss = 0;
+        for (const p of pts) ss += (p.offset - mo - slope * (p.t - mt)) ** 2;
+        const s = Math.max(this.#noiseFloorS, Math.sqrt(ss / (n - 2)));
+        const slopeError = s / Math.sqrt(stt);
+        // The window's own slope replaces the prior once it is better known than the prior.
+        if (this.#ownSlope || slopeError < this.#freqError) {
+          this.#ownSlope = true;
+          freq = Math.max(-MAXFREQ, Math.min(MAXFREQ, slope));
+          freqError = Math.max(slopeError, Math.abs(slope - freq));
+        }
+      }
+      // Phase: the mean offset projected to the newest sample with the chosen frequency.
+      const phase = mo + freq * (tNow - mt);
+      let ss = 0;
+      for (const p of pts) ss += (p.offset - (phase + freq * (p.t - tNow))) ** 2;
+      const s = Math.max(this.#noiseFloorS, n > 2 ? Math.sqrt(ss / (n - 2)) : this.#noiseFloorS);
+      const lever = tNow - mt;
+      this.#freq = freq;
+      this.#freqError = freqError;
+      this.#phase = phase;
+      this.#t = tNow;
+      this.#phaseError = Math.sqrt((s * s) / n + (freqError * lever) ** 2);
+      if (n < 8) return;
+      // Runs test: with random residual signs the number of runs is about (n + 1) / 2, sd √(n − 1) / 2.
+      let runs = 1;
+      let prev = 0;
+      for (const p of pts) {
+        const sign = p.offset - this.predict(p.t) >= 0 ? 1 : -1;
+        if (prev !== 0 && sign !== prev) runs++;
+        prev = sign;
+      }
+      if (runs >= (n + 1) / 2 - Math.sqrt(n - 1)) return;
+      this.#points = pts.slice(Math.floor(n / 2));
+    }
+  }
+}
+
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return 0;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+}

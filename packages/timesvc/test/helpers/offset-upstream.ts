@@ -1,0 +1,294 @@
+import { createSocket, type Socket } from 'node:dgram';
+import { performance } from 'node:perf_hooks';
+import { stepTo } from '../../src/domain/correction.ts';
+import { arrivalTime, type ArrivalTime } from '../../src/io/kernel-rx-timestamp.ts';
+import { ServedClock } from '../../src/io/served-clock.ts';
+import {
+  MODE,
+  asciiRefId,
+  decodeNtpPacket,
+  secondsToShort,
+  shortToSeconds,
+  timestampDiffSeconds,
+  type NtpTimestamp,
+} from '../../src/protocol/ntp-packet.ts';
+
+/**
+ * A test upstream NTP server on 127.0.0.1 that serves the host clock plus a controllable offset and
+ * frequency: truth(t) = raw(t) + x0 + f·(t − tf), where raw is this process's monotonic-anchored clock
+ * (the same base the timesvc under test uses in-process). The offset can move (a reference change), the
+ * frequency can change, and the server can go silent (an outage). Receive timestamps are the kernel's.
+ *
+ * The same truth is what `Probe` measures the server under test against.
+ */
+export class OffsetUpstream {
+  readonly clock = new ServedClock();
+  #socket: Socket | undefined;
+  #arrival: ArrivalTime | undefined;
+  #x0 = 0;
+  #freq = 0;
+  #tf = 0;
+  silent = false;
+  stratum = 1;
+  refId = asciiRefId('TEST');
+  rootDelayS = 0;
+  rootDispersionS = 0.0001;
+  /** Monotonic ms of the last change that a downstream cannot know before it hears from us again. */
+  #changedAtMs = Number.NEGATIVE_INFINITY;
+  /** Monotonic ms of the first reply sent after that change. */
+  #firstReplyAfterChangeMs: number | undefined;
+  replies = 0;
+
+  constructor(offsetS = 0, freq = 0) {
+    this.#x0 = offsetS;
+    this.#freq = freq;
+    this.#tf = performance.now();
+    this.#apply();
+  }
+
+  static async start(offsetS = 0, freq = 0): Promise<OffsetUpstream> {
+    const u = new OffsetUpstream(offsetS, freq);
+    await u.listen();
+    return u;
+  }
+
+  get port(): number {
+    return this.#socket?.address().port ?? 0;
+  }
+
+  get address(): string {
+    return `127.0.0.1:${this.port}`;
+  }
+
+  /** truth − raw at monotonic ms `perf`, seconds. */
+  offsetAt(perf = performance.now()): number {
+    return this.#x0 + (this.#freq * (perf - this.#tf)) / 1000;
+  }
+
+  /** Truth at monotonic `perf` as an NTP timestamp. */
+  truth(perf = performance.now()): NtpTimestamp {
+    return this.clock.read(true, perf);
+  }
+
+  /** Move the reference by `deltaS` now (a step of the upstream's time). */
+  move(deltaS: number): void {
+    const now = performance.now();
+    this.#x0 = this.offsetAt(now) + deltaS;
+    this.#tf = now;
+    this.#changed(now);
+    this.#apply();
+  }
+
+  /** Change the frequency (continuous in phase). */
+  setFrequency(freq: number): void {
+    const now = performance.now();
+    this.#x0 = this.offsetAt(now);
+    this.#tf = now;
+    this.#freq = freq;
+    this.#apply();
+  }
+
+  /** Stop answering (an outage). */
+  pause(): void {
+    this.silent = true;
+  }
+
+  /** Answer again; a downstream learns what happened meanwhile only from the next reply. */
+  resume(): void {
+    this.silent = false;
+    this.#changed(performance.now());
+  }
+
+  /**
+   * Whether a downstream could know the current truth at monotonic `perf`: false from a change (move,
+   * resume) until shortly after the first reply that carries it.
+   */
+  knowable(perf: number, marginMs = 20): boolean {
+    if (perf < this.#changedAtMs) return true;
+    const first = this.#firstReplyAfterChangeMs;
+    return first !== undefined && perf >= first + marginMs;
+  }
+
+  /** The window [change, first reply after it + margin] in which truth was not knowable downstream. */
+  get unknowableSince(): number {
+    return this.#changedAtMs;
+  }
+
+  #changed(now: number): void {
+    this.#changedAtMs = now;
+    this.#firstReplyAfterChangeMs = undefined;
+  }
+
+  #apply(): void {
+    this.clock.setCorrection(stepTo(this.#tf, this.#x0, this.#freq, 0));
+  }
+
+  async listen(): Promise<void> {
+    const s = createSocket('udp4');
+    this.#socket = s;
+    s.on('message', (msg, rinfo) => {
+      const perf = performance.now();
+      const t2 = this.truth(this.#arrival?.at(perf) ?? perf);
+      if (this.silent || msg.length < 48 || (msg[0]! & 7) !== MODE.CLIENT) return;
+      const out = Buffer.alloc(48);
+      out[0] = (0 << 6) | (((msg[0]! >> 3) & 7) << 3) | MODE.SERVER;
+      out[1] = this.stratum;
+      out[2] = msg[2] ?? 0;
+      out.writeInt8(-20, 3);
+      out.writeUInt32BE(secondsToShort(this.rootDelayS), 4);
+      out.writeUInt32BE(secondsToShort(this.rootDispersionS), 8);
+      out.writeUInt32BE(this.refId >>> 0, 12);
+      out.writeUInt32BE(t2.seconds, 16);
+      out.set(msg.subarray(40, 48), 24);
+      out.writeUInt32BE(t2.seconds, 32);
+      out.writeUInt32BE(t2.fraction, 36);
+      this.clock.write(out, 40, true);
+      s.send(out, rinfo.port, rinfo.address);
+      this.replies++;
+      if (this.#firstReplyAfterChangeMs === undefined && perf >= this.#changedAtMs) {
+        this.#firstReplyAfterChangeMs = performance.now();
+      }
+    });
+    await new Promise<void>((resolve) => s.bind(0, '127.0.0.1', resolve));
+    this.#arrival = arrivalTime(s, this.clock, { kernel: true, correctionMs: 0 });
+  }
+
+  async close(): Promise<void> {
+    const s = this.#socket;
+    this.#socket = undefined;
+    if (s) await new Promise<void>((r) => s.close(() => r()));
+  }
+}
+
+export interface ProbeRecord {
+  /** Monotonic ms at which the request was sent. */
+  atMs: number;
+  leap: number;
+  stratum: number;
+  /** Served transmit timestamp as a 64-bit NTP value. */
+  t3: bigint;
+  rootDelayS: number;
+  rootDispersionS: number;
+  /** Offset of the server under test from the truth (server − truth), seconds. */
+  errorS: number;
+  /** This probe's round-trip delay, seconds. */
+  delayS: number;
+  /** Whether the truth had reached the server (OffsetUpstream.knowable). */
+  knowable: boolean;
+}
+
+/**
+ * A client that polls a server under test every `intervalMs` and measures it against an upstream's truth
+ * (RFC 5905 §8 offset and delay, T1/T4 from the truth clock, T4 from the kernel receive timestamp).
+ */
+export class Probe {
+  readonly records: ProbeRecord[] = [];
+  #socket: Socket | undefined;
+  #arrival: ArrivalTime | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #pending: { t1: NtpTimestamp; atMs: number; nonce: Buffer } | undefined;
+
+  constructor(
+    readonly port: number,
+    readonly truth: OffsetUpstream,
+    readonly intervalMs = 200,
+  ) {}
+
+  async start(): Promise<void> {
+    const s = createSocket('udp4');
+    this.#socket = s;
+    s.on('message', (msg) => {
+      const perf = performance.now();
+      const t4 = this.truth.truth(this.#arrival?.at(perf) ?? perf);
+      const p = this.#pending;
+      if (!p || msg.length < 48 || !msg.subarray(24, 32).equals(p.nonce)) return;
+      this.#pending = undefined;
+      const pkt = decodeNtpPacket(msg);
+      const t21 = timestampDiffSeconds(pkt.receiveTimestamp, p.t1);
+      const t34 = timestampDiffSeconds(pkt.transmitTimestamp, t4);
+      this.records.push({
+        atMs: p.atMs,
+        leap: pkt.leap,
+        stratum: pkt.stratum,
+        t3: (BigInt(pkt.transmitTimestamp.seconds) << 32n) | BigInt(pkt.transmitTimestamp.fraction),
+        rootDelayS: shortToSeconds(pkt.rootDelay),
+        rootDispersionS: shortToSeconds(pkt.rootDispersion),
+        errorS: (t21 + t34) / 2,
+        delayS: t21 - t34,
+        knowable: this.truth.knowable(p.atMs),
+      });
+    });
+    await new Promise<void>((resolve) => s.bind(0, '127.0.0.1', resolve));
+    this.#arrival = arrivalTime(s, this.truth.clock, { kernel: true, correctionMs: 0 });
+    this.#timer = setInterval(() => {
+      this.#send();
+    }, this.intervalMs);
+  }
+
+  #send(): void {
+    const s = this.#socket;
+    if (!s) return;
+    const req = Buffer.alloc(48);
+    req[0] = (4 << 3) | MODE.CLIENT;
+    const atMs = performance.now();
+    const t1 = this.truth.truth(atMs);
+    req.writeUInt32BE(t1.seconds, 40);
+    req.writeUInt32BE(t1.fraction, 44);
+    this.#pending = { t1, atMs, nonce: req.subarray(40, 48) };
+    s.send(req, this.port, '127.0.0.1');
+  }
+
+  /** The latest record. */
+  get last(): ProbeRecord | undefined {
+    return this.records[this.records.length - 1];
+  }
+
+  async stop(): Promise<void> {
+    if (this.#timer) clearInterval(this.#timer);
+    const s = this.#socket;
+    this.#socket = undefined;
+    if (s) await new Promise<void>((r) => s.close(() => r()));
+  }
+}
+
+export interface ProbeCheck {
+  replies: number;
+  synchronised: number;
+  /** Largest decrease of T3 between consecutive replies, seconds (0 = never). */
+  worstBackwardS: number;
+  /** Largest |error| − bound among synchronised replies whose truth was knowable, seconds (≤ 0 = within). */
+  worstBeyondBoundS: number;
+  /** The reply with that worst excess, for messages. */
+  worst: ProbeRecord | undefined;
+}
+
+/**
+ * The two properties every loop test asserts: served T3 never decreases between consecutive replies, and
+ * whenever LI ≠ 3, |error| ≤ root delay/2 + root dispersion of the same reply. The probe's own measurement
+ * is exact only to within half its round trip (RFC 5905 §8), so that half is added to the bound; replies
+ * sent before the server could have heard of a change of the truth (a move, the end of an outage) are not
+ * judged against it — no server can know a reference moved before it has measured it.
+ */
+export function checkProbe(records: readonly ProbeRecord[]): ProbeCheck {
+  let worstBackwardS = 0;
+  let worstBeyondBoundS = Number.NEGATIVE_INFINITY;
+  let worst: ProbeRecord | undefined;
+  let synchronised = 0;
+  for (let i = 0; i < records.length; i++) {
+    const r = records[i]!;
+    const prev = records[i - 1];
+    if (prev && r.t3 < prev.t3) {
+      worstBackwardS = Math.max(worstBackwardS, Number(prev.t3 - r.t3) / 2 ** 32);
+    }
+    if (r.leap === 3) continue;
+    synchronised++;
+    if (!r.knowable) continue;
+    const bound = r.rootDelayS / 2 + r.rootDispersionS + Math.max(0, r.delayS) / 2;
+    const beyond = Math.abs(r.errorS) - bound;
+    if (beyond > worstBeyondBoundS) {
+      worstBeyondBoundS = beyond;
+      worst = r;
+    }
+  }
+  return { replies: records.length, synchronised, worstBackwardS, worstBeyondBoundS, worst };
+}
