@@ -57,7 +57,7 @@ export const configSchema = z.strictObject({
             .int()
             .min(2048)
             .default(8 * 1024 * 1024),
-          // ≥ replay.ringSize, so a resume replay of events cannot trip it on its own.
+          // Live backlog only: snapshot and replay pages never enter the queue.
           maxQueuedMessages: z.number().int().min(1).max(1_000_000).default(10_000),
         })
         .prefault({}),

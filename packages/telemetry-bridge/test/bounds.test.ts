@@ -216,3 +216,54 @@ test('authentication failures are logged (never the token) and counted; connects
     await t.close();
   }
 });
+
+test('paging: a blocked replay whose position leaves the ring turns into recovery_failed and a snapshot', () => {
+  const clock = new ManualClock();
+  const hub = new Hub({
+    clock,
+    logger: silentLogger(),
+    limits: {
+      replayRingSize: 10,
+      outbound: { softLimitBytes: 1000, hardLimitBytes: 1 << 20, maxQueuedMessages: 1000, pollMs: 5 },
+    },
+  });
+  hub.store.claim('dev', 'dev');
+  for (let k = 0; k < 5; k++) hub.writeState('dev', `dev.k${k}`, 0);
+  const since = hub.offset;
+  for (let k = 0; k < 5; k++) hub.writeState('dev', `dev.k${k}`, 1);
+  const c = connect(hub, clock, 'slowreader');
+  // The socket is full: nothing paged can be written.
+  c.t.bufferedAmount = () => 5000;
+  c.s.receive(
+    frame({
+      id: 'r',
+      type: 'subscribe',
+      path: 'hub.subscriptions',
+      payload: { patterns: ['dev.**'], since: { offset: since, epoch: hub.epoch } },
+    }),
+  );
+  assert.deepEqual(
+    c.t.sent.map((m) => m['type']),
+    ['handshake_response'],
+    'nothing more can go out (the ack waits in the queue)',
+  );
+  // Meanwhile the ring (10 messages) moves past the replay position.
+  for (let k = 0; k < 5; k++) hub.writeState('dev', `dev.k${k}`, 2);
+  for (let k = 0; k < 5; k++) hub.writeState('dev', `dev.k${k}`, 3);
+  c.t.bufferedAmount = () => 0;
+  clock.advance(5);
+  const events = c.t.sent
+    .filter((m) => m['type'] === 'event')
+    .map((m) => (m['payload'] as { event: string }).event);
+  assert.deepEqual(events, ['recovery_failed', 'snapshot_complete']);
+  const states = c.t.sent.filter((m) => m['type'] === 'state');
+  assert.deepEqual(
+    states.map((m) => [m['path'], (m['payload'] as { value: unknown }).value]),
+    [0, 1, 2, 3, 4].map((k) => [`dev.k${k}`, 3]),
+    'the snapshot carries the current values, nothing from the stale replay',
+  );
+  // Live again: the next change arrives as a delta.
+  hub.writeState('dev', 'dev.k0', 4);
+  assert.equal((c.t.sent.at(-1)!['payload'] as { value: unknown }).value, 4);
+  hub.abortAll();
+});
