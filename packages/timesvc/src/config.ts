@@ -45,8 +45,13 @@ const peerSchema = z.strictObject({
   /** log2 s; below RFC 5905's MINPOLL 4 only for labs (chrony allows down to -6). */
   minpoll: num(z.number().int().min(-4).max(17)).optional(),
   maxpoll: num(z.number().int().min(-4).max(17)).optional(),
-  /** Inert until NTS client support (later issue). */
+  /**
+   * NTS (RFC 8915): key establishment with the peer's NTS-KE server, then only authenticated replies are
+   * used. The NTP server and port then come from NTS-KE (README "NTS"), not from `address`.
+   */
   nts_enabled: bool().default(false),
+  /** The peer's NTS-KE port (4460). */
+  nts_ke_port: num(z.number().int().min(1).max(65535)).default(4460),
 });
 
 const rateLimitSchema = z.strictObject({

@@ -36,6 +36,10 @@ after(async () => {
   dir.remove();
 });
 
+function flip(buf: Buffer, at: number, mask: number): void {
+  buf[at] = (buf[at] ?? 0) ^ mask;
+}
+
 function header(): Buffer {
   const h = Buffer.alloc(48);
   h[0] = (4 << 3) | MODE.CLIENT;
@@ -215,7 +219,7 @@ test('NTS NTP: authentic exchange, cookie refill, and NTSN for a tampered cookie
   const scan = scanNtsPacket(tc);
   assert.ok(scan.ok);
   const cookieField = scan.view.fields.find((x) => x.type === EF.COOKIE)!;
-  tc[cookieField.offset + 4 + 50] ^= 0x01;
+  flip(tc, cookieField.offset + 4 + 50, 0x01);
   const nak = await udpExchange(tc);
   assert.ok(nak);
   assert.equal(refIdToAscii(nak.readUInt32BE(12)), 'NTSN');
@@ -226,12 +230,12 @@ test('NTS NTP: authentic exchange, cookie refill, and NTSN for a tampered cookie
 
   // Tampered authenticator (flip a tag bit): NTSN.
   const ta = session.wrap(header())!;
-  ta[ta.length - 20] ^= 0x80;
+  flip(ta, ta.length - 20, 0x80);
   const nak2 = await udpExchange(ta);
   assert.equal(refIdToAscii(nak2!.readUInt32BE(12)), 'NTSN');
   // Tampered associated data (header byte inside the AD): NTSN.
   const th = session.wrap(header())!;
-  th[41] ^= 0x01;
+  flip(th, 41, 0x01);
   const nak3 = await udpExchange(th);
   assert.equal(refIdToAscii(nak3!.readUInt32BE(12)), 'NTSN');
 

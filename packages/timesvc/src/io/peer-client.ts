@@ -7,6 +7,7 @@ import type { ClockManager, ReferenceSource, ReferenceStatus } from '../domain/c
 import { addressRefId } from '../domain/clock-manager.ts';
 import { NtpPeer, type PeerConfig, type PeerStatus } from '../domain/ntp-peer.ts';
 import { arrivalTime, type ArrivalTime } from './kernel-rx-timestamp.ts';
+import type { NtsPeerSecurity, NtsPeerStatus } from './nts-peer.ts';
 import type { ServedClock } from './served-clock.ts';
 
 /**
@@ -35,6 +36,8 @@ export class PeerClient implements ReferenceSource {
   readonly #rxOptions: { kernel: boolean; correctionMs: number };
   /** Receive timestamps of the connected socket (kernel-rx-timestamp.ts). */
   #arrival: ArrivalTime | undefined;
+  /** NTS for this peer (nts-peer.ts): requests wrapped, only authentic replies reach the peer logic. */
+  readonly #nts: NtsPeerSecurity | undefined;
 
   constructor(options: {
     config: PeerConfig;
@@ -48,6 +51,8 @@ export class PeerClient implements ReferenceSource {
     rxCorrectionMs?: number;
     /** Use kernel receive timestamps where available (default true). */
     kernelRxTimestamps?: boolean;
+    /** NTS (RFC 8915) for a peer with nts_enabled. */
+    nts?: NtsPeerSecurity | undefined;
   }) {
     this.#rxOptions = {
       kernel: options.kernelRxTimestamps ?? true,
@@ -55,6 +60,7 @@ export class PeerClient implements ReferenceSource {
     };
     this.#host = options.host;
     this.#port = options.port;
+    this.#nts = options.nts;
     this.id = options.host.includes(':')
       ? `NTP:[${options.host}]:${options.port}`
       : `NTP:${options.host}:${options.port}`;
@@ -63,6 +69,11 @@ export class PeerClient implements ReferenceSource {
     this.#clock = options.clock;
     this.#manager = options.manager;
     this.#logger = options.logger.child({ peer: this.id });
+  }
+
+  /** NTS state of this peer, undefined for a plain NTP peer. */
+  get ntsStatus(): NtsPeerStatus | undefined {
+    return this.#nts?.status();
   }
 
   get resolvedAddress(): string | undefined {
@@ -112,7 +123,9 @@ export class PeerClient implements ReferenceSource {
     this.#resolving = true;
     let socket: Socket | undefined;
     try {
-      const address = isIP(this.#host) ? this.#host : (await lookup(this.#host)).address;
+      // With NTS the NTP server and port come from NTS-KE (Server/Port records, RFC 8915 §4.1.7-8).
+      const host = this.#nts?.target?.host ?? this.#host;
+      const address = isIP(host) ? host : (await lookup(host)).address;
       const s = createSocket(isIP(address) === 6 ? 'udp6' : 'udp4');
       socket = s;
       s.on('error', (err) => {
@@ -123,7 +136,7 @@ export class PeerClient implements ReferenceSource {
       });
       await new Promise<void>((resolve, reject) => {
         s.once('error', reject);
-        s.connect(this.#port, address, () => {
+        s.connect(this.#nts?.target?.port ?? this.#port, address, () => {
           s.removeListener('error', reject);
           resolve();
         });
@@ -154,6 +167,10 @@ export class PeerClient implements ReferenceSource {
 
   async #due(): Promise<void> {
     if (this.#closed) return;
+    if (this.#nts && !(await this.#nts.ready())) {
+      this.#schedule(Math.max(1000, 2 ** this.peer.poll * 1000));
+      return;
+    }
     const socket = await this.#ensureSocket();
     if (this.#closed) return;
     const now = performance.now();
@@ -165,7 +182,8 @@ export class PeerClient implements ReferenceSource {
     // Minpoll until LOCKED (ntp-peer.ts holdPoll).
     this.peer.holdPoll = this.#manager.state !== 'LOCKED';
     // T1 as late as possible: taken while building the request, sent right away.
-    const req = this.peer.request(now, this.#clock.read(false));
+    const plain = this.peer.request(now, this.#clock.read(false));
+    const req = plain && this.#nts ? this.#nts.wrap(plain) : plain;
     if (req) {
       socket.send(req, (err) => {
         if (err) this.#logger.debug({ err: err.message }, 'peer send failed');
@@ -178,7 +196,9 @@ export class PeerClient implements ReferenceSource {
     const perf = performance.now();
     // T4 first thing (kernel-rx-timestamp.ts); 'message' only fires once the socket, and so #arrival, is set.
     const t4 = this.#clock.read(false, this.#arrival?.at(perf) ?? perf);
-    const result = this.peer.receive(msg, t4, perf);
+    const inner = this.#nts ? this.#nts.unwrap(msg) : msg;
+    if (inner === undefined) return;
+    const result = this.peer.receive(inner, t4, perf);
     if (result.kind === 'sample') {
       // Every sample goes to the manager: this exchange's offset and delay, the filter's dispersion and
       // jitter (clock-filter.ts).

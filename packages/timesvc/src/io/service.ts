@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module';
+import { performance } from 'node:perf_hooks';
 import type { FastifyInstance } from 'fastify';
 import type { Logger, Registry } from '@broadcast-ops/core';
 import { AccessList } from '../domain/access-list.ts';
@@ -9,6 +10,7 @@ import { ntpBindAddresses, parseHostPort, peerPolls, type TimesvcConfig } from '
 import { buildHttpApp } from './http-app.ts';
 import { createTimesvcMetrics } from './metrics.ts';
 import { NtpServer } from './ntp-server.ts';
+import { NtsPeerSecurity } from './nts-peer.ts';
 import { createNtsServerSide, registerNtsMetrics, type NtsServerSide } from './nts-service.ts';
 import { PeerClient } from './peer-client.ts';
 import { ServedClock, hiresClock, measurePrecision, type TimeSource } from './served-clock.ts';
@@ -95,6 +97,15 @@ export function createTimesvc(
         precision,
         rxCorrectionMs,
         kernelRxTimestamps: ntp.kernel_rx_timestamps,
+        nts: p.nts_enabled
+          ? new NtsPeerSecurity({
+              host: hp.host,
+              kePort: p.nts_ke_port,
+              caFile: config.nts.ca_path || undefined,
+              logger: peerLog.child({ peer: p.address, nts: true }),
+              now: () => performance.now(),
+            })
+          : undefined,
       });
       manager.register(client);
       peers.push(client);

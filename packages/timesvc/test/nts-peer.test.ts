@@ -1,0 +1,127 @@
+import assert from 'node:assert/strict';
+import { createSocket } from 'node:dgram';
+import { after, before, test } from 'node:test';
+import { silentLogger } from '@broadcast-ops/core';
+import { tempDir } from '@broadcast-ops/core/testing';
+import { NtsCookieJar } from '../src/domain/nts-cookies.ts';
+import { ntsKeyExchange } from '../src/io/nts-ke-client.ts';
+import { NtsPeerSecurity } from '../src/io/nts-peer.ts';
+import type { TimesvcService } from '../src/io/service.ts';
+import { MODE } from '../src/protocol/ntp-packet.ts';
+import { makeCertificate, startNtsService } from './helpers/nts.ts';
+
+let service: TimesvcService;
+let ntpPort: number;
+let kePort: number;
+let cert: string;
+const dir = tempDir('timesvc-nts-peer-');
+
+before(async () => {
+  const pair = makeCertificate(dir.path);
+  cert = pair.cert;
+  ({ service, ntpPort, kePort } = await startNtsService(pair));
+});
+after(async () => {
+  await service.close();
+  dir.remove();
+});
+
+function request(): Buffer {
+  const h = Buffer.alloc(48);
+  h[0] = (4 << 3) | MODE.CLIENT;
+  h.writeUInt32BE(Math.floor(Math.random() * 2 ** 32), 44);
+  return h;
+}
+
+function exchange(packet: Buffer): Promise<Buffer | undefined> {
+  return new Promise((resolve) => {
+    const s = createSocket('udp4');
+    const timer = setTimeout(() => {
+      s.close();
+      resolve(undefined);
+    }, 1500);
+    s.on('message', (m) => {
+      clearTimeout(timer);
+      s.close();
+      resolve(m);
+    });
+    s.send(packet, ntpPort, '127.0.0.1');
+  });
+}
+
+test('NTS peer: an NTSN (cookies the server cannot open) leads to a new NTS-KE and authentic replies', async () => {
+  let calls = 0;
+  const foreign = new NtsCookieJar({ now: Date.now });
+  const security = new NtsPeerSecurity({
+    host: '127.0.0.1',
+    kePort,
+    caFile: cert,
+    logger: silentLogger(),
+    now: () => performance.now(),
+    minBackoffMs: 0,
+    exchange: async (o) => {
+      calls++;
+      const ke = await ntsKeyExchange(o);
+      // First exchange: the right keys but cookies sealed by another server's key, as after a server
+      // lost its cookie key.
+      return calls === 1
+        ? { ...ke, cookies: ke.cookies.map(() => foreign.seal({ aead: 15, c2s: ke.c2s, s2c: ke.s2c })) }
+        : ke;
+    },
+  });
+  assert.equal(await security.ready(), true);
+  assert.deepEqual(security.target, { host: '127.0.0.1', port: ntpPort });
+  const first = security.wrap(request());
+  assert.ok(first);
+  assert.equal(security.unwrap((await exchange(first))!), undefined, 'NTSN is not a time sample');
+  assert.equal(security.status().naks, 1);
+  assert.equal(await security.ready(), true);
+  assert.equal(calls, 2, 're-keyed after NTSN');
+  const second = security.wrap(request())!;
+  const header = security.unwrap((await exchange(second))!);
+  assert.ok(header);
+  assert.equal(header.length, 48);
+  assert.equal(security.status().authenticated, 1);
+});
+
+test('NTS peer: when the cookies run out (lost replies) the next poll re-keys; KE failures back off', async () => {
+  let now = 0;
+  let calls = 0;
+  let fail = false;
+  const security = new NtsPeerSecurity({
+    host: '127.0.0.1',
+    kePort,
+    caFile: cert,
+    logger: silentLogger(),
+    now: () => now,
+    minBackoffMs: 1000,
+    exchange: async (o) => {
+      calls++;
+      if (fail) throw new Error('connection refused');
+      return ntsKeyExchange(o);
+    },
+  });
+  assert.equal(await security.ready(), true);
+  for (let i = 0; i < 8; i++) assert.ok(security.wrap(request()), `cookie ${i}`);
+  assert.equal(security.wrap(request()), undefined, 'jar empty');
+  now += 1000;
+  assert.equal(await security.ready(), true);
+  assert.equal(calls, 2);
+  // A failing NTS-KE is retried only after the back-off, which doubles.
+  for (let i = 0; i < 9; i++) security.wrap(request());
+  fail = true;
+  now += 1000;
+  assert.equal(await security.ready(), false);
+  assert.equal(await security.ready(), false, 'no immediate retry');
+  assert.equal(calls, 3);
+  now += 1000;
+  assert.equal(await security.ready(), false);
+  assert.equal(calls, 4);
+  now += 1000;
+  assert.equal(await security.ready(), false, 'back-off doubled to 2 s');
+  assert.equal(calls, 4);
+  fail = false;
+  now += 1000;
+  assert.equal(await security.ready(), true);
+  assert.equal(security.status().keFailures, 2);
+});
