@@ -9,6 +9,7 @@
  * the checkout's own data/ is never touched.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
@@ -16,6 +17,25 @@ import { repoRoot, requireTool, startProcess, tempDir } from '../../packages/cor
 import { childEnv } from '../node-matrix.ts';
 
 const CYCLES = 5;
+
+/**
+ * Fetches each URL given; exits 1 naming those that did not answer, or answered with a server error other than
+ * 503 (a health endpoint's "not healthy yet", e.g. timesvc in its first second before the clock is usable).
+ */
+const PROBE = `
+const bad = [];
+for (const url of process.argv.slice(1)) {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(5000) });
+    await res.arrayBuffer();
+    if (res.status >= 500 && res.status !== 503) bad.push(url + ' ' + res.status);
+  } catch (e) {
+    bad.push(url + ' ' + e.message);
+  }
+}
+if (bad.length) { console.error(bad.join('\\n')); process.exit(1); }
+console.log('probed ' + (process.argv.length - 1) + ' URLs');
+`;
 
 /** Names of the services `npm start` launches: the packages declaring toolkit.start (see start-stack.ts). */
 function declaredServices(): string[] {
@@ -46,6 +66,7 @@ test(`npm start on Node ${process.versions.node}: all services up and a clean Ct
   requireTool('ip');
   requireTool('setsid');
   requireTool('npm');
+  requireTool('nsenter');
   const services = declaredServices();
   assert.deepEqual(services, ['playout-monitor', 'punch', 'telemetry-bridge', 'timesvc']);
   mkdirSync(join(repoRoot, 'data'), { recursive: true }); // the mount point
@@ -53,6 +74,7 @@ test(`npm start on Node ${process.versions.node}: all services up and a clean Ct
   // Root: plain network and mount namespaces; otherwise a user namespace maps us to root inside.
   const nsFlags =
     process.getuid?.() === 0 ? ['--net', '--mount'] : ['--user', '--map-root-user', '--net', '--mount'];
+  const nsenterFlags = process.getuid?.() === 0 ? ['--net'] : ['--user', '--net', '--preserve-credentials'];
   const inner = 'set -e; ip link set lo up; mount --bind "$1" "$2/data"; cd "$2"; exec npm start';
   try {
     for (let cycle = 1; cycle <= CYCLES; cycle++) {
@@ -78,6 +100,25 @@ test(`npm start on Node ${process.versions.node}: all services up and a clean Ct
           );
         }
         assert.ok(stack.child.pid);
+        // Every HTTP URL the launcher printed answers, asked from inside the stack's network namespace.
+        const urls = [...out.matchAll(/^\s+.+?\s(http:\/\/127\.0\.0\.1:\d+\/\S*)$/gm)].map((m) => m[1] ?? '');
+        assert.ok(urls.length >= services.length, out);
+        const probe = spawnSync(
+          'nsenter',
+          [
+            ...nsenterFlags,
+            '-t',
+            String(stack.child.pid),
+            '--',
+            process.execPath,
+            '--input-type=module',
+            '-e',
+            PROBE,
+            ...urls,
+          ],
+          { encoding: 'utf8', timeout: 30_000 },
+        );
+        assert.equal(probe.status, 0, `cycle ${cycle}: ${probe.stdout}${probe.stderr}`);
         process.kill(-stack.child.pid, 'SIGINT');
         const exit = await stack.exited;
         const all = stack.output();
