@@ -369,7 +369,8 @@ export class EventLog implements EventLogSink {
     const name = `events-${String(this.#segment).padStart(8, '0')}.tblog`;
     this.#fd = openSync(join(this.#opts.dir, name), 'r+');
     this.#pos = this.#allocated = fstatSync(this.#fd).size;
-    this.#size = 0;
+    // Measured from the file start (the checkpoint's size is not known here): rotates a little early.
+    this.#size = this.#pos;
   }
 
   #segmentName(index: number): string {
@@ -410,7 +411,9 @@ export class EventLog implements EventLogSink {
     }
     flush();
     this.#size = 0;
-    this.#dirty = true;
+    // The checkpoint must be on disk before any older segment goes: together they hold the live keys.
+    fdatasyncSync(next);
+    this.#syncs++;
     const segments = listSegments(this.#opts.dir);
     while (segments.length > this.#opts.maxFiles) {
       const old = segments.shift() as Segment;
