@@ -206,6 +206,11 @@ test('one flipped byte in the oldest of several segments: keys from intact segme
     assert.equal(b.log.report.damage?.file, segs[0]!.name);
     assert.equal(b.log.report.damage?.reason, 'crc-mismatch');
     assert.ok(b.log.report.lostBytes > 0);
+    const lost = b.log.report.lost[0]!;
+    assert.ok(
+      lost.nextOffset! > lost.afterOffset + 1,
+      `offsets ${lost.afterOffset + 1}..${lost.nextOffset! - 1} reported lost`,
+    );
     const q = readFileSync(join(dir.path, b.log.report.quarantined[0]!));
     assert.equal(q.length, original.length, 'quarantine copy is not truncated');
     for (let k = 0; k < 7; k++) {

@@ -82,6 +82,11 @@ export interface RecoveryReport {
   quarantined: string[];
   /** Bytes past the damage, not read back (kept in the quarantine copies). */
   lostBytes: number;
+  /**
+   * Each damaged stretch: the last offset read before it and, when a later segment was intact, the first
+   * offset read after it (records in between are lost; a missing `nextOffset` means up to the end).
+   */
+  lost: { file: string; byte: number; reason: string; afterOffset: number; nextOffset?: number }[];
 }
 
 interface Segment {
@@ -150,6 +155,7 @@ export class EventLog implements EventLogSink {
     newEpoch: true,
     quarantined: [],
     lostBytes: 0,
+    lost: [],
   };
   #appended = 0;
   #syncs = 0;
@@ -207,6 +213,7 @@ export class EventLog implements EventLogSink {
     const quarantined: string[] = [];
     let damage: RecoveryReport['damage'];
     let damagedBefore = false;
+    const lost: RecoveryReport['lost'] = [];
     let lostBytes = 0;
     let lastOffset = 0;
     let epoch: string | undefined;
@@ -244,6 +251,8 @@ export class EventLog implements EventLogSink {
       }
       if (meta) {
         if (meta.epoch !== epoch) epochFirstOffset = meta.firstOffset;
+        const open = lost.at(-1);
+        if (open && open.nextOffset === undefined) open.nextOffset = meta.firstOffset;
         epoch = meta.epoch;
         for (const rec of r.records) {
           if (rec.k === 'meta') continue;
@@ -267,6 +276,7 @@ export class EventLog implements EventLogSink {
       if (stop === undefined) continue;
       // Damage: keep the readable records, copy the file whole to quarantine, cut the original there.
       damage ??= { file: seg.name, byte: r.goodBytes, reason: stop };
+      lost.push({ file: seg.name, byte: r.goodBytes, reason: stop, afterOffset: order });
       damagedBefore = true;
       lostBytes += buf.length - r.goodBytes;
       const copy = `${seg.name}.quarantine-${this.#opts.now()}`;
@@ -313,6 +323,7 @@ export class EventLog implements EventLogSink {
       ...(damage === undefined ? {} : { damage }),
       quarantined,
       lostBytes,
+      lost,
     };
     this.#recovered = {
       epoch: this.#epoch,
