@@ -24,7 +24,9 @@ import { parseVmixXml } from '../../packages/playout-monitor/src/protocol/vmix.t
 import { VmixSimulator } from '../../packages/playout-monitor/src/simulators/vmix-sim.ts';
 import { XMLParser } from 'fast-xml-parser';
 
-const { values } = parseArgs({ options: { seconds: { type: 'string' } } });
+const { values } = parseArgs({ options: { seconds: { type: 'string' }, only: { type: 'string' } } });
+/** `--only osc_player|http_mixer|tcp_recorder`: one kind alone, to see what each costs (not the target run). */
+const only = values.only;
 const seconds = Math.min(120, Math.max(5, Number(values.seconds ?? 20)));
 const TARGET_PERCENT = 10;
 /** The previous figure of this bench (4 CasparCG, 4 vMix with 3 inputs, 4 HyperDecks): 6.09 % of one core. */
@@ -66,7 +68,7 @@ const hardStop = setTimeout(
 
 try {
   const ready = (await next())['ready'] as { vmix: number[]; hyperdeck: number[] };
-  const servers = [
+  const all = [
     ...[0, 1, 2, 3].map((i) => ({
       id: i + 1,
       name: `CasparCG ${i + 1}`,
@@ -90,12 +92,14 @@ try {
       port,
     })),
   ];
+  const servers = all.filter((s) => only === undefined || s.type === only);
   const config = configSchema.parse({ settings: { webSocketPort: 0, bindAddress: '127.0.0.1' }, servers });
   const monitor = new Monitor({ config, logger: silentLogger() });
   let changes = 0;
   monitor.store.onChange(() => changes++);
   const started = await monitor.start(0);
-  await ask({ osc: [...started.oscPorts.values()][0] });
+  const oscPort = [...started.oscPorts.values()][0];
+  if (oscPort !== undefined) await ask({ osc: oscPort });
 
   // Warm up until every device is connected and playing.
   const warmDeadline = Date.now() + 15_000;
@@ -142,9 +146,11 @@ try {
   const domMs = cpuPerCall(20, () => {
     dom.parse(xml);
   });
-  console.log(`playout-inputs bench: 12 devices on loopback for ${(wallMs / 1000).toFixed(1)} s`);
   console.log(
-    `  devices: ${list.filter((d) => d.connected).length}/12 connected; states ${[...new Set(list.map((d) => `${d.type}=${d.state}`))].join(', ')}`,
+    `playout-inputs bench: ${servers.length} devices on loopback for ${(wallMs / 1000).toFixed(1)} s`,
+  );
+  console.log(
+    `  devices: ${list.filter((d) => d.connected).length}/${servers.length} connected; states ${[...new Set(list.map((d) => `${d.type}=${d.state}`))].join(', ')}`,
   );
   console.log(
     `  CasparCG: 4 senders (2.0.7 1080p50, 2.3 1080p50, 2.3 1080i50 per field, 2.4 1080i50), ${datagramsPerSec.toFixed(0)} OSC datagrams/s sent to the monitor`,

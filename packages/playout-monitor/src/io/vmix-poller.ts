@@ -4,6 +4,7 @@
  * Keep-alive HTTP (one socket) keeps the cost of 4 polls a second low.
  */
 import { Agent, request, type IncomingMessage } from 'node:http';
+import { StringDecoder } from 'node:string_decoder';
 import type { Logger, TimerHandle } from '@broadcast-ops/core';
 import type { HttpServerConfig } from '../config.ts';
 import { VmixReducer } from '../domain/vmix-reducer.ts';
@@ -131,7 +132,10 @@ export class VmixPoller {
             finish(new PollError('http-status', `vMix answered HTTP ${res.statusCode}`));
             return;
           }
-          const chunks: Buffer[] = [];
+          // Each chunk is decoded as it arrives (StringDecoder keeps a UTF-8 sequence cut between two chunks)
+          // and the strings are joined: no second copy of the whole document as one large Buffer.
+          const decoder = new StringDecoder('utf8');
+          let body = '';
           let size = 0;
           res.on('data', (chunk: Buffer) => {
             size += chunk.length;
@@ -140,9 +144,9 @@ export class VmixPoller {
               finish(new PollError('too-large', `vMix XML over ${VMIX_MAX_XML_BYTES} bytes`));
               return;
             }
-            chunks.push(chunk);
+            body += decoder.write(chunk);
           });
-          res.on('end', () => finish(undefined, Buffer.concat(chunks).toString('utf8')));
+          res.on('end', () => finish(undefined, body + decoder.end()));
           res.on('error', (err) => finish(new PollError('network', err.message)));
         },
       );
