@@ -45,6 +45,14 @@ await runCli(
         });
         const service = createTimesvc(config, logger);
         const shutdown = new Shutdown({ logger }).install();
+        // SIGHUP re-reads the NTS-KE certificate and key (docs/nts.md "Certificates").
+        const onHangup = (): void => {
+          service.nts()?.ke.reload('SIGHUP');
+        };
+        process.on('SIGHUP', onHangup);
+        shutdown.add('sighup', () => {
+          process.off('SIGHUP', onHangup);
+        });
         shutdown.add('timesvc', () => service.close());
         try {
           await service.start();

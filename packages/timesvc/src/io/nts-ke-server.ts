@@ -85,7 +85,7 @@ export class NtsKeServer {
   #certExpiry: Date | undefined;
   readonly #open = new Set<Socket>();
   readonly #onFileChange = (): void => {
-    this.reload();
+    this.reload('file change');
   };
 
   constructor(options: NtsKeServerOptions) {
@@ -110,19 +110,19 @@ export class NtsKeServer {
   }
 
   /** Re-read certificate and key; on failure the previous pair stays in use. Returns true on success. */
-  reload(): boolean {
+  reload(trigger = 'request'): boolean {
     if (!this.#server) return false;
     try {
       const pair = this.#readPair();
       this.#server.setSecureContext({ ...pair, minVersion: 'TLSv1.3' });
       this.#o.logger.info(
-        { cert: this.#o.certPath, expires: this.#certExpiry?.toISOString() },
+        { cert: this.#o.certPath, expires: this.#certExpiry?.toISOString(), trigger },
         'NTS-KE certificate loaded',
       );
       return true;
     } catch (err) {
       this.#o.logger.error(
-        { err: (err as Error).message },
+        { err: (err as Error).message, trigger },
         'NTS-KE certificate reload failed; keeping the previous one',
       );
       return false;
