@@ -1,6 +1,6 @@
 /**
  * bench/punch-http: session creates per second with rate limits off, against a bare fastify route that
- * returns a fixed 201 body, under the same load in the same run (issue 3; reference §6.2 "Session create").
+ * returns a fixed 201 body, under the same load in the same run.
  * Target on a 2-core machine: >= 5,000 creates/s and a ratio >= 0.5 (judged with the default LOG_LEVEL=info;
  * a second broker with LOG_LEVEL=warn is measured in the same rounds to show what logging costs).
  *
@@ -195,7 +195,7 @@ console.log(
   `bench/punch-http: ${CONNECTIONS} connections × ${PIPELINING} pipelined; ${ROUNDS} alternating rounds of ` +
     `${WARMUP} s warm-up + ${SECONDS} s per target; Node ${process.version}; punch LOG_LEVEL=${LOG_LEVEL}`,
 );
-// Side figure (reference §6.2 "Token verify", target >= 100k/s): stateless verification in this process.
+// Side figure (target >= 100k/s): stateless token verification in this process.
 {
   const signer = new TokenSigner('bench-secret-0123456789-abcdefghijklmnopqrstuvwxyz-0123456789AB');
   const token = signer.sign({

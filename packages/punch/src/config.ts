@@ -66,7 +66,7 @@ export const punchConfigSchema = z.strictObject({
       rateLimitKeys: z.number().int().min(100).default(100_000),
       /** IPv6 clients are counted per prefix of this length (64: one LAN or subscriber). */
       ipv6PrefixBits: z.number().int().min(32).max(128).default(64),
-      /** Streams per session (reference: PUNCH_MAX_STREAMS=16). */
+      /** Streams per session (the original deployment's PUNCH_MAX_STREAMS=16). */
       maxStreams: z.number().int().min(1).max(256).default(16),
       /** Live sessions per server; 0 = unlimited. */
       maxSessions: z.number().int().min(0).default(100_000),

@@ -41,6 +41,7 @@ export async function startTestServer(
     turnstile?: TurnstileVerifier;
     clock?: Clock;
     secret?: string;
+    tls?: { cert: Buffer; key: Buffer };
   } = {},
 ): Promise<TestServer> {
   const tmp = tempDir('punch-test-');
@@ -59,6 +60,7 @@ export async function startTestServer(
     ...(options.store ? { store: options.store } : {}),
     ...(options.turnstile ? { turnstile: options.turnstile } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.tls ? { tls: options.tls } : {}),
   });
   let url: string;
   try {

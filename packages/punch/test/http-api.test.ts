@@ -253,7 +253,7 @@ describe('HTTP API on 127.0.0.1:0', () => {
       assert.match(r.json.for_peer_a['live-transmit'], /^srt-live-transmit "srt:\/\/198\.51\.100\.20:7001\?/);
       assert.match(
         r.json.for_peer_b['live-transmit'],
-        /^srt-live-transmit udp:\/\/:<IN_PORT> "srt:\/\/203\.0\.113\.10:7001\?/,
+        /^srt-live-transmit udp:\/\/127\.0\.0\.1:<IN_PORT> "srt:\/\/203\.0\.113\.10:7001\?/,
       );
       for (const m of [r.json.for_peer_a, r.json.for_peer_b])
         for (const f of formats) assert.ok(m[f].includes(pass), f);

@@ -9,7 +9,7 @@ const SECRET = 'k'.repeat(40);
 const NOW = Date.UTC(2026, 0, 1);
 const EXP = NOW / 1000 + 1800;
 
-/** The token built by hand from the formula of reference §1.1 (independent of TokenSigner). */
+/** The token built by hand from the formula in docs/protocol.md "Tokens" (independent of TokenSigner). */
 function handMade(payloadJson: string, secret = SECRET): string {
   const seg = Buffer.from(payloadJson, 'utf8').toString('base64url');
   const sig = createHmac('sha256', secret).update(seg, 'ascii').digest('base64url');
@@ -26,7 +26,7 @@ describe('Punch tokens', () => {
   });
 
   test("the original's documented payload (no stream claim) verifies; a missing stream means all streams", () => {
-    // Reference §1.1: p_eyJzZXNzaW9uIjoiY2FtMSIsInJvbGUiOiJhZG1pbiIsImV4cCI6MTc0MTIzNH0 decodes to this.
+    // The original's security page shows p_eyJzZXNzaW9uIjoiY2FtMSIsInJvbGUiOiJhZG1pbiIsImV4cCI6MTc0MTIzNH0.
     const seg = 'eyJzZXNzaW9uIjoiY2FtMSIsInJvbGUiOiJhZG1pbiIsImV4cCI6MTc0MTIzNH0';
     assert.equal(Buffer.from(seg, 'base64url').toString(), '{"session":"cam1","role":"admin","exp":1741234}');
     const sig = createHmac('sha256', SECRET).update(seg).digest('base64url');

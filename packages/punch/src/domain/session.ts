@@ -1,11 +1,11 @@
 import { randomBytes, randomFillSync } from 'node:crypto';
 
 /**
- * The session model shared by the HTTP API (this issue) and the WebSocket signalling (next issue).
+ * The session model shared by the HTTP API and the WebSocket signalling.
  * Plain data: the broker (broker.ts) owns transitions, the store (store.ts) persists these records.
  */
 export type SessionState = 'WAITING' | 'READY' | 'CONNECTED' | 'RELAYING' | 'CLOSED';
-/** Reference §1.2 "Stream and session states": waiting (0-1 peers) → ready (matched) → connected. */
+/** README "States": waiting (0-1 peers) → ready (matched) → connected. */
 export type StreamState = 'waiting' | 'ready' | 'connected';
 export type CloseReason = 'admin_closed' | 'ttl_expired' | 'error';
 export type PeerSlot = 'a' | 'b';
@@ -19,7 +19,7 @@ export interface PeerClaim {
   role: 'sender' | 'receiver' | null;
   /** Opaque metadata advertised by the peer (bounded by the WebSocket layer). */
   meta: Record<string, unknown>;
-  /** Optional `meta.clientId` for immediate reclaim after a reconnect (reference §4). */
+  /** Optional `meta.clientId` for immediate reclaim after a reconnect. */
   clientId: string | null;
   claimedAt: number;
 }
@@ -111,7 +111,7 @@ export function peerCount(stream: StreamRecord): number {
   return (stream.peerA ? 1 : 0) + (stream.peerB ? 1 : 0);
 }
 
-/** Session state from its streams (reference §1.2): any connected → CONNECTED, any matched → READY. */
+/** Session state from its streams (README "States"): any connected → CONNECTED, any matched → READY. */
 export function deriveSessionState(streams: readonly StreamRecord[]): SessionState {
   if (streams.some((s) => s.state === 'connected')) return 'CONNECTED';
   if (streams.some((s) => s.state === 'ready')) return 'READY';

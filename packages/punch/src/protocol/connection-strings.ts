@@ -82,8 +82,8 @@ function liveTransmit(p: ConnectionParams): string {
 
 /**
  * pipeline: `mpegtsmux alignment=7` makes every buffer seven TS packets (1316 bytes), one SRT message each.
- * Without it mpegtsmux pushes single 188-byte packets and srtsink drops the PAT/PMT ones flagged as header
- * buffers ("ignoring header buffer"), so a receiver joining the stream could not decode it.
+ * Without it a receiving `srtsrc ! tsdemux` recorded nothing from a live x264 sender (GStreamer 1.22;
+ * docs/connection-strings.md).
  */
 function pipeline(p: ConnectionParams): string {
   const uri = pipelineUri(p);

@@ -5,16 +5,16 @@ import { z } from 'zod';
  * OpenAPI document (openapi.ts), so the two cannot drift apart.
  *
  * Unknown request fields are ignored, not rejected: spec "Versioning" says "Servers ignore unknown fields"
- * (reference §1.1 "Schema/prose tension": the spec text wins).
+ * (the original's JSON Schema says `additionalProperties: false`; the spec text wins, see docs/protocol.md).
  */
 
-/** Reference §1.1: JSON Schema `SessionName` of the original; also used for stream names. */
+/** The original Punch JSON Schema's `SessionName` (docs/protocol.md); also used for stream names. */
 export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 export const MAX_NAME_LENGTH = 64;
 /** Spec "Limits": latency 20-8000 ms, default 200 ms. */
 export const MIN_LATENCY_MS = 20;
 export const MAX_LATENCY_MS = 8000;
-/** Single-stream sessions use this stream name (reference §1.2 "Single-stream sessions"). */
+/** Single-stream sessions use this stream name (README "Decisions"). */
 export const DEFAULT_STREAM = 'default';
 export const PUNCH_VERSION = '1.0';
 /** Longest Turnstile response accepted (from the body or the `cf-turnstile-response` header). */
@@ -185,7 +185,7 @@ export const errorBody = z
   })
   .meta({ id: 'Error' });
 
-/** `name: message` lines for a zod error, so a 400 names the offending field (issue 3 acceptance). */
+/** `name: message` lines for a zod error, so a 400 names the offending field. */
 export function describeIssues(error: z.ZodError, root = 'body'): string {
   return error.issues
     .slice(0, 5)

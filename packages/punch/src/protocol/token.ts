@@ -1,7 +1,7 @@
 import { createHmac, timingSafeEqual, type KeyObject, createSecretKey } from 'node:crypto';
 
 /**
- * Punch access tokens (spec "Authentication", reference §1.1 "Token payload shape" and "Signature encoding"):
+ * Punch access tokens (spec "Authentication"; format and sources in docs/protocol.md "Tokens"):
  *
  *   token = "p_" + base64url(JSON claims) + "." + base64url_nopad(HMAC-SHA256(secret, <claims segment as ASCII>))
  *
@@ -13,7 +13,7 @@ export type TokenRole = 'admin' | 'peer';
 export interface TokenClaims {
   session: string;
   role: TokenRole;
-  /** Stream slot restriction; null means all streams (a missing claim is read as null, reference §1.1). */
+  /** Stream slot restriction; null means all streams (a missing claim is read as null, as in the original's sample). */
   stream: string | null;
   /** Expiry, Unix seconds; equals the session's expiry. */
   exp: number;
@@ -67,7 +67,7 @@ export class TokenSigner {
 
   /**
    * Verify signature first, then parse claims (never trust unauthenticated JSON). `expired` is
-   * `exp * 1000 <= nowMs` (reference: a correctly signed token past its exp gets SESSION_EXPIRED).
+   * `exp * 1000 <= nowMs` (a correctly signed token past its exp gets SESSION_EXPIRED, README "Errors").
    */
   verify(token: string, nowMs: number): TokenVerification {
     if (token.length > MAX_TOKEN_LENGTH || !token.startsWith(TOKEN_PREFIX))
