@@ -146,6 +146,16 @@ export class Hub {
       refuse: (conn, msg, message) =>
         this.#sendError(conn, 'SUBSCRIPTION_FAILED', message, related(msg), msg.type),
       delivered: (kind, n) => this.#metrics.messagesSent(kind, 'app', n),
+      failed: (conn, subscriptionId, err) => {
+        this.#logger.error({ err, namespace: conn.namespace, subscriptionId }, 'snapshot or replay failed');
+        this.#sendError(
+          conn,
+          'INTERNAL_ERROR',
+          `subscription ${subscriptionId} could not be completed`,
+          {},
+          'subscribe',
+        );
+      },
     });
     this.#commands = new CommandRouter({
       clock: this.#clock,

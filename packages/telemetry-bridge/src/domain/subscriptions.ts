@@ -64,6 +64,8 @@ export interface RouterOptions {
   ack(conn: ClientConn, msg: ClientEnvelope, result: unknown): void;
   refuse(conn: ClientConn, msg: ClientEnvelope, message: string): void;
   delivered(kind: 'state' | 'event', count: number): void;
+  /** A stream failed on a timer (a bug): the hub logs it and tells the client. */
+  failed(conn: ClientConn, subscriptionId: string, err: unknown): void;
 }
 
 /** Ring items examined per pump before yielding to the event loop. */
@@ -200,7 +202,14 @@ export class Router {
     if (!conn.open) return;
     conn.pumpTimer = this.#o.clock.setTimer(ms, () => {
       conn.pumpTimer = undefined;
-      this.pump(conn);
+      try {
+        this.pump(conn);
+      } catch (err) {
+        // Never an uncaught exception in a timer: drop the broken stream, say so, carry on.
+        const s = conn.streams.shift();
+        this.#o.failed(conn, s?.sub.id ?? '', err);
+        if (conn.streams.length > 0) this.#arm(conn, this.#o.pollMs);
+      }
     });
   }
 
