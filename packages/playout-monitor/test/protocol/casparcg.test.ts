@@ -2,6 +2,7 @@
 // (fixtures/osc/make-fixtures.py) and on the simulator's ticks, with the default timeouts.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import fc from 'fast-check';
 import { createMetricsRegistry, silentLogger } from '@broadcast-ops/core';
 import { ManualClock } from '@broadcast-ops/core/testing';
 import { CasparcgReducer, type CasparReducerOptions } from '../../src/domain/casparcg-reducer.ts';
@@ -318,4 +319,53 @@ test('garbage from a configured CasparCG address is counted and keeps nothing co
   } finally {
     await input.close();
   }
+});
+
+test('fast-check: any sequence of CasparCG events gives a valid state, and derive() never changes the facts', () => {
+  const ev = fc.oneof(
+    fc.record({
+      field: fc.constant('time' as const),
+      elapsed: fc.double({ min: 0, max: 1e5, noNaN: true }),
+      total: fc.option(fc.double({ min: 0, max: 1e5, noNaN: true }), { nil: undefined }),
+    }),
+    fc.record({ field: fc.constant('paused' as const), paused: fc.boolean() }),
+    fc.record({
+      field: fc.constant('producer' as const),
+      producer: fc.constantFrom('ffmpeg', 'empty', 'color'),
+    }),
+    fc.record({ field: fc.constant('name' as const), name: fc.string({ maxLength: 8 }) }),
+    fc.record({
+      field: fc.constant('channelFramerate' as const),
+      fps: fc.double({ min: -10, max: 1000, noNaN: true }),
+    }),
+    fc.record({
+      field: fc.constant('channelFormat' as const),
+      format: fc.constantFrom('1080i5000', '720p5994', 'PAL', 'bogus', '2160p12000'),
+    }),
+    fc.record({ field: fc.constant('layerOther' as const) }),
+  );
+  fc.assert(
+    fc.property(
+      fc.array(fc.tuple(ev, fc.nat({ max: 2000 }), fc.constantFrom(1, 2), fc.constantFrom(10, 20)), {
+        maxLength: 60,
+      }),
+      fc.nat({ max: 20_000 }),
+      (steps, probe) => {
+        const r = reducer();
+        let now = 0;
+        for (const [e, dt, channel, layer] of steps) {
+          now += dt;
+          const channelLevel = e.field === 'channelFramerate' || e.field === 'channelFormat';
+          r.onEvent({ ...e, channel, layer: channelLevel ? undefined : layer, layout: '2.2' } as never, now);
+          const first = r.derive(now);
+          r.derive(now + probe);
+          assert.deepEqual(r.derive(now), first, 'derive is pure');
+          assert.ok(first.framerate !== undefined && first.framerate >= 1 && first.framerate <= 100);
+          if (first.timecode !== undefined) assert.match(first.timecode, /^\d\d:[0-5]\d:[0-5]\d:\d\d$/);
+          assert.ok(['play', 'stop', 'offline'].includes(first.state ?? ''), first.state);
+        }
+      },
+    ),
+    { numRuns: 500 },
+  );
 });

@@ -244,3 +244,61 @@ test('the single-pass reader agrees with a DOM parser (fast-xml-parser) on every
   assert.ok(big.ok);
   assert.equal(big.snapshot.inputCount, 400);
 });
+
+test('fast-check: on random vMix documents the one-pass reader and the DOM parser agree on every published field', () => {
+  const title = fc.string({ unit: 'grapheme', maxLength: 12 });
+  const escape = (t: string): string =>
+    t
+      .replace(/&/g, '&amp;')
+      .replace(/</g, '&lt;')
+      .replace(/>/g, '&gt;')
+      .replace(/"/g, '&quot;')
+      .replace(/[^\x20-\x7e]/gu, (c) =>
+        (c.codePointAt(0) ?? 0) % 2 === 0 ? `&#${c.codePointAt(0) ?? 63};` : c,
+      );
+  const dom = new XMLParser({
+    ignoreAttributes: false,
+    attributeNamePrefix: '',
+    htmlEntities: true,
+    parseTagValue: false,
+    parseAttributeValue: false,
+    trimValues: false,
+    isArray: (name) => name === 'input',
+  });
+  fc.assert(
+    fc.property(
+      fc.array(fc.tuple(title, fc.constantFrom('Running', 'Paused', 'Completed'), fc.nat({ max: 99_999 })), {
+        minLength: 1,
+        maxLength: 30,
+      }),
+      fc.nat(),
+      fc.nat(),
+      fc.boolean(),
+      (inputs, a, p, ftb) => {
+        const active = (a % inputs.length) + 1;
+        const preview = (p % inputs.length) + 1;
+        const body = inputs
+          .map(
+            ([t, state, pos], i) =>
+              `<input key="k${i}" number="${i + 1}" type="Video" title="${escape(t)}" state="${state}" position="${pos}" duration="100000">${escape(t)}<text index="0">x</text></input>`,
+          )
+          .join('\r\n');
+        const xml = `<?xml version="1.0" encoding="utf-8"?>\r\n<vmix><version>27.0.0.49</version><inputs>${body}</inputs><overlays><overlay number="1">${preview}</overlay><overlay number="2" /></overlays><preview>${preview}</preview><active>${active}</active><fadeToBlack>${ftb ? 'True' : 'False'}</fadeToBlack></vmix>`;
+        const ours = parseVmixXml(xml);
+        assert.ok(ours.ok, ours.ok ? '' : ours.message);
+        const root = (dom.parse(xml) as { vmix: { inputs: { input: Record<string, string>[] } } }).vmix;
+        const theirs = root.inputs.input;
+        assert.equal(ours.snapshot.inputCount, theirs.length);
+        assert.equal(ours.snapshot.activeInput?.title, theirs[active - 1]?.['title']);
+        assert.equal(ours.snapshot.activeInput?.state, theirs[active - 1]?.['state']);
+        assert.equal(ours.snapshot.activeInput?.positionMs, Number(theirs[active - 1]?.['position']));
+        assert.equal(ours.snapshot.previewInput?.title, theirs[preview - 1]?.['title']);
+        assert.deepEqual(ours.snapshot.overlays, [
+          { number: 1, input: preview, title: theirs[preview - 1]?.['title'] },
+        ]);
+        assert.equal(ours.snapshot.fadeToBlack, ftb);
+      },
+    ),
+    { numRuns: 300 },
+  );
+});
