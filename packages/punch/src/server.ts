@@ -10,6 +10,7 @@ import { defaultBaseUrl, type PunchConfig } from './config.ts';
 import { SessionBroker } from './domain/broker.ts';
 import type { RandomBytes } from './domain/session.ts';
 import type { SessionStore } from './domain/store.ts';
+import { ClientLimits } from './io/client-limits.ts';
 import { buildHttpApi } from './io/http-api.ts';
 import { SqliteSessionStore } from './io/sqlite-store.ts';
 import { cloudflareTurnstile, type TurnstileVerifier } from './io/turnstile.ts';
@@ -20,6 +21,8 @@ export interface PunchServer {
   app: FastifyInstance;
   broker: SessionBroker;
   store: SessionStore;
+  /** The per-client buckets, shared by every transport on this server (HTTP now, WebSocket upgrades next). */
+  clientLimits: ClientLimits;
   /** Load the store and listen; resolves with the URL the server answers on. */
   listen(): Promise<string>;
   close(): Promise<void>;
@@ -57,6 +60,7 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     (config.turnstile.secret
       ? cloudflareTurnstile(config.turnstile.secret, config.turnstile.verifyUrl)
       : undefined);
+  const clientLimits = new ClientLimits(config.limits);
   const app = buildHttpApi({
     config,
     broker,
@@ -67,6 +71,7 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     baseUrl: () => baseUrl,
     turnstile,
     tls: options.tls,
+    clientLimits,
   });
   broker.subscribe((e) => {
     if (e.type === 'session_closed')
@@ -77,6 +82,7 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     app,
     broker,
     store,
+    clientLimits,
     async listen() {
       await broker.start();
       await app.listen({ host: config.host, port: config.port });
