@@ -83,6 +83,22 @@ export function buildEmberTree(version: string, devices: readonly OutputDevice[]
   return { 1: info, 2: treeNode(2, new Model.EmberNodeImpl('Devices'), deviceChildren) };
 }
 
+/**
+ * emberplus-connection 0.3.1 decodes a consumer's set-value (a QualifiedParameter with a value) with an
+ * empty `children` collection, and its server only treats a parameter *without* children as a set, so
+ * the write is silently dropped and the consumer waits until its request times out. Treat an empty
+ * collection as none, so the server answers with the unchanged value (the write is refused visibly).
+ */
+function answerEmptySets(server: EmberServer): void {
+  type HandleNode = (path: string, el: { children?: Record<string, unknown> }, client: unknown) => void;
+  const target = server as unknown as { _handleNode: HandleNode };
+  const original = target._handleNode.bind(server);
+  target._handleNode = (path, el, client) => {
+    if (el.children && Object.keys(el.children).length === 0) delete el.children;
+    original(path, el, client);
+  };
+}
+
 export interface EmberProviderOptions {
   view: OutputView;
   port: number;
@@ -125,6 +141,7 @@ export class EmberProvider {
       this.#o.logger.warn({ path: parameter.contents.identifier }, 'Ember+ write refused (read-only tree)');
       return Promise.resolve(false);
     };
+    answerEmptySets(server);
     server.on('error', (err) => this.#o.logger.warn({ err }, 'Ember+ provider error'));
     server.on('clientError', (_c, err) => this.#o.logger.debug({ err }, 'Ember+ consumer error'));
     await server.init(buildEmberTree(this.#o.version, devices));
