@@ -334,6 +334,9 @@ export class BridgeClient {
       this.#everConnected &&
       (r.enabled ?? true) &&
       code !== CloseCode.AUTH_FAILED &&
+      // Superseded: another connection proved this identity and holds the namespace now; reconnecting
+      // would take it back and start a tug of war between two instances sharing a token.
+      code !== CloseCode.DISCONNECTED &&
       (maxAttempts === 0 || this.#attempts < maxAttempts);
     this.#emit('disconnected', { code, reason, willReconnect });
     if (willReconnect) this.#scheduleReconnect();
