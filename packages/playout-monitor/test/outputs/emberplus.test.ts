@@ -71,7 +71,7 @@ test('the consumer sees exactly the spec tree: Info/Version and Devices/Device_<
   const devices = await client.getElementByPath('Devices');
   assert.ok(devices);
   await (
-    await client.getDirectory(devices)
+    await client.getDirectory(devices as Model.NumberedTreeNode<Model.EmberElement>)
   ).response;
   const names = Object.values(devices.children ?? {}).map((n) => (n.contents as Model.EmberNode).identifier);
   assert.deepEqual(names.sort(), ['Device_1', 'Device_2']);
@@ -79,7 +79,7 @@ test('the consumer sees exactly the spec tree: Info/Version and Devices/Device_<
     const node = await client.getElementByPath(`Devices.Device_${id}`);
     assert.ok(node && 'number' in node);
     await (
-      await client.getDirectory(node)
+      await client.getDirectory(node as Model.NumberedTreeNode<Model.EmberElement>)
     ).response;
     assert.equal(
       (node as Model.NumberedTreeNode<Model.EmberNode>).number,
