@@ -321,3 +321,34 @@ test('a reconnect while the old socket lingers: same namespace, and an idempoten
     await t.close();
   }
 });
+
+test('the same bearer token proves the identity: the newcomer takes the namespace, the old one stops (4005)', async () => {
+  const token = 'shared-studio-token-0123456789';
+  const t = await startTestBridge({ clientTransport: { requireAuth: true, authTokens: [token] } });
+  try {
+    const first = await t.client('graphics', { authToken: token, reconnect: { initialDelayMs: 30 } });
+    await first.setState('page', 1);
+    const gone: { code: number; willReconnect: boolean }[] = [];
+    first.on('disconnected', (d) => gone.push(d));
+    const second = await t.client('graphics', { authToken: token, reconnect: { initialDelayMs: 30 } });
+    assert.equal(second.namespace, 'app.graphics', 'same token, same name: the namespace comes back');
+    await waitFor(() => gone.length === 1);
+    assert.deepEqual(gone[0], {
+      code: 4005,
+      reason: 'Superseded by a newer connection',
+      willReconnect: false,
+    });
+    await sleep(100);
+    assert.equal(first.connected, false, 'no tug of war');
+    assert.equal(t.bridge.hub.store.get('app.graphics.custom.page')?.stale, false);
+    // Without the token there is no way in, let alone into this namespace.
+    const other = new BridgeClient({
+      url: t.bridge.clientUrl,
+      name: 'graphics',
+      reconnect: { enabled: false },
+    });
+    await assert.rejects(other.connect(), BridgeError, 'no token: refused');
+  } finally {
+    await t.close();
+  }
+});
