@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { createServer } from 'node:net';
-import { createSocket } from 'node:dgram';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { silentLogger } from '@broadcast-ops/core';
@@ -10,22 +8,7 @@ import { configSchema } from '../src/config.ts';
 import { ntsKeyExchange } from '../src/io/nts-ke-client.ts';
 import { createTimesvc } from '../src/io/service.ts';
 import { startChronyServer } from './helpers/chrony.ts';
-import { makeCertificate } from './helpers/nts.ts';
-
-async function freePort(kind: 'tcp' | 'udp'): Promise<number> {
-  if (kind === 'udp') {
-    const s = createSocket('udp4');
-    await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
-    const port = s.address().port;
-    await new Promise<void>((r) => s.close(r));
-    return port;
-  }
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const a = srv.address();
-  await new Promise<void>((r) => srv.close(() => r()));
-  return typeof a === 'object' && a ? a.port : 0;
-}
+import { freePort, makeCertificate } from './helpers/nts.ts';
 
 test('timesvc NTS client against chronyd as NTS server: NTS-KE, authenticated polls, peer selected', async () => {
   const dir = tempDir('timesvc-nts-upstream-');

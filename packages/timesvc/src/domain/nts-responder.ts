@@ -84,18 +84,20 @@ export class NtsResponder {
    */
   activeSessions(): number {
     const cutoff = this.#o.now() - (this.#o.activeWindowMs ?? 600_000);
+    let active = 0;
     for (const [k, s] of this.#sessions) {
       if (s.lastSeenMs < cutoff) this.#sessions.delete(k);
+      else active++;
     }
-    return this.#sessions.size;
+    return active;
   }
 
   #session(c2sKey: Buffer, s2cKey: Buffer): Session {
     const id = c2sKey.toString('hex');
     let s = this.#sessions.get(id);
     if (s && s.s2cKey.equals(s2cKey)) this.#sessions.delete(id);
-    else s = { c2s: new AesSiv(c2sKey), s2c: new AesSiv(s2cKey), c2sKey, s2cKey, lastSeenMs: 0 };
-    s.lastSeenMs = this.#o.now();
+    // A new entry counts as active only once a request authenticates (lastSeenMs set by the caller).
+    else s = { c2s: new AesSiv(c2sKey), s2c: new AesSiv(s2cKey), c2sKey, s2cKey, lastSeenMs: -Infinity };
     this.#sessions.set(id, s);
     const max = this.#o.maxSessions ?? 10_000;
     while (this.#sessions.size > max) {
@@ -140,6 +142,7 @@ export class NtsResponder {
     if (plaintext === undefined) {
       return this.#fail('bad_auth', msg, v.uid);
     }
+    session.lastSeenMs = this.#o.now();
     // Encrypted fields from the client (none defined for requests) are accepted and ignored.
     const placeholdersOk = v.placeholders.filter((n) => n === cookie.length).length;
     const uidField = encodeField(EF.UNIQUE_IDENTIFIER, v.uid);

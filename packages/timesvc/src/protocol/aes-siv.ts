@@ -48,38 +48,50 @@ class BlockCipher {
   }
 }
 
-/** AES-CMAC (RFC 4493) with the subkeys K1, K2 derived once per key. */
+/**
+ * AES-CMAC (RFC 4493) with the subkeys K1, K2 derived once per key. The CBC-MAC runs as one `update()` call
+ * per message on a persistent AES-CBC cipher object: CBC chains each block to the previous ciphertext, so
+ * XORing the first block of a message with the last ciphertext block of the previous one (`#chain`) gives
+ * exactly a zero-IV CBC over the new message. One native call per MAC instead of one per block.
+ */
 export class AesCmac {
-  readonly #aes: BlockCipher;
+  readonly #cbc: Cipher;
+  #chain: Buffer = Buffer.alloc(BLOCK);
   readonly #k1: Buffer;
   readonly #k2: Buffer;
 
   constructor(key: Uint8Array) {
-    this.#aes = new BlockCipher(key);
-    const l = this.#aes.encrypt(ZERO_BLOCK); // RFC 4493 §2.3: L = AES-128(K, 0^128)
+    if (key.length !== 16 && key.length !== 24 && key.length !== 32) {
+      throw new RangeError(`AES key of ${key.length} bytes (16, 24 or 32 expected)`);
+    }
+    this.#cbc = createCipheriv(`aes-${key.length * 8}-cbc`, key, Buffer.alloc(BLOCK));
+    this.#cbc.setAutoPadding(false);
+    const l = this.#cbcLast(Buffer.alloc(BLOCK)); // RFC 4493 §2.3: L = AES-128(K, 0^128)
     this.#k1 = dbl(l);
     this.#k2 = dbl(this.#k1);
+  }
+
+  /** Zero-IV CBC over `blocks` (a fresh buffer, whole blocks; modified): the last ciphertext block. */
+  #cbcLast(blocks: Buffer): Buffer {
+    xorInto(blocks, this.#chain);
+    const out = this.#cbc.update(blocks);
+    this.#chain = out.subarray(out.length - BLOCK);
+    return Buffer.from(this.#chain);
   }
 
   /** The 16-byte CMAC of `message` (RFC 4493 §2.4). */
   mac(message: Uint8Array): Buffer {
     const n = Math.max(1, Math.ceil(message.length / BLOCK));
     const complete = message.length > 0 && message.length % BLOCK === 0;
-    let x: Buffer = Buffer.alloc(BLOCK);
-    for (let i = 0; i < n - 1; i++) {
-      xorInto(x, message.subarray(i * BLOCK, (i + 1) * BLOCK));
-      x = this.#aes.encrypt(x);
-    }
-    const last = Buffer.alloc(BLOCK);
-    const tail = message.subarray((n - 1) * BLOCK);
-    last.set(tail);
-    if (complete) xorInto(last, this.#k1);
+    const blocks = Buffer.alloc(n * BLOCK);
+    blocks.set(message);
+    const lastAt = (n - 1) * BLOCK;
+    if (complete) xorInto(blocks, this.#k1, lastAt);
     else {
-      last[tail.length] = 0x80; // padding 10^i
-      xorInto(last, this.#k2);
+      blocks[message.length] = 0x80; // padding 10^i
+      xorInto(blocks, this.#k2, lastAt);
     }
-    xorInto(x, last);
-    return this.#aes.encrypt(x);
+    return this.#cbcLast(blocks);
   }
 }
 

@@ -1,4 +1,6 @@
 import { execFileSync } from 'node:child_process';
+import { createSocket } from 'node:dgram';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { silentLogger } from '@broadcast-ops/core';
 import { requireTool } from '@broadcast-ops/core/testing';
@@ -80,4 +82,20 @@ export function chronyNtsClientConf(
     ...extra,
     '',
   ];
+}
+
+/** A free loopback port for a daemon that cannot be told to use port 0 and report it (chronyd). */
+export async function freePort(kind: 'tcp' | 'udp'): Promise<number> {
+  if (kind === 'udp') {
+    const s = createSocket('udp4');
+    await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
+    const port = s.address().port;
+    await new Promise<void>((r) => s.close(r));
+    return port;
+  }
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const a = srv.address();
+  await new Promise<void>((r) => srv.close(() => r()));
+  return typeof a === 'object' && a ? a.port : 0;
 }
