@@ -132,9 +132,8 @@ test('power cut: SIGKILL then a truncated newest log file; new epoch, watcher re
       pos += len;
     }
     if (cut !== undefined) truncateSync(newest, cut);
-    else if (pos < buf.length)
-      truncateSync(newest, pos + 5); // a torn header where the zeros began
     else {
+      truncateSync(newest, pos); // drop the preallocated zeros, then tear the next record onto the data
       const torn = encodeRecord({
         o: offsets.at(-1)! + 1,
         t: Date.now(),
