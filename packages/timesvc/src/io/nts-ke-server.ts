@@ -48,7 +48,7 @@ export interface NtsKeCounters {
 
 export interface NtsKeServerOptions {
   port: number;
-  host?: string;
+  host?: string | undefined;
   certPath: string;
   keyPath: string;
   cookies: NtsCookieJar;
@@ -61,6 +61,8 @@ export interface NtsKeServerOptions {
   timeoutMs?: number;
   /** Poll interval of the certificate files, ms (default 2000; 0 = no watching). */
   watchIntervalMs?: number;
+  /** Concurrent connections at most (default 1024); more are refused by the kernel accept path. */
+  maxConnections?: number;
 }
 
 export class NtsKeServer {
@@ -138,6 +140,7 @@ export class NtsKeServer {
       handshakeTimeout: this.#o.timeoutMs ?? 5000,
     });
     this.#server = server;
+    server.maxConnections = this.#o.maxConnections ?? 1024;
     server.on('connection', (raw: Socket) => {
       this.counters.requests++;
       this.#open.add(raw);
@@ -153,13 +156,26 @@ export class NtsKeServer {
     server.on('secureConnection', (socket: TLSSocket) => {
       this.#handle(socket);
     });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(this.#o.port, this.#o.host ?? '::', () => {
-        server.removeListener('error', reject);
-        server.on('error', (err: Error) => this.#o.logger.error({ err: err.message }, 'NTS-KE server error'));
-        resolve();
+    const listen = (host: string): Promise<void> =>
+      new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(this.#o.port, host, () => {
+          server.removeListener('error', reject);
+          resolve();
+        });
       });
+    if (this.#o.host !== undefined) await listen(this.#o.host);
+    else {
+      try {
+        await listen('::'); // dual stack
+      } catch (err) {
+        // A host without IPv6 still serves NTS-KE over IPv4.
+        if ((err as NodeJS.ErrnoException).code !== 'EAFNOSUPPORT') throw err;
+        await listen('0.0.0.0');
+      }
+    }
+    server.on('error', (err: Error) => {
+      this.#o.logger.error({ err: err.message }, 'NTS-KE server error');
     });
     const interval = this.#o.watchIntervalMs ?? 2000;
     if (interval > 0) {

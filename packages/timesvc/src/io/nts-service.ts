@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { Counter, Gauge, type Logger, type Registry } from '@broadcast-ops/core';
 import { NtsCookieJar, cookieSecretFromHex } from '../domain/nts-cookies.ts';
@@ -32,6 +33,8 @@ export function createNtsServerSide(
   const responder = new NtsResponder({ cookies, now: () => performance.now() });
   const ke = new NtsKeServer({
     port: nts.ke_port,
+    // NTS-KE binds where NTP does when ntp.interface is an address; otherwise on every address.
+    host: isIP(config.ntp.interface) ? config.ntp.interface : undefined,
     certPath: nts.cert_path,
     keyPath: nts.key_path,
     cookies,
