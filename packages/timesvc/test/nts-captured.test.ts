@@ -125,3 +125,32 @@ test('captured chrony NTS server replies authenticate with S2C and carry encrypt
     assert.equal(verify(res, Buffer.from(s.c2s, 'hex')), undefined, 'not with the other direction');
   }
 });
+
+test('ntpd-rs captured NTS packets (AEAD 17, AES-SIV-CMAC-512) authenticate and re-encode', () => {
+  const f = JSON.parse(
+    readFileSync(join(import.meta.dirname, 'fixtures', 'ntpd-rs-nts-packets.json'), 'utf8'),
+  ) as { server: { packet: string; key: string }; client: { packet: string; key: string } };
+  const server = Buffer.from(f.server.packet, 'hex');
+  const client = Buffer.from(f.client.packet, 'hex');
+  assert.deepEqual(reencode(server), server);
+  assert.deepEqual(reencode(client), client);
+  // Client: UID 36 + cookie 172 + authenticator 40 (tag only).
+  assert.deepEqual(verify(client, Buffer.from(f.client.key, 'hex')), Buffer.alloc(0));
+  // Server: UID 36 + authenticator 212 whose plaintext is one cookie field.
+  const plain = verify(server, Buffer.from(f.server.key, 'hex'));
+  assert.ok(plain);
+  const inner = scanFields(plain ?? Buffer.alloc(0), 0);
+  assert.ok(inner.ok);
+  if (inner.ok)
+    assert.deepEqual(
+      inner.fields.map((x) => [x.type, x.length]),
+      [[EF.COOKIE, 172]],
+    );
+  const cs = scanNtsPacket(client);
+  const ss = scanNtsPacket(server);
+  assert.ok(cs.ok && ss.ok);
+  if (cs.ok && ss.ok) assert.deepEqual(ss.view.uid, cs.view.uid, 'the pair belongs together');
+  const tampered = Buffer.from(server);
+  tampered[100] = (tampered[100] ?? 0) ^ 1;
+  assert.equal(verify(tampered, Buffer.from(f.server.key, 'hex')), undefined);
+});
