@@ -5,9 +5,9 @@ import { z } from 'zod';
 import { parseNetwork } from './domain/access-list.ts';
 
 /**
- * timesvc configuration (spec 3 "Resources and their fields", reference §1.8). Every section of the spec
+ * timesvc configuration (spec 3 "Resources and their fields"). Every section of the spec
  * is accepted and validated strictly now; sections and keys marked "inert" are parsed but not acted on yet
- * (NTS, PTP, GPSDO, most of web: later issues). See README "Configuration".
+ * (PTP, GPSDO, most of web). See README "Configuration".
  */
 
 /** `${NAME}` substitution yields text: numeric and boolean keys also accept their textual form. */
@@ -89,7 +89,7 @@ const ntpSchema = z.strictObject({
   port: num(z.number().int().min(0).max(65535)).default(123),
   /** "" = all addresses, IPv4 and IPv6; an IP address or an interface name binds to that only. */
   interface: z.string().default(''),
-  /** Served stratum in local-stratum mode; otherwise the stratum follows the reference (R7). */
+  /** Served stratum in local-stratum mode; otherwise the stratum follows the reference (stratum + 1, RFC 5905 §7.3). */
   stratum: num(z.number().int().min(1).max(15)).default(2),
   /** Default minpoll for peers that set none (64 s -> minpoll 6). */
   poll_interval: duration.default(64),
@@ -198,7 +198,7 @@ const loggingSchema = z.strictObject({
   output: z.literal('stdout').default('stdout'),
 });
 
-/** Known placeholder secrets that must not guard real users (reference §1.9 start-up check). */
+/** Known placeholder secrets that must not guard real users (checked at start-up). */
 export const PLACEHOLDER_SECRETS = new Set([
   'changeme',
   'changeme-in-production',
@@ -248,7 +248,7 @@ export const configSchema = z
 
 export type TimesvcConfig = z.output<typeof configSchema>;
 
-/** Environment overrides (reference §1.9): environment > file > default. Values are taken as strings. */
+/** Environment overrides: environment > file > default. Values are taken as strings. */
 export const ENV_OVERRIDES = {
   TIMESVC_JWT_SECRET: { path: 'web.jwt_secret', parse: (raw: string) => raw },
   TIMESVC_NTS_COOKIE_KEY: { path: 'nts.cookie_key', parse: (raw: string) => raw },

@@ -1,4 +1,4 @@
-// Public surface of @broadcast-ops/timesvc (for later issues: web API, GPSDO source, NTS, PTP).
+// Public surface of @broadcast-ops/timesvc (for the web API, a GPSDO source, PTP).
 export * from './protocol/ntp-packet.ts';
 export * from './domain/clock-manager.ts';
 export * from './domain/ntp-responder.ts';

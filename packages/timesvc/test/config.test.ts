@@ -16,6 +16,13 @@ test('the committed configs parse: demo, lab without GPS, GPSDO example', () => 
   assert.equal(lab.ntp.upstream_peers[0]?.prefer, true);
   assert.equal(lab.ntp.poll_interval, 64);
   assert.equal(lab.web.jwt_secret, '', '${TIMESVC_JWT_SECRET:-} with nothing set');
+  assert.deepEqual(
+    lab.ntp.discipline,
+    loadTimesvcConfig(undefined, {}).ntp.discipline,
+    'the defaults, spelled out',
+  );
+  assert.equal(lab.ntp.discipline.step_threshold, 0.128);
+  assert.equal(lab.ntp.discipline.holdover_timeout, 4 * 3600);
   const gps = loadTimesvcConfig(join(repoRoot, 'config/timesvc.gpsdo.example.yaml'), {
     TIMESVC_NTS_COOKIE_KEY: 'ab'.repeat(32),
   });
@@ -24,7 +31,7 @@ test('the committed configs parse: demo, lab without GPS, GPSDO example', () => 
   assert.equal(gps.nts.cookie_key, 'ab'.repeat(32));
 });
 
-test('defaults follow the reference (§1.8)', () => {
+test('defaults (README "Configuration")', () => {
   const c = loadTimesvcConfig(undefined, {});
   assert.equal(c.ntp.port, 123);
   assert.equal(c.ntp.stratum, 2);

@@ -102,9 +102,9 @@ test('iburst spacing, reach register, poll adaptation within minpoll..maxpoll, m
     exchange(peer, now, t, 0.001, 0.0002);
     gaps.push((peer.nextPollMs - before) / 1000);
   }
-  assert.deepEqual(gaps.slice(0, 4), [2, 2, 2, 2], 'iburst: 4 packets 2 s apart');
+  assert.deepEqual(gaps.slice(0, 4), [1, 1, 1, 1], 'iburst: 4 packets 1 s apart');
   // Four good samples double the poll (the burst counts), up to maxpoll 6 = 64 s and no further.
-  assert.deepEqual(gaps, [2, 2, 2, 2, 32, 32, 32, 32, 64, 64, 64, 64, 64, 64]);
+  assert.deepEqual(gaps, [1, 1, 1, 1, 32, 32, 32, 32, 64, 64, 64, 64, 64, 64]);
   assert.equal(peer.status().reach, 0xff);
   // Now the peer goes silent: each miss shifts a zero in and lowers the poll toward minpoll.
   for (let i = 0; i < 8; i++) {
@@ -164,6 +164,30 @@ test('an unsynchronised server (LI 3) is reachable but not usable', () => {
   const r = peer.receive(out.packet, ts(3_900_000_000.0002), 1);
   assert.ok(r.kind === 'kod' || r.kind === 'unsynchronised');
   assert.equal(peer.status().usable, false);
+});
+
+test('holdPoll keeps the poll at minpoll (until LOCKED), then it adapts again', () => {
+  const peer = new NtpPeer({ ...CFG, iburst: false }, 0);
+  peer.holdPoll = true;
+  let now = 0;
+  let t = 3_900_000_000;
+  const gaps: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    const before = peer.nextPollMs;
+    now = before;
+    t += 16;
+    exchange(peer, now, t, 0.001, 0.0002);
+    gaps.push((peer.nextPollMs - before) / 1000);
+  }
+  assert.deepEqual(gaps, Array(10).fill(16), 'minpoll 4 = 16 s held');
+  peer.holdPoll = false;
+  for (let i = 0; i < 5; i++) {
+    const before = peer.nextPollMs;
+    now = before;
+    t += 16;
+    exchange(peer, now, t, 0.001, 0.0002);
+  }
+  assert.equal(peer.poll, 5, 'four more good samples double it');
 });
 
 test('clock filter picks the minimum-delay sample; jitter is the RMS spread; empty stages are not MAXDISP', () => {

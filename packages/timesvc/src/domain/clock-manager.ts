@@ -416,8 +416,11 @@ export class ClockManager {
     this.#emit({ type: 'selected', from, to: id });
     const entry = id === undefined ? undefined : this.#sources.get(id);
     if (entry) {
+      // The frequency measured against the host clock (local stratum) says nothing about a real reference.
+      const priorValid =
+        this.#lastReference === undefined || this.#sources.get(this.#lastReference)?.source.kind !== 'local';
       this.#lastReference = id;
-      this.#reseed(entry, now);
+      this.#reseed(entry, now, priorValid);
     }
     return true;
   }
@@ -427,10 +430,12 @@ export class ClockManager {
    * this reference's current run of samples; coming back from HOLDOVER, the clock is LOCKED at once when
    * the new estimate agrees with the held-over clock within the error it was advertising.
    */
-  #reseed(entry: SourceEntry, now: number): void {
+  #reseed(entry: SourceEntry, now: number, priorValid: boolean): void {
     // The held-over clock's error estimate, without what its returning reference already suggested.
     const errorBefore = this.#ownErrorS(now) - this.#suspectS;
-    this.#discipline.reset(this.#state !== 'FAULT' && this.#state !== 'INIT');
+    this.#discipline.reset(priorValid && this.#state !== 'FAULT' && this.#state !== 'INIT');
+    // The host clock runs at the raw clock's rate exactly (the kernel slews both alike).
+    if (entry.source.kind === 'local') this.#discipline.assumeFrequency(0, 0);
     this.#suspectS = 0;
     const run = this.#runSamples(entry, now);
     const jitter = runJitter(run, 2 ** this.#o.precision);
@@ -444,7 +449,7 @@ export class ClockManager {
     if (this.#state === 'HOLDOVER' && this.#synced) {
       const diff = Math.abs(this.#target(now) - correctionAt(this.#correction, now));
       const est = this.#discipline.estimate();
-      const allowance = errorBefore + K_SIGMA * (est?.phaseErrorS ?? 0);
+      const allowance = errorBefore + (est?.k ?? K_SIGMA) * (est?.phaseErrorS ?? 0);
       if (diff <= allowance) {
         this.#setState('LOCKED', `reference ${entry.source.id} returned within the holdover error`);
       } else {
@@ -572,9 +577,9 @@ export class ClockManager {
     const age = Math.max(0, now - this.#lastSampleMs) / 1000;
     return (
       Math.abs(remainingSlew(this.#correction, now)) +
-      K_SIGMA * est.phaseErrorS +
+      est.k * est.phaseErrorS +
       this.#suspectS +
-      (PHI + K_SIGMA * est.freqError) * age
+      (PHI + est.k * est.freqError) * age
     );
   }
 
@@ -621,7 +626,7 @@ export class ClockManager {
         adv.jitterS +
         this.#selectionJitterS +
         this.#ownErrorS(now),
-      dispersionRateS: PHI + K_SIGMA * est.freqError,
+      dispersionRateS: PHI + est.k * est.freqError,
       updatedAtMs: now,
     };
   }

@@ -21,8 +21,19 @@ export const MAXFREQ = 500e-6;
 export const UNKNOWN_FREQ_ERROR = MAXFREQ;
 /** Spike gate (RFC 5905 §10 SGATE). */
 export const SGATE = 3;
-/** Coverage factor of the error estimates (about 3 standard deviations). */
+/** Coverage factor of the error estimates (about 3 standard deviations) once the window is large. */
 export const K_SIGMA = 3;
+
+/**
+ * Coverage factor for an error estimated from a window with `dof` degrees of freedom: Student's t at 99 %
+ * (two-sided), at least K_SIGMA. With the four samples of a burst (2 degrees of freedom) the standard
+ * error itself is poorly known, and 3σ would cover far less than intended.
+ */
+export function coverage(dof: number): number {
+  const T99 = [Infinity, 63.66, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.25, 3.169];
+  if (dof < 1) return K_SIGMA;
+  return Math.max(K_SIGMA, T99[Math.min(dof, 10)] ?? K_SIGMA);
+}
 
 export interface FitPoint {
   /** Monotonic seconds. */
@@ -43,6 +54,8 @@ export interface Estimate {
   freqError: number;
   /** Samples in the window. */
   samples: number;
+  /** Coverage factor for phaseErrorS and freqError (Student's t for the window's degrees of freedom). */
+  k: number;
 }
 
 export type AddOutcome =
@@ -97,6 +110,13 @@ export class Discipline {
     }
   }
 
+  /** A frequency known from elsewhere (e.g. 0 for the host clock itself) with its error, as the prior. */
+  assumeFrequency(freq: number, error: number): void {
+    this.#freq = freq;
+    this.#freqError = error;
+    this.#ownSlope = false;
+  }
+
   /** θ extrapolated to monotonic seconds t. */
   predict(t: number): number {
     return this.#phase + this.#freq * (t - this.#t);
@@ -111,6 +131,7 @@ export class Discipline {
       phaseErrorS: this.#phaseError,
       freqError: this.#freqError,
       samples: this.#points.length,
+      k: this.#ownSlope ? coverage(this.#points.length - 2) : K_SIGMA,
     };
   }
 

@@ -36,8 +36,12 @@ export interface PeerConfig {
   maxpoll: number;
 }
 
-/** Interval between iburst packets (chrony and ntpd use 2 s). */
-export const IBURST_INTERVAL_S = 2;
+/**
+ * Interval between iburst packets: 1 s. chrony's is "2 seconds or less" (chrony.conf(5), iburst), ntpd's 2 s;
+ * with four samples needed before selection, 1 s keeps acquisition within chrony's time (README
+ * "Upstream peers").
+ */
+export const IBURST_INTERVAL_S = 1;
 /** Packets in an initial burst (chrony sends 4, ntpd 8). */
 export const IBURST_COUNT = 4;
 /** Consecutive good samples after which the poll interval doubles. */
@@ -232,8 +236,9 @@ export class NtpPeer {
     const atMs = (pending.sentMs + nowMs) / 2;
     const output = this.#filter.add({ offsetS, delayS, dispersionS, atMs });
     this.#last = output;
-    this.#goodStreak++;
-    if (this.#goodStreak >= POLL_UP_AFTER && this.#burstLeft === 0 && !this.holdPoll) {
+    // While the poll is held, good samples do not count towards raising it: that starts once LOCKED.
+    this.#goodStreak = this.holdPoll ? 0 : this.#goodStreak + 1;
+    if (this.#goodStreak >= POLL_UP_AFTER && this.#burstLeft === 0) {
       this.#goodStreak = 0;
       // Takes effect from the next request; the one already scheduled keeps its time.
       if (this.#poll < this.config.maxpoll) this.#poll++;

@@ -12,7 +12,7 @@ import type { AccessList } from './access-list.ts';
 import type { RateLimiter } from './rate-limiter.ts';
 
 /**
- * The NTP server's decision for one datagram (RFC 5905 §8 and §9.2 "fast_xmit"; reference §3.2, §3.3).
+ * The NTP server's decision for one datagram (RFC 5905 §8 and §9.2 "fast_xmit"; kiss codes §7.4).
  * Pure: the io layer passes the receive timestamp it took first thing on arrival, and writes the transmit
  * timestamp (bytes 40–47) itself immediately before send(), so it is as late as possible.
  */
@@ -82,7 +82,7 @@ export function respond(
   const b0 = msg[0] ?? 0;
   const version = (b0 >>> 3) & 0x07;
   // Only client requests are answered: modes 6/7 are amplification vectors, symmetric and broadcast
-  // modes are not served (reference §3.2).
+  // modes are not served (README "NTP server").
   if ((b0 & 0x07) !== MODE.CLIENT) return { kind: 'drop', reason: 'not_client' };
   if (version < 1 || version > 4) return { kind: 'drop', reason: 'bad_version' };
   if (msg.length > NTP_HEADER_LENGTH) {
@@ -106,7 +106,7 @@ export function respond(
   const out = Buffer.allocUnsafe(NTP_HEADER_LENGTH);
   out[0] = ((state.leap & 3) << 6) | (version << 3) | MODE.SERVER;
   out[1] = state.stratum;
-  out[2] = msg[2] ?? 0; // poll echoed (ntpd-rs timestamp_response, reference R7)
+  out[2] = msg[2] ?? 0; // poll echoed, as chrony and ntpd-rs do
   out.writeInt8(state.precision, 3);
   out.writeUInt32BE(secondsToShort(state.rootDelayS), 4);
   const sinceUpdate = Math.max(0, nowMs - state.updatedAtMs) / 1000;

@@ -1,7 +1,7 @@
 import { expandIpv6, unmapIpv4 } from './ip-address.ts';
 
 /**
- * Per-client-address rate limiter for the NTP server (RFC 8633 §4.6 and reference §3.2): a token bucket per
+ * Per-client-address rate limiter for the NTP server (RFC 8633 §4.6): a token bucket per
  * client, in a map whose size is bounded (least recently seen clients are evicted first), so a flood of
  * spoofed source addresses costs a fixed amount of memory. Time is passed in (monotonic milliseconds).
  */

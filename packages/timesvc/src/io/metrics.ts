@@ -4,9 +4,9 @@ import type { NtpServer } from './ntp-server.ts';
 import type { PeerClient } from './peer-client.ts';
 
 /**
- * Metrics with the spec's names (spec 3 "Metrics names", reference §1.2). Values are read from the live
+ * Metrics with the spec's names (spec 3 "Metrics names"; README "Endpoints and metrics"). Values are read from the live
  * objects at scrape time (`collect`), so every metric is current and the NTP hot path only bumps plain
- * counters. NTS, PTP and GPSDO metrics are registered by the issues that build those services.
+ * counters. PTP and GPSDO metrics will be registered with those services (none is registered unused).
  */
 export function createTimesvcMetrics(sources: {
   server: () => NtpServer | undefined;

@@ -15,7 +15,7 @@ import type { ServedClock } from './served-clock.ts';
 /**
  * NTP server sockets (UDP, IPv4 and IPv6 as two sockets). Thin: the receive timestamp is taken first thing
  * in the 'message' handler, the domain decides, and the transmit timestamp is written into the reply
- * immediately before send() (reference §3.2). Counters are plain numbers read by the metrics collector,
+ * immediately before send() (RFC 5905 §8: T3 as late as possible). Counters are plain numbers read by the metrics collector,
  * so the hot path does no label hashing.
  */
 

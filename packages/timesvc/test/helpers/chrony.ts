@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { requireTool, startProcess, type RunningProcess } from '@broadcast-ops/core/testing';
 
 /**
- * chronyd recipes for tests and the bench (reference §5): always `-x` (never touches the clock) or `-Q`
+ * chronyd recipes for tests and the bench: always `-x` (never touches the clock) or `-Q`
  * (query only), its own config, pidfile, driftfile and no command port, in a temp dir, on loopback.
  */
 

@@ -23,8 +23,9 @@ import {
  */
 export class OffsetUpstream {
   readonly clock = new ServedClock();
-  #socket: Socket | undefined;
-  #arrival: ArrivalTime | undefined;
+  /** One or more server sockets (one per server under test, so each has its own "knowable" window). */
+  readonly #sockets: { socket: Socket; arrival: ArrivalTime; firstReplyAfterChangeMs: number | undefined }[] =
+    [];
   #x0 = 0;
   #freq = 0;
   #tf = 0;
@@ -35,8 +36,6 @@ export class OffsetUpstream {
   rootDispersionS = 0.0001;
   /** Monotonic ms of the last change that a downstream cannot know before it hears from us again. */
   #changedAtMs = Number.NEGATIVE_INFINITY;
-  /** Monotonic ms of the first reply sent after that change. */
-  #firstReplyAfterChangeMs: number | undefined;
   replies = 0;
 
   constructor(offsetS = 0, freq = 0) {
@@ -53,11 +52,16 @@ export class OffsetUpstream {
   }
 
   get port(): number {
-    return this.#socket?.address().port ?? 0;
+    return this.portOf(0);
   }
 
   get address(): string {
     return `127.0.0.1:${this.port}`;
+  }
+
+  /** The UDP port of server socket `i`. */
+  portOf(i: number): number {
+    return this.#sockets[i]?.socket.address().port ?? 0;
   }
 
   /** truth − raw at monotonic ms `perf`, seconds. */
@@ -100,12 +104,12 @@ export class OffsetUpstream {
   }
 
   /**
-   * Whether a downstream could know the current truth at monotonic `perf`: false from a change (move,
-   * resume) until shortly after the first reply that carries it.
+   * Whether the downstream of socket `i` could know the current truth at monotonic `perf`: false from a
+   * change (move, resume) until shortly after the first reply from that socket that carries it.
    */
-  knowable(perf: number, marginMs = 20): boolean {
+  knowable(perf: number, i = 0, marginMs = 20): boolean {
     if (perf < this.#changedAtMs) return true;
-    const first = this.#firstReplyAfterChangeMs;
+    const first = this.#sockets[i]?.firstReplyAfterChangeMs;
     return first !== undefined && perf >= first + marginMs;
   }
 
@@ -116,22 +120,27 @@ export class OffsetUpstream {
 
   #changed(now: number): void {
     this.#changedAtMs = now;
-    this.#firstReplyAfterChangeMs = undefined;
+    for (const x of this.#sockets) x.firstReplyAfterChangeMs = undefined;
   }
 
   #apply(): void {
     this.clock.setCorrection(stepTo(this.#tf, this.#x0, this.#freq, 0));
   }
 
-  async listen(): Promise<void> {
+  /** Open one more server socket (index = the order of calls, from 0); returns its index. */
+  async listen(): Promise<number> {
     const s = createSocket('udp4');
-    this.#socket = s;
+    const entry = {
+      socket: s,
+      arrival: { kernel: false, at: (p: number) => p } as ArrivalTime,
+      firstReplyAfterChangeMs: undefined as number | undefined,
+    };
     s.on('message', (msg, rinfo) => {
       const perf = performance.now();
-      const t2 = this.truth(this.#arrival?.at(perf) ?? perf);
-      if (this.silent || msg.length < 48 || (msg[0]! & 7) !== MODE.CLIENT) return;
+      const t2 = this.truth(entry.arrival.at(perf));
+      if (this.silent || msg.length < 48 || ((msg[0] ?? 0) & 7) !== MODE.CLIENT) return;
       const out = Buffer.alloc(48);
-      out[0] = (0 << 6) | (((msg[0]! >> 3) & 7) << 3) | MODE.SERVER;
+      out[0] = ((((msg[0] ?? 0) >> 3) & 7) << 3) | MODE.SERVER;
       out[1] = this.stratum;
       out[2] = msg[2] ?? 0;
       out.writeInt8(-20, 3);
@@ -145,18 +154,19 @@ export class OffsetUpstream {
       this.clock.write(out, 40, true);
       s.send(out, rinfo.port, rinfo.address);
       this.replies++;
-      if (this.#firstReplyAfterChangeMs === undefined && perf >= this.#changedAtMs) {
-        this.#firstReplyAfterChangeMs = performance.now();
+      if (entry.firstReplyAfterChangeMs === undefined && perf >= this.#changedAtMs) {
+        entry.firstReplyAfterChangeMs = performance.now();
       }
     });
     await new Promise<void>((resolve) => s.bind(0, '127.0.0.1', resolve));
-    this.#arrival = arrivalTime(s, this.clock, { kernel: true, correctionMs: 0 });
+    entry.arrival = arrivalTime(s, this.clock, { kernel: true, correctionMs: 0 });
+    this.#sockets.push(entry);
+    return this.#sockets.length - 1;
   }
 
   async close(): Promise<void> {
-    const s = this.#socket;
-    this.#socket = undefined;
-    if (s) await new Promise<void>((r) => s.close(() => r()));
+    const all = this.#sockets.splice(0);
+    await Promise.all(all.map((x) => new Promise<void>((r) => x.socket.close(() => r()))));
   }
 }
 
@@ -192,6 +202,8 @@ export class Probe {
     readonly port: number,
     readonly truth: OffsetUpstream,
     readonly intervalMs = 200,
+    /** Which of the upstream's sockets the server under test follows (for `knowable`). */
+    readonly upstreamSocket = 0,
   ) {}
 
   async start(): Promise<void> {
@@ -215,7 +227,7 @@ export class Probe {
         rootDispersionS: shortToSeconds(pkt.rootDispersion),
         errorS: (t21 + t34) / 2,
         delayS: t21 - t34,
-        knowable: this.truth.knowable(p.atMs),
+        knowable: this.truth.knowable(p.atMs, this.upstreamSocket),
       });
     });
     await new Promise<void>((resolve) => s.bind(0, '127.0.0.1', resolve));

@@ -1,0 +1,213 @@
+/**
+ * timesvc discipline benchmark: one scenario, run in the same process at the same time against timesvc
+ * and against `chronyd -x` as the server under test, both following the same offset upstream.
+ *
+ *   npx tsx bench/timesvc-discipline/run.ts [--poll 2] [--outage-s 60]
+ *
+ * Scenario: start with the upstream at host + 20 ms; once both serve LI 0 and have settled (20 s), the
+ * upstream moves by −15 ms; 40 s later it goes silent for 60 s (an outage), then answers again for 40 s.
+ * A probe client polls each server every 250 ms and measures it against the upstream's truth
+ * (packages/timesvc/test/helpers/offset-upstream.ts). Printed side by side: time to LI 0, time to within
+ * 1 ms after the move (and staying there until the outage), worst backward step of the served T3 between
+ * consecutive replies, worst |error| beyond the advertised bound (root delay/2 + root dispersion, plus half
+ * the probe's own round trip; replies sent before a server could have measured a change are not judged).
+ *
+ * First it checks that chronyd with -x serves its corrected time (not the host clock): its error against
+ * the +20 ms truth must be well under the 20 ms it corrects. chronyd runs with -x (never touches the
+ * clock), its own config, pidfile and driftfile, no command port, and is ended by PID.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { createSocket } from 'node:dgram';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { silentLogger } from '@broadcast-ops/core';
+import { requireTool, startProcess, tempDir } from '@broadcast-ops/core/testing';
+import { configSchema } from '../../packages/timesvc/src/config.ts';
+import { createTimesvc } from '../../packages/timesvc/src/io/service.ts';
+import {
+  OffsetUpstream,
+  Probe,
+  checkProbe,
+  type ProbeRecord,
+} from '../../packages/timesvc/test/helpers/offset-upstream.ts';
+
+const { values } = parseArgs({ options: { poll: { type: 'string' }, 'outage-s': { type: 'string' } } });
+const POLL = Number(values.poll ?? 2);
+const OUTAGE_S = Number(values['outage-s'] ?? 60);
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function freeUdpPort(): Promise<number> {
+  const s = createSocket('udp4');
+  await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
+  const port = s.address().port;
+  await new Promise<void>((r) => s.close(r));
+  return port;
+}
+
+const up = await OffsetUpstream.start(0.02);
+// A second socket of the same upstream (same truth) for chronyd, so each server's "could it know yet"
+// window is judged from the replies it received itself.
+const chronyUpSocket = await up.listen();
+const dir = tempDir('timesvc-discipline-bench-');
+mkdirSync(join(dir.path, 'run'), { mode: 0o700 });
+const chronyPort = await freeUdpPort();
+const conf = join(dir.path, 'chrony.conf');
+writeFileSync(
+  conf,
+  [
+    `server 127.0.0.1 port ${up.portOf(chronyUpSocket)} iburst minpoll ${POLL} maxpoll ${POLL}`,
+    `port ${chronyPort}`,
+    'bindaddress 127.0.0.1',
+    'allow 127.0.0.1',
+    'cmdport 0',
+    `bindcmdaddress ${join(dir.path, 'run', 'chronyd.sock')}`,
+    `pidfile ${join(dir.path, 'chronyd.pid')}`,
+    `driftfile ${join(dir.path, 'chronyd.drift')}`,
+    '',
+  ].join('\n'),
+);
+
+const config = configSchema.parse({
+  ntp: {
+    port: 0,
+    interface: '127.0.0.1',
+    rate_limit: { enabled: false },
+    upstream_peers: [{ address: up.address, iburst: true, minpoll: POLL, maxpoll: POLL }],
+  },
+  web: { port: 0, bind_address: '127.0.0.1' },
+});
+const t0 = performance.now();
+const chrony = startProcess(requireTool('chronyd'), ['-x', '-d', '-u', 'root', '-f', conf]);
+const service = createTimesvc(config, silentLogger());
+await service.start();
+const tsPort = service.server()?.addresses[0]?.port ?? 0;
+const probes = {
+  timesvc: new Probe(tsPort, up, 250),
+  chronyd: new Probe(chronyPort, up, 250, chronyUpSocket),
+};
+await Promise.all([probes.timesvc.start(), probes.chronyd.start()]);
+
+const firstLi0 = (p: Probe): number | undefined => p.records.find((r) => r.leap !== 3)?.atMs;
+const deadline = performance.now() + 90_000;
+while (performance.now() < deadline && (!firstLi0(probes.timesvc) || !firstLi0(probes.chronyd)))
+  await sleep(200);
+await sleep(20_000);
+
+// Does chronyd -x serve its corrected time? Its upstream is 20 ms ahead of the host clock.
+const chronyNow = probes.chronyd.records.filter((r) => r.leap !== 3).slice(-8);
+const chronyErr = chronyNow.length
+  ? chronyNow.reduce((a, r) => a + Math.abs(r.errorS), 0) / chronyNow.length
+  : NaN;
+const chronyServesCorrected = chronyErr < 0.005;
+
+const tMove = performance.now();
+up.move(-0.015);
+await sleep(40_000);
+const tOutage = performance.now();
+up.pause();
+await sleep(OUTAGE_S * 1000);
+const tReturn = performance.now();
+up.resume();
+await sleep(40_000);
+
+await Promise.all([probes.timesvc.stop(), probes.chronyd.stop()]);
+await service.close();
+await chrony.stop('SIGTERM');
+await up.close();
+dir.remove();
+
+/** From when on (after `from`, before `until`) every reply stays within `s` of the truth; ms after `from`. */
+function settleTime(
+  records: readonly ProbeRecord[],
+  from: number,
+  until: number,
+  s: number,
+): number | undefined {
+  const window = records.filter((r) => r.atMs > from && r.atMs < until);
+  let since: number | undefined;
+  for (const r of window) {
+    // The probe's own measurement is exact to half its round trip (RFC 5905 §8): judged with that benefit.
+    if (r.leap !== 3 && Math.abs(r.errorS) - Math.max(0, r.delayS) / 2 < s) since ??= r.atMs;
+    else since = undefined;
+  }
+  return since === undefined ? undefined : since - from;
+}
+
+function statesDuring(records: readonly ProbeRecord[], from: number, until: number): string {
+  const w = records.filter((r) => r.atMs > from && r.atMs < until);
+  const li3 = w.filter((r) => r.leap === 3).length;
+  return `${w.length - li3}/${w.length} LI 0`;
+}
+
+const rows: [string, string, string][] = [];
+const fmt = (v: number | undefined, unit: string, digits = 1): string =>
+  v === undefined || !Number.isFinite(v) ? 'never' : `${v.toFixed(digits)} ${unit}`;
+const result = Object.fromEntries(
+  (['timesvc', 'chronyd'] as const).map((name) => {
+    const recs = probes[name].records;
+    const c = checkProbe(recs);
+    const li0 = firstLi0(probes[name]);
+    return [
+      name,
+      {
+        li0S: li0 === undefined ? undefined : (li0 - t0) / 1000,
+        within1msS: (() => {
+          const t = settleTime(recs, tMove, tOutage, 0.001);
+          return t === undefined ? undefined : t / 1000;
+        })(),
+        backwardUs: c.worstBackwardS * 1e6,
+        beyondUs: Math.max(0, c.worstBeyondBoundS) * 1e6,
+        beyondRawUs: c.worstBeyondBoundS * 1e6,
+        outage: statesDuring(recs, tOutage, tReturn),
+        afterReturn: (() => {
+          const t = settleTime(recs, tReturn, Number.POSITIVE_INFINITY, 0.001);
+          return t === undefined ? undefined : t / 1000;
+        })(),
+        replies: c.replies,
+      },
+    ];
+  }),
+);
+const ts = result['timesvc']!;
+const ch = result['chronyd']!;
+rows.push(['time to LI 0 (s)', fmt(ts.li0S, 's'), fmt(ch.li0S, 's')]);
+rows.push(['within 1 ms after the -15 ms move', fmt(ts.within1msS, 's'), fmt(ch.within1msS, 's')]);
+rows.push(['worst backward step of T3', fmt(ts.backwardUs, 'µs'), fmt(ch.backwardUs, 'µs')]);
+rows.push(['worst |error| beyond advertised bound', fmt(ts.beyondUs, 'µs'), fmt(ch.beyondUs, 'µs')]);
+rows.push(['  (margin: |error| − bound, max)', fmt(ts.beyondRawUs, 'µs'), fmt(ch.beyondRawUs, 'µs')]);
+rows.push([`replies during the ${OUTAGE_S} s outage`, ts.outage, ch.outage]);
+rows.push(['within 1 ms after the outage', fmt(ts.afterReturn, 's'), fmt(ch.afterReturn, 's')]);
+rows.push(['probe replies', String(ts.replies), String(ch.replies)]);
+
+console.log(
+  `timesvc-discipline bench: upstream +20 ms, polls 2^${POLL} s (iburst) for both, probe every 250 ms`,
+);
+console.log(
+  `chronyd -x serves its corrected time: ${chronyServesCorrected ? 'yes' : 'NO'} (mean |error| ${(chronyErr * 1e6).toFixed(0)} µs against an upstream 20 ms ahead of the host clock)`,
+);
+const w = [40, 16, 16];
+console.log(`${'metric'.padEnd(w[0]!)}${'timesvc'.padStart(w[1]!)}${'chronyd -x'.padStart(w[2]!)}`);
+for (const [m, a, b] of rows) console.log(`${m.padEnd(w[0]!)}${a.padStart(w[1]!)}${b.padStart(w[2]!)}`);
+const ratio = ts.li0S !== undefined && ch.li0S !== undefined ? ts.li0S / ch.li0S : Number.NaN;
+const phase = (t: number): string => {
+  const at = (x: number, name: string): string => `${name} ${((t - x) / 1000).toFixed(1)} s`;
+  if (t >= tReturn) return at(tReturn, 'return +');
+  if (t >= tOutage) return at(tOutage, 'outage +');
+  if (t >= tMove) return at(tMove, 'move +');
+  return at(t0, 'start +');
+};
+for (const name of ['timesvc', 'chronyd'] as const) {
+  const c = checkProbe(probes[name].records);
+  if (c.worst && c.worstBeyondBoundS > 0) {
+    const r = c.worst;
+    console.log(
+      `  ${name} worst reply: ${phase(r.atMs)}, error ${(r.errorS * 1e6).toFixed(0)} µs, root delay ${(r.rootDelayS * 1e6).toFixed(0)} µs, root dispersion ${(r.rootDispersionS * 1e6).toFixed(0)} µs, probe delay ${(r.delayS * 1e6).toFixed(0)} µs`,
+    );
+  }
+}
+console.log('targets:');
+console.log(`  time to LI 0 <= 2x chrony's: ${ratio.toFixed(2)}x -> ${ratio <= 2 ? 'met' : 'MISSED'}`);
+console.log(`  no backward step: ${ts.backwardUs === 0 ? 'met' : 'MISSED'}`);
+console.log(`  error never beyond the bound: ${ts.beyondUs === 0 ? 'met' : 'MISSED'}`);
