@@ -114,3 +114,10 @@ export function el(tag, attrs = {}, ...children) {
   for (const c of children) e.append(c);
   return e;
 }
+
+/** The line under a stale device: the last state it reported (never shown as the state itself) and why. */
+export function staleReason(d) {
+  if (!d.isStale) return d.reason ?? '';
+  const why = d.linkUp ? (d.reason ?? 'data too old') : 'no data from the monitor';
+  return `last known ${STATE_LABEL[d.state]} · ${why}`;
+}

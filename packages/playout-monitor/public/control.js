@@ -15,7 +15,7 @@ function show(text, ok = true) {
 }
 
 async function api(method, path, body) {
-  const headers = { 'content-type': 'application/json' };
+  const headers = body === undefined ? {} : { 'content-type': 'application/json' };
   if (tokenInput.value) headers.authorization = `Bearer ${tokenInput.value}`;
   const res = await fetch(path, {
     method,

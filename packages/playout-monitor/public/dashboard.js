@@ -1,12 +1,12 @@
 // Grid of up to 12 devices: state (tally colours), timecode, file, progress and remaining time.
-import { connectMonitor, el, formatRemaining, stateClass, STATE_LABEL } from './app.js';
+import { connectMonitor, staleReason, el, formatRemaining, stateClass, STATE_LABEL } from './app.js';
 
 const grid = document.getElementById('grid');
 const banner = document.getElementById('banner');
 
 function card(d) {
   const cls = stateClass(d);
-  const label = d.isStale ? `${STATE_LABEL[d.state]}?` : STATE_LABEL[d.state];
+  const label = d.isStale ? 'NO DATA' : STATE_LABEL[d.state];
   const badges = [];
   if (d.isStale) badges.push(el('span', { class: 'badge', 'data-badge': 'stale' }, 'STALE'));
   if (d.simulated) badges.push(el('span', { class: 'badge sim', 'data-badge': 'simulated' }, 'SIMULATED'));
@@ -36,7 +36,7 @@ function card(d) {
     else if (d.state === 'play' && d.remainingMs < 10000) r.classList.add('warn');
     c.append(r);
   }
-  const reason = d.isStale && !d.linkUp ? 'no data from the monitor' : (d.reason ?? '');
+  const reason = staleReason(d);
   c.append(el('div', { class: 'reason' }, reason));
   return c;
 }

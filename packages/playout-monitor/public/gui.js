@@ -1,5 +1,5 @@
 // One device fullscreen; ?device=<index> (0-based, default 0); ArrowLeft/ArrowRight cycle devices.
-import { connectMonitor, formatRemaining, stateClass, STATE_LABEL } from './app.js';
+import { connectMonitor, staleReason, formatRemaining, stateClass, STATE_LABEL } from './app.js';
 
 const params = new URLSearchParams(location.search);
 let index = Math.max(0, Number.parseInt(params.get('device') ?? '0', 10) || 0);
@@ -27,7 +27,7 @@ function render() {
   full.dataset.state = d.state;
   full.dataset.stale = String(d.isStale);
   $('name').textContent = d.name;
-  $('state').textContent = d.isStale ? `${STATE_LABEL[d.state]}?` : STATE_LABEL[d.state];
+  $('state').textContent = d.isStale ? 'NO DATA' : STATE_LABEL[d.state];
   $('state').className = `state ${cls}`;
   const badges = [];
   if (d.isStale)
@@ -43,7 +43,7 @@ function render() {
   $('progress').hidden = !hasBar;
   if (hasBar) $('bar').style.width = `${Math.min(100, (100 * d.positionMs) / d.durationMs)}%`;
   $('remaining').textContent = d.remainingMs !== undefined ? `\u2212${formatRemaining(d.remainingMs)}` : '';
-  $('reason').textContent = d.isStale && !d.linkUp ? 'no data from the monitor' : (d.reason ?? '');
+  $('reason').textContent = staleReason(d);
 }
 
 function go(step) {
