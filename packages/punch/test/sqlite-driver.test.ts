@@ -122,12 +122,12 @@ for (const driver of testableSqliteDrivers()) {
       try {
         const r = spawnSync(
           process.execPath,
-          ['--expose-gc', '--import', 'tsx', CHURN, dir.path, driver, '120'],
+          ['--expose-gc', '--import', 'tsx', CHURN, dir.path, driver, '60'],
           { encoding: 'utf8', timeout: 120_000 },
         );
         assert.equal(r.signal, null, `child killed by ${r.signal}: ${r.stderr}`);
         assert.equal(r.status, 0, `child exited ${r.status}: ${r.stderr}`);
-        assert.match(r.stdout, new RegExp(`churn ok: driver=${driver} rounds=120 rows=2400`));
+        assert.match(r.stdout, new RegExp(`churn ok: driver=${driver} rounds=60 rows=1200`));
       } finally {
         dir.remove();
       }
