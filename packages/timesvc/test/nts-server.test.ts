@@ -163,6 +163,11 @@ test('NTS-KE negative cases get the RFC 8915 behaviour, are counted, and others 
     },
   );
   assert.equal(lenient.records?.filter((r) => r.type === RECORD.NEW_COOKIE).length, 8);
+  // NTP is bound to 127.0.0.1 on another port than 123: Server and Port records say so.
+  const server = lenient.records?.find((r) => r.type === RECORD.SERVER);
+  assert.equal(Buffer.from(server?.body ?? []).toString('latin1'), '127.0.0.1');
+  const port = lenient.records?.find((r) => r.type === RECORD.PORT);
+  assert.equal(Buffer.from(port?.body ?? [0, 0]).readUInt16BE(0), ntpPort);
   // Duplicate Next Protocol: Bad Request.
   const dup = await rawKe(encodeRecords([rec(1, [0]), rec(1, [0]), rec(4, [15]), EOM]), {
     alpn: ['ntske/1'],

@@ -31,10 +31,15 @@ export function createNtsServerSide(
     log.warn('no NTS cookie key configured: cookies are invalid after a restart (clients re-run NTS-KE)');
   }
   const responder = new NtsResponder({ cookies, now: () => performance.now() });
+  const iface = config.ntp.interface;
+  const bound = isIP(iface) && iface !== '0.0.0.0' && iface !== '::' ? iface : undefined;
   const ke = new NtsKeServer({
     port: nts.ke_port,
     // NTS-KE binds where NTP does when ntp.interface is an address; otherwise on every address.
-    host: isIP(config.ntp.interface) ? config.ntp.interface : undefined,
+    host: bound,
+    // NTP bound to one address: say so in a Server record (RFC 8915 §4.1.7); otherwise clients use the
+    // NTS-KE host, which then serves NTP too.
+    ntpServer: bound,
     certPath: nts.cert_path,
     keyPath: nts.key_path,
     cookies,
