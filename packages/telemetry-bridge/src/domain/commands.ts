@@ -106,18 +106,7 @@ export class CommandRouter {
     }
     const logged = { ...msg, source: ns, sequence: o.factory.seq(ns) };
     o.journal.append(o.journal.next(), 'command', JSON.stringify(logged));
-    const receivedOffset = o.journal.next();
-    const receivedJson = o.factory.ack(
-      HUB_NAMESPACE,
-      ns,
-      msg.path,
-      msg.id,
-      'received',
-      correlationId,
-      {},
-      receivedOffset,
-    );
-    o.journal.append(receivedOffset, 'ack', receivedJson);
+    const receivedJson = this.#loggedAck(HUB_NAMESPACE, ns, msg, 'received', {});
     const inf: InFlight = {
       commandId: msg.id,
       action: msg.payload.action,
@@ -224,18 +213,7 @@ export class CommandRouter {
     if (status === 'timeout') inf.abort.abort(new Error('command timed out'));
     this.#inflight.delete(key);
     const source = status === 'timeout' ? HUB_NAMESPACE : inf.adapter.name;
-    const offset = o.journal.next();
-    const json = o.factory.ack(
-      source,
-      ns,
-      msg.path,
-      msg.id,
-      status,
-      msg.correlationId ?? msg.id,
-      extra,
-      offset,
-    );
-    o.journal.append(offset, 'ack', json);
+    const json = this.#loggedAck(source, ns, msg, status, extra);
     const seconds = (o.clock.monotonicMs() - inf.startedMono) / 1000;
     o.metrics.commandFinished(inf.action, status, seconds);
     o.logger[status === 'completed' ? 'info' : 'warn'](
@@ -260,6 +238,30 @@ export class CommandRouter {
       }
     }
     for (const waiter of inf.waiters) o.sendTo(waiter, json);
+  }
+
+  /** An ack for a command, numbered and written to the event log. */
+  #loggedAck(
+    source: string,
+    ns: string,
+    msg: ClientCommand,
+    status: AckStatus,
+    extra: { result?: unknown; error?: ErrorInfo },
+  ): string {
+    const o = this.#o;
+    const offset = o.journal.next();
+    const json = o.factory.ack(
+      source,
+      ns,
+      msg.path,
+      msg.id,
+      status,
+      msg.correlationId ?? msg.id,
+      extra,
+      offset,
+    );
+    o.journal.append(offset, 'ack', json);
+    return json;
   }
 
   /** Abort every command still in flight (shutdown). */
