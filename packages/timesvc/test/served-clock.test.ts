@@ -42,14 +42,15 @@ test('a host clock step changes nothing served: detected, counted, measured as t
   const t = performance.now();
   const before = clock.servedUnixMs(t);
   const offsetBefore = clock.hostOffsetS();
-  assert.ok(Math.abs(offsetBefore) < 0.002, `anchor within ${offsetBefore} s of the host clock`);
+  // Normally well under a microsecond; a busy machine can widen the millisecond-edge bracket.
+  assert.ok(Math.abs(offsetBefore) < 0.01, `anchor within ${offsetBefore} s of the host clock`);
   clock.checkHostClock();
   assert.equal(clock.steps, 0);
   stepMs = -2500;
   clock.checkHostClock();
   assert.equal(clock.steps, 1);
-  assert.ok(Math.abs(steps[0]! + 2500) < 1, `step ${steps[0]}`);
-  assert.ok(Math.abs(clock.hostOffsetS() - offsetBefore + 2.5) < 0.001);
+  assert.ok(Math.abs(steps[0]! + 2500) < 2, `step ${steps[0]}`);
+  assert.ok(Math.abs(clock.hostOffsetS() - offsetBefore + 2.5) < 0.002);
   assert.equal(clock.servedUnixMs(t), before, 'served time at the same monotonic instant is unchanged');
   // The kernel's realtime (for receive timestamps) is the real host clock, which did not step here.
   assert.ok(Math.abs(clock.kernelRealtimeMs() - Date.now()) < 2);

@@ -90,6 +90,8 @@ export class PeerClient implements ReferenceSource {
       rootDelayS: s.rootDelayS,
       rootDispersionS: s.rootDispersionS,
       pollLog2: s.poll,
+      // Only authentic replies reach the peer logic when NTS is on (the selection treats all sources alike).
+      authenticated: this.#nts !== undefined,
     };
   }
 
