@@ -13,6 +13,10 @@ import type { SessionStore } from './domain/store.ts';
 import { ClientLimits } from './io/client-limits.ts';
 import { buildHttpApi } from './io/http-api.ts';
 import { SqliteSessionStore } from './io/sqlite-store.ts';
+import { AccessChecker } from './domain/access.ts';
+import { SignallingHub } from './domain/signalling.ts';
+import { parseTrustPolicy } from './io/client-address.ts';
+import { attachSignalling, type SignallingServer } from './io/ws-server.ts';
 import { cloudflareTurnstile, type TurnstileVerifier } from './io/turnstile.ts';
 import { TokenSigner } from './protocol/token.ts';
 
@@ -21,8 +25,11 @@ export interface PunchServer {
   app: FastifyInstance;
   broker: SessionBroker;
   store: SessionStore;
-  /** The per-client buckets, shared by every transport on this server (HTTP now, WebSocket upgrades next). */
+  /** The per-client buckets, shared by every transport on this server (HTTP and WebSocket upgrades). */
   clientLimits: ClientLimits;
+  /** The WebSocket signalling: slot holders and presence (`hub`), sockets (`signalling`). */
+  hub: SignallingHub;
+  signalling: SignallingServer;
   /** Load the store and listen; resolves with the URL the server answers on. */
   listen(): Promise<string>;
   close(): Promise<void>;
@@ -39,6 +46,14 @@ export interface PunchServerOptions {
   turnstile?: TurnstileVerifier;
   /** PEM certificate chain and key (main.ts reads `PUNCH_TLS_CERT`/`PUNCH_TLS_KEY`): serve HTTPS. */
   tls?: { cert: Buffer; key: Buffer };
+  /** WebSocket timings (tests shorten them); defaults in README "WebSocket signalling". */
+  signalling?: {
+    pingIntervalMs?: number;
+    detachedGraceMs?: number;
+    healthReportMs?: number;
+    probeMs?: number;
+    maxPayload?: number;
+  };
 }
 
 export function createPunchServer(options: PunchServerOptions): PunchServer {
@@ -61,10 +76,11 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
       ? cloudflareTurnstile(config.turnstile.secret, config.turnstile.verifyUrl)
       : undefined);
   const clientLimits = new ClientLimits(config.limits);
+  const signer = new TokenSigner(config.secret);
   const app = buildHttpApi({
     config,
     broker,
-    signer: new TokenSigner(config.secret),
+    signer,
     clock,
     logger,
     registry: createMetricsRegistry(),
@@ -77,12 +93,37 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     if (e.type === 'session_closed')
       logger.info({ session: e.session.name, reason: e.reason }, 'session closed');
   });
+  const ws = options.signalling ?? {};
+  const hub = new SignallingHub({
+    broker,
+    clock,
+    ...(ws.detachedGraceMs === undefined ? {} : { detachedGraceMs: ws.detachedGraceMs }),
+    ...(ws.healthReportMs === undefined ? {} : { healthReportMs: ws.healthReportMs }),
+    ...(ws.probeMs === undefined ? {} : { probeMs: ws.probeMs }),
+    onError: (err) => logger.error({ err }, 'signalling handler failed'),
+  });
+  // Same port as the REST API: the upgrade event of fastify's own (HTTP or HTTPS) server.
+  const signalling = attachSignalling(app.server, {
+    broker,
+    hub,
+    access: new AccessChecker(signer),
+    clock,
+    logger,
+    trust: parseTrustPolicy(config.trustProxy),
+    clientLimits,
+    rateLimits: config.limits.rateLimits,
+    messagesPerSecond: config.limits.wsMessagesPerSecond,
+    ...(ws.maxPayload === undefined ? {} : { maxPayload: ws.maxPayload }),
+    ...(ws.pingIntervalMs === undefined ? {} : { pingIntervalMs: ws.pingIntervalMs }),
+  });
   let closed = false;
   return {
     app,
     broker,
     store,
     clientLimits,
+    hub,
+    signalling,
     async listen() {
       await broker.start();
       await app.listen({ host: config.host, port: config.port });
@@ -93,6 +134,8 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     async close() {
       if (closed) return;
       closed = true;
+      await signalling.close();
+      hub.stop();
       await app.close();
       broker.stop();
       await store.close();

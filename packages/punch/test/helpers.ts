@@ -5,7 +5,7 @@ import { tempDir } from '@broadcast-ops/core/testing';
 import { punchConfigSchema } from '../src/config.ts';
 import type { SessionStore } from '../src/domain/store.ts';
 import type { TurnstileVerifier } from '../src/io/turnstile.ts';
-import { createPunchServer, type PunchServer } from '../src/server.ts';
+import { createPunchServer, type PunchServer, type PunchServerOptions } from '../src/server.ts';
 
 export const SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEFGHIJKL';
 
@@ -42,6 +42,7 @@ export async function startTestServer(
     clock?: Clock;
     secret?: string;
     tls?: { cert: Buffer; key: Buffer };
+    signalling?: PunchServerOptions['signalling'];
   } = {},
 ): Promise<TestServer> {
   const tmp = tempDir('punch-test-');
@@ -61,6 +62,7 @@ export async function startTestServer(
     ...(options.turnstile ? { turnstile: options.turnstile } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.tls ? { tls: options.tls } : {}),
+    ...(options.signalling ? { signalling: options.signalling } : {}),
   });
   let url: string;
   try {

@@ -12,6 +12,7 @@ import {
   type PeerSlot,
   type RandomBytes,
   type SessionRecord,
+  type StreamHealth,
   type StreamRecord,
   type StreamState,
 } from './session.ts';
@@ -67,6 +68,14 @@ export type ClaimResult = Outcome<
   { slot: PeerSlot; matched: boolean; stream: StreamRecord },
   'SESSION_EXPIRED' | 'STREAM_TAKEN' | 'INVALID_MESSAGE' | 'STORE_FAILED'
 >;
+/**
+ * Called once a claim is saved, synchronously before the broker's events: the WebSocket layer sends its
+ * `peer` messages here, so no `await` separates a saved claim from its messages and `peer` precedes the
+ * `peer_match` and `session` that the events produce.
+ */
+export interface ClaimHooks {
+  onCommitted?: (result: { slot: PeerSlot; matched: boolean; stream: StreamRecord }) => void;
+}
 export type StreamChangeOutcome = Outcome<
   { changed: boolean },
   'SESSION_EXPIRED' | 'INVALID_MESSAGE' | 'STORE_FAILED'
@@ -332,6 +341,7 @@ export class SessionBroker {
     name: string,
     streamName: string | undefined,
     claim: Omit<PeerClaim, 'claimedAt'>,
+    hooks: ClaimHooks = {},
   ): Promise<ClaimResult> {
     const found = this.#stream(name, streamName);
     if ('ok' in found) return found;
@@ -348,18 +358,76 @@ export class SessionBroker {
     const previousState = stream.state;
     const matched = peerCount(stream) === 2;
     if (matched) stream.state = 'ready';
-    this.#refreshState(session);
-    const failed = await this.#save(() => this.#store.putStreams(session.name, session.streams));
-    if (failed) {
+    return this.#commitClaim(session, stream, slot, hooks, () => {
       if (slot === 'a' && stream.peerA === full) stream.peerA = null;
       if (slot === 'b' && stream.peerB === full) stream.peerB = null;
       if (peerCount(stream) < 2) stream.state = previousState;
+    });
+  }
+
+  /** Save a claim change; on failure undo it, otherwise run the hook and emit (one synchronous block). */
+  async #commitClaim(
+    session: SessionRecord,
+    stream: StreamRecord,
+    slot: PeerSlot,
+    hooks: ClaimHooks,
+    undo: () => void,
+  ): Promise<ClaimResult> {
+    this.#refreshState(session);
+    const matched = peerCount(stream) === 2;
+    const failed = await this.#save(() => this.#store.putStreams(session.name, session.streams));
+    if (failed) {
+      undo();
       this.#refreshState(session);
       return failed;
     }
+    hooks.onCommitted?.({ slot, matched, stream });
     if (matched) this.#emit({ type: 'peer_matched', session, stream });
     this.#emit({ type: 'session_changed', session });
     return { ok: true, slot, matched, stream };
+  }
+
+  /**
+   * Put a new claim into a slot that is already claimed: a peer that reconnected takes its slot back (same
+   * token), or a new peer takes over a slot whose holder has been gone too long (the WebSocket layer decides
+   * which). Saved like every change: on a failed save the previous claim is restored. A takeover by another
+   * holder ends the old pair's SRT connection, so a `connected` stream goes back to `ready`.
+   */
+  async replaceClaim(
+    name: string,
+    streamName: string,
+    slot: PeerSlot,
+    claim: Omit<PeerClaim, 'claimedAt'>,
+    hooks: ClaimHooks = {},
+  ): Promise<ClaimResult> {
+    const found = this.#stream(name, streamName);
+    if ('ok' in found) return found;
+    const { session, stream } = found;
+    const previous = slot === 'a' ? stream.peerA : stream.peerB;
+    if (!previous) return refuse('INVALID_MESSAGE', `stream "${stream.name}": slot ${slot} is not claimed`);
+    const full: PeerClaim = { ...claim, claimedAt: this.#clock.now() };
+    const previousState = stream.state;
+    if (slot === 'a') stream.peerA = full;
+    else stream.peerB = full;
+    if (stream.state === 'connected' && (previous.holder ?? null) !== (full.holder ?? null)) {
+      stream.state = 'ready';
+    }
+    return this.#commitClaim(session, stream, slot, hooks, () => {
+      if (slot === 'a' && stream.peerA === full) stream.peerA = previous;
+      if (slot === 'b' && stream.peerB === full) stream.peerB = previous;
+      stream.state = previousState;
+    });
+  }
+
+  /**
+   * The latest health of a stream, shown in the session view. Memory only: health is not persisted (it is
+   * stale after a restart anyway), so nothing is saved and nothing can be lost.
+   */
+  setHealth(name: string, streamName: string, health: StreamHealth): boolean {
+    const found = this.#stream(name, streamName);
+    if ('ok' in found) return false;
+    found.stream.health = health;
+    return true;
   }
 
   /** Free a peer slot (the stream goes back to `waiting`). */

@@ -21,6 +21,11 @@ export interface PeerClaim {
   meta: Record<string, unknown>;
   /** Optional `meta.clientId` for immediate reclaim after a reconnect. */
   clientId: string | null;
+  /**
+   * Fingerprint of the token that registered the claim (SHA-256, truncated; never the token itself): a
+   * reconnect with the same token gets the slot back (README "Reconnection"). Absent on claims made in-process.
+   */
+  holder?: string | null | undefined;
   claimedAt: number;
 }
 

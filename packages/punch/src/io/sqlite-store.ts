@@ -73,6 +73,7 @@ const peerClaimSchema = z.object({
   role: z.enum(['sender', 'receiver']).nullable(),
   meta: z.record(z.string(), z.unknown()),
   clientId: z.string().nullable(),
+  holder: z.string().nullable().optional(),
   claimedAt: z.number(),
 });
 const storedStreamsSchema = z.array(

@@ -1,0 +1,640 @@
+import type { Clock, TimerHandle } from '@broadcast-ops/core';
+import type { TokenClaims } from '../protocol/token.ts';
+import {
+  encode,
+  type ClientMessage,
+  type HealthMessage,
+  type RegisterMessage,
+  type ServerMessage,
+  type TallyState,
+  type WsErrorCode,
+} from '../protocol/ws-messages.ts';
+import type { BrokerEvent, ClaimResult, SessionBroker } from './broker.ts';
+import { classifyHealth, suggestedLatency } from './health.ts';
+import type { Refusal } from './outcome.ts';
+import { isLive, type PeerClaim, type PeerSlot, type SessionRecord, type StreamRecord } from './session.ts';
+
+/**
+ * The signalling hub: which connection holds which peer slot, and the messages that follow from the
+ * broker's state (README "WebSocket signalling"). Transport-free: a connection is a `PeerLink` that can
+ * send a text and be ended for a reason; the io layer (src/io/ws-server.ts) owns sockets, close codes,
+ * limits and parsing. Slots themselves (claims) are the broker's and are saved before they are
+ * acknowledged; what lives only here is presence (which socket is attached), `ready` flags, tally and the
+ * latest health reports.
+ *
+ * Message order (fixed, README "Message order"): after a claim that matches a stream, in one synchronous
+ * block after the save: `peer` to the registering peer, `peer` to the waiting peer, `peer_match` to every
+ * admin connection, then the `session` broadcast. No `await` separates the save from these messages.
+ */
+export interface PeerLink {
+  /** Public IP of the connection (the one client-address function), sent to the other peer. */
+  readonly ip: string;
+  readonly claims: TokenClaims;
+  /** Fingerprint of the connection's token: a reconnect with the same token gets its slot back. */
+  readonly holder: string;
+  send(text: string): void;
+  /** Close the connection: `replaced` by a newer connection of the same peer, or its session closed. */
+  end(reason: 'replaced' | 'session_closed'): void;
+  /** Ping the connection: true when it answers within `timeoutMs`. */
+  probe(timeoutMs: number): Promise<boolean>;
+}
+
+type Pick = { slot: PeerSlot; replace: boolean } | { probe: PeerLink } | undefined;
+
+export interface SignallingOptions {
+  broker: SessionBroker;
+  clock: Clock;
+  /** A slot whose holder has been disconnected this long may be taken by another peer. Default 30 s. */
+  detachedGraceMs?: number;
+  /** How long a register waits for the old socket of the same token to answer a ping. Default 2 s. */
+  probeMs?: number;
+  /** `health_report` to admins at most once per this interval per session (coalesced). Default 1 s. */
+  healthReportMs?: number;
+  /** A receiver's report younger than this is preferred for the session view's `health`. Default 10 s. */
+  healthFreshMs?: number;
+  onError?: (err: unknown) => void;
+}
+
+interface HealthSample {
+  rtt: number;
+  retransmit: number;
+  bitrate: number;
+  at: number;
+  receiver: boolean;
+}
+
+/** One session's live signalling state. */
+interface Room {
+  links: Set<PeerLink>;
+  /** stream → [link holding slot a, link holding slot b]; null while detached or unclaimed. */
+  holders: Map<string, [PeerLink | null, PeerLink | null]>;
+  /** `${stream}/${slot}` → monotonic ms when its holder disconnected. */
+  detachedSince: Map<string, number>;
+  /** `${stream}/${slot}` of claims in flight (a save pending). */
+  pending: Set<string>;
+  ready: Map<string, Set<PeerSlot>>;
+  started: Set<string>;
+  tally: Map<string, TallyState>;
+  health: Map<string, Partial<Record<PeerSlot, HealthSample | undefined>>>;
+  healthTimer: TimerHandle | null;
+  lastHealthReport: number;
+}
+
+const SLOTS: readonly PeerSlot[] = ['a', 'b'];
+const slotIndex = (slot: PeerSlot): 0 | 1 => (slot === 'a' ? 0 : 1);
+const claimOf = (stream: StreamRecord, slot: PeerSlot): PeerClaim | null =>
+  slot === 'a' ? stream.peerA : stream.peerB;
+const other = (slot: PeerSlot): PeerSlot => (slot === 'a' ? 'b' : 'a');
+
+function errorText(code: WsErrorCode, message: string): string {
+  return encode({ type: 'error', code, message });
+}
+
+/** The broker's refusal as a WebSocket error code (a failed save is the server's error; nothing changed). */
+function wsCode(r: Refusal): WsErrorCode {
+  switch (r.code) {
+    case 'STORE_FAILED':
+    case 'SESSION_LIMIT':
+    case 'SESSION_EXISTS':
+      return 'SERVER_ERROR';
+    default:
+      return r.code;
+  }
+}
+
+export class SignallingHub {
+  readonly #broker: SessionBroker;
+  readonly #clock: Clock;
+  readonly #graceMs: number;
+  readonly #healthReportMs: number;
+  readonly #probeMs: number;
+  readonly #healthFreshMs: number;
+  readonly #onError: (err: unknown) => void;
+  readonly #rooms = new Map<string, Room>();
+  /** link → its session name. */
+  readonly #sessionOf = new Map<PeerLink, string>();
+  /** Claims loaded at start have no socket: they count as detached since the hub started. */
+  readonly #startedAt: number;
+  readonly #unsubscribe: () => void;
+
+  constructor(options: SignallingOptions) {
+    this.#broker = options.broker;
+    this.#clock = options.clock;
+    this.#graceMs = options.detachedGraceMs ?? 30_000;
+    this.#healthReportMs = options.healthReportMs ?? 1_000;
+    this.#probeMs = options.probeMs ?? 2_000;
+    this.#healthFreshMs = options.healthFreshMs ?? 10_000;
+    this.#onError = options.onError ?? (() => undefined);
+    this.#startedAt = this.#clock.monotonicMs();
+    this.#unsubscribe = this.#broker.subscribe((e) => this.#onBrokerEvent(e));
+  }
+
+  get connections(): number {
+    return this.#sessionOf.size;
+  }
+
+  stop(): void {
+    this.#unsubscribe();
+    for (const room of this.#rooms.values()) room.healthTimer?.cancel();
+    this.#rooms.clear();
+    this.#sessionOf.clear();
+  }
+
+  #room(name: string): Room {
+    let room = this.#rooms.get(name);
+    if (!room) {
+      room = {
+        links: new Set(),
+        holders: new Map(),
+        detachedSince: new Map(),
+        pending: new Set(),
+        ready: new Map(),
+        started: new Set(),
+        tally: new Map(),
+        health: new Map(),
+        healthTimer: null,
+        lastHealthReport: Number.NEGATIVE_INFINITY,
+      };
+      this.#rooms.set(name, room);
+    }
+    return room;
+  }
+
+  #holders(room: Room, stream: string): [PeerLink | null, PeerLink | null] {
+    let h = room.holders.get(stream);
+    if (!h) {
+      h = [null, null];
+      room.holders.set(stream, h);
+    }
+    return h;
+  }
+
+  /** An authenticated connection joins its session; it receives the current `session` state. */
+  attach(link: PeerLink, sessionName: string): void {
+    const session = this.#broker.get(sessionName);
+    if (!session || !isLive(session)) return;
+    const room = this.#room(sessionName);
+    room.links.add(link);
+    this.#sessionOf.set(link, sessionName);
+    link.send(encode(sessionMessage(session)));
+  }
+
+  /** The connection is gone: its slots stay claimed (detached) so that the peer can come back. */
+  detach(link: PeerLink): void {
+    const name = this.#sessionOf.get(link);
+    if (name === undefined) return;
+    this.#sessionOf.delete(link);
+    const room = this.#rooms.get(name);
+    if (!room) return;
+    room.links.delete(link);
+    const now = this.#clock.monotonicMs();
+    for (const [stream, h] of room.holders) {
+      for (const slot of SLOTS) {
+        if (h[slotIndex(slot)] !== link) continue;
+        h[slotIndex(slot)] = null;
+        room.detachedSince.set(`${stream}/${slot}`, now);
+        room.ready.get(stream)?.delete(slot);
+      }
+    }
+  }
+
+  handle(link: PeerLink, message: ClientMessage): void {
+    const name = this.#sessionOf.get(link);
+    if (name === undefined) return;
+    const session = this.#broker.get(name);
+    if (!session || !isLive(session)) {
+      link.send(errorText('SESSION_EXPIRED', `session "${name}" is closed`));
+      return;
+    }
+    const room = this.#room(name);
+    try {
+      switch (message.type) {
+        case 'register':
+          this.#register(link, room, session, message);
+          return;
+        case 'ready':
+          this.#ready(link, room, session, message.stream);
+          return;
+        case 'status': {
+          const stream = this.#heldStream(link, room, session, message.stream);
+          if (!stream) return;
+          void this.#broker.reportStatus(session.name, stream.name, message.srt).then((r) => {
+            if (!r.ok) link.send(errorText(wsCode(r), r.message));
+          }, this.#onError);
+          return;
+        }
+        case 'health':
+          this.#health(link, room, session, message);
+          return;
+        case 'tally':
+          this.#tally(link, room, session, message.stream, message.state);
+          return;
+      }
+    } catch (err) {
+      this.#onError(err);
+      link.send(errorText('SERVER_ERROR', 'the message could not be handled'));
+    }
+  }
+
+  /** The stream a message names (or the only one it can mean), checked against the token's scope. */
+  #resolveStream(
+    link: PeerLink,
+    room: Room,
+    session: SessionRecord,
+    requested: string | undefined,
+  ): StreamRecord | undefined {
+    const scope = link.claims.stream;
+    let name = requested;
+    if (name === undefined) {
+      if (scope !== null) name = scope;
+      else if (session.streams.length === 1) name = session.streams[0]?.name;
+      else {
+        // An unscoped token: the one stream this connection holds a slot on, if exactly one.
+        const held = [...room.holders].filter(([, h]) => h[0] === link || h[1] === link);
+        if (held.length === 1) name = held[0]?.[0];
+      }
+      if (name === undefined) {
+        link.send(errorText('INVALID_MESSAGE', 'stream: required in a multi-stream session'));
+        return undefined;
+      }
+    }
+    const stream = session.streams.find((s) => s.name === name);
+    if (!stream) {
+      link.send(errorText('INVALID_MESSAGE', `stream: no stream "${name}" in this session`));
+      return undefined;
+    }
+    if (scope !== null && scope !== stream.name) {
+      link.send(errorText('AUTH_FAILED', `token: scoped to stream "${scope}"`));
+      return undefined;
+    }
+    return stream;
+  }
+
+  /** The slot this connection holds on the message's stream, or an error to the sender. */
+  #heldSlot(link: PeerLink, room: Room, stream: StreamRecord): PeerSlot | undefined {
+    const h = room.holders.get(stream.name);
+    if (h?.[0] === link) return 'a';
+    if (h?.[1] === link) return 'b';
+    return undefined;
+  }
+
+  #heldStream(
+    link: PeerLink,
+    room: Room,
+    session: SessionRecord,
+    requested: string | undefined,
+  ): StreamRecord | undefined {
+    const stream = this.#resolveStream(link, room, session, requested);
+    if (!stream) return undefined;
+    if (this.#heldSlot(link, room, stream) === undefined) {
+      link.send(errorText('INVALID_MESSAGE', `stream "${stream.name}": register on it first`));
+      return undefined;
+    }
+    return stream;
+  }
+
+  // --- register
+
+  /**
+   * Which slot a `register` gets (README "Reconnection"), in this order:
+   * 1. a slot claimed with the same token (and the same `meta.clientId` when both carry one) whose socket
+   *    is gone: taken back at once; the same when its socket still looks alive but both carry the same
+   *    `meta.clientId` (the new connection proves it is that peer; the old socket is closed as replaced);
+   * 2. a slot claimed with the same token whose socket still looks alive, without that proof: the old socket
+   *    is pinged first (`probe`); if it does not answer it is closed and its slot taken back, if it answers
+   *    it is another live peer using the same token and the rules below apply;
+   * 3. a free slot;
+   * 4. a slot whose holder has been disconnected for longer than the grace period (any authorised peer);
+   * otherwise STREAM_TAKEN (SESSION_FULL when the register named no stream).
+   */
+  #pickSlot(
+    link: PeerLink,
+    room: Room,
+    stream: StreamRecord,
+    clientId: string | null,
+    probed: boolean,
+  ): Pick {
+    const h = this.#holders(room, stream.name);
+    for (const slot of SLOTS) {
+      const c = claimOf(stream, slot);
+      // A claim whose save is pending has no holder link yet; it is not a detached slot.
+      if (!c || c.holder !== link.holder || room.pending.has(`${stream.name}/${slot}`)) continue;
+      if (clientId !== null && c.clientId !== null && c.clientId !== clientId) continue;
+      const current = h[slotIndex(slot)];
+      if (current === null || current === link) return { slot, replace: true };
+      if (clientId !== null && c.clientId === clientId) return { slot, replace: true };
+      if (!probed) return { probe: current };
+    }
+    for (const slot of SLOTS) if (!claimOf(stream, slot)) return { slot, replace: false };
+    const now = this.#clock.monotonicMs();
+    for (const slot of SLOTS) {
+      if (h[slotIndex(slot)] !== null || room.pending.has(`${stream.name}/${slot}`)) continue;
+      const since = room.detachedSince.get(`${stream.name}/${slot}`) ?? this.#startedAt;
+      if (now - since >= this.#graceMs) return { slot, replace: true };
+    }
+    return undefined;
+  }
+
+  #register(link: PeerLink, room: Room, session: SessionRecord, msg: RegisterMessage, probed = false): void {
+    const clientId = typeof msg.meta['clientId'] === 'string' ? msg.meta['clientId'] : null;
+    let stream: StreamRecord | undefined;
+    let pick: Pick;
+    if (msg.stream === undefined && link.claims.stream === null && session.streams.length > 1) {
+      // An unscoped token without `stream`: the first stream with a slot for this peer.
+      for (const s of session.streams) {
+        pick = this.#pickSlot(link, room, s, clientId, probed);
+        if (pick) {
+          stream = s;
+          break;
+        }
+      }
+      if (!stream || !pick) {
+        link.send(errorText('SESSION_FULL', 'every stream of this session has two peers'));
+        return;
+      }
+    } else {
+      stream = this.#resolveStream(link, room, session, msg.stream);
+      if (!stream) return;
+      pick = this.#pickSlot(link, room, stream, clientId, probed);
+      if (!pick) {
+        link.send(
+          msg.stream === undefined && session.streams.length === 1
+            ? errorText('SESSION_FULL', 'the session has two peers')
+            : errorText('STREAM_TAKEN', `stream "${stream.name}" has two peers`),
+        );
+        return;
+      }
+    }
+    if ('probe' in pick) {
+      const old = pick.probe;
+      void old.probe(this.#probeMs).then((alive) => {
+        if (!alive && this.#sessionOf.has(old)) {
+          this.detach(old);
+          old.end('replaced');
+        }
+        const now = this.#broker.get(session.name);
+        if (!this.#sessionOf.has(link) || !now || !isLive(now)) return;
+        this.#register(link, room, now, msg, true);
+      }, this.#onError);
+      return;
+    }
+    const { slot, replace } = pick;
+    const key = `${stream.name}/${slot}`;
+    if (room.pending.has(key)) {
+      link.send(errorText('STREAM_TAKEN', `stream "${stream.name}": a registration is in progress`));
+      return;
+    }
+    // Both peers of a stream bind the same local port (spec "peer": identical for both): the first
+    // registration fixes it; a later one with another port is assigned the stream's port (README).
+    const otherClaim = claimOf(stream, other(slot));
+    const label = typeof msg.meta['label'] === 'string' ? msg.meta['label'] : (link.claims.label ?? '');
+    const claim: Omit<PeerClaim, 'claimedAt'> = {
+      ip: link.ip,
+      port: otherClaim ? otherClaim.port : msg.port,
+      label,
+      role: msg.role,
+      meta: msg.meta,
+      clientId,
+      holder: link.holder,
+    };
+    const streamName = stream.name;
+    room.pending.add(key);
+    const hooks = {
+      onCommitted: (r: { slot: PeerSlot; stream: StreamRecord }) =>
+        this.#claimed(link, room, session, r.stream, r.slot),
+    };
+    const result: Promise<ClaimResult> = replace
+      ? this.#broker.replaceClaim(session.name, streamName, slot, claim, hooks)
+      : this.#broker.claim(session.name, streamName, claim, hooks);
+    void result
+      .then((r) => {
+        if (!r.ok) link.send(errorText(wsCode(r), r.message));
+      }, this.#onError)
+      .finally(() => room.pending.delete(key));
+  }
+
+  /** A claim is saved: attach the link to the slot and send `peer` to both sides (synchronous). */
+  #claimed(link: PeerLink, room: Room, session: SessionRecord, stream: StreamRecord, slot: PeerSlot): void {
+    const h = this.#holders(room, stream.name);
+    const i = slotIndex(slot);
+    const previous = h[i];
+    // The same connection never holds both slots of a stream.
+    const j = slotIndex(other(slot));
+    if (h[j] === link) {
+      h[j] = null;
+      room.detachedSince.set(`${stream.name}/${other(slot)}`, this.#clock.monotonicMs());
+    }
+    if (this.#sessionOf.has(link)) {
+      h[i] = link;
+      room.detachedSince.delete(`${stream.name}/${slot}`);
+    } else {
+      // The socket closed while the claim was being saved: the slot is claimed but detached.
+      h[i] = null;
+      room.detachedSince.set(`${stream.name}/${slot}`, this.#clock.monotonicMs());
+    }
+    if (previous && previous !== link) {
+      this.detach(previous);
+      previous.end('replaced');
+    }
+    // A new or renewed pair: `start` follows the next pair of `ready`s; the other side's `ready` stands.
+    room.ready.get(stream.name)?.delete(slot);
+    room.started.delete(stream.name);
+    const samples = room.health.get(stream.name);
+    if (samples) samples[slot] = undefined;
+    const mine = claimOf(stream, slot);
+    const theirs = claimOf(stream, other(slot));
+    if (!mine || !theirs) return;
+    const theirLink = h[j];
+    if (h[i]) h[i].send(encode(peerMessage(session, stream, theirs, mine)));
+    if (theirLink) theirLink.send(encode(peerMessage(session, stream, mine, theirs)));
+    const tally = room.tally.get(stream.name);
+    if (tally && h[i]) h[i].send(encode({ type: 'tally', stream: stream.name, state: tally }));
+  }
+
+  // --- ready / start
+
+  #ready(link: PeerLink, room: Room, session: SessionRecord, requested: string | undefined): void {
+    const stream = this.#heldStream(link, room, session, requested);
+    if (!stream) return;
+    const slot = this.#heldSlot(link, room, stream);
+    if (!slot) return;
+    let set = room.ready.get(stream.name);
+    if (!set) {
+      set = new Set();
+      room.ready.set(stream.name, set);
+    }
+    set.add(slot);
+    const h = this.#holders(room, stream.name);
+    if (set.size < 2 || room.started.has(stream.name) || !stream.peerA || !stream.peerB) return;
+    if (!h[0] || !h[1]) return;
+    room.started.add(stream.name);
+    const text = encode({ type: 'start', stream: stream.name });
+    h[0].send(text);
+    h[1].send(text);
+  }
+
+  // --- health
+
+  #health(link: PeerLink, room: Room, session: SessionRecord, msg: HealthMessage): void {
+    const stream = this.#resolveStream(link, room, session, msg.stream);
+    if (!stream) return;
+    const slot = this.#heldSlot(link, room, stream);
+    if (slot === undefined && link.claims.role !== 'admin') {
+      link.send(errorText('INVALID_MESSAGE', `stream "${stream.name}": register on it first`));
+      return;
+    }
+    // An admin reporting for a stream it does not hold (e.g. a monitoring probe) fills slot b's place.
+    const at = this.#clock.monotonicMs();
+    const role = slot ? claimOf(stream, slot)?.role : null;
+    let samples = room.health.get(stream.name);
+    if (!samples) {
+      samples = {};
+      room.health.set(stream.name, samples);
+    }
+    samples[slot ?? 'b'] = {
+      rtt: msg.rtt,
+      retransmit: msg.retransmit,
+      bitrate: msg.bitrate,
+      at,
+      receiver: role === 'receiver',
+    };
+    // The view shows the receiver's latest report while it is fresh, otherwise the latest of either.
+    const all = Object.values(samples).filter((s): s is HealthSample => s !== undefined);
+    const fresh = all.find((s) => s.receiver && at - s.at < this.#healthFreshMs);
+    const latest = fresh ?? all.reduce((a, b) => (b.at > a.at ? b : a));
+    this.#broker.setHealth(session.name, stream.name, {
+      rtt: latest.rtt,
+      retransmit: latest.retransmit,
+      bitrate: latest.bitrate,
+    });
+    this.#scheduleHealthReport(session.name, room);
+  }
+
+  #scheduleHealthReport(name: string, room: Room): void {
+    if (room.healthTimer) return;
+    const now = this.#clock.monotonicMs();
+    const wait = room.lastHealthReport + this.#healthReportMs - now;
+    if (wait <= 0) {
+      this.#sendHealthReport(name, room);
+      return;
+    }
+    room.healthTimer = this.#clock.setTimer(wait, () => {
+      room.healthTimer = null;
+      if (this.#rooms.get(name) === room) this.#sendHealthReport(name, room);
+    });
+  }
+
+  #sendHealthReport(name: string, room: Room): void {
+    room.lastHealthReport = this.#clock.monotonicMs();
+    const session = this.#broker.get(name);
+    if (!session || !isLive(session)) return;
+    const streams: Extract<ServerMessage, { type: 'health_report' }>['streams'] = {};
+    for (const s of session.streams) {
+      if (!s.health) continue;
+      streams[s.name] = {
+        rtt: s.health.rtt,
+        retransmit: s.health.retransmit,
+        bitrate: s.health.bitrate,
+        status: classifyHealth(s.health.rtt, s.health.retransmit),
+        suggestedLatency: suggestedLatency(s.health.rtt),
+      };
+    }
+    const text = encode({ type: 'health_report', streams });
+    for (const l of room.links) if (l.claims.role === 'admin') l.send(text);
+  }
+
+  // --- tally
+
+  #tally(
+    link: PeerLink,
+    room: Room,
+    session: SessionRecord,
+    requested: string | undefined,
+    state: TallyState,
+  ): void {
+    if (link.claims.role !== 'admin') {
+      link.send(errorText('AUTH_FAILED', 'tally: only an admin token may set tally'));
+      return;
+    }
+    const stream = this.#resolveStream(link, room, session, requested);
+    if (!stream) return;
+    room.tally.set(stream.name, state);
+    const text = encode({ type: 'tally', stream: stream.name, state });
+    const h = this.#holders(room, stream.name);
+    const to = new Set<PeerLink>();
+    for (const l of h) if (l) to.add(l);
+    for (const l of room.links) if (l.claims.role === 'admin') to.add(l);
+    for (const l of to) l.send(text);
+  }
+
+  // --- broker events → messages
+
+  #onBrokerEvent(e: BrokerEvent): void {
+    const room = this.#rooms.get(e.session.name);
+    if (!room) return;
+    switch (e.type) {
+      case 'peer_matched': {
+        const { peerA, peerB } = e.stream;
+        if (!peerA || !peerB) return;
+        const text = encode({
+          type: 'peer_match',
+          stream: e.stream.name,
+          peer_a: { ip: peerA.ip, port: peerA.port },
+          peer_b: { ip: peerB.ip, port: peerB.port },
+          localPort: peerA.port,
+          passphrase: e.session.passphrase,
+          latency: e.session.latency,
+        });
+        for (const l of room.links) if (l.claims.role === 'admin') l.send(text);
+        return;
+      }
+      case 'session_changed': {
+        const text = encode(sessionMessage(e.session));
+        for (const l of room.links) l.send(text);
+        return;
+      }
+      case 'session_closed': {
+        const text = encode({ type: 'session_closed', reason: e.reason });
+        room.healthTimer?.cancel();
+        this.#rooms.delete(e.session.name);
+        for (const l of room.links) {
+          this.#sessionOf.delete(l);
+          l.send(text);
+          l.end('session_closed');
+        }
+        return;
+      }
+      default:
+        return;
+    }
+  }
+}
+
+/** `peer` to the peer holding `mine`, about `theirs`. */
+function peerMessage(
+  session: SessionRecord,
+  stream: StreamRecord,
+  theirs: PeerClaim,
+  mine: PeerClaim,
+): ServerMessage {
+  return {
+    type: 'peer',
+    stream: stream.name,
+    ip: theirs.ip,
+    port: theirs.port,
+    localPort: mine.port,
+    passphrase: session.passphrase,
+    latency: session.latency,
+    meta: theirs.meta,
+  };
+}
+
+export function sessionMessage(session: SessionRecord): ServerMessage {
+  const streams: Record<string, { state: string; peers: number }> = {};
+  let connected = 0;
+  for (const s of session.streams) {
+    streams[s.name] = { state: s.state, peers: (s.peerA ? 1 : 0) + (s.peerB ? 1 : 0) };
+    if (s.state === 'connected') connected++;
+  }
+  return { type: 'session', state: session.state, streams, connected, total: session.streams.length };
+}

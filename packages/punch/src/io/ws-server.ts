@@ -1,0 +1,261 @@
+import { createHash } from 'node:crypto';
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { bearerToken, type Clock, type Logger } from '@broadcast-ops/core';
+import { WebSocketServer, type RawData, type WebSocket } from 'ws';
+import type { AccessChecker, AccessRefusal } from '../domain/access.ts';
+import type { SessionBroker } from '../domain/broker.ts';
+import type { PeerLink, SignallingHub } from '../domain/signalling.ts';
+import { PUNCH_VERSION } from '../protocol/schemas.ts';
+import type { TokenClaims } from '../protocol/token.ts';
+import { WS_CLOSE, encode, parseClientMessage, type WsErrorCode } from '../protocol/ws-messages.ts';
+import { clientAddress, type TrustPolicy } from './client-address.ts';
+import type { ClientLimits } from './client-limits.ts';
+
+/**
+ * `GET /api/ws/:session_name` upgraded to a WebSocket on the same port as the REST API (WSS when the
+ * server has TLS). README "WebSocket signalling" describes the protocol; this module owns the sockets:
+ *
+ * 1. Before anything else, on the HTTP `upgrade` event: the path, then the per-client WebSocket connect
+ *    limit keyed by the one client-address function (over the limit: HTTP 429 with `Retry-After`, no
+ *    upgrade; no session state is read).
+ * 2. Upgrade, then authenticate (bearer header or `?token=`). A missing or bad token is answered in a way
+ *    a browser can see: the socket is accepted, gets `error` and is closed with a 44xx code.
+ * 3. Messages: at most `messagesPerSecond` per connection (the excess is dropped with one
+ *    `INVALID_MESSAGE` per second; twice the limit within a second closes with 4429), frames at most
+ *    `maxPayload` bytes (`ws` closes with 1009 before buffering a larger frame), text only, JSON objects.
+ * 4. Liveness: a protocol ping every `pingIntervalMs`; a connection that has not answered the previous
+ *    ping is terminated, so a half-open socket frees its slot (it becomes detached) within two intervals.
+ */
+export interface SignallingServerOptions {
+  broker: SessionBroker;
+  hub: SignallingHub;
+  access: AccessChecker;
+  clock: Clock;
+  logger: Logger;
+  trust: TrustPolicy;
+  clientLimits: ClientLimits;
+  /** Per-client limits on (the same master switch as HTTP). */
+  rateLimits: boolean;
+  messagesPerSecond: number;
+  /** Largest frame, bytes. Default 16 KiB. */
+  maxPayload?: number;
+  /** Protocol ping interval. Default 15 s. */
+  pingIntervalMs?: number;
+}
+
+export interface SignallingServer {
+  readonly connections: number;
+  /** Close every connection with 1001 (going away) and stop the heartbeat. */
+  close(): Promise<void>;
+}
+
+const PATH = /^\/api\/ws\/([^/?#]+)\/?(?:\?.*)?$/;
+
+/** Fingerprint of a token: who registered a claim, without keeping the credential. */
+export function tokenFingerprint(token: string): string {
+  return createHash('sha256').update(token).digest().subarray(0, 16).toString('base64url');
+}
+
+function reject(socket: Duplex, status: number, text: string, headers: Record<string, string> = {}): void {
+  const extra = Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
+  socket.end(
+    `HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nPunch-Version: ${PUNCH_VERSION}\r\n` +
+      `Content-Length: 0\r\n${extra}\r\n`,
+  );
+}
+
+function closeCodeOf(r: AccessRefusal): number {
+  if (r.code === 'SESSION_EXPIRED') return WS_CLOSE.sessionExpired;
+  return r.reason === 'other_session' ? WS_CLOSE.forbidden : WS_CLOSE.authFailed;
+}
+
+class WsLink implements PeerLink {
+  alive = true;
+  windowStart = 0;
+  count = 0;
+  warned = false;
+  readonly ws: WebSocket;
+  readonly ip: string;
+  readonly claims: TokenClaims;
+  readonly holder: string;
+
+  constructor(ws: WebSocket, ip: string, claims: TokenClaims, holder: string) {
+    this.ws = ws;
+    this.ip = ip;
+    this.claims = claims;
+    this.holder = holder;
+  }
+
+  send(text: string): void {
+    if (this.ws.readyState === this.ws.OPEN) this.ws.send(text);
+  }
+
+  probe(timeoutMs: number): Promise<boolean> {
+    const ws = this.ws;
+    if (ws.readyState !== ws.OPEN) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const onPong = (): void => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        ws.off('pong', onPong);
+        resolve(false);
+      }, timeoutMs);
+      ws.once('pong', onPong);
+      ws.ping();
+    });
+  }
+
+  end(reason: 'replaced' | 'session_closed'): void {
+    if (reason === 'replaced') {
+      // The old socket may be half-open: no close handshake to wait for.
+      this.ws.close(WS_CLOSE.replaced, 'replaced by a newer connection of this peer');
+      setTimeout(() => this.ws.terminate(), 1000).unref();
+    } else this.ws.close(WS_CLOSE.normal, 'session closed');
+  }
+}
+
+export function attachSignalling(server: Server, options: SignallingServerOptions): SignallingServer {
+  const { broker, hub, access, clock, logger } = options;
+  const maxPayload = options.maxPayload ?? 16 * 1024;
+  const perSecond = options.messagesPerSecond;
+  const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload });
+  const links = new Map<WebSocket, WsLink>();
+  let closing = false;
+
+  const sendError = (ws: WebSocket, code: WsErrorCode, message: string): void => {
+    if (ws.readyState === ws.OPEN) ws.send(encode({ type: 'error', code, message }));
+  };
+
+  const onMessage = (link: WsLink, data: RawData, isBinary: boolean): void => {
+    const now = clock.monotonicMs();
+    if (now - link.windowStart >= 1000) {
+      link.windowStart = now;
+      link.count = 0;
+      link.warned = false;
+    }
+    link.count++;
+    if (link.count > perSecond) {
+      if (link.count > 2 * perSecond) {
+        link.ws.close(WS_CLOSE.rateLimited, 'message rate limit exceeded');
+        return;
+      }
+      if (!link.warned) {
+        link.warned = true;
+        sendError(link.ws, 'INVALID_MESSAGE', `rate limit: at most ${perSecond} messages per second`);
+      }
+      return;
+    }
+    if (isBinary) {
+      sendError(link.ws, 'INVALID_MESSAGE', 'message: binary frames are not accepted; send JSON text');
+      return;
+    }
+    const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
+    const parsed = parseClientMessage(buf.toString('utf8'));
+    if (!parsed.ok) {
+      sendError(link.ws, 'INVALID_MESSAGE', parsed.reason);
+      return;
+    }
+    hub.handle(link, parsed.message);
+  };
+
+  const onConnection = (ws: WebSocket, ip: string, name: string, token: string | undefined): void => {
+    ws.on('error', () => undefined);
+    const auth = access.authenticate(token, name, clock.now());
+    if (!auth.ok) {
+      sendError(ws, auth.code, auth.message);
+      ws.close(closeCodeOf(auth), auth.code);
+      return;
+    }
+    const live = access.liveSession(broker.get(name), name, auth.claims);
+    if (!live.ok) {
+      sendError(ws, live.code, live.message);
+      ws.close(closeCodeOf(live), live.code);
+      return;
+    }
+    const link = new WsLink(ws, ip, auth.claims, tokenFingerprint(token ?? ''));
+    links.set(ws, link);
+    ws.on('pong', () => {
+      link.alive = true;
+    });
+    ws.on('message', (data, isBinary) => {
+      link.alive = true;
+      try {
+        onMessage(link, data, isBinary);
+      } catch (err) {
+        logger.error({ err, session: name }, 'websocket message handler failed');
+        sendError(ws, 'SERVER_ERROR', 'the message could not be handled');
+      }
+    });
+    ws.on('close', () => {
+      links.delete(ws);
+      hub.detach(link);
+    });
+    hub.attach(link, name);
+  };
+
+  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    socket.on('error', () => undefined);
+    const m = PATH.exec(req.url ?? '');
+    if (!m) {
+      reject(socket, 404, 'Not Found');
+      return;
+    }
+    if (closing) {
+      reject(socket, 503, 'Service Unavailable');
+      return;
+    }
+    const ip = clientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], options.trust);
+    if (options.rateLimits) {
+      const d = options.clientLimits.hit('wsConnect', ip, clock.monotonicMs());
+      if (!d.allowed) {
+        reject(socket, 429, 'Too Many Requests', { 'Retry-After': String(d.retryAfterS) });
+        return;
+      }
+    }
+    let name: string;
+    let token: string | undefined;
+    try {
+      name = decodeURIComponent(m[1] ?? '');
+      const query = new URL(req.url ?? '/', 'http://localhost').searchParams;
+      token = bearerToken(req.headers.authorization) ?? query.get('token') ?? undefined;
+    } catch {
+      reject(socket, 400, 'Bad Request');
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => onConnection(ws, ip, name, token));
+  };
+  server.on('upgrade', onUpgrade);
+
+  const heartbeat = setInterval(() => {
+    for (const link of links.values()) {
+      if (!link.alive) {
+        link.ws.terminate();
+        continue;
+      }
+      link.alive = false;
+      link.ws.ping();
+    }
+  }, options.pingIntervalMs ?? 15_000);
+  heartbeat.unref();
+
+  return {
+    get connections() {
+      return links.size;
+    },
+    async close() {
+      closing = true;
+      clearInterval(heartbeat);
+      server.off('upgrade', onUpgrade);
+      for (const ws of wss.clients) ws.close(WS_CLOSE.goingAway, 'server shutting down');
+      const deadline = Date.now() + 2000;
+      while (wss.clients.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      for (const ws of wss.clients) ws.terminate();
+      await new Promise<void>((resolve) => wss.close(() => resolve()));
+    },
+  };
+}

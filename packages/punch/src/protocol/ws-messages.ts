@@ -1,0 +1,230 @@
+import { NAME_PATTERN } from './schemas.ts';
+
+/**
+ * Wire format of the WebSocket signalling (spec "WebSocket"; README "WebSocket signalling"): the messages a
+ * peer may send, parsed and bounded here, and the messages the server sends. Every message is a JSON
+ * object with a `type`. Unknown fields are ignored (spec "Versioning"); `v` may be present on any message
+ * and must then be a number. Parsing never throws: a bad message becomes a reason text for `INVALID_MESSAGE`.
+ */
+
+export const SRT_STATUSES = ['connecting', 'connected', 'disconnected', 'error'] as const;
+export const TALLY_STATES = ['off', 'preview', 'program'] as const;
+export type SrtStatus = (typeof SRT_STATUSES)[number];
+export type TallyState = (typeof TALLY_STATES)[number];
+
+/** Spec "Limits": register port 1024-65535. */
+export const MIN_PEER_PORT = 1024;
+export const MAX_PEER_PORT = 65535;
+/** `meta` is echoed to the other peer in `peer`: at most this many bytes of JSON. */
+export const MAX_META_BYTES = 2048;
+export const MAX_LABEL_LENGTH = 64;
+export const MAX_CLIENT_ID_LENGTH = 128;
+
+export interface RegisterMessage {
+  type: 'register';
+  stream: string | undefined;
+  port: number;
+  role: 'sender' | 'receiver' | null;
+  meta: Record<string, unknown>;
+}
+export interface HealthMessage {
+  type: 'health';
+  stream: string | undefined;
+  rtt: number;
+  retransmit: number;
+  bitrate: number;
+  dropped: number | undefined;
+  buffer: number | undefined;
+}
+export interface StatusMessage {
+  type: 'status';
+  stream: string | undefined;
+  srt: SrtStatus;
+}
+export interface TallyMessage {
+  type: 'tally';
+  stream: string | undefined;
+  state: TallyState;
+}
+export interface ReadyMessage {
+  type: 'ready';
+  stream: string | undefined;
+}
+export type ClientMessage = RegisterMessage | HealthMessage | StatusMessage | TallyMessage | ReadyMessage;
+
+export type ParseResult = { ok: true; message: ClientMessage } | { ok: false; reason: string };
+
+type Obj = Record<string, unknown>;
+
+class Invalid extends Error {}
+
+function bad(reason: string): never {
+  throw new Invalid(reason);
+}
+
+function optionalStream(o: Obj): string | undefined {
+  const s = o['stream'];
+  if (s === undefined || s === null) return undefined;
+  if (typeof s !== 'string' || !NAME_PATTERN.test(s)) bad('stream: must be a stream name');
+  return s;
+}
+
+function number(o: Obj, key: string, min: number, max: number, required: boolean): number | undefined {
+  const v = o[key];
+  if (v === undefined && !required) return undefined;
+  if (typeof v !== 'number' || !Number.isFinite(v)) bad(`${key}: must be a number`);
+  if (v < min || v > max) bad(`${key}: must be between ${min} and ${max}`);
+  return v;
+}
+
+function oneOf<T extends string>(o: Obj, key: string, allowed: readonly T[]): T {
+  const v = o[key];
+  if (typeof v !== 'string' || !(allowed as readonly string[]).includes(v)) {
+    bad(`${key}: must be one of ${allowed.join(', ')}`);
+  }
+  return v as T;
+}
+
+function parseMeta(v: unknown): Record<string, unknown> {
+  if (v === undefined || v === null) return {};
+  if (typeof v !== 'object' || Array.isArray(v)) bad('meta: must be an object');
+  if (Buffer.byteLength(JSON.stringify(v)) > MAX_META_BYTES) bad(`meta: at most ${MAX_META_BYTES} bytes`);
+  const meta = v as Obj;
+  const label = meta['label'];
+  if (label !== undefined && (typeof label !== 'string' || label.length > MAX_LABEL_LENGTH)) {
+    bad(`meta.label: must be a string of at most ${MAX_LABEL_LENGTH} characters`);
+  }
+  const clientId = meta['clientId'];
+  if (
+    clientId !== undefined &&
+    (typeof clientId !== 'string' || clientId === '' || clientId.length > MAX_CLIENT_ID_LENGTH)
+  ) {
+    bad(`meta.clientId: must be a non-empty string of at most ${MAX_CLIENT_ID_LENGTH} characters`);
+  }
+  return meta;
+}
+
+function parseObject(o: Obj): ClientMessage {
+  const type = o['type'];
+  if (typeof type !== 'string') bad('type: required string');
+  if (o['v'] !== undefined && (typeof o['v'] !== 'number' || !Number.isFinite(o['v']))) {
+    bad('v: must be a number');
+  }
+  switch (type) {
+    case 'register': {
+      const port = o['port'];
+      if (typeof port !== 'number' || !Number.isInteger(port)) bad('port: required integer');
+      if (port < MIN_PEER_PORT || port > MAX_PEER_PORT) {
+        bad(`port: must be between ${MIN_PEER_PORT} and ${MAX_PEER_PORT}`);
+      }
+      const role =
+        o['role'] === undefined || o['role'] === null ? null : oneOf(o, 'role', ['sender', 'receiver']);
+      return { type, stream: optionalStream(o), port, role, meta: parseMeta(o['meta']) };
+    }
+    case 'health':
+      return {
+        type,
+        stream: optionalStream(o),
+        rtt: number(o, 'rtt', 0, 600_000, true) as number,
+        retransmit: number(o, 'retransmit', 0, 100, true) as number,
+        bitrate: number(o, 'bitrate', 0, 1e12, true) as number,
+        dropped: number(o, 'dropped', 0, Number.MAX_SAFE_INTEGER, false),
+        buffer: number(o, 'buffer', 0, 100, false),
+      };
+    case 'status':
+      return { type, stream: optionalStream(o), srt: oneOf(o, 'srt', SRT_STATUSES) };
+    case 'tally':
+      return { type, stream: optionalStream(o), state: oneOf(o, 'state', TALLY_STATES) };
+    case 'ready':
+      return { type, stream: optionalStream(o) };
+    default:
+      return bad(`type: unknown message type ${JSON.stringify(type.slice(0, 32))}`);
+  }
+}
+
+/** Parse one text frame. Never throws. */
+export function parseClientMessage(text: string): ParseResult {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return { ok: false, reason: 'message: not valid JSON' };
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return { ok: false, reason: 'message: must be a JSON object with a "type"' };
+  }
+  try {
+    return { ok: true, message: parseObject(value as Obj) };
+  } catch (err) {
+    if (err instanceof Invalid) return { ok: false, reason: err.message };
+    throw err;
+  }
+}
+
+// --- server → peer
+
+/** Error codes of the WebSocket `error` message (spec "Errors", plus SERVER_ERROR from the original's enum). */
+export type WsErrorCode =
+  'SESSION_FULL' | 'SESSION_EXPIRED' | 'STREAM_TAKEN' | 'AUTH_FAILED' | 'INVALID_MESSAGE' | 'SERVER_ERROR';
+
+export type HealthStatus = 'healthy' | 'warning' | 'critical';
+
+export type ServerMessage =
+  | {
+      type: 'peer';
+      stream: string;
+      ip: string;
+      port: number;
+      localPort: number;
+      passphrase: string;
+      latency: number;
+      meta: Record<string, unknown>;
+    }
+  | {
+      type: 'peer_match';
+      stream: string;
+      peer_a: { ip: string; port: number };
+      peer_b: { ip: string; port: number };
+      localPort: number;
+      passphrase: string;
+      latency: number;
+    }
+  | { type: 'start'; stream: string }
+  | {
+      type: 'session';
+      state: string;
+      streams: Record<string, { state: string; peers: number }>;
+      connected: number;
+      total: number;
+    }
+  | { type: 'tally'; stream: string; state: TallyState }
+  | {
+      type: 'health_report';
+      streams: Record<
+        string,
+        { rtt: number; retransmit: number; bitrate: number; status: HealthStatus; suggestedLatency: number }
+      >;
+    }
+  | { type: 'error'; code: WsErrorCode; message: string }
+  | { type: 'session_closed'; reason: 'admin_closed' | 'ttl_expired' | 'error' };
+
+export function encode(message: ServerMessage): string {
+  return JSON.stringify(message);
+}
+
+/**
+ * Close codes (RFC 6455 §7.4.2: 4000-4999 are for applications). They mirror the HTTP statuses of the same
+ * refusals so that one table explains both. 1000 follows `session_closed`, 1001 a server shutdown, and
+ * 1009 (RFC 6455 §7.4.1, "message too big") is sent by the `ws` library for a frame over the size limit.
+ */
+export const WS_CLOSE = {
+  normal: 1000,
+  goingAway: 1001,
+  tooBig: 1009,
+  invalidMessage: 4400,
+  authFailed: 4401,
+  forbidden: 4403,
+  replaced: 4409,
+  sessionExpired: 4410,
+  rateLimited: 4429,
+} as const;
