@@ -25,6 +25,8 @@ export interface ConnectOptions {
   query?: boolean;
   headers?: Record<string, string>;
   ca?: Buffer;
+  /** false: never answer pings (a frozen or half-open peer, as the server sees it). */
+  autoPong?: boolean;
 }
 
 export function wsUrl(httpUrl: string, session: string): string {
@@ -38,7 +40,12 @@ export async function connect(httpUrl: string, session: string, o: ConnectOption
     if (o.query) url += `?token=${encodeURIComponent(o.token)}`;
     else headers['authorization'] = `Bearer ${o.token}`;
   }
-  const ws = new WebSocket(url, { headers, perMessageDeflate: false, ...(o.ca ? { ca: o.ca } : {}) });
+  const ws = new WebSocket(url, {
+    headers,
+    perMessageDeflate: false,
+    autoPong: o.autoPong ?? true,
+    ...(o.ca ? { ca: o.ca } : {}),
+  });
   const messages: Msg[] = [];
   let taken = 0;
   const waiters = new Set<() => void>();
