@@ -19,8 +19,9 @@ async function peerTokens(
   admin: string,
 ) {
   const make = async (label: string) =>
-    (await call('POST', `/api/session/${name}/token`, { token: admin, body: { label } })).json
-      .token as string;
+    (await call('POST', `/api/session/${name}/token`, { token: admin, body: { label } })).json[
+      'token'
+    ] as string;
   return { a: await make('A'), b: await make('B') };
 }
 
