@@ -14,6 +14,8 @@ import {
   realpathSync,
   renameSync,
   rmSync,
+  statSync,
+  utimesSync,
   writeFileSync,
 } from 'node:fs';
 import { homedir } from 'node:os';
@@ -227,24 +229,33 @@ export function syncTree(root: string, tree: string, files: readonly string[]): 
 
 export const INSTALL_STAMP = join('node_modules', '.broadcast-ops-install-key');
 
+/** Trees kept per Node version (one per install key): a checkout and a branch with another lockfile, or two
+ * checkouts sharing the cache, do not reinstall each other's node_modules on every run. */
+export const TREES_PER_VERSION = 2;
+
 /**
- * The tree of one registry Node under cacheDir/trees, synced from the working tree; `npm ci` on that Node when
- * the install key differs from the one stamped by the last successful install there.
+ * The tree of one registry Node for this install key, under cacheDir/trees/v<version>-<key>, locked for the
+ * caller (call release when done), synced from the working tree; `npm ci` on that Node unless a previous
+ * successful install stamped the same key. Older trees of the version beyond TREES_PER_VERSION are removed.
  */
 export function prepareTree(
   root: string,
   cacheDir: string,
   version: string,
   nodeDir: string,
-): { tree: string; problem?: string } {
-  const tree = join(cacheDir, 'trees', `v${version}`);
+): { tree: string; release: () => void; problem?: string } {
   const files = sourceFiles(root);
-  syncTree(root, tree, files);
   const key = installKey(version, root, files);
+  const trees = join(cacheDir, 'trees');
+  const tree = join(trees, `v${version}-${key.slice(0, 16)}`);
+  const release = lock(`${tree}.lock`);
+  syncTree(root, tree, files);
+  pruneTrees(trees, version, tree);
   const stamp = join(tree, INSTALL_STAMP);
   if (existsSync(stamp) && readFileSync(stamp, 'utf8').trim() === key) {
-    console.log(`test-matrix: node v${version}: node_modules cached in ${tree} (key ${key.slice(0, 12)})`);
-    return { tree };
+    console.log(`test-matrix: node v${version}: node_modules cached in ${tree}`);
+    utimesSync(stamp, new Date(), new Date());
+    return { tree, release };
   }
   console.log(`test-matrix: node v${version}: npm ci in ${tree}`);
   const started = Date.now();
@@ -252,10 +263,27 @@ export function prepareTree(
     cwd: tree,
     env: childEnv(process.env, nodeDir),
   });
-  console.log(
-    `test-matrix: node v${version}: npm ci exited ${status} after ${((Date.now() - started) / 1000).toFixed(0)} s`,
-  );
-  if (status !== 0) return { tree, problem: `npm ci failed (exit ${status})` };
+  const seconds = ((Date.now() - started) / 1000).toFixed(0);
+  console.log(`test-matrix: node v${version}: npm ci exited ${status} after ${seconds} s`);
+  if (status !== 0) return { tree, release, problem: `npm ci failed (exit ${status})` };
   writeFileSync(stamp, `${key}\n`);
-  return { tree };
+  return { tree, release };
+}
+
+/** Removes the least recently used trees of a version beyond TREES_PER_VERSION, never one that is locked. */
+export function pruneTrees(trees: string, version: string, keep: string): void {
+  const prefix = `v${version}-`;
+  const used = (dir: string): number => {
+    try {
+      return statSync(join(dir, INSTALL_STAMP)).mtimeMs;
+    } catch {
+      return 0;
+    }
+  };
+  const others = readdirSync(trees)
+    .filter((n) => n.startsWith(prefix) && !n.endsWith('.lock'))
+    .map((n) => join(trees, n))
+    .filter((d) => d !== keep && !existsSync(`${d}.lock`))
+    .sort((a, b) => used(b) - used(a));
+  for (const dir of others.slice(TREES_PER_VERSION - 1)) rmSync(dir, { recursive: true, force: true });
 }

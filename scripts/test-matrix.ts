@@ -9,7 +9,7 @@
  *   own `npm ci`, so native modules (better-sqlite3, the timesvc addon) are compiled for that Node's ABI and
  *   this checkout's node_modules is never touched.
  * - Cached under $BROADCAST_OPS_CACHE (default ~/.cache/broadcast-ops): the unpacked Node builds, and each
- *   version's tree with its node_modules, reinstalled only when the install key changes.
+ *   version's tree with its node_modules per install key (the two most recently used kept).
  *
  * Usage: tsx scripts/test-matrix.ts [--node 20|22|24|host|<x.y.z>]... [path-filter ...]
  *        TEST_NODE=24 npm test           (the same selection through the environment, comma-separated)
@@ -24,7 +24,6 @@ import {
   childEnv,
   defaultCacheDir,
   ensureNode,
-  lock,
   prepareTree,
   resolveTargets,
   run,
@@ -54,8 +53,8 @@ function runSuite(target: Target, filters: string[]): Outcome {
   if (!target.host) {
     try {
       const nodeDir = ensureNode(cacheDir, target.version);
-      release = lock(join(cacheDir, 'trees', `v${target.version}.lock`));
       const prepared = prepareTree(root, cacheDir, target.version, nodeDir);
+      release = prepared.release;
       if (prepared.problem) problems.push(prepared.problem);
       nodeBin = join(nodeDir, 'bin', 'node');
       cwd = prepared.tree;

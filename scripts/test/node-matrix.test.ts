@@ -1,10 +1,20 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { repoRoot, tempDir } from '../../packages/core/src/testing/index.ts';
-import { PINNED, childEnv, installKey, lock, resolveTargets, syncTree } from '../node-matrix.ts';
+import {
+  INSTALL_STAMP,
+  PINNED,
+  TREES_PER_VERSION,
+  childEnv,
+  installKey,
+  lock,
+  pruneTrees,
+  resolveTargets,
+  syncTree,
+} from '../node-matrix.ts';
 
 function write(root: string, rel: string, text: string): void {
   mkdirSync(dirname(join(root, rel)), { recursive: true });
@@ -132,6 +142,37 @@ test('a tree lock left by a process that has ended is taken over; release frees 
     assert.equal(readFileSync(join(path, 'pid'), 'utf8'), String(process.pid));
     release();
     assert.ok(!existsSync(path));
+  } finally {
+    dir.remove();
+  }
+});
+
+test('old trees of a version are pruned least recently used first; the current, locked and other versions stay', () => {
+  const dir = tempDir();
+  try {
+    const ages: [string, number][] = [
+      ['v24.21.0-aaaa', 1],
+      ['v24.21.0-bbbb', 50],
+      ['v24.21.0-cccc', 100],
+      ['v24.21.0-dddd', 200],
+      ['v22.23.3-eeee', 300],
+    ];
+    for (const [name, ageS] of ages) {
+      write(dir.path, join(name, INSTALL_STAMP), name);
+      const t = new Date(Date.now() - ageS * 1000);
+      utimesSync(join(dir.path, name, INSTALL_STAMP), t, t);
+    }
+    mkdirSync(join(dir.path, 'v24.21.0-dddd.lock')); // in use by another run
+    pruneTrees(dir.path, '24.21.0', join(dir.path, 'v24.21.0-cccc'));
+    assert.equal(TREES_PER_VERSION, 2);
+    // Kept: the current tree (cccc), the most recently used other one (aaaa), the locked one, the other version.
+    assert.deepEqual(readdirSync(dir.path).sort(), [
+      'v22.23.3-eeee',
+      'v24.21.0-aaaa',
+      'v24.21.0-cccc',
+      'v24.21.0-dddd',
+      'v24.21.0-dddd.lock',
+    ]);
   } finally {
     dir.remove();
   }
