@@ -15,11 +15,58 @@ export const configSchema = z.strictObject({
   environment: z.enum(['development', 'production', 'test']).default('production'),
   companion: z
     .strictObject({
-      // Until a Companion Satellite adapter is registered, `enabled: true` only logs a
-      // warning and reports `companion` as degraded in /health.
+      // Companion Satellite API (docs/companion.md): WebSocket on 16623 (Companion ≥ 3.5) or TCP on 16622.
       enabled: z.boolean().default(false),
       host: z.string().min(1).default('127.0.0.1'),
       port: port.default(16623),
+      transport: z.enum(['ws', 'tcp']).default('ws'),
+      // Companion drops a Satellite client after 5 s without inbound data: keep the PING well inside.
+      heartbeatInterval: z.number().int().min(50).max(2000).default(1000),
+      deadAfter: z.number().int().min(100).max(60_000).default(3000),
+      connectionTimeout: z.number().int().min(100).max(60_000).default(5000),
+      replyTimeout: z.number().int().min(50).max(60_000).default(5000),
+      reconnectDelay: z.number().int().min(10).max(60_000).default(1000),
+      maxReconnectDelay: z.number().int().min(10).max(600_000).default(30_000),
+      reconnectJitter: z.number().int().min(0).max(60_000).default(500),
+      maxReconnectAttempts: z.number().int().min(0).default(0),
+      refreshTimeout: z.number().int().min(10).max(60_000).default(1000),
+      device: z
+        .strictObject({
+          deviceId: z
+            .string()
+            .regex(/^[A-Za-z0-9_.:-]{1,64}$/)
+            .default('telemetry-bridge-001'),
+          productName: z
+            .string()
+            .min(1)
+            .max(64)
+            .regex(/^[^\r\n]*$/)
+            .default('Telemetry Bridge'),
+          serial: z
+            .string()
+            .regex(/^[A-Za-z0-9_.:-]{1,64}$/)
+            .optional(),
+          keysTotal: z.number().int().min(1).max(2000).default(32),
+          keysPerRow: z.number().int().min(1).max(1000).default(8),
+          bitmaps: z.number().int().min(0).max(512).default(0),
+          colors: z.union([z.enum(['hex', 'rgb']), z.literal(false)]).default('hex'),
+          text: z.boolean().default(true),
+          textStyle: z.boolean().default(false),
+          pincodeLock: z.boolean().default(true),
+          brightness: z.boolean().default(true),
+          variables: z
+            .array(
+              z.strictObject({
+                id: z.string().regex(/^[A-Za-z0-9_:-]{1,64}$/),
+                type: z.enum(['input', 'output']),
+                name: z.string().min(1).max(128),
+                description: z.string().max(256).optional(),
+              }),
+            )
+            .max(256)
+            .default([]),
+        })
+        .prefault({}),
     })
     .prefault({}),
   clientTransport: z

@@ -8,6 +8,7 @@ import { listeningUrl, systemClock, type Clock, type Logger } from '@broadcast-o
 import type { FastifyInstance } from 'fastify';
 import type { BridgeConfig } from './config.ts';
 import type { Adapter } from './domain/adapter.ts';
+import { companionAdapterFromConfig } from './adapters/companion/index.ts';
 import { Hub } from './domain/hub.ts';
 import { UuidV7Generator } from './domain/ids.ts';
 import { EventLog } from './io/event-log.ts';
@@ -98,18 +99,13 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
     },
   });
   for (const a of options.adapters ?? []) hub.registerAdapter(a);
+  // The Companion Satellite adapter (docs/companion.md), unless the caller brought its own.
+  if (config.companion.enabled && !(options.adapters ?? []).some((a) => a.name === 'companion.satellite')) {
+    hub.registerAdapter(companionAdapterFromConfig(config.companion));
+  }
   // The new segment (if any) starts with a checkpoint of the recovered state; then restored keys go stale.
   eventLog?.start(() => hub.store.checkpoint());
   hub.markRecovered();
-
-  if (config.companion.enabled) {
-    logger
-      .child({ component: 'companion' })
-      .warn(
-        { host: config.companion.host, port: config.companion.port },
-        'companion.enabled is set but no Companion Satellite adapter is registered in this build',
-      );
-  }
 
   const transport = new WsTransport(
     hub,

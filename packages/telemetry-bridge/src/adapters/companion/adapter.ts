@@ -1,0 +1,654 @@
+/**
+ * Companion adapter (namespace `companion`, source `companion.satellite`): registers the bridge as a virtual
+ * surface through the real Satellite API, publishes what Companion draws and streams, and turns client
+ * commands into Satellite messages, each acknowledged only after Companion's `OK` (docs/companion.md).
+ *
+ * Connection state (`companion.connection.state`): `connecting` (first attempt) → `connected` after BEGIN,
+ * CAPS (≥ 1.10.0) and `ADD-DEVICE OK`; a lost, silent or refused link → `reconnecting` with exponential backoff
+ * plus jitter; `error` when Companion is reachable but unusable (ApiVersion 2+, ADD-DEVICE refused, not a
+ * Satellite server) or when `maxReconnectAttempts` is exhausted; `disconnected` when the adapter stops.
+ */
+import type { Adapter, AdapterCommand, AdapterContext, AdapterResult } from '../../domain/adapter.ts';
+import {
+  formatClientLine,
+  isSemver,
+  parseLine,
+  toBase64,
+  type SatelliteLine,
+  type SatelliteParams,
+  type SatelliteValue,
+} from '../../protocol/satellite.ts';
+import { planCommand, type Plan, type Target } from './commands.ts';
+import {
+  capsValue,
+  featuresOf,
+  parseLocation,
+  segment,
+  styleValue,
+  variablePath,
+  type CompanionFeatures,
+} from './features.ts';
+import { openLink, type SatelliteLink, type SatelliteTransport } from './link.ts';
+
+export type CompanionConnectionState = 'disconnected' | 'connecting' | 'connected' | 'reconnecting' | 'error';
+
+export interface CompanionVariable {
+  /** Id declared to Companion; `group:name` publishes at `companion.variables.group.name`. */
+  id: string;
+  type: 'input' | 'output';
+  name: string;
+  description?: string | undefined;
+}
+
+export interface CompanionDevice {
+  deviceId: string;
+  productName: string;
+  serial?: string;
+  keysTotal: number;
+  keysPerRow: number;
+  /** Bitmap edge in px; 0 = no bitmaps (keys then carry text and colours only). */
+  bitmaps: number;
+  colors: 'hex' | 'rgb' | false;
+  text: boolean;
+  textStyle: boolean;
+  /** Ask Companion for LOCKED-STATE instead of lock drawings (1.8.0). */
+  pincodeLock: boolean;
+  /** Receive BRIGHTNESS (opt-out needs 1.7.0). */
+  brightness: boolean;
+  variables: CompanionVariable[];
+}
+
+export interface CompanionAdapterOptions {
+  host: string;
+  port: number;
+  transport: SatelliteTransport;
+  device: CompanionDevice;
+  /** PING period; Companion drops a client after 5 s without inbound data. */
+  heartbeatInterval: number;
+  /** No line from Companion for this long (ms) = dead link. */
+  deadAfter: number;
+  connectionTimeout: number;
+  replyTimeout: number;
+  reconnectDelay: number;
+  maxReconnectDelay: number;
+  reconnectJitter: number;
+  /** 0 = retry forever. */
+  maxReconnectAttempts: number;
+  /** Longest wait for the key refresh after registration before stale flags are cleared anyway. */
+  refreshTimeout: number;
+  maxLineLength: number;
+  random?: () => number;
+}
+
+interface Pending {
+  resolve(line: SatelliteLine): void;
+  reject(err: Error): void;
+  timer: NodeJS.Timeout;
+}
+
+interface Session {
+  link: SatelliteLink | undefined;
+  phase: 'begin' | 'caps' | 'register' | 'live';
+  apiVersion: string;
+  companionVersion: string;
+  caps: SatelliteParams;
+  features: CompanionFeatures;
+  pending: Map<string, Pending[]>;
+  subs: Map<string, { path: string; page: number; row: number; column: number }>;
+  refreshed: Set<number>;
+  lastRx: number;
+  pingSeq: number;
+  pings: Map<string, number>;
+  timers: NodeJS.Timeout[];
+  fresh: boolean;
+}
+
+class ReplyError extends Error {}
+
+export class CompanionAdapter implements Adapter {
+  readonly name = 'companion.satellite';
+  readonly targets = ['companion'];
+  readonly owns = ['companion'];
+  readonly #o: CompanionAdapterOptions;
+  readonly #random: () => number;
+  readonly #dev: string;
+  readonly #outputs: Map<string, string>;
+  readonly #inputs: Set<string>;
+  #ctx: AdapterContext | undefined;
+  #state: CompanionConnectionState = 'disconnected';
+  #session: Session | undefined;
+  #attempt = 0;
+  #retry: NodeJS.Timeout | undefined;
+  #stopped = true;
+
+  constructor(options: CompanionAdapterOptions) {
+    this.#o = options;
+    this.#random = options.random ?? Math.random;
+    this.#dev = segment(options.device.deviceId);
+    this.#outputs = new Map(
+      options.device.variables.filter((v) => v.type === 'output').map((v) => [v.id, variablePath(v.id)]),
+    );
+    this.#inputs = new Set(options.device.variables.filter((v) => v.type === 'input').map((v) => v.id));
+  }
+
+  get state(): CompanionConnectionState {
+    return this.#state;
+  }
+
+  capabilities(): Record<string, boolean | string | number> {
+    const s = this.#session;
+    const f = s?.features;
+    return {
+      transport: this.#o.transport,
+      state: this.#state,
+      apiVersion: s?.apiVersion ?? '',
+      press: this.#state === 'connected',
+      rotate: f?.rotate ?? false,
+      variables: f?.variables ?? false,
+      absolutePress: f?.subscriptions ?? false,
+      rotaryAmount: f?.rotaryAmount ?? false,
+    };
+  }
+
+  start(ctx: AdapterContext): void {
+    this.#ctx = ctx;
+    this.#stopped = false;
+    this.#setState('connecting');
+    void this.#connect();
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    if (this.#retry) clearTimeout(this.#retry);
+    const s = this.#session;
+    if (s) {
+      s.link?.send('QUIT\n');
+      this.#end(s, 'adapter stopped');
+    }
+    this.#ctx?.setConnected(false);
+    this.#setState('disconnected');
+  }
+
+  // ------------------------------------------------------------------------------------------ state
+
+  #set(path: string, value: unknown, correlationId?: string): void {
+    this.#ctx?.setState(path, value, correlationId ? { correlationId } : undefined);
+  }
+
+  #setState(s: CompanionConnectionState, error?: string): void {
+    if (error !== undefined) this.#set('companion.connection.lastError', error);
+    if (this.#state === s) return;
+    this.#state = s;
+    this.#set('companion.connection.state', s);
+  }
+
+  // ------------------------------------------------------------------------------------------ connection
+
+  async #connect(): Promise<void> {
+    this.#retry = undefined;
+    if (this.#stopped) return;
+    const session: Session = {
+      link: undefined,
+      phase: 'begin',
+      apiVersion: '',
+      companionVersion: '',
+      caps: Object.create(null) as SatelliteParams,
+      features: featuresOf('0.0.0', {}),
+      pending: new Map(),
+      subs: new Map(),
+      refreshed: new Set(),
+      lastRx: Date.now(),
+      pingSeq: 0,
+      pings: new Map(),
+      timers: [],
+      fresh: false,
+    };
+    this.#session = session;
+    const early: string[] = [];
+    let link: SatelliteLink;
+    try {
+      link = await openLink(
+        {
+          transport: this.#o.transport,
+          host: this.#o.host,
+          port: this.#o.port,
+          connectTimeoutMs: this.#o.connectionTimeout,
+          maxLineLength: this.#o.maxLineLength,
+        },
+        {
+          // Lines can arrive before the connect promise settles: hold them until the link is in place.
+          line: (l) => (session.link ? this.#onLine(session, l) : early.push(l)),
+          closed: (r) => this.#onClosed(session, r),
+        },
+      );
+    } catch (err) {
+      if (this.#session === session) this.#session = undefined;
+      this.#scheduleRetry(`connect to ${this.#o.host}:${this.#o.port} failed: ${(err as Error).message}`);
+      return;
+    }
+    if (this.#stopped || this.#session !== session) {
+      link.close();
+      return;
+    }
+    session.link = link;
+    session.lastRx = Date.now();
+    // Registration must finish within the connection timeout; the heartbeat also watches for silence.
+    this.#timer(session, this.#o.connectionTimeout, () => {
+      if (session.phase !== 'live')
+        this.#fail(session, 'reconnecting', `no registration within ${this.#o.connectionTimeout} ms`);
+    });
+    const beat = setInterval(() => this.#heartbeat(session), this.#o.heartbeatInterval);
+    session.timers.push(beat);
+    for (const l of early.splice(0)) this.#onLine(session, l);
+  }
+
+  #timer(session: Session, ms: number, fn: () => void): void {
+    session.timers.push(setTimeout(fn, ms));
+  }
+
+  #heartbeat(s: Session): void {
+    const silent = Date.now() - s.lastRx;
+    if (silent > this.#o.deadAfter) {
+      this.#fail(s, 'reconnecting', `no data from Companion for ${silent} ms`);
+      return;
+    }
+    const id = String(++s.pingSeq);
+    s.pings.set(id, performance.now());
+    for (const k of s.pings.keys()) {
+      if (s.pings.size <= 16) break;
+      s.pings.delete(k);
+    }
+    s.link?.send(`PING ${id}\n`);
+  }
+
+  #scheduleRetry(reason: string): void {
+    if (this.#stopped) return;
+    this.#attempt++;
+    const max = this.#o.maxReconnectAttempts;
+    if (max > 0 && this.#attempt > max) {
+      this.#setState('error', `${reason}; gave up after ${max} attempts`);
+      return;
+    }
+    const base = Math.min(this.#o.maxReconnectDelay, this.#o.reconnectDelay * 2 ** (this.#attempt - 1));
+    const delay = Math.round(base + this.#random() * this.#o.reconnectJitter);
+    this.#ctx?.logger.warn(
+      { reason, attempt: this.#attempt, delayMs: delay },
+      'companion link down; retrying',
+    );
+    if (this.#state !== 'error') this.#setState('reconnecting', reason);
+    else this.#set('companion.connection.lastError', reason);
+    this.#ctx?.reportReconnect();
+    this.#retry = setTimeout(() => {
+      if (this.#state === 'error') this.#setState('reconnecting');
+      void this.#connect();
+    }, delay);
+  }
+
+  /** Tear the session down (timers, pending replies, socket). */
+  #end(s: Session, reason: string): void {
+    for (const t of s.timers) clearTimeout(t);
+    for (const t of s.timers) clearInterval(t);
+    s.timers = [];
+    for (const queue of s.pending.values())
+      for (const p of queue.splice(0)) {
+        clearTimeout(p.timer);
+        p.reject(new Error(`link lost before Companion answered (${reason})`));
+      }
+    if (this.#session === s) this.#session = undefined;
+    s.link?.close(reason);
+  }
+
+  /** A live or half-open session failed: keys go stale, state moves, a retry is scheduled. */
+  #fail(s: Session, to: 'reconnecting' | 'error', reason: string): void {
+    if (this.#session !== s) return;
+    this.#end(s, reason);
+    this.#ctx?.setConnected(false);
+    if (to === 'error') this.#setState('error', reason);
+    this.#scheduleRetry(reason);
+  }
+
+  #onClosed(s: Session, reason: string): void {
+    this.#fail(s, 'reconnecting', reason);
+  }
+
+  // ------------------------------------------------------------------------------------------ inbound
+
+  #onLine(s: Session, raw: string): void {
+    if (this.#session !== s) return;
+    s.lastRx = Date.now();
+    const msg = parseLine(raw);
+    const p = msg.params;
+    if (s.phase === 'begin') {
+      if (msg.name !== 'BEGIN') {
+        this.#fail(
+          s,
+          'error',
+          `not a Companion Satellite API: first line ${JSON.stringify(raw.slice(0, 80))}`,
+        );
+        return;
+      }
+      const v = typeof p['ApiVersion'] === 'string' ? p['ApiVersion'] : '';
+      if (!isSemver(v) || !v.startsWith('1.')) {
+        this.#fail(
+          s,
+          'error',
+          `unsupported Satellite ApiVersion ${JSON.stringify(v)} (this adapter speaks 1.x)`,
+        );
+        return;
+      }
+      s.apiVersion = v;
+      s.companionVersion = typeof p['CompanionVersion'] === 'string' ? p['CompanionVersion'] : '';
+      s.features = featuresOf(v, s.caps);
+      if (s.features.caps) s.phase = 'caps';
+      else void this.#register(s);
+      return;
+    }
+    if (s.phase === 'caps' && msg.name === 'CAPS') {
+      for (const [k, val] of Object.entries(p)) s.caps[k] = val;
+      s.features = featuresOf(s.apiVersion, s.caps);
+      void this.#register(s);
+      return;
+    }
+    if (this.#reply(s, msg)) return;
+    this.#unsolicited(s, msg, raw);
+  }
+
+  /** Match `<CMD> OK|ERROR` (and `ERROR MESSAGE="Unknown command: <CMD>"`) to the oldest request of that name. */
+  #reply(s: Session, msg: SatelliteLine): boolean {
+    const p = msg.params;
+    let name = msg.name;
+    if (name === 'ERROR' && p['ERROR'] !== true && typeof p['MESSAGE'] === 'string') {
+      const m = /^Unknown command: (\S+)/.exec(p['MESSAGE']);
+      if (!m) return false;
+      name = m[1] ?? '';
+    } else if (p['OK'] !== true && p['ERROR'] !== true) return false;
+    const queue = s.pending.get(name);
+    const next = queue?.shift();
+    if (!next) return name !== 'ERROR' || msg.name !== 'ERROR';
+    clearTimeout(next.timer);
+    if (p['OK'] === true && msg.name === name) next.resolve(msg);
+    else next.reject(new ReplyError(typeof p['MESSAGE'] === 'string' ? p['MESSAGE'] : 'ERROR'));
+    return true;
+  }
+
+  #unsolicited(s: Session, msg: SatelliteLine, raw: string): void {
+    const p = msg.params;
+    const ours = p['DEVICEID'] === this.#o.device.deviceId;
+    switch (msg.name) {
+      case 'PONG': {
+        const t0 = s.pings.get(msg.body.trim());
+        if (t0 !== undefined) {
+          s.pings.delete(msg.body.trim());
+          this.#ctx?.reportLatency((performance.now() - t0) / 1000);
+        }
+        return;
+      }
+      case 'PING':
+        s.link?.send(`PONG ${msg.body.trim()}\n`);
+        return;
+      case 'KEY-STATE': {
+        const index = Number(p['KEY']);
+        if (!ours || !Number.isInteger(index) || index < 0 || index >= this.#o.device.keysTotal) break;
+        const loc = parseLocation(p['LOCATION']);
+        this.#set(`companion.device.${this.#dev}.key.${index}`, {
+          deviceId: this.#o.device.deviceId,
+          keyIndex: index,
+          row: Math.floor(index / this.#o.device.keysPerRow),
+          column: index % this.#o.device.keysPerRow,
+          ...(loc ? { page: loc.page } : {}),
+          ...styleValue(p, this.#o.device.bitmaps > 0),
+        });
+        s.refreshed.add(index);
+        if (s.refreshed.size >= this.#o.device.keysTotal) this.#freshSoon(s);
+        return;
+      }
+      case 'KEYS-CLEAR':
+        if (!ours) break;
+        for (let i = 0; i < this.#o.device.keysTotal; i++) {
+          this.#set(`companion.device.${this.#dev}.key.${i}`, {
+            deviceId: this.#o.device.deviceId,
+            keyIndex: i,
+            row: Math.floor(i / this.#o.device.keysPerRow),
+            column: i % this.#o.device.keysPerRow,
+            type: 'BUTTON',
+            pressed: false,
+            cleared: true,
+          });
+        }
+        return;
+      case 'BRIGHTNESS': {
+        const v = Number(p['VALUE']);
+        if (!ours || !Number.isFinite(v)) break;
+        this.#set(`companion.device.${this.#dev}.brightness`, v);
+        return;
+      }
+      case 'LOCKED-STATE': {
+        if (!ours) break;
+        const value: Record<string, unknown> = { locked: p['LOCKED'] === '1' || p['LOCKED'] === 'true' };
+        if (typeof p['CHARACTER_COUNT'] === 'string') value['characterCount'] = Number(p['CHARACTER_COUNT']);
+        if (typeof p['ROTATION'] === 'string') value['rotation'] = Number(p['ROTATION']);
+        this.#set(`companion.device.${this.#dev}.locked`, value);
+        this.#freshSoon(s);
+        return;
+      }
+      case 'VARIABLE-VALUE': {
+        const path = typeof p['VARIABLE'] === 'string' ? this.#outputs.get(p['VARIABLE']) : undefined;
+        if (!ours || !path || typeof p['VALUE'] !== 'string') break;
+        this.#set(path, Buffer.from(p['VALUE'], 'base64').toString('utf8'));
+        return;
+      }
+      case 'SUB-STATE': {
+        const where = typeof p['SUBID'] === 'string' ? s.subs.get(p['SUBID']) : undefined;
+        if (!where) break;
+        this.#set(where.path, {
+          page: where.page,
+          row: where.row,
+          column: where.column,
+          ...styleValue(p, false),
+        });
+        return;
+      }
+      case 'DEVICE-CONFIG':
+        return;
+    }
+    // Companion: "expect more messages and parameters over time" — unknown lines are ignored, never fatal.
+    this.#ctx?.logger.debug({ line: raw.slice(0, 200) }, 'companion line ignored');
+  }
+
+  /** Clear stale on whatever the refresh did not rewrite, shortly after the key burst (variables follow ~5-20 ms). */
+  #freshSoon(s: Session): void {
+    if (s.fresh) return;
+    s.fresh = true;
+    this.#timer(s, 50, () => {
+      if (this.#session === s) this.#ctx?.setConnected(true);
+    });
+  }
+
+  // ------------------------------------------------------------------------------------------ registration
+
+  async #register(s: Session): Promise<void> {
+    s.phase = 'register';
+    const d = this.#o.device;
+    const f = s.features;
+    const args: Record<string, SatelliteValue | undefined> = {
+      DEVICEID: d.deviceId,
+      PRODUCT_NAME: d.productName,
+      KEYS_TOTAL: d.keysTotal,
+      KEYS_PER_ROW: d.keysPerRow,
+      BITMAPS: d.bitmaps > 0 ? (f.bitmapSize ? d.bitmaps : true) : false,
+      COLORS: d.colors ? (f.rowColumn ? d.colors : true) : false,
+      TEXT: d.text,
+      TEXT_STYLE: f.textStyle ? d.textStyle : undefined,
+      BRIGHTNESS: f.variables ? d.brightness : undefined,
+      VARIABLES:
+        f.variables && d.variables.length > 0
+          ? toBase64(
+              JSON.stringify(
+                d.variables.map((v) => ({
+                  id: v.id,
+                  type: v.type,
+                  name: v.name,
+                  description: v.description ?? '',
+                })),
+              ),
+            )
+          : undefined,
+      PINCODE_LOCK: f.lockedState && d.pincodeLock ? 'FULL' : undefined,
+      SERIAL: f.caps && d.serial ? d.serial : undefined,
+    };
+    this.#set('companion.capabilities', {
+      apiVersion: s.apiVersion,
+      companionVersion: s.companionVersion,
+      caps: capsValue(s.caps),
+      features: { ...f },
+    });
+    try {
+      await this.#request(s, 'ADD-DEVICE', args, this.#o.connectionTimeout);
+    } catch (err) {
+      this.#fail(
+        s,
+        err instanceof ReplyError ? 'error' : 'reconnecting',
+        `ADD-DEVICE refused: ${(err as Error).message}`,
+      );
+      return;
+    }
+    if (this.#session !== s) return;
+    s.phase = 'live';
+    this.#attempt = 0;
+    this.#set('companion.connection.lastConnected', Date.now());
+    this.#setState('connected');
+    this.#ctx?.logger.info(
+      { apiVersion: s.apiVersion, companion: s.companionVersion },
+      'companion surface registered',
+    );
+    this.#timer(s, this.#o.refreshTimeout, () => this.#freshSoon(s));
+  }
+
+  #request(
+    s: Session,
+    name: string,
+    args: Record<string, SatelliteValue | undefined>,
+    timeoutMs: number,
+  ): Promise<SatelliteLine> {
+    const link = s.link;
+    if (!link || this.#session !== s) return Promise.reject(new Error('not connected to Companion'));
+    const line = formatClientLine(name, args);
+    return new Promise<SatelliteLine>((resolve, reject) => {
+      const queue = s.pending.get(name) ?? [];
+      s.pending.set(name, queue);
+      const entry: Pending = {
+        resolve,
+        reject,
+        timer: setTimeout(() => {
+          const i = queue.indexOf(entry);
+          if (i !== -1) queue.splice(i, 1);
+          reject(new Error(`Companion did not answer ${name} within ${timeoutMs} ms`));
+          // A lost reply leaves the FIFO matching unsure: start a clean session.
+          this.#fail(s, 'reconnecting', `no reply to ${name}`);
+        }, timeoutMs),
+      };
+      queue.push(entry);
+      link.send(line);
+    });
+  }
+
+  // ------------------------------------------------------------------------------------------ commands
+
+  async execute(cmd: AdapterCommand, signal: AbortSignal): Promise<AdapterResult> {
+    const s = this.#session;
+    if (!s || s.phase !== 'live') {
+      return {
+        status: 'failed',
+        error: { code: 'ADAPTER_ERROR', message: `Companion is not connected (state ${this.#state})` },
+      };
+    }
+    const plan = planCommand(
+      cmd.action,
+      cmd.path,
+      cmd.params,
+      {
+        deviceId: this.#o.device.deviceId,
+        keysTotal: this.#o.device.keysTotal,
+        keysPerRow: this.#o.device.keysPerRow,
+        inputs: this.#inputs,
+      },
+      s.features,
+      s.apiVersion,
+    );
+    if (plan.kind === 'reject') {
+      return {
+        status: 'rejected',
+        error: { code: 'ADAPTER_ERROR', message: plan.reason, details: { apiVersion: s.apiVersion } },
+      };
+    }
+    const timeout = Math.max(1, Math.min(this.#o.replyTimeout, cmd.deadline - Date.now()));
+    try {
+      const sent = await this.#run(s, plan, timeout, signal);
+      return { status: 'completed', result: { sent } };
+    } catch (err) {
+      const message = (err as Error).message;
+      return {
+        status: 'failed',
+        error: {
+          code: 'ADAPTER_ERROR',
+          message: err instanceof ReplyError ? `Companion: ${message}` : message,
+        },
+      };
+    }
+  }
+
+  async #run(
+    s: Session,
+    plan: Exclude<Plan, { kind: 'reject' }>,
+    timeout: number,
+    signal: AbortSignal,
+  ): Promise<string[]> {
+    const sent: string[] = [];
+    const send = async (name: string, args: Record<string, SatelliteValue | undefined>): Promise<void> => {
+      if (signal.aborted) throw new Error('command deadline passed');
+      await this.#request(s, name, args, timeout);
+      sent.push(name);
+    };
+    const dev = this.#o.device.deviceId;
+    if (plan.kind === 'variable') {
+      await send('SET-VARIABLE-VALUE', {
+        DEVICEID: dev,
+        VARIABLE: plan.variable,
+        VALUE: toBase64(plan.value),
+      });
+      return sent;
+    }
+    const t: Target = plan.target;
+    if (t.kind === 'key') {
+      if (plan.kind === 'press')
+        for (const down of plan.pressed)
+          await send('KEY-PRESS', { DEVICEID: dev, KEY: t.keyIndex, PRESSED: down });
+      else await send('KEY-ROTATE', { DEVICEID: dev, KEY: t.keyIndex, DIRECTION: plan.direction });
+      return sent;
+    }
+    const subId = `tb-${t.page}-${t.row}-${t.column}`;
+    if (!s.subs.has(subId)) {
+      s.subs.set(subId, {
+        path: `companion.page.${t.page}.row.${t.row}.column.${t.column}`,
+        page: t.page,
+        row: t.row,
+        column: t.column,
+      });
+      try {
+        await send('ADD-SUB', {
+          SUBID: subId,
+          LOCATION: `${t.page}/${t.row}/${t.column}`,
+          TEXT: true,
+          COLORS: 'hex',
+        });
+      } catch (err) {
+        s.subs.delete(subId);
+        throw err;
+      }
+    }
+    if (plan.kind === 'press')
+      for (const down of plan.pressed) await send('SUB-PRESS', { SUBID: subId, PRESSED: down });
+    else await send('SUB-ROTATE', { SUBID: subId, DIRECTION: plan.direction });
+    return sent;
+  }
+}
