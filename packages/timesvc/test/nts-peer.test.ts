@@ -125,3 +125,33 @@ test('NTS peer: when the cookies run out (lost replies) the next poll re-keys; K
   assert.equal(await security.ready(), true);
   assert.equal(security.status().keFailures, 2);
 });
+
+test('NTS peer: plain or forged replies never reach the clock filter', async () => {
+  const security = new NtsPeerSecurity({
+    host: '127.0.0.1',
+    kePort,
+    caFile: cert,
+    logger: silentLogger(),
+    now: () => performance.now(),
+  });
+  assert.equal(await security.ready(), true);
+  const req = security.wrap(request())!;
+  const genuine = (await exchange(req))!;
+  // A plain (unauthenticated) server reply with the right origin timestamp.
+  const plain = Buffer.from(genuine.subarray(0, 48));
+  assert.equal(security.unwrap(plain), undefined);
+  // The genuine reply with one ciphertext bit flipped.
+  const forged = Buffer.from(genuine);
+  forged[forged.length - 1] = (forged[forged.length - 1] ?? 0) ^ 1;
+  assert.equal(security.unwrap(forged), undefined);
+  // A spoofed NTSN without our UID is ignored too (no re-keying on an attacker's word).
+  const ntsn = Buffer.alloc(48);
+  ntsn[0] = 0xe4;
+  ntsn.write('NTSN', 12, 'latin1');
+  assert.equal(security.unwrap(ntsn), undefined);
+  assert.equal(security.status().naks, 0);
+  assert.equal(security.status().rejected, 3);
+  // The genuine reply still authenticates.
+  assert.equal(security.unwrap(genuine)?.length, 48);
+  assert.equal(security.status().authenticated, 1);
+});
