@@ -181,17 +181,48 @@ export function sourceFiles(root: string): string[] {
   return [...new Set(r.stdout.split('\0').filter(Boolean))].filter((f) => existsSync(join(root, f))).sort();
 }
 
-/** What an install depends on: the Node version, the lockfile, every manifest, gyp files and native sources. */
+/** The package.json fields that shape what `npm ci` puts in node_modules; scripts other than the install hooks,
+ * docs and tool settings (toolkit.start, benches) do not, so changing them keeps the cached install. */
+const INSTALL_FIELDS = [
+  'name',
+  'version',
+  'bin',
+  'dependencies',
+  'devDependencies',
+  'optionalDependencies',
+  'peerDependencies',
+  'bundleDependencies',
+  'overrides',
+  'workspaces',
+  'gypfile',
+  'allowScripts',
+] as const;
+const INSTALL_SCRIPTS = ['preinstall', 'install', 'postinstall', 'prepare'] as const;
+
+function manifestForInstall(text: Buffer): string {
+  try {
+    const pkg = JSON.parse(text.toString('utf8')) as Record<string, unknown>;
+    const scripts = (pkg['scripts'] ?? {}) as Record<string, unknown>;
+    return JSON.stringify([
+      INSTALL_FIELDS.map((f) => pkg[f] ?? null),
+      INSTALL_SCRIPTS.map((s) => scripts[s] ?? null),
+    ]);
+  } catch {
+    return text.toString('utf8'); // not JSON: npm ci will say so; any edit is a new key
+  }
+}
+
+/** What an install depends on: the Node version, the lockfile, the manifests' install fields, gyp files and
+ * native sources. */
 export function installKey(version: string, root: string, files: readonly string[]): string {
   const hash = createHash('sha256').update(`node ${version}\n`);
   for (const f of files) {
-    if (
-      /(^|\/)(package-lock\.json|package\.json|binding\.gyp|\.npmrc)$/.test(f) ||
-      /(^|\/)native\//.test(f)
-    ) {
+    const manifest = /(^|\/)package\.json$/.test(f);
+    if (manifest || /(^|\/)(package-lock\.json|binding\.gyp|\.npmrc)$/.test(f) || /(^|\/)native\//.test(f)) {
+      const content = readFileSync(join(root, f));
       hash
         .update(`${f}\n`)
-        .update(readFileSync(join(root, f)))
+        .update(manifest ? manifestForInstall(content) : content)
         .update('\n');
     }
   }

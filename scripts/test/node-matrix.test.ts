@@ -88,6 +88,25 @@ test('install key: follows the Node version, lockfile, manifests and native sour
     assert.notEqual(installKey('22.23.3', src.path, files), base);
     write(src.path, 'packages/t/src/x.ts', 'changed');
     assert.equal(installKey('24.21.0', src.path, files), base, 'a source file does not force npm ci');
+    const manifest = (extra: object): void =>
+      write(src.path, 'package.json', JSON.stringify({ name: 'r', dependencies: { a: '^1.0.0' }, ...extra }));
+    manifest({ scripts: { test: 'x' } });
+    const withManifest = installKey('24.21.0', src.path, files);
+    manifest({ scripts: { test: 'y', 'bench:z': 'tsx z.ts' }, toolkit: { start: {} }, description: 'd' });
+    assert.equal(
+      installKey('24.21.0', src.path, files),
+      withManifest,
+      'scripts and tool settings keep the install',
+    );
+    for (const extra of [
+      { scripts: { test: 'x', postinstall: 'p' } },
+      { overrides: { b: '2' } },
+      { dependencies: {} },
+    ]) {
+      manifest(extra);
+      assert.notEqual(installKey('24.21.0', src.path, files), withManifest, JSON.stringify(extra));
+    }
+    write(src.path, 'package.json', 'package.json v1');
     for (const f of files.slice(0, 4)) {
       const before = readFileSync(join(src.path, f), 'utf8');
       write(src.path, f, 'changed');
