@@ -1,18 +1,21 @@
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { requireTool, waitFor } from '@broadcast-ops/core/testing';
-import { startTestServer, type TestServer } from './helpers.ts';
+import { promisify } from 'node:util';
+import { repoRoot, requireTool, waitFor } from '@broadcast-ops/core/testing';
+import { SECRET, startTestServer, type TestServer } from './helpers.ts';
 
 /**
  * Live video through the generated connection strings, between two hosts: two network namespaces joined by
  * a veth pair that this test creates and deletes (addresses from 198.18.0.0/15, the range RFC 2544 reserves
  * for device tests, and only inside the two namespaces). For each format this machine can run
  * (srt-live-transmit, the transcoder string's ffmpeg + srt-live-transmit, GStreamer), the broker creates a
- * session, both peers are claimed in-process with their namespace address and the same local port, and the
- * strings of GET /connect are run as they are (only the placeholders <IN_PORT>, <OUT_PORT>, <INPUT>,
+ * session, and two signalling peers (test/fixtures/ws-peer.mjs), one in each namespace, register their local
+ * port over the broker's WebSocket. The broker runs in namespace B on B's address (as on a host of its own), so
+ * the address it sees on A's connection is A's address on the link. Each peer's `peer` message must name the
+ * other's link address, the same local port and the passphrase; then the strings of GET /connect are run as they are (only the placeholders <IN_PORT>, <OUT_PORT>, <INPUT>,
  * <OUTPUT>, <SOURCE>, <SINK> are filled in). A live H.264 source (x264, 320x240, 25 fps, 250 frames = 10 s)
  * feeds peer A; peer B records what arrives. Asserted: at least 95 % of the 250 frames decode at the
  * receiver, and every SRT data payload captured on the wire (tshark in namespace B) is a multiple of 188
@@ -29,6 +32,8 @@ const VETH_A = `pva${RUN}`;
 const VETH_B = `pvb${RUN}`;
 const IP_A = '198.18.0.1';
 const IP_B = '198.18.0.2';
+const BROKER_PORT = 8787;
+const execAsync = promisify(execFile);
 // The live source of the ffmpeg-based formats; `-flush_packets 0` lets the MPEG-TS muxer fill each
 // 1316-byte UDP datagram (otherwise it flushes a partial datagram after every frame).
 const X264_FFMPEG =
@@ -122,6 +127,42 @@ describe(
   () => {
     let t: TestServer;
     let capture: Group | undefined;
+    let broker: Group | undefined;
+    const brokerUrl = `http://${IP_B}:${BROKER_PORT}`;
+
+    /** A REST call to the broker, made from namespace B (curl), as JSON. */
+    async function rest(method: string, path: string, token?: string, body?: unknown) {
+      const args = ['netns', 'exec', NS_B, 'curl', '-s', '-X', method, '-w', '\n%{http_code}'];
+      if (token) args.push('-H', `authorization: Bearer ${token}`);
+      if (body !== undefined) args.push('-H', 'content-type: application/json', '-d', JSON.stringify(body));
+      const { stdout } = await execAsync('ip', [...args, brokerUrl + path]);
+      const cut = stdout.lastIndexOf('\n');
+      const text = stdout.slice(0, cut);
+      return { status: Number(stdout.slice(cut + 1)), text, json: text ? JSON.parse(text) : undefined };
+    }
+
+    /** A signalling peer in `ns` that registers `port`; `registered` once confirmed, `peer` its peer message. */
+    function registerPeer(ns: string, name: string, token: string, port: number, label: string) {
+      const peer = inNamespace(
+        ns,
+        `exec ${process.execPath} ${join(repoRoot, 'packages/punch/test/fixtures/ws-peer.mjs')} ` +
+          `${brokerUrl} ${name} ${token} ${port} ${label}`,
+        t.dir,
+      );
+      peers.push(peer);
+      const seen = (pattern: RegExp, what: string) =>
+        waitFor(() => pattern.exec(peer.output())?.[0], { timeoutMs: 15_000, what }).catch((err: unknown) => {
+          throw new Error(`${(err as Error).message}\n${peer.output()}`);
+        });
+      return {
+        // The `session` broadcast that confirms a registration counts this peer.
+        registered: seen(/"peers":[12]/, `${label}'s registration`),
+        peer: seen(/^\{"type":"peer".*$/m, `${label}'s peer message`).then(
+          (line) => JSON.parse(line) as { ip: string; port: number; localPort: number; passphrase: string },
+        ),
+      };
+    }
+    const peers: Group[] = [];
     const pcap = () => join(t.dir, 'srt.pcap');
 
     before(async () => {
@@ -156,6 +197,17 @@ describe(
       t = await startTestServer();
       createNamespaces();
       // One capture for all three links (SRT ports 9101-9103) on namespace B's side of the veth.
+      // The broker under test, as a process of its own in namespace B on B's link address.
+      broker = inNamespace(
+        NS_B,
+        `PUNCH_SECRET=${SECRET} PUNCH_HOST=${IP_B} PUNCH_PORT=${BROKER_PORT} PUNCH_DB=${join(t.dir, 'ns.db')} ` +
+          `LOG_LEVEL=info exec ${process.execPath} ${join(repoRoot, 'packages/punch/bin/punch.mjs')} serve`,
+        t.dir,
+      );
+      await waitFor(() => /punch broker listening/.test(broker?.output() ?? ''), {
+        timeoutMs: 30_000,
+        what: 'the broker in namespace B to listen',
+      });
       capture = inNamespace(
         NS_B,
         `exec tshark -i ${VETH_B} -f "udp portrange 9101-9103" -w ${pcap()}`,
@@ -168,23 +220,35 @@ describe(
     });
 
     after(async () => {
+      for (const p of peers) p.signal('SIGTERM');
+      broker?.signal('SIGTERM');
       capture?.signal('SIGINT');
       if (capture) await Promise.race([capture.exited, sleep(5_000)]);
       removeNamespaces();
       await t.close();
     });
 
-    /** Strings for a session whose peers are A (198.18.0.1) and B (198.18.0.2), both on local port `port`. */
+    /**
+     * Strings for a session whose peers registered over the WebSocket from A (198.18.0.1) and B (198.18.0.2),
+     * both with local port `port`.
+     */
     async function strings(name: string, port: number) {
-      const created = await t.call('POST', '/api/session', { body: { name, latency: SRT_LATENCY_MS } });
-      assert.equal(created.status, 201);
-      const claim = (ip: string) => ({ ip, port, label: ip, role: null, meta: {}, clientId: null });
-      assert.ok((await t.server.broker.claim(name, undefined, claim(IP_A))).ok);
-      assert.ok((await t.server.broker.claim(name, undefined, claim(IP_B))).ok);
-      const r = await t.call('GET', `/api/session/${name}/connect?role=sender`, {
-        token: created.json.token,
-      });
+      const created = await rest('POST', '/api/session', undefined, { name, latency: SRT_LATENCY_MS });
+      assert.equal(created.status, 201, created.text);
+      const admin = created.json.token as string;
+      const token = async (label: string) =>
+        (await rest('POST', `/api/session/${name}/token`, admin, { label })).json.token as string;
+      const [tokA, tokB] = [await token('A'), await token('B')];
+      // A registers first (slot a, "peer A" of /connect), then B.
+      const peerA = registerPeer(NS_A, name, tokA, port, 'A');
+      await peerA.registered;
+      const [toA, toB] = await Promise.all([peerA.peer, registerPeer(NS_B, name, tokB, port, 'B').peer]);
+      assert.deepEqual([toA.ip, toA.port, toA.localPort], [IP_B, port, port]);
+      assert.deepEqual([toB.ip, toB.port, toB.localPort], [IP_A, port, port]);
+      assert.equal(toA.passphrase, toB.passphrase);
+      const r = await rest('GET', `/api/session/${name}/connect?role=sender`, admin);
       assert.equal(r.status, 200, r.text);
+      assert.ok((r.json.for_peer_a['live-transmit'] as string).includes(`passphrase=${toA.passphrase}&`));
       const s = r.json as { for_peer_a: Record<Format, string>; for_peer_b: Record<Format, string> };
       assert.match(
         s.for_peer_a['live-transmit'],
