@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { connect } from 'node:tls';
+import { connect, createServer } from 'node:tls';
 import { test } from 'node:test';
 import { silentLogger } from '@broadcast-ops/core';
 import { tempDir } from '@broadcast-ops/core/testing';
@@ -62,6 +62,31 @@ test('NTS-KE bounds: an idle client is cut at the time bound, an oversized reque
     assert.equal(ke.counters.success, 1);
   } finally {
     await ke.close();
+    dir.remove();
+  }
+});
+
+test('NTS-KE client: a server that closes without answering fails fast, not at the timeout', async () => {
+  const dir = tempDir('timesvc-nts-client-close-');
+  const pair = makeCertificate(dir.path);
+  const server = createServer(
+    { cert: readFileSync(pair.cert), key: readFileSync(pair.key), ALPNProtocols: ['ntske/1'] },
+    (s) => {
+      s.destroy();
+    },
+  );
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  try {
+    const started = Date.now();
+    await assert.rejects(
+      ntsKeyExchange({ host: '127.0.0.1', port, caFile: pair.cert, timeoutMs: 10_000 }),
+      /closed/,
+    );
+    assert.ok(Date.now() - started < 5000);
+  } finally {
+    await new Promise<void>((r) => server.close(() => r()));
     dir.remove();
   }
 });

@@ -142,5 +142,8 @@ export function ntsKeyExchange(options: KeClientOptions): Promise<KeClientResult
     socket.on('end', () => {
       done(new Error('NTS-KE server closed before End of Message'));
     });
+    socket.on('close', () => {
+      done(new Error('NTS-KE connection closed before End of Message'));
+    });
   });
 }
