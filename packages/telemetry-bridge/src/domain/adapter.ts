@@ -36,6 +36,11 @@ export interface AdapterContext {
    * `true` clears stale on the keys the adapter does not republish (like an MQTT last will).
    */
   setConnected(connected: boolean): void;
+  /**
+   * Mark every key the adapter owns stale without changing the reported link state: for a link lost while
+   * the device was still redrawing (keys written in that window would otherwise stay fresh).
+   */
+  markStale(stale: boolean): void;
   /** Count a reconnect attempt and feed the latency histogram (README "Metrics"). */
   reportReconnect(): void;
   reportLatency(seconds: number): void;

@@ -91,6 +91,7 @@ export class AdapterHost {
         o.metrics.adapterState(adapter.name, connected);
         o.markStale(adapter.name, !connected);
       },
+      markStale: (stale) => o.markStale(adapter.name, stale),
       reportReconnect: () => o.metrics.adapterReconnect(adapter.name),
       reportLatency: (s) => o.metrics.adapterLatency(adapter.name, s),
     };

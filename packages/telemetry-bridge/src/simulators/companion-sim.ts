@@ -245,23 +245,23 @@ export class CompanionSimulator {
       lastRx: Date.now(),
     };
     this.#conns.add(conn);
-    if (this.#legacy) {
-      conn.write(
-        formatLegacyLine([
-          'BEGIN',
-          `CompanionVersion=${this.companionVersion}`,
-          `ApiVersion=${this.apiVersion}`,
-        ]),
-      );
-    } else {
-      conn.write(
-        formatServerLine('BEGIN', null, null, {
-          CompanionVersion: this.companionVersion,
-          ApiVersion: this.apiVersion,
-        }),
-      );
-    }
-    if (atLeast(this.apiVersion, '1.10.0')) conn.write(formatServerLine('CAPS', null, null, this.#caps()));
+    // A stalled server accepts the connection (the kernel does) but never speaks.
+    this.#send(
+      conn,
+      this.#legacy
+        ? formatLegacyLine([
+            'BEGIN',
+            `CompanionVersion=${this.companionVersion}`,
+            `ApiVersion=${this.apiVersion}`,
+          ])
+        : formatServerLine('BEGIN', null, null, {
+            CompanionVersion: this.companionVersion,
+            ApiVersion: this.apiVersion,
+          }),
+    );
+    if (atLeast(this.apiVersion, '1.10.0'))
+      this.#send(conn, formatServerLine('CAPS', null, null, this.#caps()));
+    this.#notify();
     return conn;
   }
 

@@ -105,6 +105,19 @@ interface Session {
 
 class ReplyError extends Error {}
 
+/**
+ * Delay before reconnect attempt `n` (1-based): `reconnectDelay × 2^(n-1)` capped at `maxReconnectDelay`,
+ * plus uniform jitter in [0, reconnectJitter) so many bridges do not hammer a restarting Companion together.
+ */
+export function backoffDelay(
+  attempt: number,
+  o: Pick<CompanionAdapterOptions, 'reconnectDelay' | 'maxReconnectDelay' | 'reconnectJitter'>,
+  random: () => number = Math.random,
+): number {
+  const base = Math.min(o.maxReconnectDelay, o.reconnectDelay * 2 ** Math.min(30, Math.max(0, attempt - 1)));
+  return Math.round(base + random() * o.reconnectJitter);
+}
+
 export class CompanionAdapter implements Adapter {
   readonly name = 'companion.satellite';
   readonly targets = ['companion'];
@@ -269,8 +282,7 @@ export class CompanionAdapter implements Adapter {
       this.#setState('error', `${reason}; gave up after ${max} attempts`);
       return;
     }
-    const base = Math.min(this.#o.maxReconnectDelay, this.#o.reconnectDelay * 2 ** (this.#attempt - 1));
-    const delay = Math.round(base + this.#random() * this.#o.reconnectJitter);
+    const delay = backoffDelay(this.#attempt, this.#o, this.#random);
     this.#ctx?.logger.warn(
       { reason, attempt: this.#attempt, delayMs: delay },
       'companion link down; retrying',
@@ -303,6 +315,8 @@ export class CompanionAdapter implements Adapter {
     if (this.#session !== s) return;
     this.#end(s, reason);
     this.#ctx?.setConnected(false);
+    // Keys redrawn by a session that ended before it was declared fresh are stale too.
+    this.#ctx?.markStale(true);
     if (to === 'error') this.#setState('error', reason);
     this.#scheduleRetry(reason);
   }
