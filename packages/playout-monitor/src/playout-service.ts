@@ -225,8 +225,9 @@ export class PlayoutService {
   async start(ports: { http?: number; ember?: number } = {}): Promise<StartedService> {
     this.#oscPorts = await this.#monitor.startInputs();
     if (ports.ember !== undefined) this.#ember = this.#newEmber(this.#config, ports.ember);
-    await this.#ember.start();
+    // TSL first: its listener runs first on every change (the tightest latency target).
     await this.#tsl.start();
+    await this.#ember.start();
     this.#ws.attach(this.app.server);
     await this.app.listen({
       port: ports.http ?? this.#config.settings.webSocketPort,
