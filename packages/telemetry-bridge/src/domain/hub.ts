@@ -6,9 +6,10 @@
  * - Router (subscriptions.ts): wildcard fan-out, paged snapshots and replays;
  * - CommandRouter (commands.ts): commands, acks, TTL, idempotency;
  * - ClientRegistry (client-registry.ts): namespaces, identity, rate limit, departed-key expiry;
+ * - ClientWrites (client-writes.ts): clients' own state and events, acked once durable;
  * - AdapterHost (adapters.ts): the surface device adapters plug into;
  * - restore (recovery.ts): state and ring rebuilt from the log.
- * This class owns the rules that tie them together (ownership, stale marking, per-client key caps) and the
+ * This class owns the rules that tie them together (ownership, stale marking, departed-key expiry) and the
  * typed entry points for the transport: openClient / handle / closeClient. It never sees wire text or close
  * codes: frames arrive parsed (protocol/envelope.ts) and connections end with a DisconnectReason.
  */
@@ -17,11 +18,19 @@ import type { Adapter } from './adapter.ts';
 import { AdapterHost } from './adapters.ts';
 import { ClientRegistry, type ClientConn, type IdentityProof } from './client-registry.ts';
 import { CommandRouter } from './commands.ts';
-import { Journal, type EventLogSink } from './journal.ts';
+import { Journal } from './journal.ts';
 import { HUB_NAMESPACE, MessageFactory, type RelatedMessage } from './message-factory.ts';
 import { labelOf, noMetrics, type HubMetrics } from './metrics.ts';
-import { OutboundQueue, type OutboundLimits, type OutboundSink } from './outbound-queue.ts';
-import { restore, type RecoveredLog } from './recovery.ts';
+import { OutboundQueue, type OutboundSink } from './outbound-queue.ts';
+import { ClientWrites, related } from './client-writes.ts';
+import {
+  DEFAULT_HUB_LIMITS,
+  type HubLimits,
+  type HubOptions,
+  type OpenedClient,
+  type StateWriteOutcome,
+} from './hub-options.ts';
+import { restore } from './recovery.ts';
 import { StateStore } from './state-store.ts';
 import { Router } from './subscriptions.ts';
 import type { ClientEnvelope } from '../protocol/envelope.ts';
@@ -31,70 +40,7 @@ export { HUB_NAMESPACE, SUBSCRIPTIONS_PATH } from './message-factory.ts';
 export type { EventLogSink } from './journal.ts';
 export type { RecoveredLog } from './recovery.ts';
 export type { HubMetrics } from './metrics.ts';
-
-export interface HubLimits {
-  /** Inbound messages per client per window. */
-  rateLimit: number;
-  rateLimitWindowMs: number;
-  maxPatternsPerClient: number;
-  /** Command timeout when the command has no `ttl`. */
-  defaultCommandTimeoutMs: number;
-  idempotencyWindowMs: number;
-  /** Broadcast messages kept in memory for resume: at most this many ... */
-  replayRingSize: number;
-  /** ... and at most this many bytes. */
-  replayRingBytes: number;
-  /** Keys one client namespace may hold under `app.<ns>.custom`. */
-  maxKeysPerClient: number;
-  /** A departed client's keys stay (stale) this long, then are deleted. */
-  departedKeyTtlMs: number;
-  outbound: OutboundLimits;
-}
-
-export const DEFAULT_HUB_LIMITS: HubLimits = {
-  rateLimit: 100,
-  rateLimitWindowMs: 1000,
-  maxPatternsPerClient: 1000,
-  defaultCommandTimeoutMs: 30_000,
-  idempotencyWindowMs: 60_000,
-  replayRingSize: 10_000,
-  replayRingBytes: 64 * 1024 * 1024,
-  maxKeysPerClient: 10_000,
-  departedKeyTtlMs: 600_000,
-  outbound: {
-    softLimitBytes: 1024 * 1024,
-    hardLimitBytes: 8 * 1024 * 1024,
-    maxQueuedMessages: 10_000,
-    pollMs: 5,
-  },
-};
-
-export interface HubOptions {
-  clock: Clock;
-  logger: Logger;
-  limits?: Partial<HubLimits>;
-  log?: EventLogSink;
-  /** State and replay history read back from the event log at start. */
-  recovered?: RecoveredLog;
-  /** Epoch of this run (the event log's); a fresh one when absent. */
-  epoch?: string;
-  metrics?: HubMetrics;
-}
-
-export interface OpenedClient {
-  connId: number;
-  namespace: string;
-  sessionId: string;
-  /** Present it in a later handshake to get this namespace back (even while this socket lingers). */
-  resumeToken: string;
-  /** True when this connection took the namespace over from a live one. */
-  superseded: boolean;
-}
-
-export type StateWriteOutcome =
-  | { kind: 'changed'; version: number; offset: number }
-  | { kind: 'unchanged' }
-  | { kind: 'conflict'; owner: string | undefined };
+export * from './hub-options.ts';
 
 export class Hub {
   readonly epoch: string;
@@ -109,6 +55,7 @@ export class Hub {
   readonly #commands: CommandRouter;
   readonly #clients: ClientRegistry;
   readonly #adapters: AdapterHost;
+  readonly #writes: ClientWrites;
   readonly #restoredOwners: Set<string>;
   #slowDisconnects = 0;
 
@@ -142,7 +89,7 @@ export class Hub {
       epoch: this.epoch,
       maxPatternsPerClient: this.#limits.maxPatternsPerClient,
       pollMs: this.#limits.outbound.pollMs,
-      ack: (conn, msg, result) => this.#completedAck(conn, msg, result, false),
+      ack: (conn, msg, result) => this.#writes.ack(conn, msg, result, false),
       refuse: (conn, msg, message) =>
         this.#sendError(conn, 'SUBSCRIPTION_FAILED', message, related(msg), msg.type),
       delivered: (kind, n) => this.#metrics.messagesSent(kind, 'app', n),
@@ -181,6 +128,17 @@ export class Hub {
       writeState: (w, p, v, c) => this.writeState(w, p, v, c),
       publishEvent: (s, p, e, d, c) => this.publishEvent(s, p, e, d, c),
       markStale: (owner, stale) => this.#markOwnerStale(owner, stale),
+    });
+    this.#writes = new ClientWrites({
+      logger: this.#logger,
+      store: this.store,
+      journal: this.#journal,
+      factory: this.#factory,
+      maxKeysPerClient: this.#limits.maxKeysPerClient,
+      writeState: (w, p, v, c) => this.writeState(w, p, v, c),
+      publishEvent: (src, p, e, d, c) => this.publishEvent(src, p, e, d, c),
+      sendError: (conn, code, message, rel, type, details) =>
+        this.#sendError(conn, code, message, rel, type, details),
     });
     this.store.claim('hub', HUB_NAMESPACE);
     this.#restoredOwners = rec ? restore(rec, this.store, this.#journal) : new Set();
@@ -412,7 +370,7 @@ export class Hub {
         this.#router.subscribe(conn, msg);
         return;
       case 'unsubscribe':
-        this.#completedAck(
+        this.#writes.ack(
           conn,
           msg,
           { removedCount: this.#router.unsubscribe(conn, msg.payload.patterns) },
@@ -423,10 +381,10 @@ export class Hub {
         this.#commands.handle(conn, msg);
         return;
       case 'state':
-        this.#clientState(conn, msg);
+        this.#writes.state(conn, msg);
         return;
       case 'event':
-        this.#clientEvent(conn, msg);
+        this.#writes.event(conn, msg);
         return;
     }
   }
@@ -442,104 +400,6 @@ export class Hub {
     this.#metrics.messageError(type, code);
     if (conn.open)
       conn.queue.push('control', this.#factory.error(conn.namespace, code, message, rel, details));
-  }
-
-  /**
-   * `ack completed` from hub.core. A `durable` ack confirms a logged change: it is logged too and sent only
-   * once the change is on disk (an ack must not promise what a power cut would undo).
-   */
-  #completedAck(conn: ClientConn, msg: ClientEnvelope, result: unknown, durable: boolean): void {
-    const offset = durable ? this.#journal.next() : undefined;
-    const json = this.#factory.ack(
-      HUB_NAMESPACE,
-      conn.namespace,
-      msg.path,
-      msg.id,
-      'completed',
-      msg.correlationId ?? msg.id,
-      { result },
-      offset,
-    );
-    if (offset === undefined) {
-      conn.queue.push('control', json);
-      return;
-    }
-    this.#journal.append(offset, 'ack', json);
-    this.#journal.whenDurable((err) => {
-      if (err) {
-        this.#logger.error(
-          { err, namespace: conn.namespace },
-          'write not acknowledged: event log not durable',
-        );
-        this.#sendError(
-          conn,
-          'INTERNAL_ERROR',
-          'the event log could not record the change',
-          related(msg),
-          msg.type,
-        );
-        return;
-      }
-      if (conn.open) conn.queue.push('control', json);
-    });
-  }
-
-  #clientState(conn: ClientConn, msg: Extract<ClientEnvelope, { type: 'state' }>): void {
-    const ns = conn.namespace;
-    const value = msg.payload.value ?? null;
-    if (
-      value !== null &&
-      this.store.get(msg.path) === undefined &&
-      this.store.ownerOf(msg.path) === ns &&
-      this.store.countOf(ns) >= this.#limits.maxKeysPerClient
-    ) {
-      this.#sendError(
-        conn,
-        'FORBIDDEN',
-        `${ns} already holds ${this.#limits.maxKeysPerClient} keys (the per-client limit)`,
-        related(msg),
-        'state',
-        { limit: this.#limits.maxKeysPerClient },
-      );
-      return;
-    }
-    const out = this.writeState(ns, msg.path, value, msg.correlationId ?? msg.id);
-    if (out.kind === 'conflict') {
-      const code = out.owner === undefined ? 'FORBIDDEN' : 'STATE_CONFLICT';
-      const message =
-        out.owner === undefined
-          ? `${msg.path} is outside ${ns}.custom`
-          : `${msg.path} is owned by ${out.owner}`;
-      this.#sendError(conn, code, message, related(msg), 'state');
-      return;
-    }
-    this.#completedAck(
-      conn,
-      msg,
-      out.kind === 'changed' ? { version: out.version, offset: out.offset } : { unchanged: true },
-      out.kind === 'changed',
-    );
-  }
-
-  #clientEvent(conn: ClientConn, msg: Extract<ClientEnvelope, { type: 'event' }>): void {
-    if (!msg.path.startsWith(conn.namespace + '.')) {
-      this.#sendError(
-        conn,
-        'FORBIDDEN',
-        `events must be published under ${conn.namespace}.`,
-        related(msg),
-        'event',
-      );
-      return;
-    }
-    const offset = this.publishEvent(
-      conn.namespace,
-      msg.path,
-      msg.payload.event,
-      msg.payload.data,
-      msg.correlationId ?? msg.id,
-    );
-    this.#completedAck(conn, msg, { offset }, true);
   }
 
   // ---------------------------------------------------------------------------------------------- stats
@@ -617,8 +477,4 @@ export class Hub {
     this.#commands.abortAll();
     this.#clients.dispose();
   }
-}
-
-function related(msg: ClientEnvelope): RelatedMessage {
-  return { id: msg.id, path: msg.path, correlationId: msg.correlationId };
 }
