@@ -263,6 +263,9 @@ export class PlayoutService {
     }
     const next = parsed.data;
     if (!this.#o.configPath) throw fail('CONFIG_NOT_SAVED');
+    // Nothing changed: nothing to save, and the inputs keep their connections.
+    if (JSON.stringify(next) === JSON.stringify(this.#config))
+      return { config: this.publicConfig(), restartRequired: [] };
     await writeConfigAtomically(this.#o.configPath, next);
     const prev = this.#config;
     this.#config = next;

@@ -55,6 +55,27 @@ export async function testConnection(target: ConnectionTarget, view: OutputView)
   }
 }
 
+const MAX_BODY_BYTES = 1 << 20;
+
+/** The body's first `max` bytes (the rest is never read: a peer cannot make us buffer more). */
+async function readBounded(res: Response, max: number): Promise<string> {
+  const reader = res.body?.getReader();
+  if (!reader) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    size += value.byteLength;
+    if (size >= max) {
+      await reader.cancel();
+      break;
+    }
+  }
+  return Buffer.concat(chunks).subarray(0, max).toString('utf8');
+}
+
 async function testVmix(
   t: ConnectionTarget,
   done: (ok: boolean, detail: string) => ConnectionResult,
@@ -68,7 +89,7 @@ async function testVmix(
     headers,
     signal: AbortSignal.timeout(TIMEOUT_MS),
   });
-  const body = (await res.text()).slice(0, 1 << 20);
+  const body = await readBounded(res, MAX_BODY_BYTES);
   if (res.status !== 200) return done(false, `HTTP ${res.status}`);
   if (!/<vmix>/i.test(body)) return done(false, 'answered, but not with a vMix /api document');
   const version = /<version>([^<]{0,64})<\/version>/i.exec(body)?.[1];

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import fc from 'fast-check';
 import { silentLogger } from '@broadcast-ops/core';
 import { tempDir } from '@broadcast-ops/core/testing';
 import { configSchema, loadMonitorConfig } from '../../src/config.ts';
@@ -207,4 +208,43 @@ test('without a configuration file the control API refuses changes instead of pr
   assert.equal(res.statusCode, 409);
   assert.equal(service.config.settings.updateIntervalMs, 100);
   await service.close();
+});
+
+test('fast-check: any body on the configuration endpoints is answered 4xx and changes nothing', async () => {
+  const before = readFileSync(rig.configPath, 'utf8');
+  const serversBefore = JSON.stringify(rig.service.config.servers);
+  const auth = { authorization: `Bearer ${TOKEN}` };
+  await fc.assert(
+    fc.asyncProperty(
+      fc.constantFrom(
+        ['PUT', '/api/config'],
+        ['PUT', '/api/settings'],
+        ['POST', '/api/devices'],
+        ['PATCH', '/api/devices/1'],
+        ['POST', '/api/devices/1/simulate'],
+        ['POST', '/api/test'],
+      ),
+      fc.oneof(fc.anything(), fc.object(), fc.record({ settings: fc.anything(), servers: fc.anything() })),
+      async ([method, url], body) => {
+        const res = await rig.service.app.inject({
+          method: method as 'PUT',
+          url,
+          headers: { ...auth, 'content-type': 'application/json' },
+          payload: JSON.stringify(body) ?? 'null',
+        });
+        // 4xx, or 200 for a body that changes nothing (an empty settings object or device patch).
+        const noop =
+          res.statusCode === 200 &&
+          (url === '/api/settings' || url === '/api/devices/1') &&
+          JSON.stringify(rig.service.config.servers) === serversBefore;
+        assert.ok(
+          (res.statusCode >= 400 && res.statusCode < 500) || noop,
+          `${method} ${url} → ${res.statusCode} ${res.body}`,
+        );
+      },
+    ),
+    { numRuns: 150 },
+  );
+  assert.equal(readFileSync(rig.configPath, 'utf8'), before, 'the file was not rewritten');
+  assert.equal(JSON.stringify(rig.service.config.servers), serversBefore);
 });
