@@ -128,6 +128,7 @@ function settleTime(
   const window = records.filter((r) => r.atMs > from && r.atMs < until);
   let since: number | undefined;
   for (const r of window) {
+    if (!r.knowable) continue; // an exchange spanning a change of the truth measures nothing
     // The probe's own measurement is exact to half its round trip (RFC 5905 §8): judged with that benefit.
     if (r.leap !== 3 && Math.abs(r.errorS) - Math.max(0, r.delayS) / 2 < s) since ??= r.atMs;
     else since = undefined;

@@ -204,9 +204,10 @@ describe('discipline loop against offset upstreams', { concurrency: true }, () =
       const tail = r.states.slice(r.states.indexOf('HOLDOVER'));
       assert.deepEqual(tail.slice(0, 3), ['HOLDOVER', 'SYNCING', 'LOCKED'], `states ${r.states.join(' ')}`);
       assert.equal(r.service.manager.snapshot().steps, 1, 'only the acquisition step');
-      // The fit restarted after the outage: the frequency did not run away (true value 0).
+      // The fit restarted after the outage: the frequency did not run away (true value 0; a few ppm of
+      // estimation noise from a short window on a busy machine, against the ±500 ppm of a runaway).
       const drift = r.service.manager.snapshot().driftPpb;
-      assert.ok(Math.abs(drift) < 5000, `drift ${drift} ppb`);
+      assert.ok(Math.abs(drift) < 20_000, `drift ${drift} ppb`);
       assertLoopProperties('holdover, -6 ms on return', r.probe.records);
     } finally {
       await r.close();

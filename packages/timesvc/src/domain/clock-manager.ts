@@ -4,15 +4,19 @@ import { LEAP, MAXSTRAT, PHI, unixToNtp } from '../protocol/ntp-packet.ts';
 import { UNSYNCHRONISED_STATE, type ServerSystemState } from './ntp-responder.ts';
 import { expandIpv6 } from './ip-address.ts';
 import { selectReference, type SelectionInput, type Verdict } from './selection.ts';
-import { Discipline, K_SIGMA, median } from './discipline.ts';
-import {
-  ZERO_CORRECTION,
-  correctionAt,
-  remainingSlew,
-  slewTowards,
-  stepTo,
-  type Correction,
-} from './correction.ts';
+export { delayGate, runJitter } from './sample-run.ts';
+import { Discipline, K_SIGMA } from './discipline.ts';
+import { delayGate, runJitter } from './sample-run.ts';
+import type {
+  ClockManagerEvent,
+  ClockSnapshot,
+  ReferenceSample,
+  ReferenceSource,
+  ReferenceStatus,
+  SourceSnapshot,
+} from './reference-source.ts';
+import type { Correction } from './correction.ts';
+import { ServedCorrection } from './served-correction.ts';
 import { CLOCK_STATES, nextState, servesSynchronised, type ClockState } from './clock-state.ts';
 
 export { CLOCK_STATES, type ClockState };
@@ -32,45 +36,15 @@ export { CLOCK_STATES, type ClockState };
  * own error estimate: the remaining slew, the estimate's errors, and their growth with time.
  */
 
-export type SourceKind = 'gpsdo' | 'ntp' | 'local';
-
-/** What a reference source reports about itself; read by the manager on every tick and sample. */
-export interface ReferenceStatus {
-  /** `false` when unreachable, unsynchronised, denied or not locked. */
-  usable: boolean;
-  /** The source's own stratum (a GPSDO is 0, so we serve 1). */
-  stratum: number;
-  /** The refid we advertise while this source is selected (RFC 5905 §7.3). */
-  referenceId: number;
-  leap: number;
-  /** The source's root delay and dispersion (0 for a local device), seconds. */
-  rootDelayS: number;
-  rootDispersionS: number;
-  /** Poll interval, log2 s (sets how long a silence may last before the source counts as gone). */
-  pollLog2?: number;
-  /** The samples are cryptographically authenticated (NTS); shown in status, selection treats all alike. */
-  authenticated?: boolean;
-}
-
-export interface ReferenceSource {
-  /** `NTP:<host>:<port>`, `GPSDO:Dummy`, `GPSDO:SerialPPS`, `LOCAL`. */
-  readonly id: string;
-  readonly kind: SourceKind;
-  readonly prefer: boolean;
-  status(): ReferenceStatus;
-}
-
-/**
- * One measurement from a source: the offset (reference − raw local clock) and delay of this exchange, the
- * source's filter dispersion and jitter, at monotonic time atMs (the middle of the exchange).
- */
-export interface ReferenceSample {
-  offsetS: number;
-  delayS: number;
-  dispersionS: number;
-  jitterS: number;
-  atMs: number;
-}
+export type {
+  ClockManagerEvent,
+  ClockSnapshot,
+  ReferenceSample,
+  ReferenceSource,
+  ReferenceStatus,
+  SourceKind,
+  SourceSnapshot,
+} from './reference-source.ts';
 
 export interface ClockManagerOptions {
   clock: Clock;
@@ -98,62 +72,6 @@ export interface ClockManagerOptions {
    */
   local?: { stratum: number; referenceId: number; offsetS?: () => number } | undefined;
 }
-
-export interface SourceSnapshot {
-  id: string;
-  kind: SourceKind;
-  prefer: boolean;
-  usable: boolean;
-  candidate: boolean;
-  falseticker: boolean;
-  selected: boolean;
-  verdict: Verdict;
-  stratum: number;
-  offsetS: number | undefined;
-  jitterS: number | undefined;
-  rootDistanceS: number | undefined;
-  lastSampleMs: number | undefined;
-  authenticated: boolean;
-}
-
-export interface ClockSnapshot {
-  state: ClockState;
-  /** Reference − served clock for the last sample of the selected source, seconds. */
-  offsetS: number;
-  /** Standard error of the phase estimate, seconds. */
-  offsetStddevS: number;
-  /** Frequency estimate: served − raw rate, parts per billion. */
-  driftPpb: number;
-  /** Standard error of the frequency estimate, ppb. */
-  driftErrorPpb: number;
-  /** Correction still being slewed in, seconds. */
-  remainingSlewS: number;
-  /** What the server advertises now: root delay / 2 + root dispersion (∞ while unsynchronised). */
-  estimatedErrorS: number;
-  /** Internal stratum: 16 when unsynchronised. */
-  stratum: number;
-  selected: string | undefined;
-  /** The last selected reference (kept through HOLDOVER). */
-  lastReference: string | undefined;
-  jitterS: number;
-  lastUpdateMs: number | undefined;
-  /** Wall-clock ms of the last update (for status pages). */
-  lastUpdateWallMs: number | undefined;
-  holdoverStartedMs: number | undefined;
-  holdoverRemainingMs: number | undefined;
-  /** Samples held back as possible spikes since start. */
-  spikes: number;
-  /** Steps of the served clock since start. */
-  steps: number;
-  sources: SourceSnapshot[];
-}
-
-export type ClockManagerEvent =
-  | { type: 'state'; from: ClockState; to: ClockState; reason: string }
-  | { type: 'selected'; from: string | undefined; to: string | undefined }
-  | { type: 'step'; source: string; offsetS: number }
-  /** The correction changed: the served clock must take `manager.correction`. */
-  | { type: 'update' };
 
 interface SourceEntry {
   source: ReferenceSource;
@@ -184,12 +102,10 @@ export class ClockManager {
   readonly #sources = new Map<string, SourceEntry>();
   readonly #listeners: ((e: ClockManagerEvent) => void)[] = [];
   readonly #discipline: Discipline;
+  readonly #served: ServedCorrection;
   #state: ClockState = 'INIT';
   #selected: string | undefined;
   #lastReference: string | undefined;
-  #correction: Correction = ZERO_CORRECTION;
-  /** The served clock has been put onto a usable estimate since INIT/FAULT. */
-  #synced = false;
   /** |residual| of a sample held back as a possible spike (0 when none). */
   #suspectS = 0;
   #lastResidual = 0;
@@ -201,7 +117,6 @@ export class ClockManager {
   #serverState: ServerSystemState;
   #timer: TimerHandle | undefined;
   #spikes = 0;
-  #steps = 0;
   #selectionJitterS = 0;
   #delayRejects = 0;
   /** Samples of the selected reference since the estimate was last reset (delay-gated ones included). */
@@ -223,6 +138,11 @@ export class ClockManager {
       precision: options.precision ?? -20,
     };
     this.#discipline = new Discipline({ window: this.#o.regressionWindow });
+    this.#served = new ServedCorrection({
+      slewRate: this.#o.maxSlewRate,
+      stepThresholdS: this.#o.stepThresholdS,
+      faultThresholdS: this.#o.faultThresholdS,
+    });
     this.#local = options.local;
     this.#serverState = { ...UNSYNCHRONISED_STATE, precision: this.#o.precision };
     if (this.#local) {
@@ -254,12 +174,12 @@ export class ClockManager {
 
   /** The served clock's correction (correction.ts). */
   get correction(): Correction {
-    return this.#correction;
+    return this.#served.correction;
   }
 
   /** c(t) in seconds at monotonic milliseconds `tMs`. */
   correctionAt(tMs: number): number {
-    return correctionAt(this.#correction, tMs);
+    return this.#served.at(tMs);
   }
 
   on(listener: (e: ClockManagerEvent) => void): () => void {
@@ -350,7 +270,7 @@ export class ClockManager {
       // Nothing of the old estimate is trusted: phase and frequency start again (README "Clock states").
       this.#discipline.reset(false);
       this.#samplesSinceReset = 0;
-      this.#synced = false;
+      this.#served.unsync();
       this.#suspectS = 0;
     }
     this.#emit({ type: 'state', from, to, reason });
@@ -446,8 +366,8 @@ export class ClockManager {
     this.#samplesSinceReset = run.length;
     const last = entry.samples[entry.samples.length - 1];
     if (last) this.#noteSample(entry, last, jitter);
-    if (this.#state === 'HOLDOVER' && this.#synced) {
-      const diff = Math.abs(this.#target(now) - correctionAt(this.#correction, now));
+    if (this.#state === 'HOLDOVER' && this.#served.synced) {
+      const diff = Math.abs(this.#target(now) - this.#served.at(now));
       const est = this.#discipline.estimate();
       const allowance = errorBefore + (est?.k ?? K_SIGMA) * (est?.phaseErrorS ?? 0);
       if (diff <= allowance) {
@@ -465,7 +385,7 @@ export class ClockManager {
    */
   #holdoverSuspect(sample: ReferenceSample): void {
     const now = this.#clock.monotonicMs();
-    const residual = Math.abs(sample.offsetS - correctionAt(this.#correction, sample.atMs));
+    const residual = Math.abs(sample.offsetS - this.#served.at(sample.atMs));
     if (residual > this.#ownErrorS(now) - this.#suspectS) this.#suspectS = Math.max(this.#suspectS, residual);
   }
 
@@ -508,7 +428,7 @@ export class ClockManager {
       jitterS,
     };
     this.#lastSampleMs = sample.atMs;
-    this.#lastResidual = sample.offsetS - correctionAt(this.#correction, sample.atMs);
+    this.#lastResidual = sample.offsetS - this.#served.at(sample.atMs);
     this.#lastUpdateMs = sample.atMs;
     this.#lastUpdateWallMs = this.#clock.now() - (this.#clock.monotonicMs() - sample.atMs);
   }
@@ -522,44 +442,33 @@ export class ClockManager {
     return this.#sources.get(id)?.source.kind === 'local' ? 1 : this.#o.minSamples;
   }
 
-  /** Plan the served correction towards the estimate: step where allowed, else slew (correction.ts). */
+  /** Plan the served correction towards the estimate (served-correction.ts). */
   #replan(id: string, now: number): void {
     const est = this.#discipline.estimate();
     if (est === undefined) return;
-    const target = this.#target(now);
-    const diff = target - correctionAt(this.#correction, now);
-    const rate = this.#o.maxSlewRate;
-    if (!this.#synced) {
-      // Replies say "unsynchronised" (LI 3): the served clock may step, in either direction.
-      if (this.#samplesSinceReset < this.#minSamplesFor(id)) return;
-      this.#step(id, now, target, est.freq);
-      this.#synced = true;
-    } else if (Math.abs(diff) > this.#o.faultThresholdS) {
-      this.#setState(
-        'FAULT',
-        `estimate ${diff.toFixed(6)} s from the served clock exceeds the fault threshold`,
-      );
-      return;
-    } else if (diff > this.#o.stepThresholdS) {
-      this.#step(id, now, target, est.freq); // forward: served time still never decreases
-    } else if (diff < -this.#o.stepThresholdS) {
-      // Backwards beyond the step threshold: tell clients "unsynchronised" first; the next sample steps.
-      this.#synced = false;
-      // The step waits for a usable estimate at the new level, as at start-up.
-      this.#samplesSinceReset = est.samples;
-      if (this.#state !== 'SYNCING') this.#setState('SYNCING', 'backward step needed');
-      return;
-    } else {
-      this.#correction = slewTowards(this.#correction, now, target, est.freq, rate);
+    const usable = this.#samplesSinceReset >= this.#minSamplesFor(id);
+    const out = this.#served.plan(now, this.#target(now), est.freq, usable);
+    switch (out.kind) {
+      case 'wait':
+        return;
+      case 'fault':
+        this.#setState(
+          'FAULT',
+          `estimate ${out.diffS.toFixed(6)} s from the served clock exceeds the fault threshold`,
+        );
+        return;
+      case 'backward':
+        // Replies say LI 3 from now on; the step waits for a usable estimate at the new level.
+        this.#samplesSinceReset = est.samples;
+        if (this.#state !== 'SYNCING') this.#setState('SYNCING', 'backward step needed');
+        return;
+      case 'step':
+        this.#emit({ type: 'step', source: id, offsetS: out.stepS });
+        break;
+      case 'slew':
+        break;
     }
     this.#emit({ type: 'update' });
-  }
-
-  #step(id: string, now: number, target: number, freq: number): void {
-    const before = correctionAt(this.#correction, now);
-    this.#correction = stepTo(now, target, freq, this.#o.maxSlewRate);
-    this.#steps++;
-    this.#emit({ type: 'step', source: id, offsetS: target - before });
   }
 
   #lockThreshold(): number {
@@ -576,7 +485,7 @@ export class ClockManager {
     if (est === undefined || this.#lastSampleMs === undefined) return 0;
     const age = Math.max(0, now - this.#lastSampleMs) / 1000;
     return (
-      Math.abs(remainingSlew(this.#correction, now)) +
+      Math.abs(this.#served.remaining(now)) +
       est.k * est.phaseErrorS +
       this.#suspectS +
       (PHI + est.k * est.freqError) * age
@@ -588,8 +497,8 @@ export class ClockManager {
     for (let i = 0; i < 4; i++) {
       const t = nextState(this.#state, {
         selected: this.#selected !== undefined,
-        synced: this.#synced,
-        remainingS: Math.abs(remainingSlew(this.#correction, now)),
+        synced: this.#served.synced,
+        remainingS: Math.abs(this.#served.remaining(now)),
         suspect: this.#suspectS > 0,
         lockThresholdS: this.#lockThreshold(),
         holdoverExpired:
@@ -606,7 +515,7 @@ export class ClockManager {
     const est = this.#discipline.estimate();
     // A stratum-15 reference would make us 16, which RFC 5905 §7.3 defines as unsynchronised.
     const tooDeep = adv !== undefined && adv.status.stratum + 1 >= MAXSTRAT;
-    if (!servesSynchronised(this.#state, this.#synced) || tooDeep || !adv || !est) {
+    if (!servesSynchronised(this.#state, this.#served.synced) || tooDeep || !adv || !est) {
       if (this.#serverState.leap !== LEAP.UNSYNCHRONISED) {
         this.#serverState = { ...UNSYNCHRONISED_STATE, precision: this.#o.precision };
       }
@@ -647,7 +556,7 @@ export class ClockManager {
         selected: this.#selected === e.source.id,
         verdict: e.verdict,
         stratum: st.stratum,
-        offsetS: last ? last.offsetS - correctionAt(this.#correction, last.atMs) : undefined,
+        offsetS: last ? last.offsetS - this.#served.at(last.atMs) : undefined,
         jitterS: last?.jitterS,
         rootDistanceS: e.rootDistanceS,
         lastSampleMs: last?.atMs,
@@ -661,9 +570,9 @@ export class ClockManager {
       state: this.#state,
       offsetS: this.#lastResidual,
       offsetStddevS: est?.phaseErrorS ?? 0,
-      driftPpb: this.#correction.freq * 1e9,
+      driftPpb: this.#served.correction.freq * 1e9,
       driftErrorPpb: (est?.freqError ?? 0) * 1e9,
-      remainingSlewS: remainingSlew(this.#correction, now),
+      remainingSlewS: this.#served.remaining(now),
       estimatedErrorS: synced
         ? s.rootDelayS / 2 +
           s.rootDispersionS +
@@ -681,34 +590,10 @@ export class ClockManager {
           ? undefined
           : Math.max(0, this.#o.holdoverTimeoutMs - (now - this.#holdoverStartedMs)),
       spikes: this.#spikes,
-      steps: this.#steps,
+      steps: this.#served.steps,
       sources,
     };
   }
-}
-
-/** Samples with a delay above this are left out of the estimate: three times the run's lowest + 500 µs. */
-export function delayGate(run: readonly ReferenceSample[]): number {
-  let min = Number.POSITIVE_INFINITY;
-  for (const s of run.slice(-8)) min = Math.min(min, s.delayS);
-  return Number.isFinite(min) ? 3 * min + 500e-6 : Number.POSITIVE_INFINITY;
-}
-
-/**
- * Jitter of a run of samples (the noise of its offsets; RFC 5905 §10 peer jitter plays this role), over the
- * current run only so that samples from before a silence do not count. Estimated robustly, from the median
- * of the successive differences, so that a level change or a single spike does not pass for noise (which
- * would widen the spike gate and the root distance exactly when they matter).
- */
-export function runJitter(run: readonly ReferenceSample[], floorS: number): number {
-  const recent = run.slice(-8);
-  if (recent.length < 2) return Math.max(floorS, recent[0]?.jitterS ?? floorS);
-  const diffs: number[] = [];
-  recent.forEach((s, i) => {
-    const prev = recent[i - 1];
-    if (prev) diffs.push(Math.abs(s.offsetS - prev.offsetS));
-  });
-  return Math.max(floorS, (1.4826 * median(diffs)) / Math.SQRT2);
 }
 
 /**

@@ -31,6 +31,10 @@ export const hiresClock: Clock = {
 };
 
 const TWO32 = 4_294_967_296;
+/** A millisecond-edge bracket this narrow is good enough (normally reached at the first edges). */
+const GOOD_EDGE_MS = 0.02;
+/** How often offset measurements are refreshed (they change only when the host clock steps). */
+const REMEASURE_MS = 64_000;
 
 /**
  * Find a millisecond edge of `wallMs`: the previous reading (between prevBefore and prevAfter on the
@@ -39,16 +43,16 @@ const TWO32 = 4_294_967_296;
  * edges are observed and the narrowest bracket wins; it is normally well under a microsecond. Bounded to
  * about 12 ms. Returns (wall ms at the edge, monotonic ms of the edge, bracket width ms).
  */
-export function findEdge(src: TimeSource): { wallMs: number; monoMs: number; widthMs: number } {
+export function findEdge(src: TimeSource, maxMs = 12): { wallMs: number; monoMs: number; widthMs: number } {
   let bestWidth = Number.POSITIVE_INFINITY;
   let bestEpoch = 0;
   let bestPerf = 0;
-  const deadline = src.monoMs() + 12;
+  const deadline = src.monoMs() + maxMs;
   let edges = 0;
   let prevBefore = src.monoMs();
   let prev = src.wallMs();
   let prevAfter = src.monoMs();
-  while (edges < 4 && prevAfter < deadline) {
+  while (prevAfter < deadline && (edges < 4 || bestWidth > GOOD_EDGE_MS)) {
     const before = src.monoMs();
     const d = src.wallMs();
     const after = src.monoMs();
@@ -85,23 +89,46 @@ export class ServedClock {
   #hostOffsetMs = 0;
   /** The kernel's CLOCK_REALTIME − raw, ms (what kernel receive timestamps are in). */
   #kernelOffsetMs = 0;
+  /** Bracket widths of those two measurements, ms (their uncertainty), and when they were taken. */
+  #hostWidthMs = Number.POSITIVE_INFINITY;
+  #kernelWidthMs = Number.POSITIVE_INFINITY;
+  #measuredAt = 0;
   readonly #onStep: ((deltaMs: number) => void) | undefined;
 
   constructor(options: { source?: TimeSource; onStep?: (deltaMs: number) => void } = {}) {
     this.#src = options.source ?? hostTimeSource;
     this.#onStep = options.onStep;
     // Two searches, the narrower wins: the first may run cold (JIT) and bracket the edge widely.
-    const first = findEdge(this.#src);
-    const second = findEdge(this.#src);
+    const first = findEdge(this.#src, 50);
+    const second = findEdge(this.#src, 50);
     const edge = second.widthMs <= first.widthMs ? second : first;
     this.#anchorWidthMs = edge.widthMs;
     this.#anchorSec = Math.floor(edge.wallMs / 1000);
     this.#anchorNs = (edge.wallMs - this.#anchorSec * 1000) * 1e6;
     this.#anchorPerf = edge.monoMs;
-    // A second, warm measurement: the first edge search may run cold and bracket the edge widely.
-    this.#hostOffsetMs = measureOffset(this.#src, this);
-    this.#kernelOffsetMs =
-      this.#src === hostTimeSource ? this.#hostOffsetMs : measureOffset(hostTimeSource, this);
+    this.#remeasure(true);
+  }
+
+  /**
+   * Measure the host clock's and the kernel's offsets from raw (they differ from 0 by the anchor's error
+   * and by host clock steps). A measurement replaces the current one when it is narrower, when the
+   * current one is older than REMEASURE_MS and the new one is good, or when `force` (a step).
+   */
+  #remeasure(force: boolean): void {
+    const now = performance.now();
+    const stale = now - this.#measuredAt > REMEASURE_MS;
+    if (!force && !stale && this.#hostWidthMs <= GOOD_EDGE_MS && this.#kernelWidthMs <= GOOD_EDGE_MS) return;
+    const host = measureOffset(this.#src, this, force ? 50 : 3);
+    if (force || host.widthMs < this.#hostWidthMs || (stale && host.widthMs <= GOOD_EDGE_MS)) {
+      this.#hostOffsetMs = host.offsetMs;
+      this.#hostWidthMs = host.widthMs;
+    }
+    const kernel = this.#src === hostTimeSource ? host : measureOffset(hostTimeSource, this, force ? 50 : 3);
+    if (force || kernel.widthMs < this.#kernelWidthMs || (stale && kernel.widthMs <= GOOD_EDGE_MS)) {
+      this.#kernelOffsetMs = kernel.offsetMs;
+      this.#kernelWidthMs = kernel.widthMs;
+    }
+    if (stale || force) this.#measuredAt = now;
   }
 
   /** Count of detected host clock steps. */
@@ -134,21 +161,27 @@ export class ServedClock {
    * the two reads can fake that, so it must show twice; then the offset is measured precisely.
    */
   checkHostClock(): void {
-    const outside = (src: TimeSource, offsetMs: number): boolean => {
+    // The margin widens with the uncertainty of the offset being checked (its edge bracket).
+    const outside = (src: TimeSource, offsetMs: number, widthMs: number): boolean => {
       const diffMs = this.rawUnixMs(src.monoMs()) + offsetMs - src.wallMs();
-      return diffMs < -0.25 || diffMs > 1.25;
+      const margin = 0.25 + Math.min(widthMs, 5);
+      return diffMs < -margin || diffMs > 1 + margin;
     };
-    if (outside(this.#src, this.#hostOffsetMs) && outside(this.#src, this.#hostOffsetMs)) {
+    const host = (): boolean => outside(this.#src, this.#hostOffsetMs, this.#hostWidthMs);
+    if (host() && host()) {
       const before = this.#hostOffsetMs;
-      this.#hostOffsetMs = measureOffset(this.#src, this);
-      if (this.#src === hostTimeSource) this.#kernelOffsetMs = this.#hostOffsetMs;
+      this.#remeasure(true);
       this.#steps++;
       this.#onStep?.(this.#hostOffsetMs - before);
+      return;
     }
-    if (this.#src !== hostTimeSource && outside(hostTimeSource, this.#kernelOffsetMs)) {
-      if (outside(hostTimeSource, this.#kernelOffsetMs))
-        this.#kernelOffsetMs = measureOffset(hostTimeSource, this);
+    const kernel = (): boolean => outside(hostTimeSource, this.#kernelOffsetMs, this.#kernelWidthMs);
+    if (this.#src !== hostTimeSource && kernel() && kernel()) {
+      this.#remeasure(true);
+      return;
     }
+    // A measurement taken on a busy machine may bracket the edge widely: improve it while it is.
+    this.#remeasure(false);
   }
 
   stop(): void {
@@ -198,10 +231,19 @@ export class ServedClock {
   }
 }
 
-/** `src`'s wall clock − the served clock's raw clock, ms, measured at a millisecond edge. */
-function measureOffset(src: TimeSource, clock: ServedClock): number {
-  const edge = findEdge(src);
-  return edge.wallMs - clock.rawUnixMs(edge.monoMs);
+/** `src`'s wall clock − the served clock's raw clock, ms, measured at a millisecond edge, with its width. */
+function measureOffset(
+  src: TimeSource,
+  clock: ServedClock,
+  maxMs = 12,
+): { offsetMs: number; widthMs: number } {
+  // Up to three searches, the narrowest wins: one preemption inside a bracket must not set the offset.
+  let edge = findEdge(src, maxMs);
+  for (let i = 0; i < 2 && edge.widthMs > GOOD_EDGE_MS; i++) {
+    const next = findEdge(src, maxMs);
+    if (next.widthMs < edge.widthMs) edge = next;
+  }
+  return { offsetMs: edge.wallMs - clock.rawUnixMs(edge.monoMs), widthMs: edge.widthMs };
 }
 
 /**

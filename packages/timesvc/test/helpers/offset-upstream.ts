@@ -47,6 +47,8 @@ export class OffsetUpstream {
 
   static async start(offsetS = 0, freq = 0): Promise<OffsetUpstream> {
     const u = new OffsetUpstream(offsetS, freq);
+    // Keeps the kernel-timestamp mapping of its clock precise (served-clock.ts checkHostClock).
+    u.clock.start();
     await u.listen();
     return u;
   }
@@ -113,6 +115,11 @@ export class OffsetUpstream {
     return first !== undefined && perf >= first + marginMs;
   }
 
+  /** Whether the truth changed between monotonic `a` and `b` (a probe exchange spanning it is void). */
+  changedBetween(a: number, b: number): boolean {
+    return this.#changedAtMs > a && this.#changedAtMs <= b;
+  }
+
   /** The window [change, first reply after it + margin] in which truth was not knowable downstream. */
   get unknowableSince(): number {
     return this.#changedAtMs;
@@ -165,6 +172,7 @@ export class OffsetUpstream {
   }
 
   async close(): Promise<void> {
+    this.clock.stop();
     const all = this.#sockets.splice(0);
     await Promise.all(all.map((x) => new Promise<void>((r) => x.socket.close(() => r()))));
   }
@@ -227,7 +235,9 @@ export class Probe {
         rootDispersionS: shortToSeconds(pkt.rootDispersion),
         errorS: (t21 + t34) / 2,
         delayS: t21 - t34,
-        knowable: this.truth.knowable(p.atMs, this.upstreamSocket),
+        // An exchange during which the truth changed measures nothing (its T1 and T4 disagree).
+        knowable:
+          this.truth.knowable(p.atMs, this.upstreamSocket) && !this.truth.changedBetween(p.atMs, perf),
       });
     });
     await new Promise<void>((resolve) => s.bind(0, '127.0.0.1', resolve));

@@ -1,0 +1,104 @@
+import type { ClockState } from './clock-state.ts';
+import type { Verdict } from './selection.ts';
+
+/**
+ * What the clock manager sees of a reference source, and what it reports: the seam through which upstream
+ * NTP peers (plain or NTS-authenticated), a GPSDO or the local clock feed the same selection and
+ * discipline (docs/clock-discipline.md "Authenticated upstreams").
+ */
+
+export type SourceKind = 'gpsdo' | 'ntp' | 'local';
+
+/** What a reference source reports about itself; read by the manager on every tick and sample. */
+export interface ReferenceStatus {
+  /** `false` when unreachable, unsynchronised, denied or not locked. */
+  usable: boolean;
+  /** The source's own stratum (a GPSDO is 0, so we serve 1). */
+  stratum: number;
+  /** The refid we advertise while this source is selected (RFC 5905 §7.3). */
+  referenceId: number;
+  leap: number;
+  /** The source's root delay and dispersion (0 for a local device), seconds. */
+  rootDelayS: number;
+  rootDispersionS: number;
+  /** Poll interval, log2 s (sets how long a silence may last before the source counts as gone). */
+  pollLog2?: number;
+  /** The samples are cryptographically authenticated (NTS); shown in status, selection treats all alike. */
+  authenticated?: boolean;
+}
+
+export interface ReferenceSource {
+  /** `NTP:<host>:<port>`, `GPSDO:Dummy`, `GPSDO:SerialPPS`, `LOCAL`. */
+  readonly id: string;
+  readonly kind: SourceKind;
+  readonly prefer: boolean;
+  status(): ReferenceStatus;
+}
+
+/**
+ * One measurement from a source: the offset (reference − raw local clock) and delay of this exchange, the
+ * source's filter dispersion and jitter, at monotonic time atMs (the middle of the exchange).
+ */
+export interface ReferenceSample {
+  offsetS: number;
+  delayS: number;
+  dispersionS: number;
+  jitterS: number;
+  atMs: number;
+}
+
+export interface SourceSnapshot {
+  id: string;
+  kind: SourceKind;
+  prefer: boolean;
+  usable: boolean;
+  candidate: boolean;
+  falseticker: boolean;
+  selected: boolean;
+  verdict: Verdict;
+  stratum: number;
+  offsetS: number | undefined;
+  jitterS: number | undefined;
+  rootDistanceS: number | undefined;
+  lastSampleMs: number | undefined;
+  authenticated: boolean;
+}
+
+export interface ClockSnapshot {
+  state: ClockState;
+  /** Reference − served clock for the last sample of the selected source, seconds. */
+  offsetS: number;
+  /** Standard error of the phase estimate, seconds. */
+  offsetStddevS: number;
+  /** Frequency estimate: served − raw rate, parts per billion. */
+  driftPpb: number;
+  /** Standard error of the frequency estimate, ppb. */
+  driftErrorPpb: number;
+  /** Correction still being slewed in, seconds. */
+  remainingSlewS: number;
+  /** What the server advertises now: root delay / 2 + root dispersion (∞ while unsynchronised). */
+  estimatedErrorS: number;
+  /** Internal stratum: 16 when unsynchronised. */
+  stratum: number;
+  selected: string | undefined;
+  /** The last selected reference (kept through HOLDOVER). */
+  lastReference: string | undefined;
+  jitterS: number;
+  lastUpdateMs: number | undefined;
+  /** Wall-clock ms of the last update (for status pages). */
+  lastUpdateWallMs: number | undefined;
+  holdoverStartedMs: number | undefined;
+  holdoverRemainingMs: number | undefined;
+  /** Samples held back as possible spikes since start. */
+  spikes: number;
+  /** Steps of the served clock since start. */
+  steps: number;
+  sources: SourceSnapshot[];
+}
+
+export type ClockManagerEvent =
+  | { type: 'state'; from: ClockState; to: ClockState; reason: string }
+  | { type: 'selected'; from: string | undefined; to: string | undefined }
+  | { type: 'step'; source: string; offsetS: number }
+  /** The correction changed: the served clock must take `manager.correction`. */
+  | { type: 'update' };
