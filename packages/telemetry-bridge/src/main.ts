@@ -3,6 +3,8 @@ import { ConfigError, Shutdown, createLogger, runCli } from '@broadcast-ops/core
 import { loadBridgeConfig } from './config.ts';
 import { formatReplay, parseReplayFilter } from './replay.ts';
 import { startBridge } from './service.ts';
+import { CompanionSimulator, NEWEST_API_VERSION } from './simulators/companion-sim.ts';
+import { DEMO_VARIABLES, runCompanionSimDemo } from './simulators/companion-sim-demo.ts';
 
 function configPath(values: Record<string, unknown>): string | undefined {
   const v = values['config'];
@@ -28,6 +30,11 @@ await runCli(
           short: 'c',
           description: 'JSON or YAML config file (or $BRIDGE_CONFIG_PATH)',
         },
+        'companion-sim': {
+          type: 'boolean',
+          description:
+            'demo: when companion.enabled is false, run a scripted Companion simulator in-process and connect to it',
+        },
       },
       run: async ({ values }) => {
         let config;
@@ -44,12 +51,39 @@ await runCli(
           redact: ['authToken', '*.authToken', 'authTokens', '*.authTokens'],
         });
         const shutdown = new Shutdown({ logger }).install();
+        let sim: CompanionSimulator | undefined;
+        if (values['companion-sim'] === true && !config.companion.enabled) {
+          // No Companion configured: the demo talks to the simulator over the real Satellite protocol.
+          sim = new CompanionSimulator({ companionVersion: 'telemetry-bridge companion-sim' });
+          const ports = await sim.listen({ tcp: null, ws: 0 });
+          runCompanionSimDemo(sim);
+          config = {
+            ...config,
+            companion: {
+              ...config.companion,
+              enabled: true,
+              host: '127.0.0.1',
+              port: ports.ws ?? 0,
+              transport: 'ws' as const,
+              device: {
+                ...config.companion.device,
+                variables:
+                  config.companion.device.variables.length > 0
+                    ? config.companion.device.variables
+                    : DEMO_VARIABLES.map((v) => ({ ...v })),
+              },
+            },
+          };
+          logger.info({ port: ports.ws }, 'no Companion configured: using the Companion simulator (demo)');
+          shutdown.add('companion-sim', () => sim?.close());
+        }
         let bridge;
         try {
           bridge = await startBridge({ config, logger });
         } catch (err) {
           logger.fatal({ err }, 'could not start');
           process.exitCode = 1;
+          await sim?.close();
           shutdown.uninstall();
           return;
         }
@@ -66,6 +100,80 @@ await runCli(
           },
           'telemetry bridge listening',
         );
+      },
+    },
+    'companion-sim': {
+      summary: 'run a Bitfocus Companion Satellite API simulator (TCP and WebSocket), for tests and demos',
+      options: {
+        host: { type: 'string', description: 'listen address (default 127.0.0.1)' },
+        'tcp-port': { type: 'string', description: 'TCP port (default 16622; "off" disables)' },
+        'ws-port': { type: 'string', description: 'WebSocket port (default 16623; "off" disables)' },
+        'api-version': {
+          type: 'string',
+          description: `Satellite ApiVersion to speak (default ${NEWEST_API_VERSION})`,
+        },
+        subscriptions: {
+          type: 'boolean',
+          description: 'advertise CAPS SUBSCRIPTIONS=1 (ApiVersion >= 1.10.0)',
+        },
+        'idle-timeout': {
+          type: 'string',
+          description: 'drop a client after this many ms without input (default 5000)',
+        },
+        'reply-delay': { type: 'string', description: 'delay every reply by this many ms (fault injection)' },
+        demo: {
+          type: 'boolean',
+          description: 'scripted activity: labels, clock and tally outputs, brightness',
+        },
+        'log-lines': { type: 'boolean', description: 'print every received line as JSON on stdout' },
+      },
+      run: async ({ values }) => {
+        const num = (k: string, d: number | null): number | null => {
+          const v = values[k];
+          if (v === undefined) return d;
+          if (v === 'off') return null;
+          const n = Number(v);
+          if (!Number.isInteger(n) || n < 0 || n > 65535)
+            throw new Error(`--${k} must be a port number or "off"`);
+          return n;
+        };
+        try {
+          const apiVersion =
+            typeof values['api-version'] === 'string' ? values['api-version'] : NEWEST_API_VERSION;
+          if (!/^1\.\d+\.\d+$/.test(apiVersion)) throw new Error('--api-version must look like 1.14.0');
+          const sim = new CompanionSimulator({
+            apiVersion,
+            subscriptions: values['subscriptions'] === true,
+            idleTimeoutMs: num('idle-timeout', 5000) ?? 5000,
+            ...(typeof values['host'] === 'string' ? { host: values['host'] } : {}),
+          });
+          sim.replyDelayMs = num('reply-delay', 0) ?? 0;
+          const ports = await sim.listen({ tcp: num('tcp-port', 16622), ws: num('ws-port', 16623) });
+          if (values['demo'] === true) runCompanionSimDemo(sim);
+          if (values['log-lines'] === true) {
+            let seen = 0;
+            setInterval(() => {
+              for (const r of sim.received.slice(seen))
+                process.stdout.write(
+                  JSON.stringify({ connection: r.connection, transport: r.transport, line: r.line }) + '\n',
+                );
+              seen = sim.received.length;
+              // Bounded: the CLI keeps no history once printed.
+              sim.received.splice(0, seen);
+              seen = 0;
+            }, 100);
+          }
+          process.stderr.write(
+            `companion-sim: ApiVersion ${apiVersion}, tcp ${ports.tcp ?? 'off'}, ws ${ports.ws ?? 'off'}\n`,
+          );
+          const stop = (): void => {
+            void sim.close().then(() => process.exit(0));
+          };
+          process.once('SIGINT', stop);
+          process.once('SIGTERM', stop);
+        } catch (err) {
+          fail(err);
+        }
       },
     },
     replay: {

@@ -102,6 +102,8 @@ export class CompanionSimulator {
   companionVersion: string;
   subscriptions: boolean;
   idleTimeoutMs: number;
+  /** Bound of `received` (oldest lines dropped first). */
+  maxRecorded = 100_000;
   /** Delay before each reply line (fault injection: slow replies). */
   replyDelayMs = 0;
   #stalled = false;
@@ -301,6 +303,8 @@ export class CompanionSimulator {
     for (const line of lines) {
       const parsed = parseLine(line);
       this.received.push({ connection: conn.id, transport: conn.transport, line, parsed, at: Date.now() });
+      if (this.received.length > this.maxRecorded)
+        this.received.splice(0, this.received.length - this.maxRecorded);
       this.#handle(conn, parsed);
     }
     this.#notify();
