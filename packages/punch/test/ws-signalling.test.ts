@@ -194,6 +194,19 @@ describe('WebSocket signalling: a session from creation to close', () => {
     await assertQuiet(b, 100);
     await assertQuiet(obs, 0);
 
+    // A tally set before anyone holds the stream reaches a peer that registers later, after its confirmation.
+    obs.send({ type: 'tally', stream: 'cam-b', state: 'preview' });
+    assert.deepEqual(await obs.next('tally'), { type: 'tally', stream: 'cam-b', state: 'preview' });
+    const late = await connect(t.url, 'life', { token: admin });
+    await late.next('session');
+    late.send({ type: 'register', stream: 'cam-b', port: 9100 });
+    assert.deepEqual(await late.next('tally'), { type: 'tally', stream: 'cam-b', state: 'preview' });
+    for (const c of all)
+      assert.deepEqual((await c.next('session'))['streams']['cam-b'], { state: 'waiting', peers: 1 });
+    await assertQuiet(a, 50);
+    await assertQuiet(b, 0);
+    all.push(late);
+
     // DELETE → session_closed admin_closed to everyone, then close 1000.
     const del = await t.call('DELETE', '/api/session/life', { token: admin });
     assert.equal(del.status, 204);

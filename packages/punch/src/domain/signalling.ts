@@ -443,10 +443,11 @@ export class SignallingHub {
     if (samples) samples[slot] = undefined;
     const mine = claimOf(stream, slot);
     const theirs = claimOf(stream, other(slot));
-    if (!mine || !theirs) return;
-    const theirLink = h[j];
-    if (h[i]) h[i].send(encode(peerMessage(session, stream, theirs, mine)));
-    if (theirLink) theirLink.send(encode(peerMessage(session, stream, mine, theirs)));
+    if (mine && theirs) {
+      if (h[i]) h[i].send(encode(peerMessage(session, stream, theirs, mine)));
+      h[j]?.send(encode(peerMessage(session, stream, mine, theirs)));
+    }
+    // A peer that registers after a tally was set learns it at once.
     const tally = room.tally.get(stream.name);
     if (tally && h[i]) h[i].send(encode({ type: 'tally', stream: stream.name, state: tally }));
   }
