@@ -64,10 +64,10 @@ async function readBounded(res: Response, max: number): Promise<string> {
   const chunks: Uint8Array[] = [];
   let size = 0;
   for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    chunks.push(value);
-    size += value.byteLength;
+    const next = (await reader.read()) as { done: boolean; value?: Uint8Array };
+    if (next.done || !next.value) break;
+    chunks.push(next.value);
+    size += next.value.byteLength;
     if (size >= max) {
       await reader.cancel();
       break;
