@@ -52,6 +52,7 @@ export interface PunchServerOptions {
     detachedGraceMs?: number;
     healthReportMs?: number;
     probeMs?: number;
+    maxConnections?: number;
     maxPayload?: number;
   };
 }
@@ -100,6 +101,7 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     ...(ws.detachedGraceMs === undefined ? {} : { detachedGraceMs: ws.detachedGraceMs }),
     ...(ws.healthReportMs === undefined ? {} : { healthReportMs: ws.healthReportMs }),
     ...(ws.probeMs === undefined ? {} : { probeMs: ws.probeMs }),
+    ...(ws.maxConnections === undefined ? {} : { maxConnections: ws.maxConnections }),
     onError: (err) => logger.error({ err }, 'signalling handler failed'),
   });
   // Same port as the REST API: the upgrade event of fastify's own (HTTP or HTTPS) server.

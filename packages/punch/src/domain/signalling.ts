@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import type { Clock, TimerHandle } from '@broadcast-ops/core';
 import type { TokenClaims } from '../protocol/token.ts';
 import {
@@ -11,7 +12,7 @@ import {
 } from '../protocol/ws-messages.ts';
 import type { BrokerEvent, ClaimResult, SessionBroker } from './broker.ts';
 import { classifyHealth, suggestedLatency } from './health.ts';
-import type { Refusal } from './outcome.ts';
+import { refuse, type Refusal } from './outcome.ts';
 import { isLive, type PeerClaim, type PeerSlot, type SessionRecord, type StreamRecord } from './session.ts';
 
 /**
@@ -50,6 +51,8 @@ export interface SignallingOptions {
   probeMs?: number;
   /** `health_report` to admins at most once per this interval per session (coalesced). Default 1 s. */
   healthReportMs?: number;
+  /** Connections per session at most (peers and observers). Default 64. */
+  maxConnections?: number;
   /** A receiver's report younger than this is preferred for the session view's `health`. Default 10 s. */
   healthFreshMs?: number;
   onError?: (err: unknown) => void;
@@ -108,6 +111,7 @@ export class SignallingHub {
   readonly #graceMs: number;
   readonly #healthReportMs: number;
   readonly #probeMs: number;
+  readonly #maxConnections: number;
   readonly #healthFreshMs: number;
   readonly #onError: (err: unknown) => void;
   readonly #rooms = new Map<string, Room>();
@@ -123,6 +127,7 @@ export class SignallingHub {
     this.#graceMs = options.detachedGraceMs ?? 30_000;
     this.#healthReportMs = options.healthReportMs ?? 1_000;
     this.#probeMs = options.probeMs ?? 2_000;
+    this.#maxConnections = options.maxConnections ?? 64;
     this.#healthFreshMs = options.healthFreshMs ?? 10_000;
     this.#onError = options.onError ?? (() => undefined);
     this.#startedAt = this.#clock.monotonicMs();
@@ -169,14 +174,21 @@ export class SignallingHub {
     return h;
   }
 
-  /** An authenticated connection joins its session; it receives the current `session` state. */
-  attach(link: PeerLink, sessionName: string): void {
+  /**
+   * An authenticated connection joins its session; it receives the current `session` state. Refused with
+   * SESSION_FULL when the session already has `maxConnections` connections (a bound on fan-out and memory).
+   */
+  attach(link: PeerLink, sessionName: string): { ok: true } | Refusal<'SESSION_FULL' | 'SESSION_EXPIRED'> {
     const session = this.#broker.get(sessionName);
-    if (!session || !isLive(session)) return;
+    if (!session || !isLive(session)) return refuse('SESSION_EXPIRED', `session "${sessionName}" is closed`);
     const room = this.#room(sessionName);
+    if (room.links.size >= this.#maxConnections) {
+      return refuse('SESSION_FULL', `the session has its maximum of ${this.#maxConnections} connections`);
+    }
     room.links.add(link);
     this.#sessionOf.set(link, sessionName);
     link.send(encode(sessionMessage(session)));
+    return { ok: true };
   }
 
   /** The connection is gone: its slots stay claimed (detached) so that the peer can come back. */
@@ -387,6 +399,16 @@ export class SignallingHub {
     // Both peers of a stream bind the same local port (spec "peer": identical for both): the first
     // registration fixes it; a later one with another port is assigned the stream's port (README).
     const otherClaim = claimOf(stream, other(slot));
+    // SRT rendezvous needs both ends in one address family (libsrt: both IPv4 or both IPv6).
+    if (otherClaim && isIP(otherClaim.ip) !== isIP(link.ip)) {
+      link.send(
+        errorText(
+          'INVALID_MESSAGE',
+          'address family mismatch: the other peer uses IPv4 and this one IPv6, or the reverse',
+        ),
+      );
+      return;
+    }
     const label = typeof msg.meta['label'] === 'string' ? msg.meta['label'] : (link.claims.label ?? '');
     const claim: Omit<PeerClaim, 'claimedAt'> = {
       ip: link.ip,

@@ -50,6 +50,9 @@ export interface SignallingServer {
   close(): Promise<void>;
 }
 
+/** Bytes queued for one slow connection before it is dropped. */
+const MAX_SEND_BUFFER = 1024 * 1024;
+
 const PATH = /^\/api\/ws\/([^/?#]+)\/?(?:\?.*)?$/;
 
 /** Fingerprint of a token: who registered a claim, without keeping the credential. */
@@ -90,7 +93,13 @@ class WsLink implements PeerLink {
   }
 
   send(text: string): void {
-    if (this.ws.readyState === this.ws.OPEN) this.ws.send(text);
+    if (this.ws.readyState !== this.ws.OPEN) return;
+    // A peer that stops reading must not grow our send buffer without bound.
+    if (this.ws.bufferedAmount > MAX_SEND_BUFFER) {
+      this.ws.terminate();
+      return;
+    }
+    this.ws.send(text);
   }
 
   probe(timeoutMs: number): Promise<boolean> {
@@ -195,7 +204,12 @@ export function attachSignalling(server: Server, options: SignallingServerOption
       links.delete(ws);
       hub.detach(link);
     });
-    hub.attach(link, name);
+    const joined = hub.attach(link, name);
+    if (!joined.ok) {
+      links.delete(ws);
+      sendError(ws, joined.code, joined.message);
+      ws.close(joined.code === 'SESSION_FULL' ? WS_CLOSE.rateLimited : WS_CLOSE.sessionExpired, joined.code);
+    }
   };
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {

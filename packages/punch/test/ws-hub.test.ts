@@ -1,0 +1,145 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ManualClock } from '@broadcast-ops/core/testing';
+import { SessionBroker } from '../src/domain/broker.ts';
+import { SignallingHub, type PeerLink } from '../src/domain/signalling.ts';
+import { MemoryStore } from '../src/domain/store.ts';
+import type { TokenClaims } from '../src/protocol/token.ts';
+import { parseClientMessage, type ClientMessage } from '../src/protocol/ws-messages.ts';
+
+/**
+ * The hub with time in hand (ManualClock) and links that record what they are sent: the rules that need
+ * addresses or waits a loopback test cannot produce (IPv6 peers, a 30 s detach grace, many connections).
+ */
+class FakeLink implements PeerLink {
+  readonly sent: Record<string, unknown>[] = [];
+  ended: string | null = null;
+  constructor(
+    readonly ip: string,
+    readonly holder: string,
+    readonly claims: TokenClaims,
+    readonly answersPing = true,
+  ) {}
+  send(text: string): void {
+    this.sent.push(JSON.parse(text) as Record<string, unknown>);
+  }
+  end(reason: 'replaced' | 'session_closed'): void {
+    this.ended = reason;
+  }
+  probe(): Promise<boolean> {
+    return Promise.resolve(this.answersPing);
+  }
+  types(): string[] {
+    return this.sent.map((m) => m['type'] as string);
+  }
+  last(type: string): Record<string, unknown> | undefined {
+    return this.sent.filter((m) => m['type'] === type).at(-1);
+  }
+}
+
+function msg(m: object): ClientMessage {
+  const r = parseClientMessage(JSON.stringify(m));
+  assert.ok(r.ok);
+  return r.message;
+}
+
+const settle = () => new Promise((r) => setImmediate(r));
+
+async function setup(options: { maxConnections?: number } = {}) {
+  const clock = new ManualClock();
+  const broker = new SessionBroker({ store: new MemoryStore(), clock, maxSessions: 0, tombstoneMs: 60_000 });
+  await broker.start();
+  const created = await broker.create({ name: 's', latency: 200, ttl: 3600 });
+  assert.ok(created.ok);
+  const hub = new SignallingHub({ broker, clock, healthReportMs: 0, ...options });
+  const claims: TokenClaims = {
+    session: 's',
+    role: 'peer',
+    stream: 'default',
+    exp: created.session.expiresAt / 1000,
+  };
+  const join = (ip: string, holder: string, answersPing = true) => {
+    const l = new FakeLink(ip, holder, claims, answersPing);
+    assert.deepEqual(hub.attach(l, 's'), { ok: true });
+    return l;
+  };
+  return { clock, broker, hub, join };
+}
+
+test('a slot whose holder has been gone 30 s can be taken by another peer; before that: SESSION_FULL', async () => {
+  const { clock, hub, join } = await setup();
+  const a = join('203.0.113.1', 'tok-a');
+  const b = join('198.51.100.2', 'tok-b');
+  hub.handle(a, msg({ type: 'register', port: 5000 }));
+  await settle();
+  hub.handle(b, msg({ type: 'register', port: 5000 }));
+  await settle();
+  assert.equal(a.last('peer')?.['ip'], '198.51.100.2');
+  hub.detach(b);
+  const c = join('192.0.2.3', 'tok-c');
+  hub.handle(c, msg({ type: 'register', port: 6000 }));
+  await settle();
+  assert.equal(c.last('error')?.['code'], 'SESSION_FULL');
+  clock.advance(29_999);
+  hub.handle(c, msg({ type: 'register', port: 6000 }));
+  await settle();
+  assert.equal(c.sent.filter((m) => m['type'] === 'error').length, 2);
+  clock.advance(1);
+  hub.handle(c, msg({ type: 'register', port: 6000 }));
+  await settle();
+  // C takes B's slot on the stream's port; both sides get fresh coordinates.
+  assert.deepEqual([c.last('peer')?.['ip'], c.last('peer')?.['localPort']], ['203.0.113.1', 5000]);
+  assert.deepEqual([a.last('peer')?.['ip'], a.last('peer')?.['port']], ['192.0.2.3', 5000]);
+  // B comes back with its token: its slot is gone to C, so it is refused (C is live).
+  const b2 = join('198.51.100.2', 'tok-b');
+  hub.handle(b2, msg({ type: 'register', port: 5000 }));
+  await settle();
+  assert.equal(b2.last('error')?.['code'], 'SESSION_FULL');
+});
+
+test('IPv4 and IPv6 peers are not matched: INVALID_MESSAGE, the first peer hears nothing', async () => {
+  const { hub, join, broker } = await setup();
+  const a = join('203.0.113.1', 'tok-a');
+  const b = join('2001:db8::7', 'tok-b');
+  hub.handle(a, msg({ type: 'register', port: 5000 }));
+  await settle();
+  const before = a.sent.length;
+  hub.handle(b, msg({ type: 'register', port: 5000 }));
+  await settle();
+  assert.match(String(b.last('error')?.['message']), /address family/);
+  assert.equal(b.last('error')?.['code'], 'INVALID_MESSAGE');
+  assert.equal(a.sent.length, before);
+  assert.equal(broker.get('s')?.streams[0]?.peerB, null);
+});
+
+test('connections per session are bounded', async () => {
+  const { hub, join } = await setup({ maxConnections: 3 });
+  for (let i = 0; i < 3; i++) join(`192.0.2.${i + 1}`, `t${i}`);
+  const extra = new FakeLink('192.0.2.9', 'x', { session: 's', role: 'admin', stream: null, exp: 0 });
+  const r = hub.attach(extra, 's');
+  assert.equal(r.ok, false);
+  assert.equal(!r.ok && r.code, 'SESSION_FULL');
+  assert.deepEqual(extra.sent, []);
+});
+
+test('a peer that does not answer the probe is replaced; one that answers keeps its slot', async () => {
+  const { hub, join } = await setup();
+  const frozen = join('203.0.113.1', 'tok-a', false);
+  const b = join('198.51.100.2', 'tok-b');
+  hub.handle(frozen, msg({ type: 'register', port: 5000 }));
+  hub.handle(b, msg({ type: 'register', port: 5000 }));
+  await settle();
+  const again = join('203.0.113.9', 'tok-a');
+  hub.handle(again, msg({ type: 'register', port: 5000 }));
+  await settle();
+  await settle();
+  assert.equal(frozen.ended, 'replaced');
+  assert.equal(again.last('peer')?.['ip'], '198.51.100.2');
+  assert.equal(b.last('peer')?.['ip'], '203.0.113.9');
+  const dup = join('203.0.113.10', 'tok-a');
+  hub.handle(dup, msg({ type: 'register', port: 5000 }));
+  await settle();
+  await settle();
+  assert.equal(again.ended, null);
+  assert.equal(dup.last('error')?.['code'], 'SESSION_FULL');
+});
