@@ -38,6 +38,8 @@ test('client subscribes to companion.**, sees key and variable changes, presses 
       lat.variable.push((seen.get('companion.variables.internal.time_hms')?.at ?? 0) - t1);
     }
 
+    const events: [string, string, string | undefined][] = [];
+    c.on('event', (m) => events.push([m.path, (m.payload as { event: string }).event, m.correlationId]));
     const before = r.sim.linesNamed('KEY-PRESS').length;
     let receivedAtCompletion = -1;
     const t2 = performance.now();

@@ -175,3 +175,26 @@ test('garbage lines are ignored; an over-long line drops the link and the adapte
     await r.close();
   }
 });
+
+test('slow replies: a command completes late but correctly; one whose ttl runs out is answered timeout', async () => {
+  const r = await rig();
+  try {
+    await connected(r);
+    const c = await r.client('ops');
+    r.sim.replyDelayMs = 150;
+    const t0 = performance.now();
+    const slow = await c.command('companion', KEY0, 'down').done;
+    assert.equal((slow.payload as { status: string }).status, 'completed');
+    assert.ok(performance.now() - t0 >= 140, 'waited for the delayed OK');
+    const late = await c.command('companion', KEY0, 'up', {}, { ttl: 50 }).done;
+    assert.equal((late.payload as { status: string }).status, 'timeout');
+    r.sim.replyDelayMs = 0;
+    // The link itself stays up (PONGs keep coming, delayed) and the next command is fine.
+    await until(() => r.sim.linesNamed('KEY-PRESS').length >= 2, 'the up line reached Companion');
+    const ok = await c.command('companion', KEY0, 'press').done;
+    assert.equal((ok.payload as { status: string }).status, 'completed');
+    assert.equal(stateOf(r), 'connected');
+  } finally {
+    await r.close();
+  }
+});

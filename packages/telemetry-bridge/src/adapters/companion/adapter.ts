@@ -595,9 +595,11 @@ export class CompanionAdapter implements Adapter {
         error: { code: 'ADAPTER_ERROR', message: plan.reason, details: { apiVersion: s.apiVersion } },
       };
     }
-    const timeout = Math.max(1, Math.min(this.#o.replyTimeout, cmd.deadline - Date.now()));
+    // The wire wait is always replyTimeout (a late OK must still find its request in the FIFO); the command's
+    // own deadline only stops this command waiting (the hub then answers `timeout`).
+    const timeout = this.#o.replyTimeout;
     try {
-      const sent = await this.#run(s, plan, timeout, signal);
+      const sent = await this.#run(s, plan, timeout, signal, cmd.correlationId);
       return { status: 'completed', result: { sent } };
     } catch (err) {
       const message = (err as Error).message;
@@ -616,11 +618,25 @@ export class CompanionAdapter implements Adapter {
     plan: Exclude<Plan, { kind: 'reject' }>,
     timeout: number,
     signal: AbortSignal,
+    correlationId: string,
   ): Promise<string[]> {
     const sent: string[] = [];
+    // `pressed` / `released` / `rotated` once Companion has acknowledged the line (docs/companion.md "Commands").
+    const event = (path: string, name: string, data: Record<string, unknown>): void => {
+      if (this.#session === s) this.#ctx?.emitEvent(path, name, data, { correlationId });
+    };
     const send = async (name: string, args: Record<string, SatelliteValue | undefined>): Promise<void> => {
       if (signal.aborted) throw new Error('command deadline passed');
-      await this.#request(s, name, args, timeout);
+      const reply = this.#request(s, name, args, timeout);
+      reply.catch(() => undefined);
+      await Promise.race([
+        reply,
+        new Promise<never>((_, reject) =>
+          signal.addEventListener('abort', () => reject(new Error('command deadline passed')), {
+            once: true,
+          }),
+        ),
+      ]);
       sent.push(name);
     };
     const dev = this.#o.device.deviceId;
@@ -634,10 +650,17 @@ export class CompanionAdapter implements Adapter {
     }
     const t: Target = plan.target;
     if (t.kind === 'key') {
+      const path = `companion.device.${this.#dev}.key.${t.keyIndex}`;
+      const data = { deviceId: dev, keyIndex: t.keyIndex };
       if (plan.kind === 'press')
-        for (const down of plan.pressed)
+        for (const down of plan.pressed) {
           await send('KEY-PRESS', { DEVICEID: dev, KEY: t.keyIndex, PRESSED: down });
-      else await send('KEY-ROTATE', { DEVICEID: dev, KEY: t.keyIndex, DIRECTION: plan.direction });
+          event(path, down ? 'pressed' : 'released', data);
+        }
+      else {
+        await send('KEY-ROTATE', { DEVICEID: dev, KEY: t.keyIndex, DIRECTION: plan.direction });
+        event(path, 'rotated', { ...data, direction: plan.direction });
+      }
       return sent;
     }
     const subId = `tb-${t.page}-${t.row}-${t.column}`;
@@ -660,9 +683,17 @@ export class CompanionAdapter implements Adapter {
         throw err;
       }
     }
+    const path = `companion.page.${t.page}.row.${t.row}.column.${t.column}`;
+    const data = { page: t.page, row: t.row, column: t.column };
     if (plan.kind === 'press')
-      for (const down of plan.pressed) await send('SUB-PRESS', { SUBID: subId, PRESSED: down });
-    else await send('SUB-ROTATE', { SUBID: subId, DIRECTION: plan.direction });
+      for (const down of plan.pressed) {
+        await send('SUB-PRESS', { SUBID: subId, PRESSED: down });
+        event(path, down ? 'pressed' : 'released', data);
+      }
+    else {
+      await send('SUB-ROTATE', { SUBID: subId, DIRECTION: plan.direction });
+      event(path, 'rotated', { ...data, direction: plan.direction });
+    }
     return sent;
   }
 }
