@@ -1,4 +1,6 @@
 import {
+  Counter,
+  Gauge,
   createMetricsRegistry,
   listeningUrl,
   systemClock,
@@ -78,13 +80,14 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
       : undefined);
   const clientLimits = new ClientLimits(config.limits);
   const signer = new TokenSigner(config.secret);
+  const registry = createMetricsRegistry();
   const app = buildHttpApi({
     config,
     broker,
     signer,
     clock,
     logger,
-    registry: createMetricsRegistry(),
+    registry,
     baseUrl: () => baseUrl,
     turnstile,
     tls: options.tls,
@@ -104,6 +107,12 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     ...(ws.maxConnections === undefined ? {} : { maxConnections: ws.maxConnections }),
     onError: (err) => logger.error({ err }, 'signalling handler failed'),
   });
+  const wsRejected = new Counter({
+    name: 'punch_ws_rejected_total',
+    help: 'WebSocket connections refused before joining a session, by reason',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
   // Same port as the REST API: the upgrade event of fastify's own (HTTP or HTTPS) server.
   const signalling = attachSignalling(app.server, {
     broker,
@@ -117,6 +126,15 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     messagesPerSecond: config.limits.wsMessagesPerSecond,
     ...(ws.maxPayload === undefined ? {} : { maxPayload: ws.maxPayload }),
     ...(ws.pingIntervalMs === undefined ? {} : { pingIntervalMs: ws.pingIntervalMs }),
+    onReject: (reason) => wsRejected.inc({ reason }),
+  });
+  new Gauge({
+    name: 'punch_ws_connections',
+    help: 'Open signalling WebSocket connections (peers and observers)',
+    registers: [registry],
+    collect() {
+      this.set(signalling.connections);
+    },
   });
   let closed = false;
   return {

@@ -209,6 +209,10 @@ test('the per-client WebSocket connect limit counts refused tokens and answers 4
     await assert.rejects(connect(t.url, 'lim', { token: good }), /upgrade refused: 429/);
     // The session saw one connection; the refused upgrade left no trace.
     assert.equal(t.server.signalling.connections, 1);
+    const metrics = await t.call('GET', '/metrics');
+    assert.match(metrics.text, /punch_ws_connections 1\n/);
+    assert.match(metrics.text, /punch_ws_rejected_total\{reason="rate_limited"\} 1\n/);
+    assert.match(metrics.text, /punch_ws_rejected_total\{reason="auth_failed"\} 2\n/);
     ok.close();
   } finally {
     await t.close();

@@ -42,6 +42,8 @@ export interface SignallingServerOptions {
   maxPayload?: number;
   /** Protocol ping interval. Default 15 s. */
   pingIntervalMs?: number;
+  /** A connection refused before it joined its session (for the metrics). */
+  onReject?: (reason: 'rate_limited' | 'auth_failed' | 'session_expired' | 'session_full') => void;
 }
 
 export interface SignallingServer {
@@ -176,12 +178,14 @@ export function attachSignalling(server: Server, options: SignallingServerOption
     ws.on('error', () => undefined);
     const auth = access.authenticate(token, name, clock.now());
     if (!auth.ok) {
+      options.onReject?.(auth.code === 'AUTH_FAILED' ? 'auth_failed' : 'session_expired');
       sendError(ws, auth.code, auth.message);
       ws.close(closeCodeOf(auth), auth.code);
       return;
     }
     const live = access.liveSession(broker.get(name), name, auth.claims);
     if (!live.ok) {
+      options.onReject?.('session_expired');
       sendError(ws, live.code, live.message);
       ws.close(closeCodeOf(live), live.code);
       return;
@@ -206,6 +210,7 @@ export function attachSignalling(server: Server, options: SignallingServerOption
     });
     const joined = hub.attach(link, name);
     if (!joined.ok) {
+      options.onReject?.(joined.code === 'SESSION_FULL' ? 'session_full' : 'session_expired');
       links.delete(ws);
       sendError(ws, joined.code, joined.message);
       ws.close(joined.code === 'SESSION_FULL' ? WS_CLOSE.rateLimited : WS_CLOSE.sessionExpired, joined.code);
@@ -227,6 +232,7 @@ export function attachSignalling(server: Server, options: SignallingServerOption
     if (options.rateLimits) {
       const d = options.clientLimits.hit('wsConnect', ip, clock.monotonicMs());
       if (!d.allowed) {
+        options.onReject?.('rate_limited');
         reject(socket, 429, 'Too Many Requests', { 'Retry-After': String(d.retryAfterS) });
         return;
       }
