@@ -102,6 +102,17 @@ async function everyChangeFails(broker: SessionBroker): Promise<void> {
     ['STORE_FAILED', 'STORE_FAILED', 'STORE_FAILED', 'STORE_FAILED', 'STORE_FAILED'],
   );
   assert.deepEqual(snapshot(broker, NAMES), before, 'memory rolled back');
+  // Two changes of one slot in one event-loop turn (a peer leaves, another registers): one batch, both
+  // refused; the older change's undo must not run before the newer one's, or the slot ends up empty.
+  const both = await Promise.all([
+    broker.release('s-release', 'default', 'a'),
+    broker.claim('s-release', undefined, peer('192.0.2.9', 6000)),
+  ]);
+  assert.deepEqual(
+    both.map((o) => (o.ok ? 'ok' : o.code)),
+    ['STORE_FAILED', 'STORE_FAILED'],
+  );
+  assert.deepEqual(snapshot(broker, NAMES), before, 'memory rolled back after two changes of one slot');
   assert.equal(broker.liveSessions, live);
   assert.equal(broker.storeState.state, 'failing');
 }

@@ -100,6 +100,14 @@ export class SessionBroker {
   readonly #tombstones = new Map<string, SessionRecord>();
   readonly #timers = new Map<string, TimerHandle>();
   readonly #listeners = new Set<(event: BrokerEvent) => void>();
+  /**
+   * Per session, the stream changes whose save is still in flight, oldest first. A group commit rejects
+   * every writer of its batch in the order they wrote; undoing each change as its rejection arrives would
+   * run the undos oldest first, and an older undo sees a slot a newer change has taken (a release then a
+   * claim of the same slot would end with the slot empty in memory and held on disk). So a failed save undoes
+   * the newer unsaved changes first, then its own: memory returns to what is saved.
+   */
+  readonly #unsaved = new Map<SessionRecord, { undo: () => void; undone: boolean }[]>();
   #storeHealth: StoreHealth = { state: 'ok' };
   #lastProbe = Number.NEGATIVE_INFINITY;
   #live = 0;
@@ -375,12 +383,8 @@ export class SessionBroker {
   ): Promise<ClaimResult> {
     this.#refreshState(session);
     const matched = peerCount(stream) === 2;
-    const failed = await this.#save(() => this.#store.putStreams(session.name, session.streams));
-    if (failed) {
-      undo();
-      this.#refreshState(session);
-      return failed;
-    }
+    const failed = await this.#saveStreams(session, undo);
+    if (failed) return failed;
     hooks.onCommitted?.({ slot, matched, stream });
     if (matched) this.#emit({ type: 'peer_matched', session, stream });
     this.#emit({ type: 'session_changed', session });
@@ -470,14 +474,29 @@ export class SessionBroker {
   }
 
   async #commitStreamChange(session: SessionRecord, undo: () => void): Promise<StreamChangeOutcome> {
-    const failed = await this.#save(() => this.#store.putStreams(session.name, session.streams));
-    if (failed) {
-      undo();
-      this.#refreshState(session);
-      return failed;
-    }
+    const failed = await this.#saveStreams(session, undo);
+    if (failed) return failed;
     this.#emit({ type: 'session_changed', session });
     return { ok: true, changed: true };
+  }
+
+  /** Save a session's streams after a change; on failure undo it and every newer unsaved change, newest first. */
+  async #saveStreams(session: SessionRecord, undo: () => void): Promise<Refusal<'STORE_FAILED'> | undefined> {
+    const entry = { undo, undone: false };
+    const stack = this.#unsaved.get(session) ?? [];
+    stack.push(entry);
+    this.#unsaved.set(session, stack);
+    const failed = await this.#save(() => this.#store.putStreams(session.name, session.streams));
+    const at = stack.indexOf(entry);
+    if (failed && !entry.undone) {
+      for (const e of stack.splice(at).reverse()) {
+        e.undone = true;
+        e.undo();
+      }
+      this.#refreshState(session);
+    } else if (at >= 0) stack.splice(at, 1);
+    if (stack.length === 0 && this.#unsaved.get(session) === stack) this.#unsaved.delete(session);
+    return failed;
   }
 
   #refreshState(session: SessionRecord): void {
