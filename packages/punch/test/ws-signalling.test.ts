@@ -235,3 +235,39 @@ describe('WebSocket signalling: a session from creation to close', () => {
     await sleep(0);
   });
 });
+
+test('behind one trusted proxy hop: peers learn the address the proxy saw, never a forged left-most entry', async () => {
+  const t = await startTestServer({ config: { trustProxy: 1 }, limits: { wsConnectPerMinute: 2 } });
+  try {
+    const admin = (await t.call('POST', '/api/session', { body: { name: 'proxied' } })).json.token as string;
+    // What an appending proxy forwards: the client's own (forged) header, then the address it saw.
+    const a = await connect(t.url, 'proxied', {
+      token: admin,
+      headers: { 'x-forwarded-for': '192.0.2.66, 203.0.113.10' },
+    });
+    const b = await connect(t.url, 'proxied', {
+      token: admin,
+      headers: { 'x-forwarded-for': '198.51.100.20' },
+    });
+    a.send({ type: 'register', port: 7000, meta: { label: 'A' } });
+    await a.next('session');
+    await a.next('session');
+    b.send({ type: 'register', port: 7000 });
+    assert.equal((await b.next('peer'))['ip'], '203.0.113.10');
+    assert.equal((await a.next('peer'))['ip'], '198.51.100.20');
+    // The connect limit (2 here) counts the proxy-seen address: C is the second connection from 203.0.113.10,
+    // and a third one is refused whatever left-most entry it forges.
+    const c = await connect(t.url, 'proxied', {
+      token: admin,
+      headers: { 'x-forwarded-for': '192.0.2.99, 203.0.113.10' },
+    });
+    await c.next('session');
+    await assert.rejects(
+      connect(t.url, 'proxied', { token: admin, headers: { 'x-forwarded-for': '192.0.2.1, 203.0.113.10' } }),
+      /429/,
+    );
+    for (const x of [a, b, c]) x.close();
+  } finally {
+    await t.close();
+  }
+});
