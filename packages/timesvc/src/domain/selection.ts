@@ -54,8 +54,9 @@ export type Verdict = 'selected' | 'candidate' | 'falseticker' | 'unfit' | 'too_
 export interface SelectionResult {
   selected: string | undefined;
   /**
-   * Selection jitter ψ_s (RFC 5905 §11.2.3): RMS of the truechimers' offsets from the selected one. Part
-   * of the advertised dispersion, so the bound also covers the truechimers' disagreement.
+   * Selection jitter (after RFC 5905 §11.2.3 ψ_s): the largest distance of another truechimer's offset
+   * from the selected one, plus that truechimer's jitter. Part of the advertised dispersion, so the bound
+   * also covers the truechimers' disagreement.
    */
   selectionJitterS: number;
   /** Selection is waiting for sources in their initial burst. */
@@ -133,11 +134,13 @@ export function selectReference(inputs: readonly SelectionInput[], o: SelectionO
     );
   if (waiting) best = undefined;
   if (best) verdicts.set(best.id, 'selected');
+  // The largest distance to another truechimer plus its jitter (more conservative than the RFC's RMS:
+  // the advertised bound must also hold against the truechimer the client happens to compare with).
   let selectionJitterS = 0;
-  const others = truechimers.filter((s) => s !== best && s.kind === 'ntp');
-  if (best && others.length > 0) {
-    const sq = others.reduce((a, s) => a + (s.offsetS - best.offsetS) ** 2, 0);
-    selectionJitterS = Math.sqrt(sq / others.length);
+  for (const s of truechimers) {
+    if (best && s !== best && s.kind === 'ntp') {
+      selectionJitterS = Math.max(selectionJitterS, Math.abs(s.offsetS - best.offsetS) + s.jitterS);
+    }
   }
   return { selected: best?.id, selectionJitterS, waiting, verdicts, rootDistances };
 }
