@@ -185,6 +185,13 @@ describe('WebSocket signalling: refusals cost nothing', () => {
     assert.equal((await c.closed).code, 1009);
   });
 
+  test('the OpenAPI document lists the signalling upgrade', async () => {
+    const doc = await t.call('GET', '/api/openapi.json');
+    const op = doc.json.paths['/api/ws/{name}'].get;
+    assert.equal(op.operationId, 'signalling');
+    assert.deepEqual(Object.keys(op.responses), ['101', '404', '429']);
+  });
+
   test('no upgrade outside /api/ws/:name', async () => {
     const ws = new WebSocket(`${wsUrl(t.url, 'neg')}/extra`);
     const status = await new Promise<number>((resolve) => {

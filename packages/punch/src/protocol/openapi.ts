@@ -204,6 +204,32 @@ export function buildOpenApi(schemas: Schemas, options: { serverUrl: string; max
           },
         },
       },
+      '/api/ws/{name}': {
+        get: {
+          operationId: 'signalling',
+          summary:
+            'WebSocket signalling (upgrade; wss:// with the built-in TLS). Token in Authorization: Bearer or ?token=. ' +
+            'Messages, order, close codes: README "WebSocket signalling"',
+          parameters: [
+            nameParam,
+            {
+              name: 'token',
+              in: 'query',
+              required: false,
+              schema: { type: 'string' },
+              description: 'Access token',
+            },
+          ],
+          responses: {
+            '101': {
+              description:
+                'Switching Protocols. A bad token is answered after the upgrade: `error` AUTH_FAILED or SESSION_EXPIRED, then close 4401/4403/4410',
+            },
+            '404': { description: 'Not a signalling path' },
+            '429': { description: 'Per-client WebSocket connect limit; Retry-After' },
+          },
+        },
+      },
       '/api/openapi.json': {
         get: { operationId: 'openapi', security: [], responses: { '200': { description: 'This document' } } },
       },
