@@ -372,7 +372,11 @@ export class CompanionSimulator {
         if (!xy) return this.#error(conn, msg.name, d.id, 'Invalid KEY');
         if (msg.name === 'KEY-PRESS') {
           if (!p['PRESSED']) return this.#error(conn, msg.name, d.id, 'Missing PRESSED');
-          this.#pushed(d.page, xy.row, xy.column, !isFalsey(p['PRESSED']));
+          {
+            // Companion answers OK synchronously; the redraw of the pushed button follows asynchronously.
+            const down = !isFalsey(p['PRESSED']);
+            setImmediate(() => this.#pushed(d.page, xy.row, xy.column, down));
+          }
         } else if (!p['DIRECTION']) return this.#error(conn, msg.name, d.id, 'Missing DIRECTION');
         return this.#ok(conn, msg.name, d.id);
       }
@@ -551,7 +555,8 @@ export class CompanionSimulator {
     if (name === 'REMOVE-SUB') conn.subs.delete(subId);
     else if (name === 'SUB-PRESS') {
       if (!p['PRESSED']) return this.#error(conn, name, undefined, 'Missing PRESSED');
-      this.#pushed(where.page, where.row, where.column, !isFalsey(p['PRESSED']));
+      const down = !isFalsey(p['PRESSED']);
+      setImmediate(() => this.#pushed(where.page, where.row, where.column, down));
     } else if (!p['DIRECTION']) return this.#error(conn, name, undefined, 'Missing DIRECTION');
     this.#send(conn, formatServerLine(name, 'OK', null, { SUBID: subId }));
   }
