@@ -164,6 +164,50 @@ describe('durable state changes: saved before acknowledged, or rolled back', () 
     }
   });
 
+  test('a create of the same name while its close is being saved does not replace the session', async () => {
+    const dir = tempDir('punch-durable-');
+    try {
+      const file = join(dir.path, 'punch.db');
+      const clock = new ManualClock(Date.UTC(2026, 0, 1));
+      const store = new FailOnDemandStore(file);
+      const broker = new SessionBroker({ store, clock, maxSessions: 0, tombstoneMs: 600_000 });
+      await broker.start();
+      assert.ok((await broker.create({ name: 'same', latency: 200, ttl: 3600 })).ok);
+      const before = snapshot(broker, ['same']);
+      store.failing = true;
+      // DELETE and a POST of the same name (or a case variant) in one turn, while saves fail.
+      const outcomes = await Promise.all([
+        broker.close('same', 'admin_closed'),
+        broker.create({ name: 'same', latency: 200, ttl: 60 }),
+        broker.create({ name: 'SAME', latency: 200, ttl: 60 }),
+      ]);
+      assert.deepEqual(
+        outcomes.map((o) => (o.ok ? 'ok' : o.code)),
+        ['STORE_FAILED', 'SESSION_EXISTS', 'SESSION_EXISTS'],
+      );
+      assert.deepEqual(snapshot(broker, ['same']), before, 'the live session is unchanged');
+      assert.equal(broker.liveSessions, 1);
+      assert.equal(broker.tombstones, 0, 'a live session is never a tombstone');
+      // Long after the tombstone time the session is still live, in memory and on disk.
+      store.failing = false;
+      clock.advance(600_001);
+      await settle();
+      assert.equal(broker.get('same')?.state, 'WAITING');
+      assert.equal(broker.get('SAME'), undefined);
+      broker.stop();
+      store.close();
+      await restartAgrees(file, snapshot(broker, NAMES), clock);
+      const again = new SqliteSessionStore(file);
+      assert.deepEqual(
+        again.loadAll().map((s) => [s.name, s.state]),
+        [['same', 'WAITING']],
+      );
+      again.close();
+    } finally {
+      dir.remove();
+    }
+  });
+
   test('a TTL close that cannot be saved keeps the session live and is retried until saved', async () => {
     const dir = tempDir('punch-durable-');
     try {

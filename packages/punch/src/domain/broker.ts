@@ -108,6 +108,8 @@ export class SessionBroker {
    * the newer unsaved changes first, then its own: memory returns to what is saved.
    */
   readonly #unsaved = new Map<SessionRecord, { undo: () => void; undone: boolean }[]>();
+  /** Sessions whose close is being saved: still live until it is, so their name is not free yet. */
+  readonly #closing = new Set<SessionRecord>();
   #storeHealth: StoreHealth = { state: 'ok' };
   #lastProbe = Number.NEGATIVE_INFINITY;
   #live = 0;
@@ -223,7 +225,7 @@ export class SessionBroker {
   /** The live session whose name equals `name` ignoring case, if any. */
   #liveNamesake(name: string): SessionRecord | undefined {
     const s = this.#sessions.get(this.#folded.get(name.toLowerCase()) ?? '');
-    return s && isLive(s) ? s : undefined;
+    return s && (isLive(s) || this.#closing.has(s)) ? s : undefined;
   }
 
   /**
@@ -232,7 +234,8 @@ export class SessionBroker {
    */
   async create(input: CreateSessionInput): Promise<CreateOutcome> {
     const existing = this.#sessions.get(input.name);
-    if (existing && isLive(existing)) return refuse('SESSION_EXISTS', `name: session "${input.name}" exists`);
+    if (existing && (isLive(existing) || this.#closing.has(existing)))
+      return refuse('SESSION_EXISTS', `name: session "${input.name}" exists`);
     const namesake = this.#liveNamesake(input.name);
     if (namesake) {
       return refuse('SESSION_EXISTS', `name: differs only in case from the live session "${namesake.name}"`);
@@ -304,6 +307,7 @@ export class SessionBroker {
     this.#live--;
     this.#timers.get(name)?.cancel();
     this.#timers.delete(name);
+    this.#closing.add(session);
     const failed = await this.#save(() =>
       this.#store.updateSessionState(name, {
         state: 'CLOSED',
@@ -311,6 +315,7 @@ export class SessionBroker {
         closeReason: reason,
       }),
     );
+    this.#closing.delete(session);
     if (failed) {
       Object.assign(session, before);
       this.#live++;
