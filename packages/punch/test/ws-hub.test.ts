@@ -143,3 +143,34 @@ test('a peer that does not answer the probe is replaced; one that answers keeps 
   assert.equal(again.ended, null);
   assert.equal(dup.last('error')?.['code'], 'SESSION_FULL');
 });
+
+test('health_report: at most one per second per session, the later reports coalesced into the next one', async () => {
+  const clock = new ManualClock();
+  const broker = new SessionBroker({ store: new MemoryStore(), clock, maxSessions: 0, tombstoneMs: 60_000 });
+  const created = await broker.create({ name: 'h', latency: 200, ttl: 3600 });
+  assert.ok(created.ok);
+  const hub = new SignallingHub({ broker, clock });
+  const exp = created.session.expiresAt / 1000;
+  const admin = new FakeLink('192.0.2.1', 'adm', { session: 'h', role: 'admin', stream: null, exp });
+  const peer = new FakeLink('192.0.2.2', 'p', { session: 'h', role: 'peer', stream: 'default', exp });
+  hub.attach(admin, 'h');
+  hub.attach(peer, 'h');
+  hub.handle(peer, msg({ type: 'register', port: 5000, role: 'receiver' }));
+  await settle();
+  const reports = () => admin.sent.filter((m) => m['type'] === 'health_report');
+  for (const rtt of [10, 150, 250])
+    hub.handle(peer, msg({ type: 'health', rtt, retransmit: 0, bitrate: 1e6 }));
+  assert.equal(reports().length, 1);
+  assert.equal(
+    (reports()[0]?.['streams'] as Record<string, { status: string }>)['default']?.status,
+    'healthy',
+  );
+  clock.advance(999);
+  assert.equal(reports().length, 1);
+  clock.advance(1);
+  assert.equal(reports().length, 2);
+  const last = (reports()[1]?.['streams'] as Record<string, { rtt: number; status: string }>)['default'];
+  assert.deepEqual([last?.rtt, last?.status], [250, 'critical']);
+  assert.ok(!peer.sent.some((m) => m['type'] === 'health_report'));
+  assert.deepEqual(broker.get('h')?.streams[0]?.health, { rtt: 250, retransmit: 0, bitrate: 1e6 });
+});

@@ -90,6 +90,31 @@ test('reconnect: a killed socket or a peer that stopped answering gets its slot 
   }
 });
 
+test('ping/pong liveness: a connection that stops answering pings is terminated and its slot detached', async () => {
+  const t = await startTestServer({ signalling: { pingIntervalMs: 150 } });
+  try {
+    const admin = (await t.call('POST', '/api/session', { body: { name: 'live' } })).json.token as string;
+    const tok = await peerTokens(t.call, 'live', admin);
+    const alive = await connect(t.url, 'live', { token: tok.a });
+    const frozen = await connect(t.url, 'live', { token: tok.b, autoPong: false });
+    frozen.send({ type: 'register', port: 9000 });
+    await frozen.next('session');
+    await frozen.next('session');
+    const started = Date.now();
+    const { code } = await frozen.closed;
+    assert.equal(code, 1006); // terminated: no close handshake with a peer that does not answer
+    assert.ok(Date.now() - started < 2000);
+    await sleep(50);
+    assert.equal(t.server.signalling.connections, 1);
+    // The live connection answered every ping and is still there; the frozen peer's claim is kept (detached).
+    assert.equal(alive.ws.readyState, alive.ws.OPEN);
+    assert.equal(t.server.broker.get('live')?.streams[0]?.peerA?.port, 9000);
+    alive.close();
+  } finally {
+    await t.close();
+  }
+});
+
 /** A memory store whose stream writes fail while `failing` is set. */
 class FailingStore extends MemoryStore {
   failing = false;
