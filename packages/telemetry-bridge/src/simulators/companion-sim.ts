@@ -41,6 +41,8 @@ export interface CompanionSimOptions {
   companionVersion?: string;
   /** `satellite_subscriptions_enabled` (Companion's default: false). */
   subscriptions?: boolean;
+  /** Override or add CAPS flags (≥ 1.10.0); by default they follow the ApiVersion. */
+  caps?: Record<string, SatelliteValue>;
   /** Inbound silence after which a connection is dropped (Companion: 5000 ms). */
   idleTimeoutMs?: number;
   host?: string;
@@ -101,6 +103,7 @@ export class CompanionSimulator {
   apiVersion: string;
   companionVersion: string;
   subscriptions: boolean;
+  capsOverride: Record<string, SatelliteValue>;
   idleTimeoutMs: number;
   /** Bound of `received` (oldest lines dropped first). */
   maxRecorded = 100_000;
@@ -125,6 +128,7 @@ export class CompanionSimulator {
     this.apiVersion = options.apiVersion ?? NEWEST_API_VERSION;
     this.companionVersion = options.companionVersion ?? 'sim';
     this.subscriptions = options.subscriptions ?? false;
+    this.capsOverride = { ...options.caps };
     this.idleTimeoutMs = options.idleTimeoutMs ?? 5000;
     this.#host = options.host ?? '127.0.0.1';
     this.#maxLine = options.maxLineLength ?? MAX_LINE_LENGTH;
@@ -272,7 +276,7 @@ export class CompanionSimulator {
     if (atLeast(this.apiVersion, '1.11.0')) caps['NONSQUARE'] = true;
     if (atLeast(this.apiVersion, '1.12.0')) caps['BITMAP_FORMATS'] = 'rgb,png,webp';
     if (atLeast(this.apiVersion, '1.14.0')) caps['ROTARY_AMOUNT'] = true;
-    return caps;
+    return { ...caps, ...this.capsOverride };
   }
 
   #closed(conn: Conn): void {

@@ -229,3 +229,23 @@ test('an ApiVersion 2.x server is refused with state error, and the adapter keep
     await r.close();
   }
 });
+
+test('capabilities are read from CAPS, not assumed from the version: 1.14.0 without ROTARY_AMOUNT', async () => {
+  const r = await rig({ sim: { apiVersion: '1.14.0', caps: { ROTARY_AMOUNT: false } } });
+  try {
+    await r.until(() => stateOf(r) === 'connected', 'connected');
+    const caps = r.get('companion.capabilities')?.value as {
+      caps: Record<string, unknown>;
+      features: Record<string, boolean>;
+    };
+    assert.equal(caps.caps['ROTARY_AMOUNT'], false);
+    assert.equal(caps.features['rotaryAmount'], false);
+    const c = await r.client('ops');
+    const ack = await c.command('companion', `companion.device.${DEV}.key.0`, 'rotate', { direction: 2 })
+      .done;
+    assert.equal((ack.payload as { status: string }).status, 'rejected');
+    assert.equal(r.sim.linesNamed('KEY-ROTATE').length, 0);
+  } finally {
+    await r.close();
+  }
+});
