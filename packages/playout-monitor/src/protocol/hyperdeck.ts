@@ -8,6 +8,11 @@
 
 export const HYPERDECK_MAX_LINE = 4096;
 export const HYPERDECK_MAX_PARAMS = 10_000;
+/**
+ * Characters of one response block's parameter lines (a 10 000-clip list is about 1 MB). Without it the
+ * line and parameter bounds alone would let one block hold 10 000 × 4096 characters.
+ */
+export const HYPERDECK_MAX_BLOCK_CHARS = 2 * 1024 * 1024;
 
 export interface HyperdeckResponse {
   code: number;
@@ -81,15 +86,29 @@ const PARAM = /^(.*?): (.*)$/;
 /** Turns lines into responses. Feed it every line; it returns a response when one is complete. */
 export class ResponseAssembler {
   #current: HyperdeckResponse | undefined;
+  /** Characters held in the current block's parameters. */
+  #currentChars = 0;
+  /** Skipping the rest of a block that went over a bound, up to its blank line or the next header. */
+  #discarding = false;
   readonly #maxParams: number;
+  readonly #maxBlockChars: number;
 
-  constructor(maxParams = HYPERDECK_MAX_PARAMS) {
+  constructor(maxParams = HYPERDECK_MAX_PARAMS, maxBlockChars = HYPERDECK_MAX_BLOCK_CHARS) {
     this.#maxParams = maxParams;
+    this.#maxBlockChars = maxBlockChars;
   }
 
   push(line: string): { responses: HyperdeckResponse[]; problems: HyperdeckProblem[] } {
     const responses: HyperdeckResponse[] = [];
     const problems: HyperdeckProblem[] = [];
+    if (this.#discarding) {
+      if (line === '') {
+        this.#discarding = false;
+        return { responses, problems };
+      }
+      if (!HEADER.test(line) || PARAM.test(line)) return { responses, problems };
+      this.#discarding = false;
+    }
     const current = this.#current;
     if (current) {
       if (line === '') {
@@ -102,11 +121,16 @@ export class ResponseAssembler {
         const p = PARAM.exec(line);
         if (!p) {
           problems.push({ kind: 'bad-parameter', line: line.slice(0, 200) });
-        } else if (current.params.length >= this.#maxParams) {
+        } else if (
+          current.params.length >= this.#maxParams ||
+          this.#currentChars + line.length > this.#maxBlockChars
+        ) {
           problems.push({ kind: 'too-many-parameters', code: current.code });
           this.#current = undefined;
+          this.#discarding = true;
         } else {
           current.params.push([p[1] ?? '', p[2] ?? '']);
+          this.#currentChars += line.length;
         }
         return { responses, problems };
       }
@@ -122,6 +146,7 @@ export class ResponseAssembler {
       return { responses, problems };
     }
     const response: HyperdeckResponse = { code: Number(header[1]), text: header[2] ?? '', params: [] };
+    this.#currentChars = 0;
     if (header[3] === ':') this.#current = response;
     else responses.push(response);
     return { responses, problems };

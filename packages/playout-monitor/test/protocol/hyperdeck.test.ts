@@ -5,12 +5,14 @@ import { HyperdeckReducer } from '../../src/domain/hyperdeck-reducer.ts';
 import {
   encodeCommand,
   HD,
+  HYPERDECK_MAX_BLOCK_CHARS,
   HyperdeckReader,
   LineSplitter,
   parseClipsInfo,
   parseConnectionInfo,
   parseDisplayTimecode,
   parseTransportInfo,
+  ResponseAssembler,
   type HyperdeckResponse,
 } from '../../src/protocol/hyperdeck.ts';
 import { readFixture } from '../helpers.ts';
@@ -129,6 +131,32 @@ test('LF-only line ends, unknown lines, a cut-short block and overlong lines', (
   assert.equal(long.problems[0]?.kind, 'line-too-long');
   assert.ok(splitter.pending <= 101);
   assert.deepEqual(splitter.push('yyy\r\n200 ok\r\n').lines, ['200 ok']);
+});
+
+test('a response block over the character bound is dropped whole; the lines after it are read', () => {
+  const assembler = new ResponseAssembler(10_000, 10_000);
+  const lines = ['205 clips info:', 'clip count: 40'];
+  // 40 clips of about 300 characters each: under the parameter count and the line length, over 10 000 chars.
+  for (let i = 1; i <= 40; i++) lines.push(`${i}: ${'n'.repeat(280)}.mov 00:00:00:00 00:00:10:00`);
+  lines.push('', '208 transport info:', 'status: play', '', '200 ok');
+  const responses: [number, number][] = [];
+  const problems: string[] = [];
+  for (const line of lines) {
+    const r = assembler.push(line);
+    responses.push(...r.responses.map((x): [number, number] => [x.code, x.params.length]));
+    problems.push(...r.problems.map((x) => x.kind));
+  }
+  assert.deepEqual(problems, ['too-many-parameters'], 'one problem, not one per skipped line');
+  assert.deepEqual(responses, [
+    [208, 1],
+    [200, 0],
+  ]);
+  // The default bound holds a large clip list.
+  const big = new ResponseAssembler();
+  big.push('205 clips info:');
+  for (let i = 1; i <= 5000; i++) big.push(`${i}: Clip ${i}.mov 00:00:00:00 00:00:10:00`);
+  assert.equal(big.push('').responses[0]?.params.length, 5000);
+  assert.ok(HYPERDECK_MAX_BLOCK_CHARS <= 4 * 1024 * 1024);
 });
 
 test('command encoding and video formats', () => {
