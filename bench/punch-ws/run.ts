@@ -32,6 +32,7 @@ interface Child {
   proc: ChildProcess;
   port: number;
   rss(): Promise<number>;
+  ask<T>(cmd: string): Promise<T>;
   exit(): Promise<void>;
 }
 
@@ -53,6 +54,7 @@ async function start(kind: 'broker' | 'bare'): Promise<Child> {
     proc,
     port,
     rss: async () => (await ask<{ rss: number }>('rss')).rss,
+    ask,
     exit: async () => {
       const done = new Promise((r) => proc.once('exit', r));
       proc.send({ cmd: 'exit' });
@@ -134,6 +136,7 @@ async function main(): Promise<void> {
 
   const latencies: number[] = [];
   const peers: Peer[] = [];
+  await broker.ask('delay-start');
   for (const s of sessions) {
     const url = `ws://127.0.0.1:${broker.port}/api/ws/${s.name}`;
     const a = await open(url, s.a);
@@ -147,6 +150,7 @@ async function main(): Promise<void> {
     latencies.push(performance.now() - t0);
     peers.push(a, b);
   }
+  const delay = await broker.ask<{ p50: number; p99: number; max: number }>('delay-stop');
   await new Promise((r) => setTimeout(r, 500));
   const brokerFull = await broker.rss();
   for (const p of peers) p.ws.terminate();
@@ -170,6 +174,10 @@ async function main(): Promise<void> {
     `match latency (B register -> both peer), ${latencies.length} matches: p50 ${ms(percentile(latencies, 50))} ms, ` +
       `p95 ${ms(percentile(latencies, 95))} ms, p99 ${ms(percentile(latencies, 99))} ms, max ${ms(latencies.at(-1) ?? NaN)} ms` +
       `  [target p99 < 5 ms: ${percentile(latencies, 99) < 5 ? 'met' : 'NOT met'}]`,
+  );
+  console.log(
+    `broker event-loop delay during the matches (time ready work waited: CPU share, GC): p50 ${ms(delay.p50)} ms, ` +
+      `p99 ${ms(delay.p99)} ms, max ${ms(delay.max)} ms`,
   );
   console.log(
     `RSS per idle peer connection: broker ${brokerKb.toFixed(1)} KiB (${(brokerIdle / 2 ** 20).toFixed(1)} -> ` +

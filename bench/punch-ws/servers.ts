@@ -3,10 +3,12 @@
  *   `broker`: the punch server (SQLite store in a temporary file, rate limits off, LOG_LEVEL=warn);
  *   `bare`: a bare `ws` server with the same socket options (perMessageDeflate off, maxPayload 16 KiB) that
  *   accepts connections and does nothing else.
- * Each prints `{"port":N}` on its IPC channel, then answers `rss` with its resident set size after a full GC.
+ * Each prints `{"port":N}` on its IPC channel, then answers `rss` with its resident set size after a full GC,
+ * and `delay-start`/`delay-stop` with its event-loop delay percentiles (ms) in between.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { join } from 'node:path';
 import { silentLogger } from '@broadcast-ops/core';
 import { WebSocketServer } from 'ws';
@@ -60,9 +62,22 @@ async function main(): Promise<void> {
     wss.on('connection', (ws) => ws.on('error', () => undefined));
     close = () => new Promise<void>((r) => wss.close(() => r()));
   }
+  // Event-loop delay of this process: how long ready work waited for the CPU (scheduling, GC), beside latency.
+  const delay = monitorEventLoopDelay({ resolution: 1 });
   process.on('message', (m: { cmd: string }) => {
     if (m.cmd === 'rss') process.send?.({ rss: measure() });
-    else if (m.cmd === 'exit') void close().then(() => process.exit(0));
+    else if (m.cmd === 'delay-start') {
+      delay.reset();
+      delay.enable();
+      process.send?.({ ok: true });
+    } else if (m.cmd === 'delay-stop') {
+      delay.disable();
+      process.send?.({
+        p50: delay.percentile(50) / 1e6,
+        p99: delay.percentile(99) / 1e6,
+        max: delay.max / 1e6,
+      });
+    } else if (m.cmd === 'exit') void close().then(() => process.exit(0));
   });
   process.send?.({ port });
 }
