@@ -11,7 +11,8 @@
  *
  * The store can be swapped (a new configuration applied without a restart): listeners get `reset`.
  * Time is injected; `tick()` is called by the io layer (every 250 ms) to apply the stale guard, advance a
- * simulated timecode and end simulations.
+ * simulated timecode and end simulations. The age of a device's data is measured on the monotonic clock
+ * from the moment its `updated` was seen to move (on a change event or a tick).
  */
 import type { Clock } from '@broadcast-ops/core';
 import type { DeviceChange, DeviceStore } from './device-store.ts';
@@ -77,6 +78,9 @@ export class OutputView {
   #unsubscribe: (() => void) | undefined;
   #staleAfter = new Map<number, number>();
   readonly #simulations = new Map<number, Simulation>();
+  /** When (monotonic ms) each device's `updated` was last seen to move: the age of its data measured
+   * on the monotonic clock, so a step of the wall clock can neither hide nor fake staleness. */
+  readonly #lastData = new Map<number, { updated: number; atMs: number }>();
   /** The last view each listener was told about, per device id. */
   readonly #shown = new Map<number, OutputDevice>();
   readonly #listeners = new Set<ViewListener>();
@@ -93,6 +97,7 @@ export class OutputView {
     this.#staleAfter = new Map(staleAfterMs);
     for (const id of [...this.#simulations.keys()]) if (!store.get(id)) this.#simulations.delete(id);
     this.#shown.clear();
+    this.#lastData.clear();
     for (const d of store.list()) this.#shown.set(d.id, this.#compose(d));
     this.#unsubscribe = store.onChange((c) => {
       this.#onStoreChange(c);
@@ -205,7 +210,10 @@ export class OutputView {
       if (sim.request.state === 'offline') out.reason = 'simulated';
       return out;
     }
-    const age = this.#clock.now() - d.updated;
+    const now = this.#clock.monotonicMs();
+    const seen = this.#lastData.get(d.id);
+    if (!seen || seen.updated !== d.updated) this.#lastData.set(d.id, { updated: d.updated, atMs: now });
+    const age = now - (this.#lastData.get(d.id)?.atMs ?? now);
     if ((d.state === 'play' || d.state === 'rec') && age > staleAfterMs) {
       return {
         ...d,

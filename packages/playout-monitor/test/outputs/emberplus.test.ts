@@ -244,3 +244,38 @@ test("tshark's S101/Glow dissectors decode the captured exchange without errors"
     dir.remove();
   }
 });
+
+test('shutdown closes the listener and the consumers’ connections too', async () => {
+  const own = await startRig(1);
+  const consumer = new EmberClient('127.0.0.1', own.emberPort);
+  consumer.on('error', () => undefined);
+  await consumer.connect();
+  await (
+    await consumer.getDirectory(consumer.tree)
+  ).response;
+  // The library's client reconnects after a remote close and keeps its keep-alive timer: turn both off
+  // so only the provider's behaviour is observed.
+  const s101 = (
+    consumer as unknown as {
+      _client: {
+        _autoReconnect: boolean;
+        _shouldBeConnected: boolean;
+        keepaliveIntervalTimer?: NodeJS.Timeout;
+      };
+    }
+  )._client;
+  s101._autoReconnect = false;
+  s101._shouldBeConnected = false;
+  const gone = new Promise<void>((resolve) => consumer.once('disconnected', () => resolve()));
+  await own.close();
+  await gone;
+  clearInterval(s101.keepaliveIntervalTimer);
+  consumer.discard();
+  const probe = connect({ host: '127.0.0.1', port: own.emberPort });
+  const refused = await new Promise<boolean>((resolve) => {
+    probe.once('error', () => resolve(true));
+    probe.once('connect', () => resolve(false));
+  });
+  probe.destroy();
+  assert.equal(refused, true, 'nothing listens any more');
+});
