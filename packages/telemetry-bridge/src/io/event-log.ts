@@ -198,6 +198,8 @@ export class EventLog implements EventLogSink {
     // The checkpoint must be on disk before any older segment goes: together they hold the live keys.
     fdatasyncSync(next);
     this.#syncs++;
+    // And its name, before any removal: otherwise a power cut may keep the removal and lose the new file.
+    syncDir(this.#opts.dir);
     const segments = listSegments(this.#opts.dir);
     while (segments.length > this.#opts.maxFiles) {
       const old = segments.shift() as { name: string };

@@ -176,6 +176,15 @@ export function recoverLog(dir: string, now: () => number, newEpoch: () => strin
     lostBytes += buf.length - r.goodBytes;
     const copy = `${seg.name}.quarantine-${now()}`;
     copyFileSync(file, join(dir, copy));
+    // The copy's contents and name must be on disk before the original is cut: a power cut may otherwise
+    // keep the cut and lose the evidence.
+    const cfd = openSync(join(dir, copy), 'r');
+    try {
+      fsyncSync(cfd);
+    } finally {
+      closeSync(cfd);
+    }
+    syncDir(dir);
     quarantined.push(copy);
     if (meta) {
       const fd = openSync(file, 'r+');
