@@ -97,6 +97,11 @@ export class CommandRouter {
       if (cached && nowMono - cached.at <= o.idempotencyWindowMs) {
         // A repeat: replay the acks, never execute twice. Behind the first's durability wait (FIFO).
         o.journal.whenDurable(() => {
+          if (cached.inflight?.done === true && cached.finalJson === undefined) {
+            // The original was refused (its record never became durable): no `received` to replay.
+            o.fail(conn, msg, 'INTERNAL_ERROR', 'the event log could not record the command');
+            return;
+          }
           o.sendTo(ns, cached.receivedJson);
           if (cached.finalJson !== undefined) o.sendTo(ns, cached.finalJson);
           else cached.inflight?.waiters.add(ns);
