@@ -10,7 +10,7 @@ import {
   type ReferenceStatus,
   type SourceKind,
 } from '../src/domain/clock-manager.ts';
-import { asciiRefId } from '../src/protocol/ntp-packet.ts';
+import { asciiRefId, ntpToUnixMs } from '../src/protocol/ntp-packet.ts';
 
 /**
  * Simulated references: the reference time is raw + x0 + freq·t (the host oscillator's offset and
@@ -407,4 +407,22 @@ test('a stratum-15 reference is not served as stratum 16 with LI 0: the server s
   assert.equal(m.serverState.leap, 3);
   assert.equal(m.serverState.stratum, 0);
   assert.equal(m.snapshot().stratum, 16);
+});
+
+test('the reference timestamp is served time: a host realtime step does not reach it (never after T3)', () => {
+  const rawStartMs = Date.UTC(2026, 0, 1);
+  const { clock, m } = setup({ rawUnixMs: (monoMs) => rawStartMs + monoMs });
+  const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0.003);
+  m.register(peer);
+  run(clock, m, 6, [peer]);
+  assert.equal(m.state, 'LOCKED');
+  // The host's realtime clock jumps 500 ms ahead; monotonic (and the served clock anchored to it) does not.
+  clock.stepWall(500);
+  run(clock, m, 3, [peer]);
+  const now = clock.monotonicMs();
+  const servedNowMs = rawStartMs + now + m.correctionAt(now) * 1000;
+  const refMs = ntpToUnixMs(m.serverState.referenceTimestamp, servedNowMs);
+  // The last update was the sample taken at `now` (run samples, then ticks), so reftime ≈ served time now.
+  assert.ok(refMs <= servedNowMs + 0.001, `reference ${refMs - servedNowMs} ms after served time`);
+  assert.ok(servedNowMs - refMs < 1001, `reference ${servedNowMs - refMs} ms before served time`);
 });

@@ -67,6 +67,13 @@ export interface ClockManagerOptions {
   /** Our precision, log2 seconds. */
   precision?: number;
   /**
+   * Unix ms of the served clock's raw timescale at a monotonic instant (io/served-clock.ts rawUnixMs).
+   * The reference timestamp is served time, so a step of the host's realtime clock must not reach it
+   * (RFC 5905 §A.5.1.1: a reference timestamp after the transmit timestamp makes the reply invalid).
+   * Default: the injected clock's wall time at that instant.
+   */
+  rawUnixMs?: (monoMs: number) => number;
+  /**
    * Local-stratum mode: the host clock is a last-resort reference with this stratum. `offsetS` reads
    * host realtime − raw clock (0 when not given).
    */
@@ -97,7 +104,8 @@ const SAMPLE_HISTORY = 16;
 
 export class ClockManager {
   readonly #clock: Clock;
-  readonly #o: Required<Omit<ClockManagerOptions, 'clock' | 'local'>>;
+  readonly #o: Required<Omit<ClockManagerOptions, 'clock' | 'local' | 'rawUnixMs'>>;
+  readonly #rawUnixMs: ((monoMs: number) => number) | undefined;
   readonly #local: ClockManagerOptions['local'];
   readonly #sources = new Map<string, SourceEntry>();
   readonly #listeners: ((e: ClockManagerEvent) => void)[] = [];
@@ -126,6 +134,7 @@ export class ClockManager {
 
   constructor(options: ClockManagerOptions) {
     this.#clock = options.clock;
+    this.#rawUnixMs = options.rawUnixMs;
     this.#o = {
       tickMs: options.tickMs ?? 1000,
       lockThresholdS: options.lockThresholdS ?? 100e-6,
@@ -430,7 +439,15 @@ export class ClockManager {
     this.#lastSampleMs = sample.atMs;
     this.#lastResidual = sample.offsetS - this.#served.at(sample.atMs);
     this.#lastUpdateMs = sample.atMs;
-    this.#lastUpdateWallMs = this.#clock.now() - (this.#clock.monotonicMs() - sample.atMs);
+    this.#lastUpdateWallMs = this.#servedUnixMs(sample.atMs);
+  }
+
+  /** Served time (raw + correction) as Unix ms at monotonic ms `monoMs`: the reference timestamp's scale. */
+  #servedUnixMs(monoMs: number): number {
+    const raw = this.#rawUnixMs
+      ? this.#rawUnixMs(monoMs)
+      : this.#clock.now() - (this.#clock.monotonicMs() - monoMs);
+    return raw + this.#served.at(monoMs) * 1000;
   }
 
   /** The estimate of reference − raw at monotonic ms `now`. */
@@ -521,7 +538,7 @@ export class ClockManager {
       }
       return;
     }
-    const wall = this.#lastUpdateWallMs ?? this.#clock.now();
+    const wall = this.#lastUpdateWallMs ?? this.#servedUnixMs(now);
     this.#serverState = {
       leap: adv.status.leap === LEAP.UNSYNCHRONISED ? LEAP.NONE : adv.status.leap,
       stratum: Math.min(MAXSTRAT, adv.status.stratum + 1),

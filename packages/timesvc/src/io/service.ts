@@ -59,6 +59,7 @@ export function createTimesvc(
   const d = ntp.discipline;
   const manager = new ClockManager({
     clock: hiresClock,
+    rawUnixMs: (monoMs) => served.rawUnixMs(monoMs),
     precision,
     maxSlewRate: d.max_slew_rate_ppm * 1e-6,
     stepThresholdS: d.step_threshold,
