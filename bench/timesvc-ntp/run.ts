@@ -1,5 +1,5 @@
 /**
- * timesvc NTP benchmark (issue 4): the same bounded load against timesvc and against chronyd serving NTP
+ * timesvc NTP benchmark: the same bounded load against timesvc and against chronyd serving NTP
  * on loopback, in one run.
  *
  *   npx tsx bench/timesvc-ntp/run.ts [--step-ms 2000] [--rates 5000,10000,...] [--queries 9]

@@ -2,7 +2,7 @@ import { BlockList, isIP } from 'node:net';
 import { unmapIpv4 } from './ip-address.ts';
 
 /**
- * `ntp.allowed_networks` (reference §1.8): CIDR blocks whose clients get time; an empty list allows all.
+ * `ntp.allowed_networks` (README "Configuration"): CIDR blocks whose clients get time; an empty list allows all.
  * Anyone else gets a DENY kiss (RFC 5905 §7.4 kiss codes; README "NTP server"). IPv4-mapped IPv6 sources are matched as IPv4.
  */
 export class AccessList {

@@ -114,7 +114,7 @@ export function respond(
   out.writeUInt32BE(state.referenceId >>> 0, 12);
   out.writeUInt32BE(state.referenceTimestamp.seconds >>> 0, 16);
   out.writeUInt32BE(state.referenceTimestamp.fraction >>> 0, 20);
-  // Origin = the client's transmit timestamp, copied as bytes: clients use it as a nonce (reference §3.2).
+  // Origin = the client's transmit timestamp, copied as bytes: clients use it as a nonce (RFC 5905 §8, the origin check).
   out.set(msg.subarray(40, 48), 24);
   out.writeUInt32BE(rx.seconds >>> 0, 32);
   out.writeUInt32BE(rx.fraction >>> 0, 36);
