@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { repoRoot, startProcess, tempDir } from '@broadcast-ops/core/testing';
 import { queryServer } from '../src/io/query.ts';
+import { makeCertificate } from './helpers/nts.ts';
 
 const bin = join(repoRoot, 'packages/timesvc/bin/timesvc.mjs');
 
@@ -60,6 +61,57 @@ test('serve: answers NTP and /api/health, exits 0 on SIGTERM', async () => {
     assert.equal(exit.code, 0, proc.output().slice(-2000));
   } finally {
     await proc.stop('SIGKILL');
+    d.remove();
+  }
+});
+
+test('the NTS cookie key (TIMESVC_NTS_COOKIE_KEY) is never printed: check-config, start-up logs, a SIGHUP', async () => {
+  const d = tempDir('timesvc-cli-secret-');
+  const key = 'c0ffee'.repeat(11).slice(0, 64);
+  const env = { TIMESVC_NTS_COOKIE_KEY: key };
+  try {
+    const pair = makeCertificate(d.path);
+    const cfg = join(d.path, 'c.yaml');
+    writeFileSync(
+      cfg,
+      [
+        'ntp:',
+        '  port: 0',
+        '  interface: 127.0.0.1',
+        '  local_stratum: true',
+        'nts:',
+        '  enabled: true',
+        '  ke_port: 0',
+        `  cert_path: ${pair.cert}`,
+        `  key_path: ${pair.key}`,
+        'web:',
+        '  port: 0',
+        '  bind_address: 127.0.0.1',
+        '',
+      ].join('\n'),
+    );
+    const shown = execFileSync(process.execPath, [bin, 'check-config', '--config', cfg], {
+      encoding: 'utf8',
+      env: { ...process.env, ...env },
+    });
+    assert.equal((JSON.parse(shown) as { nts: { cookie_key: string } }).nts.cookie_key, '[set]');
+    assert.doesNotMatch(shown, new RegExp(key.slice(0, 16), 'i'));
+    const proc = startProcess(process.execPath, [bin, '--config', cfg], { env });
+    try {
+      await proc.waitForOutput(/timesvc started/, 20_000);
+      proc.child.kill('SIGHUP');
+      await new Promise((r) => setTimeout(r, 500));
+      assert.doesNotMatch(
+        proc.output(),
+        /no NTS cookie key configured/,
+        'the key from the environment is used',
+      );
+    } finally {
+      await proc.stop('SIGTERM');
+    }
+    assert.ok(proc.output().length > 0);
+    assert.doesNotMatch(proc.output(), new RegExp(key.slice(0, 16), 'i'));
+  } finally {
     d.remove();
   }
 });
