@@ -3,7 +3,8 @@ import { createSocket } from 'node:dgram';
 import { performance } from 'node:perf_hooks';
 import { after, before, test } from 'node:test';
 import { waitFor } from '@broadcast-ops/core/testing';
-import { kernelRxDelay, kernelRxTimestampsAvailable } from '../src/io/kernel-rx-timestamp.ts';
+import { arrivalTime, kernelRxDelay, kernelRxTimestampsAvailable } from '../src/io/kernel-rx-timestamp.ts';
+import { ServedClock } from '../src/io/served-clock.ts';
 import { decodeNtpPacket, timestampDiffSeconds } from '../src/protocol/ntp-packet.ts';
 import type { TimesvcService } from '../src/io/service.ts';
 import { startService } from './helpers/service.ts';
@@ -92,5 +93,37 @@ test('the NTP server stamps T2 at arrival: a busy event loop shows as T3 - T2, n
     assert.ok(heldS * 1000 >= blocked - 1, `T3 - T2 = ${(heldS * 1000).toFixed(3)} ms, block ${blocked} ms`);
   } finally {
     client.close();
+  }
+});
+
+test('after a host clock step not yet noticed, kernel timestamps are not carried by the stale offset', async () => {
+  // A served clock whose kernel-realtime mapping is 500 ms ahead of the kernel: what a 500 ms backward step
+  // of the host clock leaves until served-clock.ts re-measures (checked once a second).
+  const realNow = Date.now;
+  Date.now = () => realNow() + 500;
+  let clock: ServedClock;
+  try {
+    clock = new ServedClock();
+  } finally {
+    Date.now = realNow;
+  }
+  const rx = createSocket('udp4');
+  const tx = createSocket('udp4');
+  await new Promise<void>((r) => rx.bind(0, '127.0.0.1', r));
+  const arrival = arrivalTime(rx, clock, { kernel: true, correctionMs: 0 });
+  assert.ok(arrival.kernel);
+  try {
+    const ages: number[] = [];
+    rx.on('message', () => {
+      const perf = performance.now();
+      ages.push(perf - arrival.at(perf));
+    });
+    for (let i = 0; i < 3; i++) tx.send(Buffer.alloc(48), rx.address().port, '127.0.0.1');
+    await waitFor(() => ages.length === 3, { timeoutMs: 5000 });
+    // Without the check each datagram would be dated ~500 ms before it was handled.
+    for (const a of ages) assert.ok(a >= 0 && a < 100, `arrival dated ${a} ms before the handler`);
+  } finally {
+    rx.close();
+    tx.close();
   }
 });

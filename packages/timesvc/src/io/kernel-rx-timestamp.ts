@@ -43,6 +43,9 @@ function socketFd(socket: Socket): number | undefined {
   return typeof fd === 'number' && fd >= 0 ? fd : undefined;
 }
 
+/** Disagreement between the kernel-realtime mapping and Date.now() beyond which the mapping is stale. */
+const STALE_MAPPING_MS = 2;
+
 /** Longest plausible wait between arrival and the handler; beyond it a timestamp is stale, not a delay. */
 const MAX_DELAY_MS = 1000;
 
@@ -83,5 +86,17 @@ export function arrivalTime(
   const correctionMs = options.correctionMs;
   const delay = options.kernel ? kernelRxDelay(socket) : undefined;
   if (!delay) return { kernel: false, at: (perf) => perf - correctionMs };
-  return { kernel: true, at: (perf) => perf - (delay(clock.kernelRealtimeMs(perf)) ?? correctionMs) };
+  return {
+    kernel: true,
+    at: (perf) => {
+      const kernelNowMs = clock.kernelRealtimeMs(perf);
+      // The realtime clock read directly (whole ms, truncated) must agree with the mapping. If it does not,
+      // the host clock was stepped since the offset was measured (served-clock.ts notices within a second):
+      // a kernel timestamp in the new realtime carried by the old offset would be off by the step, so the
+      // handler's own reading is used until then.
+      const skewMs = kernelNowMs - Date.now();
+      if (skewMs < -STALE_MAPPING_MS || skewMs > 1 + STALE_MAPPING_MS) return perf - correctionMs;
+      return perf - (delay(kernelNowMs) ?? correctionMs);
+    },
+  };
 }
