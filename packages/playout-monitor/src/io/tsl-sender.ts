@@ -4,6 +4,11 @@
  * A device's message goes out at once when its tally or name changes; a background refresh sends one
  * device every `refreshMs` in turn, so a receiver that restarts or lost a datagram is right again within
  * one round (UDP has no delivery guarantee).
+ *
+ * One connected UDP socket per destination: a send on a connected socket goes straight to the kernel,
+ * while a send with an address first resolves it (even an IP literal) on the next tick, after whatever
+ * else the event loop is doing for the same change. A host name is resolved once, when the sender starts.
+ * A destination that refuses (ICMP port unreachable) is reported on a later send and simply retried.
  */
 import { createSocket, type Socket } from 'node:dgram';
 import type { Logger } from '@broadcast-ops/core';
@@ -30,7 +35,7 @@ export function tslMessage(d: Readonly<OutputDevice>): TslMessage {
 
 export class TslSender {
   readonly #o: TslSenderOptions;
-  #socket: Socket | undefined;
+  #sockets: Socket[] = [];
   #running = false;
   #timer: NodeJS.Timeout | undefined;
   #next = 0;
@@ -46,7 +51,7 @@ export class TslSender {
     return this.#o.destinations.length > 0;
   }
 
-  /** True once the socket is bound (and destinations exist). */
+  /** True once the sockets are connected (and destinations exist). */
   get running(): boolean {
     return this.#running;
   }
@@ -57,19 +62,28 @@ export class TslSender {
 
   async start(): Promise<void> {
     if (!this.enabled) return;
-    const socket = createSocket('udp4');
-    socket.on('error', (err) => {
-      this.#errors++;
-      this.#o.logger.warn({ err }, 'TSL UMD socket error');
-    });
-    await new Promise<void>((resolve, reject) => {
-      socket.once('error', reject);
-      socket.bind(0, () => {
-        socket.off('error', reject);
-        resolve();
+    for (const dest of this.#o.destinations) {
+      const socket = createSocket('udp4');
+      socket.on('error', (err) => {
+        this.#errors++;
+        this.#o.logger.debug({ err, dest }, 'TSL UMD socket error');
       });
-    });
-    this.#socket = socket;
+      try {
+        await new Promise<void>((resolve, reject) => {
+          socket.once('error', reject);
+          socket.connect(dest.port, dest.host, () => {
+            socket.off('error', reject);
+            resolve();
+          });
+        });
+      } catch (err) {
+        socket.close();
+        for (const s of this.#sockets) s.close();
+        this.#sockets = [];
+        throw err;
+      }
+      this.#sockets.push(socket);
+    }
     this.#running = true;
     this.#unsubscribe = [
       this.#o.view.onChange((d, fields) => {
@@ -96,14 +110,13 @@ export class TslSender {
   }
 
   #send(devices: readonly Readonly<OutputDevice>[]): void {
-    const socket = this.#socket;
-    if (!socket) return;
+    if (this.#sockets.length === 0) return;
     for (const packet of encodeTslPackets(this.#o.screen, devices.map(tslMessage))) {
-      for (const dest of this.#o.destinations) {
-        socket.send(packet, dest.port, dest.host, (err) => {
+      for (const socket of this.#sockets) {
+        socket.send(packet, (err) => {
           if (err) {
             this.#errors++;
-            this.#o.logger.debug({ err, dest }, 'TSL UMD send failed');
+            this.#o.logger.debug({ err }, 'TSL UMD send failed');
           } else this.#sent++;
         });
       }
@@ -116,8 +129,8 @@ export class TslSender {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = undefined;
     this.#running = false;
-    const socket = this.#socket;
-    this.#socket = undefined;
-    if (socket) await new Promise<void>((resolve) => socket.close(() => resolve()));
+    const sockets = this.#sockets;
+    this.#sockets = [];
+    await Promise.all(sockets.map((socket) => new Promise<void>((resolve) => socket.close(() => resolve()))));
   }
 }

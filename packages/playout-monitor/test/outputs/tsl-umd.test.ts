@@ -189,3 +189,26 @@ test('UDP: the periodic refresh repeats every device without any change', async 
     'refresh of both displays',
   );
 });
+
+test('UDP: a destination that refuses (nothing listening) does not stop the others', async () => {
+  const dead = await udpReceiver();
+  const deadPort = dead.port;
+  await dead.close(); // the kernel now answers ICMP port unreachable
+  const live = await udpReceiver();
+  const own = await startRig(1, {
+    tslUmdDestinations: [
+      { host: '127.0.0.1', port: deadPort },
+      { host: '127.0.0.1', port: live.port },
+    ],
+  });
+  try {
+    // Several refresh rounds: the refused sends are reported (and counted), the live receiver keeps getting packets.
+    await until(() => live.packets.length >= 8 || undefined, 5000, 'packets keep arriving');
+    const from = live.packets.length;
+    await until(() => live.packets.length >= from + 4 || undefined, 5000, 'still arriving');
+    assert.ok(own.service.health().protocols.tslUmd.running);
+  } finally {
+    await own.close();
+    await live.close();
+  }
+});
