@@ -9,7 +9,7 @@
  * A probe client polls each server every 250 ms and measures it against the upstream's truth
  * (packages/timesvc/test/helpers/offset-upstream.ts). Printed side by side: time to LI 0, time to within
  * 1 ms after the move (and staying there until the outage), worst backward step of the served T3 between
- * consecutive replies, worst |error| beyond the advertised bound (root delay/2 + root dispersion, plus half
+ * consecutive replies (any rise below the server's least rate times the time between them), worst |error| beyond the advertised bound (root delay/2 + root dispersion, plus half
  * the probe's own round trip; replies sent before a server could have measured a change are not judged).
  *
  * First it checks that chronyd with -x serves its corrected time (not the host clock): its error against
@@ -24,6 +24,7 @@ import { parseArgs } from 'node:util';
 import { silentLogger } from '@broadcast-ops/core';
 import { requireTool, startProcess, tempDir } from '@broadcast-ops/core/testing';
 import { configSchema } from '../../packages/timesvc/src/config.ts';
+import { MAXFREQ } from '../../packages/timesvc/src/domain/discipline.ts';
 import { createTimesvc } from '../../packages/timesvc/src/io/service.ts';
 import {
   OffsetUpstream,
@@ -142,13 +143,23 @@ function statesDuring(records: readonly ProbeRecord[], from: number, until: numb
   return `${w.length - li3}/${w.length} LI 0`;
 }
 
+/**
+ * The least rate each served clock may run at, for checkProbe's monotonicity (probes are 250 ms apart, so
+ * "T3 never decreased" alone would miss backward steps under 250 ms): 1 − (|frequency| + slew rate).
+ * timesvc: MAXFREQ + max_slew_rate_ppm; chronyd: maxslewrate 83,333 ppm + maxdrift 500 ppm (chrony.conf(5)).
+ */
+const MAX_RATE = {
+  timesvc: MAXFREQ + config.ntp.discipline.max_slew_rate_ppm * 1e-6,
+  chronyd: 83_333e-6 + 500e-6,
+} as const;
+
 const rows: [string, string, string][] = [];
 const fmt = (v: number | undefined, unit: string, digits = 1): string =>
   v === undefined || !Number.isFinite(v) ? 'never' : `${v.toFixed(digits)} ${unit}`;
 const result = Object.fromEntries(
   (['timesvc', 'chronyd'] as const).map((name) => {
     const recs = probes[name].records;
-    const c = checkProbe(recs);
+    const c = checkProbe(recs, MAX_RATE[name]);
     const li0 = firstLi0(probes[name]);
     return [
       name,
@@ -200,7 +211,7 @@ const phase = (t: number): string => {
   return at(t0, 'start +');
 };
 for (const name of ['timesvc', 'chronyd'] as const) {
-  const c = checkProbe(probes[name].records);
+  const c = checkProbe(probes[name].records, MAX_RATE[name]);
   if (c.worst && c.worstBeyondBoundS > 0) {
     const r = c.worst;
     console.log(
