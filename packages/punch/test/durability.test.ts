@@ -248,6 +248,74 @@ describe('durable state changes: saved before acknowledged, or rolled back', () 
     }
   });
 
+  test('no reader sees CLOSED before the close is saved (DELETE and TTL): claims wait for it', async () => {
+    const dir = tempDir('punch-durable-');
+    try {
+      const file = join(dir.path, 'punch.db');
+      const clock = new ManualClock(Date.UTC(2026, 0, 1));
+      const store = new FailOnDemandStore(file);
+      const broker = new SessionBroker({ store, clock, maxSessions: 0, tombstoneMs: 600_000 });
+      const events: string[] = [];
+      broker.subscribe((e) => events.push(`${e.type}:${e.session.name}`));
+      await broker.start();
+      assert.ok((await broker.create({ name: 'x', latency: 200, ttl: 3600 })).ok);
+      assert.ok((await broker.create({ name: 't', latency: 200, ttl: 10 })).ok);
+      events.length = 0;
+
+      // A close that fails to save, with a claim and a reader in the same turn.
+      store.failing = true;
+      const closing = broker.close('x', 'admin_closed');
+      assert.equal(broker.get('x')?.state, 'WAITING', 'a reader during the save sees the session live');
+      assert.equal(broker.liveSessions, 2);
+      const [closed, claimed] = await Promise.all([
+        closing,
+        broker.claim('x', undefined, peer('192.0.2.1', 5000)),
+      ]);
+      assert.equal(closed.ok ? 'ok' : closed.code, 'STORE_FAILED');
+      assert.equal(
+        claimed.ok ? 'ok' : claimed.code,
+        'STORE_FAILED',
+        'the claim is not told SESSION_EXPIRED for a close that did not happen',
+      );
+      assert.equal(broker.get('x')?.state, 'WAITING');
+      assert.deepEqual(events, [], 'no session_closed for an unsaved close');
+
+      // The same race with a working store: the claim waits for the close and learns the truth.
+      store.failing = false;
+      const [closedOk, late] = await Promise.all([
+        broker.close('x', 'admin_closed'),
+        broker.claim('x', undefined, peer('192.0.2.1', 5000)),
+        broker.close('x', 'admin_closed').then((r) => assert.equal(r.ok ? 'ok' : r.code, 'SESSION_EXPIRED')),
+      ]);
+      assert.ok(closedOk.ok);
+      assert.equal(late.ok ? 'ok' : late.code, 'SESSION_EXPIRED');
+      assert.deepEqual(events, ['session_closed:x']);
+
+      // TTL: the timer's close is in flight; the session reads live until the save fails, then stays live.
+      store.failing = true;
+      clock.advance(10_000);
+      assert.equal(broker.get('t')?.state, 'WAITING', 'live while the TTL close is being saved');
+      const ttlClaim = await broker.claim('t', undefined, peer('192.0.2.1', 5000));
+      assert.equal(ttlClaim.ok ? 'ok' : ttlClaim.code, 'STORE_FAILED');
+      await settle();
+      assert.equal(broker.get('t')?.state, 'WAITING');
+      assert.deepEqual(events, ['session_closed:x']);
+      broker.stop();
+      store.close();
+      const again = new SqliteSessionStore(file);
+      assert.deepEqual(
+        again.loadAll().map((s) => [s.name, s.state]),
+        [
+          ['x', 'CLOSED'],
+          ['t', 'WAITING'],
+        ],
+      );
+      again.close();
+    } finally {
+      dir.remove();
+    }
+  });
+
   test('tombstones are bounded: the oldest closed session is forgotten first', async () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
     const dir = tempDir('punch-durable-');

@@ -108,8 +108,11 @@ export class SessionBroker {
    * the newer unsaved changes first, then its own: memory returns to what is saved.
    */
   readonly #unsaved = new Map<SessionRecord, { undo: () => void; undone: boolean }[]>();
-  /** Sessions whose close is being saved: still live until it is, so their name is not free yet. */
-  readonly #closing = new Set<SessionRecord>();
+  /**
+   * Sessions whose close is being saved, with the close's outcome. Such a session is still live (state,
+   * name, tombstone-free) until the save succeeds: nothing may report it closed before a restart would.
+   */
+  readonly #closing = new Map<SessionRecord, Promise<CloseOutcome>>();
   #storeHealth: StoreHealth = { state: 'ok' };
   #lastProbe = Number.NEGATIVE_INFINITY;
   #live = 0;
@@ -225,7 +228,7 @@ export class SessionBroker {
   /** The live session whose name equals `name` ignoring case, if any. */
   #liveNamesake(name: string): SessionRecord | undefined {
     const s = this.#sessions.get(this.#folded.get(name.toLowerCase()) ?? '');
-    return s && (isLive(s) || this.#closing.has(s)) ? s : undefined;
+    return s && isLive(s) ? s : undefined;
   }
 
   /**
@@ -234,8 +237,7 @@ export class SessionBroker {
    */
   async create(input: CreateSessionInput): Promise<CreateOutcome> {
     const existing = this.#sessions.get(input.name);
-    if (existing && (isLive(existing) || this.#closing.has(existing)))
-      return refuse('SESSION_EXISTS', `name: session "${input.name}" exists`);
+    if (existing && isLive(existing)) return refuse('SESSION_EXISTS', `name: session "${input.name}" exists`);
     const namesake = this.#liveNamesake(input.name);
     if (namesake) {
       return refuse('SESSION_EXISTS', `name: differs only in case from the live session "${namesake.name}"`);
@@ -295,37 +297,58 @@ export class SessionBroker {
     return { ok: true, session };
   }
 
-  /** Close a live session (DELETE or TTL). */
+  /**
+   * Close a live session (DELETE or TTL). Nothing shows the session closed before the close is saved:
+   * while the save is in flight the session stays live in memory (GET answers 200, its name stays taken,
+   * the `session_closed` event waits), and commands on its streams wait for the close to settle. A saved
+   * close then refuses them with SESSION_EXPIRED; a failed one leaves them to run on the live session.
+   */
   async close(name: string, reason: CloseReason): Promise<CloseOutcome> {
+    if (this.#closePending(name)) await this.#closeSettled(name);
     const session = this.#sessions.get(name);
     if (!session || !isLive(session))
       return refuse('SESSION_EXPIRED', `session "${name}" is closed or unknown`);
-    const before = { state: session.state, closedAt: session.closedAt, closeReason: session.closeReason };
-    session.state = 'CLOSED';
-    session.closedAt = this.#clock.now();
-    session.closeReason = reason;
-    this.#live--;
+    const closing = this.#saveClose(session, reason);
+    this.#closing.set(session, closing);
+    return closing;
+  }
+
+  async #saveClose(session: SessionRecord, reason: CloseReason): Promise<CloseOutcome> {
+    const { name } = session;
+    const closedAt = this.#clock.now();
     this.#timers.get(name)?.cancel();
     this.#timers.delete(name);
-    this.#closing.add(session);
     const failed = await this.#save(() =>
-      this.#store.updateSessionState(name, {
-        state: 'CLOSED',
-        closedAt: session.closedAt,
-        closeReason: reason,
-      }),
+      this.#store.updateSessionState(name, { state: 'CLOSED', closedAt, closeReason: reason }),
     );
     this.#closing.delete(session);
     if (failed) {
-      Object.assign(session, before);
-      this.#live++;
       this.#armExpiry(session);
       return failed;
     }
+    session.state = 'CLOSED';
+    session.closedAt = closedAt;
+    session.closeReason = reason;
+    this.#live--;
     if (this.#folded.get(name.toLowerCase()) === name) this.#folded.delete(name.toLowerCase());
     this.#addTombstone(session);
     this.#emit({ type: 'session_closed', session, reason });
     return { ok: true, session };
+  }
+
+  /** Wait while the session of this name has a close being saved (no await at all when it has none). */
+  async #closeSettled(name: string): Promise<void> {
+    for (;;) {
+      const session = this.#sessions.get(name);
+      const pending = session && this.#closing.get(session);
+      if (!pending) return;
+      await pending;
+    }
+  }
+
+  #closePending(name: string): boolean {
+    const session = this.#sessions.get(name);
+    return session !== undefined && this.#closing.has(session);
   }
 
   #stream(
@@ -356,6 +379,7 @@ export class SessionBroker {
     claim: Omit<PeerClaim, 'claimedAt'>,
     hooks: ClaimHooks = {},
   ): Promise<ClaimResult> {
+    if (this.#closePending(name)) await this.#closeSettled(name);
     const found = this.#stream(name, streamName);
     if ('ok' in found) return found;
     const { session, stream } = found;
@@ -409,6 +433,7 @@ export class SessionBroker {
     claim: Omit<PeerClaim, 'claimedAt'>,
     hooks: ClaimHooks = {},
   ): Promise<ClaimResult> {
+    if (this.#closePending(name)) await this.#closeSettled(name);
     const found = this.#stream(name, streamName);
     if ('ok' in found) return found;
     const { session, stream } = found;
@@ -441,6 +466,7 @@ export class SessionBroker {
 
   /** Free a peer slot (the stream goes back to `waiting`). */
   async release(name: string, streamName: string, slot: PeerSlot): Promise<StreamChangeOutcome> {
+    if (this.#closePending(name)) await this.#closeSettled(name);
     const found = this.#stream(name, streamName);
     if ('ok' in found) return found;
     const { session, stream } = found;
@@ -464,6 +490,7 @@ export class SessionBroker {
     streamName: string,
     srt: 'connecting' | 'connected' | 'disconnected' | 'error',
   ): Promise<StreamChangeOutcome> {
+    if (this.#closePending(name)) await this.#closeSettled(name);
     const found = this.#stream(name, streamName);
     if ('ok' in found) return found;
     const { session, stream } = found;
