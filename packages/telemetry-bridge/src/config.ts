@@ -88,6 +88,9 @@ export const configSchema = z.strictObject({
       idleTimeout: z.number().int().min(1000).max(86_400_000).default(300_000),
       heartbeatInterval: z.number().int().min(100).max(300_000).default(30_000),
       maxPatternsPerClient: z.number().int().min(1).max(100_000).default(1000),
+      // Snapshot keys one client may have waiting to be sent (all its snapshots); a subscribe beyond is
+      // refused with SUBSCRIPTION_FAILED, a replay that falls behind the ring beyond it is dropped.
+      maxPendingSnapshotKeys: z.number().int().min(1).max(10_000_000).default(200_000),
       // Keys one client may hold under app.<ns>.custom; writes of new keys beyond are FORBIDDEN.
       maxKeysPerClient: z.number().int().min(1).max(1_000_000).default(10_000),
       // A departed client's keys stay (stale) this long in ms, then are deleted unless it came back.

@@ -84,6 +84,7 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
       rateLimit: ct.rateLimit,
       rateLimitWindowMs: ct.rateLimitWindow,
       maxPatternsPerClient: ct.maxPatternsPerClient,
+      maxPendingSnapshotKeys: ct.maxPendingSnapshotKeys,
       defaultCommandTimeoutMs: config.commands.defaultTimeout,
       idempotencyWindowMs: config.commands.idempotencyWindow,
       replayRingSize: config.replay.ringSize,

@@ -11,8 +11,8 @@ import { BridgeClient, BridgeError } from '../src/client/bridge-client.ts';
 import { Hub } from '../src/domain/hub.ts';
 import type { EventLogSink } from '../src/domain/journal.ts';
 import { ReplayRing } from '../src/domain/replay-ring.ts';
-import { ClientSession, type SessionTransport } from '../src/io/client-session.ts';
-import { FakeAdapter, startTestBridge } from './helpers.ts';
+import type { ClientSession, SessionTransport } from '../src/io/client-session.ts';
+import { FakeAdapter, openSession, startTestBridge } from './helpers.ts';
 
 class Transport implements SessionTransport {
   sent: Record<string, unknown>[] = [];
@@ -31,22 +31,7 @@ class Transport implements SessionTransport {
 
 function connect(hub: Hub, clock: ManualClock, name: string): { s: ClientSession; t: Transport } {
   const t = new Transport();
-  const s = new ClientSession(
-    hub,
-    t,
-    clock,
-    silentLogger(),
-    {
-      requireAuth: false,
-      authTokens: [],
-      handshakeTimeoutMs: 10_000,
-      idleTimeoutMs: 3_600_000,
-      serverVersion: 't',
-    },
-    undefined,
-  );
-  s.receive(JSON.stringify({ type: 'handshake', name, version: '1' }));
-  return { s, t };
+  return { s: openSession(hub, clock, t, name), t };
 }
 
 const frame = (o: Record<string, unknown>): string => JSON.stringify({ timestamp: 1, ...o });

@@ -1,6 +1,8 @@
 /** Shared test fixtures: a strict fake adapter and an in-process bridge on port 0. */
 import { createServer } from 'node:net';
-import { silentLogger, type Logger } from '@broadcast-ops/core';
+import { silentLogger, type Clock, type Logger } from '@broadcast-ops/core';
+import type { Hub } from '../src/domain/hub.ts';
+import { ClientSession, type SessionTransport } from '../src/io/client-session.ts';
 import { tempDir } from '@broadcast-ops/core/testing';
 import type { Adapter, AdapterCommand, AdapterContext, AdapterResult } from '../src/domain/adapter.ts';
 import { configSchema, type BridgeConfig } from '../src/config.ts';
@@ -158,4 +160,24 @@ export async function freePort(): Promise<number> {
   const port = (srv.address() as { port: number }).port;
   await new Promise<void>((r) => srv.close(() => r()));
   return port;
+}
+
+/** A client session on an in-memory hub, handshaken as `name` (no authentication, long idle timeout). */
+export function openSession(hub: Hub, clock: Clock, t: SessionTransport, name: string): ClientSession {
+  const s = new ClientSession(
+    hub,
+    t,
+    clock,
+    silentLogger(),
+    {
+      requireAuth: false,
+      authTokens: [],
+      handshakeTimeoutMs: 10_000,
+      idleTimeoutMs: 3_600_000,
+      serverVersion: 't',
+    },
+    undefined,
+  );
+  s.receive(JSON.stringify({ type: 'handshake', name, version: '1' }));
+  return s;
 }

@@ -9,8 +9,8 @@ import { silentLogger } from '@broadcast-ops/core';
 import { ManualClock } from '@broadcast-ops/core/testing';
 import { Hub } from '../src/domain/hub.ts';
 import type { EventLogSink } from '../src/domain/journal.ts';
-import { ClientSession, type SessionTransport } from '../src/io/client-session.ts';
-import { FakeAdapter } from './helpers.ts';
+import type { SessionTransport } from '../src/io/client-session.ts';
+import { FakeAdapter, openSession } from './helpers.ts';
 
 class Transport implements SessionTransport {
   sent: Record<string, unknown>[] = [];
@@ -46,21 +46,7 @@ test('an idempotent retry behind a refused command is refused too, never told re
   hub.registerAdapter(adapter);
   void hub.startAdapters();
   const t = new Transport();
-  const s = new ClientSession(
-    hub,
-    t,
-    clock,
-    silentLogger(),
-    {
-      requireAuth: false,
-      authTokens: [],
-      handshakeTimeoutMs: 10_000,
-      idleTimeoutMs: 3_600_000,
-      serverVersion: 't',
-    },
-    undefined,
-  );
-  s.receive(JSON.stringify({ type: 'handshake', name: 'cam', version: '1' }));
+  const s = openSession(hub, clock, t, 'cam');
   const command = JSON.stringify({
     id: 'c1',
     type: 'command',

@@ -508,6 +508,29 @@ export class BridgeClient {
     if (offset > this.#connMax) this.#connMax = offset;
   }
 
+  /**
+   * The hub dropped a subscription after acknowledging it (its snapshot or replay failed): the error names it
+   * in `details.subscriptionId`. Its patterns are forgotten (not restored on reconnect) and reported with
+   * `subscriptionLost`, as for a subscription that cannot be restored.
+   */
+  #subscriptionDropped(payload: ErrorPayload | undefined): void {
+    const details = payload?.details as { subscriptionId?: unknown } | undefined;
+    const id = details?.subscriptionId;
+    if (typeof id !== 'string') return;
+    const specs = this.#bySubId.get(id);
+    if (!specs) return;
+    this.#bySubId.delete(id);
+    for (const s of specs) {
+      const i = this.#subs.indexOf(s);
+      if (i >= 0) this.#subs.splice(i, 1);
+    }
+    this.#emit('subscriptionLost', {
+      patterns: [...new Set(specs.flatMap((s) => s.patterns))],
+      code: payload?.code ?? 'ERROR',
+      message: payload?.message ?? '',
+    });
+  }
+
   #noteOffset(m: Record<string, unknown>): void {
     const o = m['offset'];
     if (typeof o !== 'number') return;
@@ -573,6 +596,7 @@ export class BridgeClient {
               w.reject(new BridgeError(payload?.code ?? 'ERROR', payload?.message ?? ''));
           }
         }
+        this.#subscriptionDropped(payload);
         this.#emit('error', msg as unknown as ErrorMessage | TransportErrorMessage);
         return;
       }

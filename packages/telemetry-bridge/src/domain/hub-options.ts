@@ -10,6 +10,8 @@ export interface HubLimits {
   rateLimit: number;
   rateLimitWindowMs: number;
   maxPatternsPerClient: number;
+  /** Snapshot keys one connection may have waiting, over all its snapshots; a subscribe beyond is refused. */
+  maxPendingSnapshotKeys: number;
   /** Command timeout when the command has no `ttl`. */
   defaultCommandTimeoutMs: number;
   idempotencyWindowMs: number;
@@ -28,6 +30,7 @@ export const DEFAULT_HUB_LIMITS: HubLimits = {
   rateLimit: 100,
   rateLimitWindowMs: 1000,
   maxPatternsPerClient: 1000,
+  maxPendingSnapshotKeys: 200_000,
   defaultCommandTimeoutMs: 30_000,
   idempotencyWindowMs: 60_000,
   replayRingSize: 10_000,

@@ -88,19 +88,43 @@ export class Hub {
       factory: this.#factory,
       epoch: this.epoch,
       maxPatternsPerClient: this.#limits.maxPatternsPerClient,
+      maxPendingSnapshotKeys: this.#limits.maxPendingSnapshotKeys,
       pollMs: this.#limits.outbound.pollMs,
       ack: (conn, msg, result) => this.#writes.ack(conn, msg, result, false),
       refuse: (conn, msg, message) =>
         this.#sendError(conn, 'SUBSCRIPTION_FAILED', message, related(msg), msg.type),
       delivered: (kind, n) => this.#metrics.messagesSent(kind, 'app', n),
-      failed: (conn, subscriptionId, err) => {
-        this.#logger.error({ err, namespace: conn.namespace, subscriptionId }, 'snapshot or replay failed');
+      failed: (conn, sub, reason, err) => {
+        const patterns = [...sub.patterns];
+        const rel = { id: sub.messageId };
+        const details = { subscriptionId: sub.id, patterns };
+        if (reason === 'limit') {
+          this.#logger.warn(
+            { namespace: conn.namespace, subscriptionId: sub.id },
+            'subscription dropped: its replay fell behind the ring and the snapshot is over the limit',
+          );
+          this.#sendError(
+            conn,
+            'SUBSCRIPTION_FAILED',
+            `subscription ${sub.id} dropped: its replay fell behind and a snapshot would exceed ` +
+              `${this.#limits.maxPendingSnapshotKeys} pending keys per client`,
+            rel,
+            'subscribe',
+            details,
+          );
+          return;
+        }
+        this.#logger.error(
+          { err, namespace: conn.namespace, subscriptionId: sub.id },
+          'snapshot or replay failed',
+        );
         this.#sendError(
           conn,
           'INTERNAL_ERROR',
-          `subscription ${subscriptionId} could not be completed`,
-          {},
+          `subscription ${sub.id} could not be completed and was dropped`,
+          rel,
           'subscribe',
+          details,
         );
       },
     });
@@ -417,6 +441,7 @@ export class Hub {
     ringSize: number;
     ringBytes: number;
     streams: number;
+    pendingSnapshotKeys: number;
     departedNamespaces: number;
     offset: number;
   } {
@@ -425,7 +450,9 @@ export class Hub {
     let queuedBytes = 0;
     let coalescingClients = 0;
     let streams = 0;
+    let pendingSnapshotKeys = 0;
     for (const c of this.#clients.all()) {
+      pendingSnapshotKeys += this.#router.pendingSnapshotKeys(c);
       subscriptions += c.subs.size;
       queuedMessages += c.queue.queuedMessages;
       queuedBytes += c.queue.queuedBytes;
@@ -445,6 +472,7 @@ export class Hub {
       ringSize: this.#journal.ring.size,
       ringBytes: this.#journal.ring.bytes,
       streams,
+      pendingSnapshotKeys,
       departedNamespaces: this.#clients.pendingExpiries,
       offset: this.#journal.offset,
     };

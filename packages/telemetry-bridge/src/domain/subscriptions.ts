@@ -38,6 +38,8 @@ export interface Subscription {
   replaying: boolean;
   /** Hub offset from which the subscription receives live messages (meaningful once streams are done). */
   liveFrom: number;
+  /** Id of the subscribe message, so a later failure of its stream names it (`relatedMessageId`). */
+  messageId: string;
 }
 
 export type Stream =
@@ -58,14 +60,20 @@ export interface RouterOptions {
   factory: MessageFactory;
   epoch: string;
   maxPatternsPerClient: number;
+  /** Snapshot keys one connection may have waiting to be sent, over all its snapshot streams. */
+  maxPendingSnapshotKeys: number;
   /** How often a blocked stream checks the socket again. */
   pollMs: number;
   /** Subscribe answers (ack, or SUBSCRIPTION_FAILED) go through the hub's send path. */
   ack(conn: ClientConn, msg: ClientEnvelope, result: unknown): void;
   refuse(conn: ClientConn, msg: ClientEnvelope, message: string): void;
   delivered(kind: 'state' | 'event', count: number): void;
-  /** A stream failed on a timer (a bug): the hub logs it and tells the client. */
-  failed(conn: ClientConn, subscriptionId: string, err: unknown): void;
+  /**
+   * A subscription was dropped after its ack: its stream failed on a timer (a bug, `err` set) or a replay
+   * that fell behind the ring needed a snapshot beyond `maxPendingSnapshotKeys`. The hub logs it and tells
+   * the client which subscription is gone.
+   */
+  failed(conn: ClientConn, sub: Subscription, reason: 'internal' | 'limit', err?: unknown): void;
 }
 
 /** Ring items examined per pump before yielding to the event loop. */
@@ -118,43 +126,85 @@ export class Router {
       return;
     }
     const { journal, factory, epoch } = this.#o;
-    const id = factory.nextId();
-    const sub: Subscription = {
-      id,
-      conn,
-      patterns: new Set(fresh),
-      filter: p.filter ?? 'all',
-      pendingPaths: undefined,
-      replaying: false,
-      liveFrom: journal.offset,
-    };
-    const correlationId = msg.correlationId ?? msg.id;
-    // `offset` here is informational: the position to resume from arrives with snapshot_complete.
-    this.#o.ack(conn, msg, { subscriptionId: id, offset: journal.offset, epoch });
+    const filter = p.filter ?? 'all';
     let recoveryFailed: string | undefined;
+    let replayFrom: number | undefined;
     if (p.since) {
       const s = p.since;
       if (s.epoch !== epoch) recoveryFailed = 'epoch changed';
       else if (s.offset < journal.ring.floor || s.offset > journal.offset)
         recoveryFailed = 'offset no longer available';
-      else {
-        sub.replaying = true;
-        conn.streams.push({ kind: 'replay', sub, cursor: s.offset, replayed: 0, correlationId });
+      else replayFrom = s.offset;
+    }
+    let paths: string[] | undefined;
+    if (replayFrom === undefined && (p.snapshot === true || p.since !== undefined)) {
+      paths = this.#matching(filter, new Set(fresh));
+      if (!this.#snapshotFits(conn, paths.length)) {
+        this.#o.refuse(conn, msg, this.#limitMessage(conn, paths.length));
+        return;
       }
     }
-    if (!sub.replaying && (p.snapshot === true || p.since !== undefined)) {
-      conn.streams.push(this.#snapshotStream(sub, correlationId, recoveryFailed));
-    }
+    const id = factory.nextId();
+    const sub: Subscription = {
+      id,
+      conn,
+      patterns: new Set(fresh),
+      filter,
+      pendingPaths: undefined,
+      replaying: replayFrom !== undefined,
+      liveFrom: journal.offset,
+      messageId: msg.id,
+    };
+    const correlationId = msg.correlationId ?? msg.id;
+    // `offset` here is informational: the position to resume from arrives with snapshot_complete.
+    this.#o.ack(conn, msg, { subscriptionId: id, offset: journal.offset, epoch });
+    if (replayFrom !== undefined)
+      conn.streams.push({ kind: 'replay', sub, cursor: replayFrom, replayed: 0, correlationId });
+    else if (paths) conn.streams.push(this.#snapshotStream(sub, paths, correlationId, recoveryFailed));
     conn.subs.set(id, sub);
     conn.patternCount += sub.patterns.size;
     for (const pat of sub.patterns) this.#trie.add(pat, sub);
     this.pump(conn);
   }
 
-  #snapshotStream(sub: Subscription, correlationId: string, recoveryFailed: string | undefined): Stream {
-    const paths = sub.filter === 'events' ? [] : this.#o.store.matching(sub.patterns);
+  #matching(filter: SubscriptionFilter, patterns: Set<string>): string[] {
+    return filter === 'events' ? [] : this.#o.store.matching(patterns);
+  }
+
+  /** Snapshot keys this connection still has to send, over all its streams. */
+  pendingSnapshotKeys(conn: ClientConn): number {
+    let n = 0;
+    for (const s of conn.streams) if (s.kind === 'snapshot') n += s.paths.length - s.next;
+    return n;
+  }
+
+  #snapshotFits(conn: ClientConn, keys: number): boolean {
+    return this.pendingSnapshotKeys(conn) + keys <= this.#o.maxPendingSnapshotKeys;
+  }
+
+  #limitMessage(conn: ClientConn, keys: number): string {
+    return (
+      `snapshot of ${keys} keys refused: ${this.pendingSnapshotKeys(conn)} already pending, ` +
+      `at most ${this.#o.maxPendingSnapshotKeys} per client`
+    );
+  }
+
+  #snapshotStream(
+    sub: Subscription,
+    paths: string[],
+    correlationId: string,
+    recoveryFailed: string | undefined,
+  ): Stream {
     sub.pendingPaths = new Set(paths);
     return { kind: 'snapshot', sub, paths, next: 0, correlationId, recoveryFailed };
+  }
+
+  /** Remove one subscription (trie, patterns, streams): nothing is delivered for it any more. */
+  #remove(conn: ClientConn, sub: Subscription): void {
+    for (const pat of sub.patterns) this.#trie.remove(pat, sub);
+    conn.patternCount -= sub.patterns.size;
+    conn.subs.delete(sub.id);
+    conn.streams = conn.streams.filter((s) => s.sub !== sub);
   }
 
   unsubscribe(conn: ClientConn, patterns: string[]): number {
@@ -184,10 +234,28 @@ export class Router {
     conn.patternCount = 0;
   }
 
-  /** Serve the connection's streams while its socket keeps up; re-arms itself when blocked. */
+  /**
+   * Serve the connection's streams while its socket keeps up; re-arms itself when blocked. Never throws
+   * (it runs on timers and on the transport's drain): a stream that fails drops its subscription (one
+   * left without its stream would stay deaf, held back by `replaying` or `pendingPaths` for ever), the
+   * client is told which one, and the other streams carry on.
+   */
   pump(conn: ClientConn): void {
     conn.pumpTimer?.cancel();
     conn.pumpTimer = undefined;
+    try {
+      this.#serve(conn);
+    } catch (err) {
+      const s = conn.streams[0];
+      if (s) {
+        this.#remove(conn, s.sub);
+        this.#o.failed(conn, s.sub, 'internal', err);
+      }
+      if (conn.streams.length > 0) this.#arm(conn, this.#o.pollMs);
+    }
+  }
+
+  #serve(conn: ClientConn): void {
     let budget = PUMP_BUDGET;
     while (conn.open && conn.streams.length > 0) {
       if (!conn.queue.writable) return this.#arm(conn, this.#o.pollMs);
@@ -202,14 +270,7 @@ export class Router {
     if (!conn.open) return;
     conn.pumpTimer = this.#o.clock.setTimer(ms, () => {
       conn.pumpTimer = undefined;
-      try {
-        this.pump(conn);
-      } catch (err) {
-        // Never an uncaught exception in a timer: drop the broken stream, say so, carry on.
-        const s = conn.streams.shift();
-        this.#o.failed(conn, s?.sub.id ?? '', err);
-        if (conn.streams.length > 0) this.#arm(conn, this.#o.pollMs);
-      }
+      this.pump(conn);
     });
   }
 
@@ -257,9 +318,17 @@ export class Router {
   #stepReplay(conn: ClientConn, s: Extract<Stream, { kind: 'replay' }>): void {
     const ring = this.#o.journal.ring;
     if (s.cursor < ring.floor) {
-      // The ring moved past the replay position before the reader caught up: say so, then a snapshot.
-      s.sub.replaying = false;
-      conn.streams[0] = this.#snapshotStream(s.sub, s.correlationId, 'offset no longer available');
+      // The ring moved past the replay position before the reader caught up: say so, then a snapshot,
+      // within the same per-client bound as a snapshot asked for at subscribe time.
+      const sub = s.sub;
+      const paths = this.#matching(sub.filter, sub.patterns);
+      if (!this.#snapshotFits(conn, paths.length)) {
+        this.#remove(conn, sub);
+        this.#o.failed(conn, sub, 'limit');
+        return;
+      }
+      sub.replaying = false;
+      conn.streams[0] = this.#snapshotStream(sub, paths, s.correlationId, 'offset no longer available');
       return;
     }
     const item = ring.nextAfter(s.cursor);
