@@ -112,3 +112,31 @@ test('flush waits for the socket to fall below half the soft limit; memory stays
     Array.from({ length: 10 }, (_, k) => `v${99_990 + k}`),
   );
 });
+
+test('queued bytes are UTF-8 bytes (what the socket carries), not UTF-16 characters', () => {
+  const clock = new ManualClock();
+  const sock = new FakeSocket();
+  sock.buffered = 150; // above the soft limit: everything is queued
+  let slow = 0;
+  const q = new OutboundQueue(
+    sock,
+    limits,
+    clock,
+    (n) => `gap:${n}`,
+    () => slow++,
+  );
+  // 'é' is 2 bytes, '🎬' 4 bytes (2 UTF-16 units): 40 + 40 = 80 characters-ish, 160 bytes.
+  const accented = 'é'.repeat(40);
+  const clapper = '🎬'.repeat(20);
+  q.push('control', accented);
+  q.push('state', clapper, 'p.c');
+  assert.equal(q.queuedBytes, Buffer.byteLength(accented) + Buffer.byteLength(clapper));
+  assert.equal(q.queuedBytes, 160);
+  // Coalescing subtracts the replaced message in bytes too.
+  q.push('state', '🎬', 'p.c');
+  assert.equal(q.queuedBytes, 80 + 4);
+  // 84 queued + 150 buffered is under 400; 'ü' × 90 is 180 bytes (90 characters): 414 ≥ 400, so 4008.
+  assert.equal(slow, 0);
+  q.push('control', 'ü'.repeat(90));
+  assert.equal(slow, 1, 'the hard limit counts bytes: 90 non-ASCII characters overflow it');
+});

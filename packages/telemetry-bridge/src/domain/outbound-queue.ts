@@ -108,7 +108,7 @@ export class OutboundQueue {
       if (at !== undefined) {
         const old = this.#pending[at];
         if (old) {
-          this.#queuedBytes -= old.json.length;
+          this.#queuedBytes -= Buffer.byteLength(old.json);
           this.#pending[at] = null;
           this.#live--;
           this.#coalesced++;
@@ -121,7 +121,7 @@ export class OutboundQueue {
     }
     this.#pending.push({ json, path: kind === 'state' ? path : undefined });
     this.#live++;
-    this.#queuedBytes += json.length;
+    this.#queuedBytes += Buffer.byteLength(json);
     if (this.#queuedBytes > this.#maxQueuedBytes) this.#maxQueuedBytes = this.#queuedBytes;
     if (
       this.#queuedBytes + this.#sink.bufferedAmount() >= this.#limits.hardLimitBytes ||
@@ -149,7 +149,7 @@ export class OutboundQueue {
       this.#head++;
       if (!item) continue;
       this.#live--;
-      this.#queuedBytes -= item.json.length;
+      this.#queuedBytes -= Buffer.byteLength(item.json);
       if (item.path !== undefined) {
         if (this.#stateIndex.get(item.path) === this.#head - 1) this.#stateIndex.delete(item.path);
       } else {
