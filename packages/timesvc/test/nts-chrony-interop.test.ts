@@ -44,10 +44,19 @@ test('chronyd -x as NTS client: NTS-KE, cookies, authenticated polls with no NAK
     assert.match(ntpdata, new RegExp(`Remote port\\s*:\\s*${ntpPort}`), 'Port record honoured');
     const fields = line.split(',');
     // The last measured sample (raw, as chronyd -x never corrects the clock); the -Q test below measures
-    // over several samples. Loose bound: one sample can be delayed on a loaded machine.
+    // over several samples. timesvc runs as a local reference here, so it serves this machine's clock and the
+    // true offset is 0. For one exchange the measured offset lies within half the round-trip delay of the
+    // true one (RFC 5905 §8: the asymmetry is bounded by the delay), and chrony's error column is
+    // root delay / 2 + root dispersion, which covers that; the 50 µs margin is timestamp granularity
+    // (Node's clock reads and chrony's measured precision). A delayed sample on a loaded machine widens the
+    // delay and the error column together, so the bound stays valid under load without a fixed allowance.
     const lastS = Number(fields[8]);
-    console.log(`chrony NTS client: sources ${line}; last measured offset ${(lastS * 1e6).toFixed(1)} µs`);
-    assert.ok(Math.abs(lastS) < 0.05, `last offset ${lastS} s`);
+    const errS = Number(fields[9]);
+    console.log(
+      `chrony NTS client: sources ${line}; last measured offset ${(lastS * 1e6).toFixed(1)} µs ± ${(errS * 1e6).toFixed(1)} µs`,
+    );
+    assert.ok(Number.isFinite(lastS) && Number.isFinite(errS) && errS > 0, `sources line ${line}`);
+    assert.ok(Math.abs(lastS) <= errS + 50e-6, `last offset ${lastS} s outside chrony's error ±${errS} s`);
     const ntsSide = service.nts();
     assert.ok(ntsSide);
     assert.ok(ntsSide.ke.counters.success >= 1);

@@ -74,6 +74,19 @@ test('timesvc NTS client against chronyd as NTS server: NTS-KE, authenticated po
     assert.ok(nts.cookies >= 7);
     assert.equal(peer.status().usable, true);
     assert.equal(peer.status().stratum, 6);
+    // Selected by the clock manager, not only usable: the selection outcome, the reference the served clock
+    // follows, the state and the stratum timesvc advertises (upstream + 1).
+    const snap = service.manager.snapshot();
+    assert.equal(snap.selected, peer.id);
+    assert.equal(snap.lastReference, peer.id);
+    assert.ok(snap.state === 'SYNCING' || snap.state === 'LOCKED', `clock state ${snap.state}`);
+    assert.equal(snap.stratum, 7);
+    const src = snap.sources.find((s) => s.id === peer.id);
+    assert.ok(src, 'NTS peer listed in the selection');
+    assert.equal(src.selected, true);
+    assert.equal(src.verdict, 'selected');
+    assert.equal(src.authenticated, true, 'selected on authenticated samples');
+    assert.equal(service.manager.serverState.stratum, 7);
     // chrony counts the NTS-KE session and the authenticated packets on its side.
     const stats = execFileSync(
       requireTool('chronyc'),

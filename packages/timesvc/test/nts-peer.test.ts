@@ -8,7 +8,7 @@ import { ntsKeyExchange } from '../src/io/nts-ke-client.ts';
 import { NtsPeerSecurity } from '../src/io/nts-peer.ts';
 import type { TimesvcService } from '../src/io/service.ts';
 import { MODE } from '../src/protocol/ntp-packet.ts';
-import { makeCertificate, startNtsService } from './helpers/nts.ts';
+import { localNtsPeerSecurity, makeCertificate, startNtsService } from './helpers/nts.ts';
 
 let service: TimesvcService;
 let ntpPort: number;
@@ -127,13 +127,7 @@ test('NTS peer: when the cookies run out (lost replies) the next poll re-keys; K
 });
 
 test('NTS peer: plain or forged replies never reach the clock filter', async () => {
-  const security = new NtsPeerSecurity({
-    host: '127.0.0.1',
-    kePort,
-    caFile: cert,
-    logger: silentLogger(),
-    now: () => performance.now(),
-  });
+  const security = localNtsPeerSecurity(kePort, cert);
   assert.equal(await security.ready(), true);
   const req = security.wrap(request())!;
   const genuine = (await exchange(req))!;

@@ -7,6 +7,7 @@ import { tempDir } from '@broadcast-ops/core/testing';
 import { metricValue } from '@broadcast-ops/core';
 import { NtsClientSession } from '../src/domain/nts-client-session.ts';
 import { ntsKeyExchange, type KeClientResult } from '../src/io/nts-ke-client.ts';
+import type { NtsPeerSecurity } from '../src/io/nts-peer.ts';
 import type { TimesvcService } from '../src/io/service.ts';
 import { EF, scanNtsPacket } from '../src/protocol/nts-ef.ts';
 import { MODE, refIdToAscii } from '../src/protocol/ntp-packet.ts';
@@ -18,7 +19,7 @@ import {
   u16Body,
   type NtsKeRecord,
 } from '../src/protocol/nts-ke.ts';
-import { makeCertificate, startNtsService } from './helpers/nts.ts';
+import { localNtsPeerSecurity, makeCertificate, startNtsService } from './helpers/nts.ts';
 
 let service: TimesvcService;
 let ntpPort: number;
@@ -262,17 +263,33 @@ test('NTS NTP: authentic exchange, cookie refill, and NTSN for a tampered cookie
 });
 
 test('replay: the stateless server answers a replayed request again; the client rejects the replayed reply', async () => {
-  const ke = await keExchange();
-  const session = new NtsClientSession(ke, ke.cookies);
-  const req = session.wrap(header())!;
+  // The client side is the upstream-peer NTS component the service uses, so its `rejected` counter (reported
+  // in `PeerClient.ntsStatus`) is what counts the replay: the server keeps no per-client state.
+  const security = localNtsPeerSecurity(kePort, cert);
+  assert.equal(await security.ready(), true);
+  const served0 = service.nts()!.responder.counters.authenticated;
+  const req = security.wrap(header())!;
   const first = await udpExchange(req);
   const second = await udpExchange(req);
   assert.ok(first && second);
-  assert.equal(session.unwrap(first).kind, 'authentic');
+  assert.equal(
+    service.nts()!.responder.counters.authenticated - served0,
+    2,
+    'the stateless server authenticated and answered the replayed request again',
+  );
+  assert.ok(security.unwrap(first), 'first reply authentic');
+  assert.deepEqual(pickCounters(security), { authenticated: 1, rejected: 0, naks: 0 });
   // The replayed request's answer, or the first reply delivered twice, no longer matches a request in flight.
-  assert.equal(session.unwrap(second).kind, 'invalid');
-  assert.equal(session.unwrap(first).kind, 'invalid');
-  const next = session.wrap(header())!;
-  assert.equal(session.unwrap(first).kind, 'invalid', 'an old reply never answers a new request');
-  assert.equal(session.unwrap((await udpExchange(next))!).kind, 'authentic');
+  assert.equal(security.unwrap(second), undefined);
+  assert.equal(security.unwrap(first), undefined);
+  assert.deepEqual(pickCounters(security), { authenticated: 1, rejected: 2, naks: 0 });
+  const next = security.wrap(header())!;
+  assert.equal(security.unwrap(first), undefined, 'an old reply never answers a new request');
+  assert.ok(security.unwrap((await udpExchange(next))!), 'the next exchange is authentic');
+  assert.deepEqual(pickCounters(security), { authenticated: 2, rejected: 3, naks: 0 });
 });
+
+function pickCounters(s: NtsPeerSecurity): { authenticated: number; rejected: number; naks: number } {
+  const { authenticated, rejected, naks } = s.status();
+  return { authenticated, rejected, naks };
+}

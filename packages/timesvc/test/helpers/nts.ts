@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { silentLogger } from '@broadcast-ops/core';
 import { requireTool } from '@broadcast-ops/core/testing';
 import { configSchema, type TimesvcConfig } from '../../src/config.ts';
+import { NtsPeerSecurity, type NtsPeerOptions } from '../../src/io/nts-peer.ts';
 import { createTimesvc, type TimesvcService } from '../../src/io/service.ts';
 
 /** A self-signed P-256 certificate for 127.0.0.1 / ::1 / localhost (openssl, as in docs/nts.md "Testing"). */
@@ -98,4 +99,20 @@ export async function freePort(kind: 'tcp' | 'udp'): Promise<number> {
   const a = srv.address();
   await new Promise<void>((r) => srv.close(() => r()));
   return typeof a === 'object' && a ? a.port : 0;
+}
+
+/** The upstream-peer NTS component for a local NTS-KE server at 127.0.0.1:`kePort` trusting `cert`. */
+export function localNtsPeerSecurity(
+  kePort: number,
+  cert: string,
+  extra: Partial<NtsPeerOptions> = {},
+): NtsPeerSecurity {
+  return new NtsPeerSecurity({
+    host: '127.0.0.1',
+    kePort,
+    caFile: cert,
+    logger: silentLogger(),
+    now: () => performance.now(),
+    ...extra,
+  });
 }
