@@ -154,3 +154,8 @@ export function defaultBaseUrl(host: string, port: number, scheme: 'http' | 'htt
 export function isLoopbackHost(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\./.test(host);
 }
+
+/** `serve` warns at start when it serves plain HTTP (no TLS of its own) on a host that is not loopback. */
+export function warnsPlainHttp(host: string, tls: boolean): boolean {
+  return !tls && !isLoopbackHost(host);
+}

@@ -3,7 +3,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { randomBytes } from 'node:crypto';
 import { dirname, resolve } from 'node:path';
 import { ConfigError, Shutdown, createLogger, runCli } from '@broadcast-ops/core';
-import { isLoopbackHost, loadPunchConfig } from './config.ts';
+import { loadPunchConfig, warnsPlainHttp } from './config.ts';
 import { SessionStoreError } from './io/sqlite-store.ts';
 import { createPunchServer, type PunchServer } from './server.ts';
 
@@ -104,7 +104,7 @@ async function serve(values: Record<string, unknown>): Promise<void> {
     },
     'punch broker listening',
   );
-  if (!tls && !isLoopbackHost(config.host)) {
+  if (warnsPlainHttp(config.host, tls !== undefined)) {
     logger.warn(
       { host: config.host },
       'serving plain HTTP on a non-loopback address: tokens and the passphrases in /connect travel in clear ' +
