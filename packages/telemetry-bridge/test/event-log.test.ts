@@ -322,3 +322,39 @@ test('group commit: acks wait for one shared fdatasync; an idle writer is synced
     dir.remove();
   }
 });
+
+test('the sync interval counts from the oldest unsynced record: a deadline passed during a sync syncs at once', async () => {
+  const dir = tempDir('tb-log-');
+  let mono = 0;
+  try {
+    const log = new EventLog({
+      dir: dir.path,
+      maxFileBytes: 1 << 20,
+      maxFiles: 4,
+      newEpoch: () => 'e',
+      now: () => Date.now(),
+      // Far longer than the test may take: only the deadline rule can make the second sync happen.
+      syncIntervalMs: 600_000,
+      monotonicMs: () => mono,
+    });
+    log.open();
+    log.start(() => []);
+    const base = log.syncs;
+    log.append(1, 1, 'state', stateJson(1, 'fake.a', 1));
+    let acked = false;
+    log.whenDurable(() => {
+      acked = true;
+    });
+    // A record written while that sync is in flight, and its deadline passes before the sync ends.
+    await new Promise((r) => setImmediate(r));
+    log.append(2, 2, 'state', stateJson(2, 'fake.a', 2));
+    mono = 600_001;
+    await waitFor(() => acked, { what: 'the first sync' });
+    await waitFor(() => log.syncs >= base + 2, {
+      what: 'the overdue record synced without another interval',
+    });
+    log.close();
+  } finally {
+    dir.remove();
+  }
+});

@@ -55,6 +55,8 @@ export interface EventLogOptions {
   syncIntervalMs?: number;
   /** false: never fsync (benchmarks only; a power cut can then lose acknowledged records). */
   sync?: boolean;
+  /** Monotonic milliseconds for the sync deadline (injected by tests); default `performance.now`. */
+  monotonicMs?: () => number;
 }
 
 export class EventLog implements EventLogSink {
@@ -85,6 +87,8 @@ export class EventLog implements EventLogSink {
   #syncs = 0;
   #lastError: Error | undefined;
   #dirty = false;
+  /** Monotonic time of the oldest record not yet inside a sync: the interval counts from it. */
+  #dirtySince = 0;
   #timer: NodeJS.Timeout | undefined;
   #immediate: NodeJS.Immediate | undefined;
   #waiters: ((err?: Error) => void)[] = [];
@@ -239,6 +243,7 @@ export class EventLog implements EventLogSink {
       this.#write(encodeRecordBody(recordBodyText(offset, time, kind, json)));
       this.#lastOffset = offset;
       this.#appended++;
+      if (!this.#dirty) this.#dirtySince = this.#mono();
       this.#dirty = true;
       this.#armTimer();
     } catch (err) {
@@ -301,16 +306,30 @@ export class EventLog implements EventLogSink {
         closeSync(fd);
       }
       if (this.#waiters.length > 0) this.#startSync();
-      else if (this.#dirty && this.#fd !== undefined) this.#armTimer();
+      else if (this.#dirty && this.#fd !== undefined) {
+        // The timer armed while the sync was in flight waited a full interval from then: re-arm by deadline.
+        if (this.#timer) clearTimeout(this.#timer);
+        this.#timer = undefined;
+        this.#armTimer();
+      }
     });
   }
 
+  #mono(): number {
+    return this.#opts.monotonicMs ? this.#opts.monotonicMs() : performance.now();
+  }
+
+  /**
+   * Sync by the oldest unsynced record's deadline (`syncIntervalMs` after it was written): records written
+   * while a sync was in flight are synced at once when that sync ends after their deadline.
+   */
   #armTimer(): void {
     if (this.#timer !== undefined || !this.#sync) return;
+    const wait = Math.max(0, this.#dirtySince + this.#syncIntervalMs - this.#mono());
     this.#timer = setTimeout(() => {
       this.#timer = undefined;
       this.#startSync();
-    }, this.#syncIntervalMs);
+    }, wait);
     this.#timer.unref();
   }
 
