@@ -43,6 +43,8 @@ const CHECKPOINT_CHUNK_BYTES = 1024 * 1024;
  */
 const PREALLOCATE_MAX_BYTES = 4 * 1024 * 1024;
 const ZEROS = Buffer.alloc(64 * 1024);
+/** After a write error, how often an append may try to reopen the log in a new segment. */
+const REOPEN_RETRY_MS = 1000;
 
 export interface EventLogOptions {
   dir: string;
@@ -86,6 +88,9 @@ export class EventLog implements EventLogSink {
   #appended = 0;
   #syncs = 0;
   #lastError: Error | undefined;
+  /** A write or sync failed in this run: no clean-shutdown marker (the next start opens a new epoch). */
+  #failedThisRun = false;
+  #retryAt = 0;
   #dirty = false;
   /** Monotonic time of the oldest record not yet inside a sync: the interval counts from it. */
   #dirtySince = 0;
@@ -238,6 +243,7 @@ export class EventLog implements EventLogSink {
 
   append(offset: number, time: number, kind: LogKind, json: string): void {
     if (this.#fd === undefined) return;
+    if (this.#lastError && !this.#reopen(offset)) return;
     try {
       if (this.#size >= this.#opts.maxFileBytes) this.#startSegment(this.#segment + 1, offset);
       this.#write(encodeRecordBody(recordBodyText(offset, time, kind, json)));
@@ -247,9 +253,53 @@ export class EventLog implements EventLogSink {
       this.#dirty = true;
       this.#armTimer();
     } catch (err) {
-      // A full disk must not take the hub down; health reports the log as degraded, acks wait in vain.
-      this.#lastError = err instanceof Error ? err : new Error(String(err));
+      // A full disk must not take the hub down: health reports the log as degraded, acks are refused
+      // until a later append manages to reopen the log (#reopen).
+      this.#fail(err);
     }
+  }
+
+  #fail(err: unknown): void {
+    this.#lastError = err instanceof Error ? err : new Error(String(err));
+    this.#failedThisRun = true;
+    this.#retryAt = this.#mono() + REOPEN_RETRY_MS;
+  }
+
+  /**
+   * After a write or sync error the current segment may end in a torn record and its unsynced pages may be
+   * gone (a failed fsync does not keep them dirty): it is never written again. Instead a new segment starts
+   * at `offset` with a checkpoint of the whole state, which holds whatever the lost records led to; only once
+   * that is written does the log accept appends (and acks) again. At most one attempt per REOPEN_RETRY_MS.
+   * A run that failed never writes the clean-shutdown marker, so the next start opens a new epoch and no
+   * offset from before the hole is ever replayed across it.
+   */
+  #reopen(offset: number): boolean {
+    if (this.#mono() < this.#retryAt || this.#syncing) return false;
+    const old = this.#fd;
+    const index = this.#segment + 1;
+    const name = join(this.#opts.dir, this.#segmentName(index));
+    try {
+      // The damaged segment is left as it is (recovery cuts it at its damage); no truncate, no sync.
+      this.#fd = undefined;
+      this.#startSegment(index, offset);
+    } catch (err) {
+      const partial = this.#fd;
+      this.#fd = old;
+      this.#segment = index - 1;
+      if (partial !== undefined) closeSync(partial);
+      // A half-written checkpoint must not be taken for the state at its offset.
+      try {
+        unlinkSync(name);
+      } catch {
+        // Not created, or the directory itself fails: recovery treats a torn checkpoint as damage.
+      }
+      this.#fail(err);
+      return false;
+    }
+    if (old !== undefined) this.#release(old);
+    this.#lastError = undefined;
+    this.#dirty = false;
+    return true;
   }
 
   whenDurable(done: (err?: Error) => void): void {
@@ -297,7 +347,7 @@ export class EventLog implements EventLogSink {
     fdatasync(fd, (err) => {
       this.#syncing = false;
       this.#syncs++;
-      if (err && this.#fd === fd) this.#lastError = err;
+      if (err && this.#fd === fd) this.#fail(err);
       const done = this.#inflight;
       this.#inflight = [];
       for (const w of done) w(this.#lastError);
@@ -345,7 +395,7 @@ export class EventLog implements EventLogSink {
         this.#syncs++;
         this.#dirty = false;
       } catch (err) {
-        this.#lastError = err instanceof Error ? err : new Error(String(err));
+        this.#fail(err);
       }
     }
     const waiters = this.#waiters;
@@ -359,7 +409,7 @@ export class EventLog implements EventLogSink {
     this.#immediate = undefined;
     const fd = this.#fd;
     if (fd === undefined) return;
-    let ok = this.#lastError === undefined;
+    let ok = this.#lastError === undefined && !this.#failedThisRun;
     try {
       ftruncateSync(fd, this.#pos);
       fsyncSync(fd);
