@@ -17,7 +17,6 @@
  * clock), its own config, pidfile and driftfile, no command port, and is ended by PID.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { createSocket } from 'node:dgram';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
@@ -32,6 +31,7 @@ import {
   checkProbe,
   type ProbeRecord,
 } from '../../packages/timesvc/test/helpers/offset-upstream.ts';
+import { freePort } from '../../packages/timesvc/test/helpers/nts.ts';
 
 const { values } = parseArgs({ options: { poll: { type: 'string' }, 'outage-s': { type: 'string' } } });
 const POLL = Number(values.poll ?? 2);
@@ -39,21 +39,13 @@ const OUTAGE_S = Number(values['outage-s'] ?? 60);
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-async function freeUdpPort(): Promise<number> {
-  const s = createSocket('udp4');
-  await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
-  const port = s.address().port;
-  await new Promise<void>((r) => s.close(r));
-  return port;
-}
-
 const up = await OffsetUpstream.start(0.02);
 // A second socket of the same upstream (same truth) for chronyd, so each server's "could it know yet"
 // window is judged from the replies it received itself.
 const chronyUpSocket = await up.listen();
 const dir = tempDir('timesvc-discipline-bench-');
 mkdirSync(join(dir.path, 'run'), { mode: 0o700 });
-const chronyPort = await freeUdpPort();
+const chronyPort = await freePort('udp');
 const conf = join(dir.path, 'chrony.conf');
 writeFileSync(
   conf,

@@ -16,12 +16,14 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { repoRoot, startProcess, tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
+import { best as bestStep, sweep as sweepRates } from '../timesvc-common/sweep.ts';
 import {
   chronyQuery,
   medianOf,
   startChronyServer,
   type ChronyServer,
 } from '../../packages/timesvc/test/helpers/chrony.ts';
+import { freePort } from '../../packages/timesvc/test/helpers/nts.ts';
 
 const { values } = parseArgs({
   options: {
@@ -44,14 +46,6 @@ function cpuTicks(pid: number): number {
   const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // rest[0] is field 3 (state); utime is field 14, stime field 15.
   return Number(rest[11]) + Number(rest[12]);
-}
-
-async function freeUdpPort(): Promise<number> {
-  const s = createSocket('udp4');
-  await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
-  const port = s.address().port;
-  await new Promise<void>((r) => s.close(r));
-  return port;
 }
 
 interface StepResult {
@@ -125,34 +119,15 @@ async function loadStep(port: number, pid: number, rate: number): Promise<StepRe
   };
 }
 
-async function sweep(name: string, port: number, pid: number): Promise<StepResult[]> {
-  const results: StepResult[] = [];
-  let failures = 0;
-  for (const rate of RATES) {
-    let r = await loadStep(port, pid, rate);
-    if (r.loss >= LOSS_LIMIT) {
-      // The 2-core machine is shared: retry a failed step once so a transient stall does not end the sweep.
-      await new Promise((res) => setTimeout(res, 500));
-      const again = await loadStep(port, pid, rate);
-      if (again.loss < r.loss) r = again;
-    }
-    results.push(r);
-    console.log(
-      `  ${name.padEnd(8)} offered ${String(rate).padStart(6)}/s (generator achieved ${r.achievedRate.toFixed(0)}/s): ` +
-        `loss ${(r.loss * 100).toFixed(3)} %, server CPU ${r.cpuUsPerReq.toFixed(1)} µs/req`,
-    );
-    if (r.loss >= LOSS_LIMIT && ++failures >= 2) break;
-    await new Promise((res) => setTimeout(res, 300));
-  }
-  return results;
-}
-
-function best(results: StepResult[]): StepResult | undefined {
-  // Highest step with < 0.1 % loss, and only if the generator actually delivered that rate (±3 %).
-  return results
-    .filter((r) => r.loss < LOSS_LIMIT && r.achievedRate >= r.rate * 0.97)
-    .sort((a, b) => b.rate - a.rate)[0];
-}
+const sweep = (name: string, port: number, pid: number): Promise<StepResult[]> =>
+  sweepRates(
+    name,
+    RATES,
+    LOSS_LIMIT,
+    (rate) => loadStep(port, pid, rate),
+    (r) => `loss ${(r.loss * 100).toFixed(3)} %, server CPU ${r.cpuUsPerReq.toFixed(1)} µs/req`,
+  );
+const best = (results: StepResult[]): StepResult | undefined => bestStep(results, LOSS_LIMIT);
 
 const dir = tempDir('timesvc-bench-');
 const children: RunningProcess[] = [];
@@ -162,10 +137,10 @@ process.on('exit', () => {
   for (const p of [...children, ch?.proc]) p?.child.kill('SIGTERM');
 });
 try {
-  const tsPort = await freeUdpPort();
-  const chPort = await freeUdpPort();
-  const userPort = await freeUdpPort();
-  const smallPort = await freeUdpPort();
+  const tsPort = await freePort('udp');
+  const chPort = await freePort('udp');
+  const userPort = await freePort('udp');
+  const smallPort = await freePort('udp');
   const rmemDefault = Number(readFileSync('/proc/sys/net/core/rmem_default', 'utf8').trim());
   /** Start one timesvc; resolves once it is LOCKED, with its receive-timestamp mode from /api/health. */
   const startTimesvc = async (

@@ -16,6 +16,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { repoRoot, startProcess, tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
+import { best as bestStep, sweep as sweepRates } from '../timesvc-common/sweep.ts';
 import { NtsClientSession } from '../../packages/timesvc/src/domain/nts-client-session.ts';
 import { ntsKeyExchange, type KeClientResult } from '../../packages/timesvc/src/io/nts-ke-client.ts';
 import { startChronyServer, type ChronyServer } from '../../packages/timesvc/test/helpers/chrony.ts';
@@ -143,38 +144,21 @@ async function loadStep(
   };
 }
 
-async function sweep(
+const sweep = (
   name: string,
   port: number,
   pid: number,
   pool: ReturnType<typeof buildPool>,
-): Promise<StepResult[]> {
-  const results: StepResult[] = [];
-  let failures = 0;
-  for (const rate of RATES) {
-    let r = await loadStep(port, pid, rate, pool);
-    if (r.loss >= LOSS_LIMIT) {
-      // Shared 2-core machine: retry a failed step once so a transient stall does not end the sweep.
-      await new Promise((res) => setTimeout(res, 500));
-      const again = await loadStep(port, pid, rate, pool);
-      if (again.loss < r.loss) r = again;
-    }
-    results.push(r);
-    console.log(
-      `  ${name.padEnd(8)} offered ${String(rate).padStart(6)}/s (generator achieved ${r.achievedRate.toFixed(0)}/s): ` +
-        `loss ${(r.loss * 100).toFixed(3)} %, answered ${r.answeredRate.toFixed(0)}/s, server CPU ${r.cpuUsPerReq.toFixed(1)} µs/req, ${r.verified} sampled replies verified`,
-    );
-    if (r.loss >= LOSS_LIMIT && ++failures >= 2) break;
-    await new Promise((res) => setTimeout(res, 300));
-  }
-  return results;
-}
-
-function best(results: StepResult[]): StepResult | undefined {
-  return results
-    .filter((r) => r.loss < LOSS_LIMIT && r.achievedRate >= r.rate * 0.97)
-    .sort((a, b) => b.rate - a.rate)[0];
-}
+): Promise<StepResult[]> =>
+  sweepRates(
+    name,
+    RATES,
+    LOSS_LIMIT,
+    (rate) => loadStep(port, pid, rate, pool),
+    (r) =>
+      `loss ${(r.loss * 100).toFixed(3)} %, answered ${r.answeredRate.toFixed(0)}/s, server CPU ${r.cpuUsPerReq.toFixed(1)} µs/req, ${r.verified} sampled replies verified`,
+  );
+const best = (results: StepResult[]): StepResult | undefined => bestStep(results, LOSS_LIMIT);
 
 const dir = tempDir('timesvc-nts-bench-');
 const children: RunningProcess[] = [];

@@ -3,11 +3,10 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot, startProcess, tempDir } from '@broadcast-ops/core/testing';
+import { repoRoot, tempDir } from '@broadcast-ops/core/testing';
 import { queryServer } from '../src/io/query.ts';
-import { makeCertificate } from './helpers/nts.ts';
-
-const bin = join(repoRoot, 'packages/timesvc/bin/timesvc.mjs');
+import { startTimesvcCli, timesvcBin as bin } from './helpers/cli.ts';
+import { makeCertificate, writeNtsConfig } from './helpers/nts.ts';
 
 test('npx timesvc help prints the commands', () => {
   const out = execFileSync('npx', ['timesvc', 'help'], { cwd: repoRoot, encoding: 'utf8' });
@@ -44,7 +43,7 @@ test('serve: answers NTP and /api/health, exits 0 on SIGTERM', async () => {
     cfg,
     'ntp:\n  port: 0\n  interface: 127.0.0.1\n  local_stratum: true\n  stratum: 9\nweb:\n  port: 0\n  bind_address: 127.0.0.1\n',
   );
-  const proc = startProcess(process.execPath, [bin, '--config', cfg]);
+  const proc = startTimesvcCli(cfg);
   try {
     const m = await proc.waitForOutput(
       /"ntp":\[\{"family":"IPv4","address":"127\.0\.0\.1","port":(\d+)\}\],"web":"(http:[^"]+)"/,
@@ -72,31 +71,14 @@ test('the NTS cookie key (TIMESVC_NTS_COOKIE_KEY) is never printed: check-config
   try {
     const pair = makeCertificate(d.path);
     const cfg = join(d.path, 'c.yaml');
-    writeFileSync(
-      cfg,
-      [
-        'ntp:',
-        '  port: 0',
-        '  interface: 127.0.0.1',
-        '  local_stratum: true',
-        'nts:',
-        '  enabled: true',
-        '  ke_port: 0',
-        `  cert_path: ${pair.cert}`,
-        `  key_path: ${pair.key}`,
-        'web:',
-        '  port: 0',
-        '  bind_address: 127.0.0.1',
-        '',
-      ].join('\n'),
-    );
+    writeNtsConfig(cfg, pair);
     const shown = execFileSync(process.execPath, [bin, 'check-config', '--config', cfg], {
       encoding: 'utf8',
       env: { ...process.env, ...env },
     });
     assert.equal((JSON.parse(shown) as { nts: { cookie_key: string } }).nts.cookie_key, '[set]');
     assert.doesNotMatch(shown, new RegExp(key.slice(0, 16), 'i'));
-    const proc = startProcess(process.execPath, [bin, '--config', cfg], { env });
+    const proc = startTimesvcCli(cfg, env);
     try {
       await proc.waitForOutput(/timesvc started/, 20_000);
       proc.child.kill('SIGHUP');

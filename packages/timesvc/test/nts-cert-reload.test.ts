@@ -3,11 +3,12 @@ import { copyFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { silentLogger } from '@broadcast-ops/core';
-import { repoRoot, startProcess, tempDir, waitFor } from '@broadcast-ops/core/testing';
+import { tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { NtsCookieJar } from '../src/domain/nts-cookies.ts';
 import { ntsKeyExchange } from '../src/io/nts-ke-client.ts';
 import { NtsKeServer } from '../src/io/nts-ke-server.ts';
-import { makeCertificate } from './helpers/nts.ts';
+import { startTimesvcCli } from './helpers/cli.ts';
+import { makeCertificate, writeNtsConfig } from './helpers/nts.ts';
 
 async function trusts(port: number, ca: string): Promise<boolean> {
   try {
@@ -61,29 +62,8 @@ test('timesvc serve: SIGHUP re-reads the NTS-KE certificate and the process keep
   const dir = tempDir('timesvc-nts-sighup-');
   const pair = makeCertificate(dir.path);
   const cfg = join(dir.path, 'c.yaml');
-  writeFileSync(
-    cfg,
-    [
-      'ntp:',
-      '  port: 0',
-      '  interface: 127.0.0.1',
-      '  local_stratum: true',
-      'nts:',
-      '  enabled: true',
-      '  ke_port: 0',
-      `  cert_path: ${pair.cert}`,
-      `  key_path: ${pair.key}`,
-      'web:',
-      '  port: 0',
-      '  bind_address: 127.0.0.1',
-      '',
-    ].join('\n'),
-  );
-  const proc = startProcess(process.execPath, [
-    join(repoRoot, 'packages/timesvc/bin/timesvc.mjs'),
-    '--config',
-    cfg,
-  ]);
+  writeNtsConfig(cfg, pair);
+  const proc = startTimesvcCli(cfg);
   try {
     const m = await proc.waitForOutput(/"port":(\d+),"msg":"NTS-KE listening"/, 20_000);
     const port = Number(m[1]);

@@ -1,30 +1,14 @@
 import assert from 'node:assert/strict';
-import { createSocket } from 'node:dgram';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { silentLogger } from '@broadcast-ops/core';
-import { tempDir } from '@broadcast-ops/core/testing';
 import { NtsCookieJar } from '../src/domain/nts-cookies.ts';
 import { ntsKeyExchange } from '../src/io/nts-ke-client.ts';
 import { NtsPeerSecurity } from '../src/io/nts-peer.ts';
-import type { TimesvcService } from '../src/io/service.ts';
 import { MODE } from '../src/protocol/ntp-packet.ts';
-import { localNtsPeerSecurity, makeCertificate, startNtsService } from './helpers/nts.ts';
+import { ntsServiceFixture } from './helpers/nts-fixture.ts';
+import { localNtsPeerSecurity, udpExchange } from './helpers/nts.ts';
 
-let service: TimesvcService;
-let ntpPort: number;
-let kePort: number;
-let cert: string;
-const dir = tempDir('timesvc-nts-peer-');
-
-before(async () => {
-  const pair = makeCertificate(dir.path);
-  cert = pair.cert;
-  ({ service, ntpPort, kePort } = await startNtsService(pair));
-});
-after(async () => {
-  await service.close();
-  dir.remove();
-});
+const fx = ntsServiceFixture('timesvc-nts-peer-');
 
 function request(): Buffer {
   const h = Buffer.alloc(48);
@@ -33,29 +17,15 @@ function request(): Buffer {
   return h;
 }
 
-function exchange(packet: Buffer): Promise<Buffer | undefined> {
-  return new Promise((resolve) => {
-    const s = createSocket('udp4');
-    const timer = setTimeout(() => {
-      s.close();
-      resolve(undefined);
-    }, 1500);
-    s.on('message', (m) => {
-      clearTimeout(timer);
-      s.close();
-      resolve(m);
-    });
-    s.send(packet, ntpPort, '127.0.0.1');
-  });
-}
+const exchange = (packet: Buffer): Promise<Buffer | undefined> => udpExchange(packet, fx.ntpPort);
 
 test('NTS peer: an NTSN (cookies the server cannot open) leads to a new NTS-KE and authentic replies', async () => {
   let calls = 0;
   const foreign = new NtsCookieJar({ now: Date.now });
   const security = new NtsPeerSecurity({
     host: '127.0.0.1',
-    kePort,
-    caFile: cert,
+    kePort: fx.kePort,
+    caFile: fx.cert,
     logger: silentLogger(),
     now: () => performance.now(),
     minBackoffMs: 0,
@@ -70,7 +40,7 @@ test('NTS peer: an NTSN (cookies the server cannot open) leads to a new NTS-KE a
     },
   });
   assert.equal(await security.ready(), true);
-  assert.deepEqual(security.target, { host: '127.0.0.1', port: ntpPort });
+  assert.deepEqual(security.target, { host: '127.0.0.1', port: fx.ntpPort });
   const first = security.wrap(request());
   assert.ok(first);
   assert.equal(security.unwrap((await exchange(first))!), undefined, 'NTSN is not a time sample');
@@ -90,8 +60,8 @@ test('NTS peer: when the cookies run out (lost replies) the next poll re-keys; K
   let fail = false;
   const security = new NtsPeerSecurity({
     host: '127.0.0.1',
-    kePort,
-    caFile: cert,
+    kePort: fx.kePort,
+    caFile: fx.cert,
     logger: silentLogger(),
     now: () => now,
     minBackoffMs: 1000,
@@ -127,7 +97,7 @@ test('NTS peer: when the cookies run out (lost replies) the next poll re-keys; K
 });
 
 test('NTS peer: plain or forged replies never reach the clock filter', async () => {
-  const security = localNtsPeerSecurity(kePort, cert);
+  const security = localNtsPeerSecurity(fx.kePort, fx.cert);
   assert.equal(await security.ready(), true);
   const req = security.wrap(request())!;
   const genuine = (await exchange(req))!;

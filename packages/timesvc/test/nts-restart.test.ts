@@ -1,6 +1,4 @@
 import assert from 'node:assert/strict';
-import { createSocket } from 'node:dgram';
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { silentLogger } from '@broadcast-ops/core';
@@ -9,23 +7,7 @@ import { loadTimesvcConfig } from '../src/config.ts';
 import { NtsClientSession } from '../src/domain/nts-client-session.ts';
 import { ntsKeyExchange } from '../src/io/nts-ke-client.ts';
 import { createTimesvc, type TimesvcService } from '../src/io/service.ts';
-import { makeCertificate } from './helpers/nts.ts';
-
-function exchange(packet: Buffer, port: number): Promise<Buffer | undefined> {
-  return new Promise((resolve) => {
-    const s = createSocket('udp4');
-    const timer = setTimeout(() => {
-      s.close();
-      resolve(undefined);
-    }, 1500);
-    s.on('message', (m) => {
-      clearTimeout(timer);
-      s.close();
-      resolve(m);
-    });
-    s.send(packet, port, '127.0.0.1');
-  });
-}
+import { makeCertificate, udpExchange as exchange, writeNtsConfig } from './helpers/nts.ts';
 
 const header = (): Buffer => {
   const h = Buffer.alloc(48);
@@ -37,24 +19,7 @@ test('cookies survive a restart when TIMESVC_NTS_COOKIE_KEY is set, and not with
   const dir = tempDir('timesvc-nts-restart-');
   const pair = makeCertificate(dir.path);
   const file = join(dir.path, 'timesvc.yaml');
-  writeFileSync(
-    file,
-    [
-      'ntp:',
-      '  port: 0',
-      '  interface: 127.0.0.1',
-      '  local_stratum: true',
-      'nts:',
-      '  enabled: true',
-      '  ke_port: 0',
-      `  cert_path: ${pair.cert}`,
-      `  key_path: ${pair.key}`,
-      'web:',
-      '  port: 0',
-      '  bind_address: 127.0.0.1',
-      '',
-    ].join('\n'),
-  );
+  writeNtsConfig(file, pair);
   const start = async (env: NodeJS.ProcessEnv): Promise<TimesvcService> => {
     const s = createTimesvc(loadTimesvcConfig(file, env), silentLogger());
     await s.start();

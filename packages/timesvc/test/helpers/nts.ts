@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { createSocket } from 'node:dgram';
+import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { silentLogger } from '@broadcast-ops/core';
@@ -115,4 +116,44 @@ export function localNtsPeerSecurity(
     now: () => performance.now(),
     ...extra,
   });
+}
+
+/** One NTP exchange with 127.0.0.1:`port`: the first datagram back, or undefined after `timeoutMs`. */
+export function udpExchange(packet: Buffer, port: number, timeoutMs = 1500): Promise<Buffer | undefined> {
+  return new Promise((resolve) => {
+    const s = createSocket('udp4');
+    const timer = setTimeout(() => {
+      s.close();
+      resolve(undefined);
+    }, timeoutMs);
+    s.on('message', (m) => {
+      clearTimeout(timer);
+      s.close();
+      resolve(m);
+    });
+    s.send(packet, port, '127.0.0.1');
+  });
+}
+
+/** A timesvc YAML config at `file`: NTS on loopback ephemeral ports, local stratum, cookie key left unset. */
+export function writeNtsConfig(file: string, pair: { cert: string; key: string }): string {
+  writeFileSync(
+    file,
+    [
+      'ntp:',
+      '  port: 0',
+      '  interface: 127.0.0.1',
+      '  local_stratum: true',
+      'nts:',
+      '  enabled: true',
+      '  ke_port: 0',
+      `  cert_path: ${pair.cert}`,
+      `  key_path: ${pair.key}`,
+      'web:',
+      '  port: 0',
+      '  bind_address: 127.0.0.1',
+      '',
+    ].join('\n'),
+  );
+  return file;
 }
