@@ -117,6 +117,8 @@ export const configSchema = z.strictObject({
     .strictObject({
       defaultTimeout: z.number().int().min(1).max(300_000).default(30_000),
       idempotencyWindow: z.number().int().min(1000).max(3_600_000).default(60_000),
+      // Commands one client may have in flight (each holds its frame until its final ack or ttl).
+      maxInFlightPerClient: z.number().int().min(1).max(100_000).default(100),
     })
     .prefault({}),
   replay: z

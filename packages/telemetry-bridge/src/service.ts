@@ -87,6 +87,7 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
       maxPendingSnapshotKeys: ct.maxPendingSnapshotKeys,
       defaultCommandTimeoutMs: config.commands.defaultTimeout,
       idempotencyWindowMs: config.commands.idempotencyWindow,
+      maxCommandsInFlightPerClient: config.commands.maxInFlightPerClient,
       replayRingSize: config.replay.ringSize,
       replayRingBytes: config.replay.maxBytes,
       maxKeysPerClient: ct.maxKeysPerClient,

@@ -252,3 +252,48 @@ test('paging: a blocked replay whose position leaves the ring turns into recover
   assert.equal((c.t.sent.at(-1)!['payload'] as { value: unknown }).value, 4);
   hub.abortAll();
 });
+
+test('commands in flight are capped per client: more are refused RATE_LIMITED, others unaffected, room again after', async () => {
+  const clock = new ManualClock();
+  const hub = new Hub({
+    clock,
+    logger: silentLogger(),
+    limits: { rateLimit: 10_000, maxCommandsInFlightPerClient: 3 },
+  });
+  const adapter = new FakeAdapter();
+  hub.registerAdapter(adapter);
+  await hub.startAdapters();
+  const cmd = (id: string, action: string, ttl?: number): string =>
+    frame({
+      id,
+      type: 'command',
+      target: 'fake',
+      path: 'fake.x',
+      payload: { action, params: {} },
+      ...(ttl === undefined ? {} : { ttl }),
+      timestamp: clock.now(),
+    });
+  const greedy = connect(hub, clock, 'greedy');
+  for (let i = 0; i < 10; i++) greedy.s.receive(cmd(`g${i}`, 'hang', 60_000));
+  await waitFor(() => hub.stats().inflightCommands === 3 && greedy.t.sent.some((m) => m['type'] === 'error'));
+  const refused = greedy.t.sent.filter((m) => m['type'] === 'error');
+  assert.equal(refused.length, 7);
+  for (const e of refused) {
+    const p = e['payload'] as { code: string; details: unknown };
+    assert.equal(p.code, 'RATE_LIMITED');
+    assert.deepEqual(p.details, { limit: 3 });
+  }
+  assert.equal((refused[0]!['payload'] as { relatedMessageId: string }).relatedMessageId, 'g3');
+  // Another client is not affected by the greedy one's cap.
+  const other = connect(hub, clock, 'other');
+  other.s.receive(cmd('o1', 'hang', 60_000));
+  await waitFor(() => hub.stats().inflightCommands === 4);
+  assert.equal(other.t.sent.filter((m) => m['type'] === 'error').length, 0);
+  // The greedy client's commands time out: room again.
+  clock.advance(60_001);
+  await waitFor(() => hub.stats().inflightCommands === 0);
+  greedy.s.receive(cmd('g-again', 'hang', 60_000));
+  await waitFor(() => hub.stats().inflightCommands === 1);
+  assert.equal(greedy.t.sent.filter((m) => m['type'] === 'error').length, 7);
+  hub.abortAll();
+});

@@ -46,6 +46,8 @@ export interface CommandRouterOptions {
   metrics: HubMetrics;
   defaultTimeoutMs: number;
   idempotencyWindowMs: number;
+  /** Commands one namespace may have in flight (each holds its frame until its final ack or ttl). */
+  maxInFlightPerClient: number;
   target(name: string): Adapter | undefined;
   /** Deliver a control message to the live connection of a namespace (if any). */
   sendTo(namespace: string, json: string): void;
@@ -53,8 +55,9 @@ export interface CommandRouterOptions {
   fail(
     conn: ClientConn,
     msg: ClientCommand,
-    code: 'UNKNOWN_TARGET' | 'INTERNAL_ERROR',
+    code: 'UNKNOWN_TARGET' | 'INTERNAL_ERROR' | 'RATE_LIMITED',
     message: string,
+    details?: unknown,
   ): void;
 }
 
@@ -62,6 +65,8 @@ export class CommandRouter {
   readonly #o: CommandRouterOptions;
   readonly #inflight = new Map<string, InFlight>();
   readonly #idem = new Map<string, IdemEntry>();
+  /** Commands in flight per namespace (entries removed at zero). */
+  readonly #perClient = new Map<string, number>();
   #lastSweep = 0;
 
   constructor(options: CommandRouterOptions) {
@@ -109,6 +114,14 @@ export class CommandRouter {
         return;
       }
     }
+    const running = this.#perClient.get(ns) ?? 0;
+    if (running >= o.maxInFlightPerClient) {
+      // Refused before it is logged or remembered: it costs nothing and cannot evict anyone's keys.
+      o.fail(conn, msg, 'RATE_LIMITED', `at most ${o.maxInFlightPerClient} commands in flight per client`, {
+        limit: o.maxInFlightPerClient,
+      });
+      return;
+    }
     const logged = { ...msg, source: ns, sequence: o.factory.seq(ns) };
     o.journal.append(o.journal.next(), 'command', JSON.stringify(logged));
     const receivedJson = this.#loggedAck(HUB_NAMESPACE, ns, msg, 'received', {});
@@ -132,11 +145,12 @@ export class CommandRouter {
     }
     const key = msg.id + '\u0000' + ns;
     this.#inflight.set(key, inf);
+    this.#perClient.set(ns, running + 1);
     // `received` promises the command is recorded: it goes out (and the command runs) once the record is
     // durable. A log that cannot sync refuses the command instead of promising what a restart would undo.
     o.journal.whenDurable((err) => {
       if (err) {
-        this.#inflight.delete(key);
+        this.#settled(key, ns);
         inf.done = true;
         if (idemKey !== undefined && this.#idem.get(idemKey)?.inflight === inf) this.#idem.delete(idemKey);
         o.logger.error({ err, correlationId, commandId: msg.id }, 'command refused: event log not durable');
@@ -216,7 +230,7 @@ export class CommandRouter {
     inf.done = true;
     inf.timer?.cancel();
     if (status === 'timeout') inf.abort.abort(new Error('command timed out'));
-    this.#inflight.delete(key);
+    this.#settled(key, ns);
     const source = status === 'timeout' ? HUB_NAMESPACE : inf.adapter.name;
     const json = this.#loggedAck(source, ns, msg, status, extra);
     const seconds = (o.clock.monotonicMs() - inf.startedMono) / 1000;
@@ -243,6 +257,13 @@ export class CommandRouter {
       }
     }
     for (const waiter of inf.waiters) o.sendTo(waiter, json);
+  }
+
+  #settled(key: string, ns: string): void {
+    if (!this.#inflight.delete(key)) return;
+    const n = (this.#perClient.get(ns) ?? 1) - 1;
+    if (n > 0) this.#perClient.set(ns, n);
+    else this.#perClient.delete(ns);
   }
 
   /** An ack for a command, numbered and written to the event log. */
@@ -277,5 +298,6 @@ export class CommandRouter {
       inf.abort.abort(new Error('hub shutting down'));
     }
     this.#inflight.clear();
+    this.#perClient.clear();
   }
 }

@@ -15,6 +15,8 @@ export interface HubLimits {
   /** Command timeout when the command has no `ttl`. */
   defaultCommandTimeoutMs: number;
   idempotencyWindowMs: number;
+  /** Commands one client may have in flight (received, no final ack yet); more are refused RATE_LIMITED. */
+  maxCommandsInFlightPerClient: number;
   /** Broadcast messages kept in memory for resume: at most this many ... */
   replayRingSize: number;
   /** ... and at most this many bytes. */
@@ -33,6 +35,7 @@ export const DEFAULT_HUB_LIMITS: HubLimits = {
   maxPendingSnapshotKeys: 200_000,
   defaultCommandTimeoutMs: 30_000,
   idempotencyWindowMs: 60_000,
+  maxCommandsInFlightPerClient: 100,
   replayRingSize: 10_000,
   replayRingBytes: 64 * 1024 * 1024,
   maxKeysPerClient: 10_000,

@@ -136,12 +136,14 @@ export class Hub {
       metrics: this.#metrics,
       defaultTimeoutMs: this.#limits.defaultCommandTimeoutMs,
       idempotencyWindowMs: this.#limits.idempotencyWindowMs,
+      maxInFlightPerClient: this.#limits.maxCommandsInFlightPerClient,
       target: (name) => this.#adapters.target(name),
       sendTo: (ns, json) => {
         const c = this.#clients.byNamespace(ns);
         if (c?.open) c.queue.push('control', json);
       },
-      fail: (conn, msg, code, message) => this.#sendError(conn, code, message, related(msg), 'command'),
+      fail: (conn, msg, code, message, details) =>
+        this.#sendError(conn, code, message, related(msg), 'command', details),
     });
     this.#adapters = new AdapterHost({
       clock: this.#clock,
