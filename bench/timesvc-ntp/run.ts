@@ -11,11 +11,11 @@
  * `kernel_rx_timestamps: false`. Each timesvc's receive-timestamp mode is read from its `/api/health`.
  * chronyd runs with -x (never touches the clock), its own config/pidfile/driftfile, no command port.
  */
-import { createSocket, type Socket } from 'node:dgram';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { repoRoot, startProcess, tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
+import { offerLoad } from '../timesvc-common/load.ts';
 import { best as bestStep, sweep as sweepRates } from '../timesvc-common/sweep.ts';
 import {
   chronyQuery,
@@ -38,15 +38,6 @@ const RATES = (values.rates ?? '5000,10000,20000,30000,40000,50000,60000,80000,1
   .map(Number);
 const QUERIES = Number(values.queries ?? 9);
 const LOSS_LIMIT = 0.001;
-const CLK_TCK = 100; // Linux USER_HZ
-
-function cpuTicks(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // Fields after the command name (which may contain spaces) start at ") ".
-  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  // rest[0] is field 3 (state); utime is field 14, stime field 15.
-  return Number(rest[11]) + Number(rest[12]);
-}
 
 interface StepResult {
   rate: number;
@@ -62,53 +53,28 @@ async function loadStep(port: number, pid: number, rate: number): Promise<StepRe
   const total = Math.round((rate * STEP_MS) / 1000);
   const seen = new Uint8Array(total);
   let received = 0;
-  const sockets: Socket[] = [];
-  for (let i = 0; i < 16; i++) {
-    const s = createSocket('udp4');
-    s.on('message', (m) => {
+  const { sent, sendMs, cpuUs } = await offerLoad({
+    port,
+    pid,
+    rate,
+    total,
+    request: (i) => {
+      const req = Buffer.alloc(48);
+      req[0] = 0x23; // LI 0, VN 4, mode 3
+      req[2] = 6;
+      req.writeUInt32BE(0x7e57beef, 40);
+      req.writeUInt32BE(i, 44);
+      return req;
+    },
+    onReply: (m) => {
       if (m.length < 48) return;
       const seq = m.readUInt32BE(28);
       if (m.readUInt32BE(24) === 0x7e57beef && seq < total && seen[seq] === 0) {
         seen[seq] = 1;
         received++;
       }
-    });
-    await new Promise<void>((r) => s.bind(0, `127.0.1.${i + 1}`, r));
-    try {
-      s.setRecvBufferSize(4 * 1024 * 1024);
-    } catch {
-      /* capped by the kernel */
-    }
-    sockets.push(s);
-  }
-  const cpu0 = cpuTicks(pid);
-  const start = performance.now();
-  let sent = 0;
-  await new Promise<void>((resolve) => {
-    const pump = (): void => {
-      const elapsed = performance.now() - start;
-      const due = Math.min(total, Math.floor((rate * elapsed) / 1000));
-      // Bounded burst per turn so replies get processed between bursts.
-      const upto = Math.min(due, sent + 64);
-      while (sent < upto) {
-        const req = Buffer.alloc(48);
-        req[0] = 0x23; // LI 0, VN 4, mode 3
-        req[2] = 6;
-        req.writeUInt32BE(0x7e57beef, 40);
-        req.writeUInt32BE(sent, 44);
-        sockets[sent % sockets.length]!.send(req, port, '127.0.0.1');
-        sent++;
-      }
-      if (sent >= total) resolve();
-      else setImmediate(pump);
-    };
-    pump();
+    },
   });
-  const sendMs = performance.now() - start;
-  await new Promise((r) => setTimeout(r, 300));
-  const cpu1 = cpuTicks(pid);
-  for (const s of sockets) s.close();
-  const cpuUs = ((cpu1 - cpu0) / CLK_TCK) * 1e6;
   return {
     rate,
     sent,

@@ -11,11 +11,11 @@
  * highest rate answered with < 0.1 % loss, the server's CPU time per request (utime + stime from
  * /proc/<pid>/stat) and the ratios timesvc/chronyd. chronyd runs with -x, its own files, no command port.
  */
-import { createSocket, type Socket } from 'node:dgram';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { repoRoot, startProcess, tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
+import { offerLoad } from '../timesvc-common/load.ts';
 import { best as bestStep, sweep as sweepRates } from '../timesvc-common/sweep.ts';
 import { NtsClientSession } from '../../packages/timesvc/src/domain/nts-client-session.ts';
 import { ntsKeyExchange, type KeClientResult } from '../../packages/timesvc/src/io/nts-ke-client.ts';
@@ -30,14 +30,7 @@ const RATES = (values.rates ?? '2000,5000,10000,15000,20000,30000,40000,60000').
 /** Distinct requests: by default enough that no request repeats within a step (chrony drops repeats). */
 const POOL = Number(values.pool ?? Math.max(...RATES.map((r) => Math.round((r * STEP_MS) / 1000))));
 const LOSS_LIMIT = 0.001;
-const CLK_TCK = 100; // Linux USER_HZ
 const TARGET = 0.3;
-
-function cpuTicks(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return Number(rest[11]) + Number(rest[12]); // utime, stime
-}
 
 /** Distinct NTS requests for one session; `check` verifies a reply to request i. */
 function buildPool(ke: KeClientResult): {
@@ -87,10 +80,13 @@ async function loadStep(
   const total = Math.round((rate * STEP_MS) / 1000);
   let received = 0;
   let verified = 0;
-  const sockets: Socket[] = [];
-  for (let i = 0; i < 16; i++) {
-    const s = createSocket('udp4');
-    s.on('message', (m) => {
+  const { sent, sendMs, cpuUs } = await offerLoad({
+    port,
+    pid,
+    rate,
+    total,
+    request: (i) => pool.requests[i % POOL]!,
+    onReply: (m) => {
       // An authentic reply: header + UID (36) + authenticator; an NTSN kiss is 84 bytes.
       if (m.length <= 84 || m.readUInt32BE(24) !== 0x7e57beef) return;
       received++;
@@ -101,37 +97,8 @@ async function loadStep(
           if (pool.sessions[idx]!.unwrap(m).kind === 'authentic') verified++;
         }
       }
-    });
-    await new Promise<void>((r) => s.bind(0, `127.0.1.${i + 1}`, r));
-    try {
-      s.setRecvBufferSize(4 * 1024 * 1024);
-    } catch {
-      /* capped by the kernel */
-    }
-    sockets.push(s);
-  }
-  const cpu0 = cpuTicks(pid);
-  const start = performance.now();
-  let sent = 0;
-  await new Promise<void>((resolve) => {
-    const pump = (): void => {
-      const elapsed = performance.now() - start;
-      const due = Math.min(total, Math.floor((rate * elapsed) / 1000));
-      const upto = Math.min(due, sent + 64);
-      while (sent < upto) {
-        sockets[sent % sockets.length]!.send(pool.requests[sent % POOL]!, port, '127.0.0.1');
-        sent++;
-      }
-      if (sent >= total) resolve();
-      else setImmediate(pump);
-    };
-    pump();
+    },
   });
-  const sendMs = performance.now() - start;
-  await new Promise((r) => setTimeout(r, 300));
-  const cpu1 = cpuTicks(pid);
-  for (const s of sockets) s.close();
-  const cpuUs = ((cpu1 - cpu0) / CLK_TCK) * 1e6;
   return {
     rate,
     sent,
