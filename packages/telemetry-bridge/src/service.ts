@@ -9,6 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import type { BridgeConfig } from './config.ts';
 import type { Adapter } from './domain/adapter.ts';
 import { companionAdapterFromConfig } from './adapters/companion/index.ts';
+import { identityFile } from './io/identity-file.ts';
 import { Hub } from './domain/hub.ts';
 import { UuidV7Generator } from './domain/ids.ts';
 import { EventLog } from './io/event-log.ts';
@@ -80,6 +81,9 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
     metrics,
     ...(eventLog ? { log: eventLog, epoch: eventLog.epoch } : {}),
     ...(eventLog?.recovered ? { recovered: eventLog.recovered } : {}),
+    ...(eventLog && config.clientTransport.requireAuth
+      ? { identities: identityFile(resolve(options.cwd ?? process.cwd(), config.eventLog.path)) }
+      : {}),
     limits: {
       rateLimit: ct.rateLimit,
       rateLimitWindowMs: ct.rateLimitWindow,

@@ -2,14 +2,19 @@
  * A namespace is taken over only by proof of identity (the resume token the hub issued to it, or the bearer
  * token its holder authenticated with), never by the name alone: with authentication on, a client with
  * another valid token and the same name gets `app.<name>_2`, whether the holder is connected or has left
- * (its keys stay stale and untouched), and the holder's own token brings it back.
+ * (its keys stay stale and untouched), and the holder's own token brings it back. The binding survives a
+ * restart (a digest of the token, in a 0600 file beside the event log).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { silentLogger } from '@broadcast-ops/core';
-import { ManualClock } from '@broadcast-ops/core/testing';
+import { readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { ManualClock, tempDir } from '@broadcast-ops/core/testing';
 import { Hub } from '../src/domain/hub.ts';
 import { ClientSession } from '../src/io/client-session.ts';
+import { EventLog } from '../src/io/event-log.ts';
+import { IDENTITY_FILE, identityFile } from '../src/io/identity-file.ts';
 
 const T1 = 'studio-a-token-0123456789';
 const T2 = 'studio-b-token-0123456789';
@@ -81,4 +86,61 @@ test('another token cannot take a namespace by its name, live or departed; the h
   assert.equal(back.namespace, 'app.cam', "the holder's token brings it back");
   assert.equal(hub.store.get('app.cam.custom.k')?.stale, false);
   hub.abortAll();
+});
+
+test('after a restart the binding holds: only the token that held a restored namespace gets it back', () => {
+  const dir = tempDir('tb-ident-');
+  const open = (): { hub: Hub; log: EventLog; clock: ManualClock } => {
+    const log = new EventLog({
+      dir: dir.path,
+      maxFileBytes: 1 << 20,
+      maxFiles: 4,
+      newEpoch: () => 'e1',
+      now: () => 1_700_000_000_000,
+    });
+    log.open();
+    const clock = new ManualClock();
+    const hub = new Hub({
+      clock,
+      logger: silentLogger(),
+      log,
+      epoch: log.epoch,
+      identities: identityFile(dir.path),
+      ...(log.recovered ? { recovered: log.recovered } : {}),
+    });
+    log.start(() => hub.store.checkpoint());
+    hub.markRecovered();
+    return { hub, log, clock };
+  };
+  try {
+    const a = open();
+    const holder = handshake(a.hub, a.clock, T1);
+    assert.equal(holder.namespace, 'app.cam');
+    holder.s.receive(
+      JSON.stringify({
+        id: 'w',
+        type: 'state',
+        path: 'app.cam.custom.tally',
+        payload: { value: 'red' },
+        timestamp: 1,
+      }),
+    );
+    a.hub.abortAll();
+    a.log.close();
+    const file = join(dir.path, IDENTITY_FILE);
+    assert.equal(statSync(file).mode & 0o777, 0o600);
+    assert.ok(!readFileSync(file, 'utf8').includes(T1), 'only a digest is stored');
+
+    const b = open();
+    assert.equal(b.hub.store.get('app.cam.custom.tally')?.value, 'red');
+    const intruder = handshake(b.hub, b.clock, T2);
+    assert.equal(intruder.namespace, 'app.cam_2', 'another valid token does not get the restored name');
+    const back = handshake(b.hub, b.clock, T1);
+    assert.equal(back.namespace, 'app.cam', 'the holder does');
+    assert.equal(b.hub.store.get('app.cam.custom.tally')?.stale, false);
+    b.hub.abortAll();
+    b.log.close();
+  } finally {
+    dir.remove();
+  }
 });

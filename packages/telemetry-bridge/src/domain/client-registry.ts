@@ -39,6 +39,18 @@ export interface IdentityProof {
   credential?: string | undefined;
 }
 
+/**
+ * Where the namespace → credential binding survives a restart (hex SHA-256 digests of the credentials).
+ * Without it a restored namespace could be claimed by any valid token after a restart.
+ */
+export interface IdentityStore {
+  load(): Map<string, string>;
+  save(bindings: Map<string, string>): void;
+}
+
+/** A namespace restored from the log whose credential is unknown: no proof matches it. */
+const UNPROVABLE = Buffer.alloc(0);
+
 interface Identity {
   resumeToken: Buffer;
   credential: Buffer | undefined;
@@ -59,9 +71,35 @@ export class ClientRegistry {
   readonly #identities = new Map<string, Identity>();
   readonly #expiry = new Map<string, TimerHandle>();
   #nextConnId = 1;
+  readonly #store: IdentityStore | undefined;
 
-  constructor(clock: Clock) {
+  constructor(clock: Clock, store?: IdentityStore) {
     this.#clock = clock;
+    this.#store = store;
+  }
+
+  /**
+   * After a restart, with authentication on: each restored namespace is bound to the credential that held
+   * it (from the store), or, when none is known, reserved (no credential proves it) until its departed-key
+   * expiry forgets it. Only that credential gets the name back; any other token gets `_N`.
+   */
+  restoreBindings(namespaces: Iterable<string>): void {
+    const known = this.#store?.load() ?? new Map<string, string>();
+    for (const ns of namespaces) {
+      const d = known.get(ns);
+      this.#identities.set(ns, {
+        resumeToken: randomBytes(32),
+        credential: d === undefined ? UNPROVABLE : Buffer.from(d, 'hex'),
+      });
+    }
+  }
+
+  #save(): void {
+    if (!this.#store) return;
+    const m = new Map<string, string>();
+    for (const [ns, id] of this.#identities)
+      if (id.credential && id.credential.length > 0) m.set(ns, id.credential.toString('hex'));
+    this.#store.save(m);
   }
 
   get size(): number {
@@ -122,10 +160,11 @@ export class ClientRegistry {
     this.#clients.set(conn.connId, conn);
     this.#live.set(conn.namespace, conn.connId);
     const token = randomBytes(24).toString('base64url');
-    this.#identities.set(conn.namespace, {
-      resumeToken: digest(token),
-      credential: proof.credential === undefined ? undefined : digest(proof.credential),
-    });
+    const before = this.#identities.get(conn.namespace)?.credential;
+    const credential = proof.credential === undefined ? undefined : digest(proof.credential);
+    this.#identities.set(conn.namespace, { resumeToken: digest(token), credential });
+    // Saved before the handshake is answered, so a restart cannot hand the name to another token.
+    if (credential && !(before && same(before, credential))) this.#save();
     this.cancelExpiry(conn.namespace);
     return token;
   }
@@ -141,7 +180,9 @@ export class ClientRegistry {
 
   /** Forget a namespace entirely (its keys are gone). */
   forget(namespace: string): void {
+    const had = this.#identities.get(namespace)?.credential;
     this.#identities.delete(namespace);
+    if (had && had.length > 0) this.#save();
     this.cancelExpiry(namespace);
   }
 

@@ -1,5 +1,6 @@
 /** Options, limits and typed results of the hub (hub.ts). */
 import type { Clock, Logger } from '@broadcast-ops/core';
+import type { IdentityStore } from './client-registry.ts';
 import type { EventLogSink } from './journal.ts';
 import type { HubMetrics } from './metrics.ts';
 import type { OutboundLimits } from './outbound-queue.ts';
@@ -58,6 +59,11 @@ export interface HubOptions {
   /** Epoch of this run (the event log's); a fresh one when absent. */
   epoch?: string;
   metrics?: HubMetrics;
+  /**
+   * With authentication on: where the namespace → credential binding is kept, so that after a restart a
+   * restored namespace goes back only to the credential that held it.
+   */
+  identities?: IdentityStore;
 }
 
 export interface OpenedClient {

@@ -80,7 +80,7 @@ export class Hub {
       // A new epoch cannot replay anything older than itself.
       replayFloor: rec && rec.epoch === this.epoch ? rec.floorOffset : lastOffset,
     });
-    this.#clients = new ClientRegistry(this.#clock);
+    this.#clients = new ClientRegistry(this.#clock, options.identities);
     this.#router = new Router({
       clock: this.#clock,
       store: this.store,
@@ -171,6 +171,8 @@ export class Hub {
     for (const owner of this.#restoredOwners) {
       if (owner.startsWith('app.')) this.store.claim(`${owner}.custom`, owner);
     }
+    if (options.identities)
+      this.#clients.restoreBindings([...this.#restoredOwners].filter((o) => o.startsWith('app.')));
   }
 
   get offset(): number {
