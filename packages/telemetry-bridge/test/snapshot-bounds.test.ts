@@ -8,10 +8,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { silentLogger } from '@broadcast-ops/core';
-import { ManualClock } from '@broadcast-ops/core/testing';
+import { ManualClock, waitFor } from '@broadcast-ops/core/testing';
 import { HUB_NAMESPACE, Hub, type HubLimits } from '../src/domain/hub.ts';
 import type { ClientSession, SessionTransport } from '../src/io/client-session.ts';
-import { openSession } from './helpers.ts';
+import { openSession, startTestBridge } from './helpers.ts';
 
 const SOFT = 1024 * 1024;
 
@@ -180,4 +180,33 @@ test('a stream that fails on a timer drops its subscription and says which one; 
   hub.writeState(HUB_NAMESPACE, 'hub.a.k1', 'new');
   const paths = c.t.sent.filter((m) => m['type'] === 'state').map((m) => m['path']);
   assert.deepEqual(paths, ['hub.b.k1']);
+});
+
+test('the client library reports a subscription the hub dropped after its ack with subscriptionLost', async () => {
+  const t = await startTestBridge();
+  try {
+    t.adapter.set('fake.lost.a', 1);
+    t.adapter.set('fake.kept.a', 2);
+    const c = await t.client('lost');
+    const lost: { patterns: string[]; code: string }[] = [];
+    c.on('subscriptionLost', (i) => lost.push(i));
+    const store = t.bridge.hub.store;
+    const get = store.get.bind(store);
+    store.get = (path: string) => {
+      if (path.startsWith('fake.lost.')) throw new Error('injected');
+      return get(path);
+    };
+    const kept = await c.subscribe(['fake.kept.**'], { snapshot: true });
+    const dropped = await c.subscribe(['fake.lost.**'], { snapshot: true });
+    assert.notEqual(kept, dropped);
+    await waitFor(() => lost.length === 1, { what: 'subscriptionLost' });
+    assert.deepEqual(lost[0], {
+      patterns: ['fake.lost.**'],
+      code: 'INTERNAL_ERROR',
+      message: `subscription ${dropped} could not be completed and was dropped`,
+    });
+    assert.equal(t.bridge.hub.stats().subscriptions, 1);
+  } finally {
+    await t.close();
+  }
 });
