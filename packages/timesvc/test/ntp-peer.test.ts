@@ -233,6 +233,18 @@ test('selection: no selection before enough samples; MINDISP floor; MAXDIST fit 
   assert.equal(two.verdicts.get('a'), 'selected');
   assert.equal(two.verdicts.get('b'), 'candidate');
   assert.ok(Math.abs(two.selectionJitterS - (0.0005 + 0.00005)) < 1e-9, 'distance + the other jitter');
+  // A usable server still in its first samples is not selectable, but the advertised bound covers it: a
+  // client may compare with it as soon as replies say synchronised.
+  const joining = selectReference(
+    [
+      { ...base, id: 'a', offsetS: 0 },
+      { ...base, id: 'b', offsetS: 0.0005, runSamples: 2 },
+    ],
+    { ...o, current: 'a' },
+  );
+  assert.equal(joining.selected, 'a');
+  assert.equal(joining.verdicts.get('b'), 'too_few_samples');
+  assert.ok(Math.abs(joining.selectionJitterS - (0.0005 + 0.00005)) < 1e-9, 'covers the joining server');
   // Too few samples: neither selectable nor preferable.
   const early = selectReference([{ ...base, id: 'p', prefer: true, offsetS: 0, runSamples: 3 }], o);
   assert.equal(early.selected, undefined);

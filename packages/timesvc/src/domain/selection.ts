@@ -135,10 +135,14 @@ export function selectReference(inputs: readonly SelectionInput[], o: SelectionO
   if (waiting) best = undefined;
   if (best) verdicts.set(best.id, 'selected');
   // The largest distance to another truechimer plus its jitter (more conservative than the RFC's RMS:
-  // the advertised bound must also hold against the truechimer the client happens to compare with).
+  // the advertised bound must also hold against the truechimer the client happens to compare with). A
+  // usable server still in its first samples counts too: it has not been judged a falseticker, and a client
+  // may compare with it, so the bound covers it from the first reply served as synchronised.
   let selectionJitterS = 0;
-  for (const s of truechimers) {
-    if (best && s !== best && s.kind === 'ntp') {
+  for (const s of inputs) {
+    const v = verdicts.get(s.id);
+    const comparable = v === 'candidate' || (v === 'too_few_samples' && s.usable);
+    if (best && s !== best && s.kind === 'ntp' && comparable) {
       selectionJitterS = Math.max(selectionJitterS, Math.abs(s.offsetS - best.offsetS) + s.jitterS);
     }
   }
