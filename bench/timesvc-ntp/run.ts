@@ -14,8 +14,9 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { repoRoot, startProcess, tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
+import { tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
 import { offerLoad } from '../timesvc-common/load.ts';
+import { startTimesvcCli } from '../../packages/timesvc/test/helpers/cli.ts';
 import { best as bestStep, sweep as sweepRates } from '../timesvc-common/sweep.ts';
 import {
   chronyQuery,
@@ -136,14 +137,9 @@ try {
         '',
       ].join('\n'),
     );
-    // The service process itself (no npx wrapper), so /proc/<pid>/stat is the server's CPU.
-    const proc = startProcess(process.execPath, [
-      '--import',
-      'tsx',
-      join(repoRoot, 'packages/timesvc/src/main.ts'),
-      '--config',
-      file,
-    ]);
+    // The service process itself (bin/timesvc.mjs imports main.ts in-process, no npx wrapper), so
+    // /proc/<pid>/stat is the server's CPU.
+    const proc = startTimesvcCli(file);
     children.push(proc);
     await proc.waitForOutput(/"to":"LOCKED"/, 30_000);
     const web = (await proc.waitForOutput(/"web":"(http[^"]+)"/, 5_000))[1] ?? '';

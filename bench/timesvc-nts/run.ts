@@ -14,8 +14,9 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { repoRoot, startProcess, tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
+import { tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
 import { offerLoad } from '../timesvc-common/load.ts';
+import { startTimesvcCli } from '../../packages/timesvc/test/helpers/cli.ts';
 import { best as bestStep, sweep as sweepRates } from '../timesvc-common/sweep.ts';
 import { NtsClientSession } from '../../packages/timesvc/src/domain/nts-client-session.ts';
 import { ntsKeyExchange, type KeClientResult } from '../../packages/timesvc/src/io/nts-ke-client.ts';
@@ -169,14 +170,9 @@ try {
         '',
       ].join('\n'),
     );
-    // The service process itself (no npx wrapper), so /proc/<pid>/stat is the server's CPU.
-    const proc = startProcess(process.execPath, [
-      '--import',
-      'tsx',
-      join(repoRoot, 'packages/timesvc/src/main.ts'),
-      '--config',
-      file,
-    ]);
+    // The service process itself (bin/timesvc.mjs imports main.ts in-process, no npx wrapper), so
+    // /proc/<pid>/stat is the server's CPU.
+    const proc = startTimesvcCli(file);
     children.push(proc);
     const ke = Number((await proc.waitForOutput(/"port":(\d+),"msg":"NTS-KE listening"/, 30_000))[1]);
     await proc.waitForOutput(/timesvc started/, 10_000);
