@@ -167,6 +167,21 @@ const gpsdoSchema = z.strictObject({
   network_address: z.string().default(''),
   poll_interval: duration.default(1),
   nmea_sentences: z.array(z.string().regex(/^[A-Z]{5}$/)).default(['GPRMC', 'GPGGA']),
+  /** After the GPSDO is lost, HOLDOVER lasts this long before NTP peers may take over (docs/gpsdo.md). */
+  fallback_after: duration.default(60),
+  /** The simulated receiver (type dummy; docs/gpsdo.md "Dummy"). Deterministic: no lock loss unless asked. */
+  dummy: z
+    .strictObject({
+      locked: bool().default(true),
+      satellites: num(z.number().int().min(0).max(32)).default(9),
+      /** Seconds after start when the simulated antenna is lost (0 = never). */
+      lose_lock_after: duration.default(0),
+      /** Seconds after the loss when it returns (0 = never). */
+      regain_lock_after: duration.default(0),
+      /** Reference − host clock, ns (a simulated offset). */
+      offset_ns: num(z.number().int().min(-1e9).max(1e9)).default(0),
+    })
+    .prefault({}),
 });
 
 const userSchema = z.strictObject({

@@ -9,7 +9,10 @@ import { loadTimesvcConfig, ntpBindAddresses, parseHostPort, peerPolls } from '.
 test('the committed configs parse: demo, lab without GPS, GPSDO example', () => {
   const demo = loadTimesvcConfig(join(repoRoot, 'config/timesvc.demo.yaml'), {});
   assert.equal(demo.ntp.port, 11123);
-  assert.equal(demo.ntp.local_stratum, true);
+  assert.equal(demo.ntp.local_stratum, false);
+  assert.equal(demo.gpsdo.enabled, true);
+  assert.equal(demo.gpsdo.type, 'dummy');
+  assert.equal(demo.ntp.ref_id, 'GPS');
   assert.equal(demo.web.port, 8080);
   const lab = loadTimesvcConfig(join(repoRoot, 'config/timesvc.lab.example.yaml'), {});
   assert.equal(lab.ntp.upstream_peers.length, 3);

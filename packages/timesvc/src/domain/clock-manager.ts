@@ -78,6 +78,11 @@ export interface ClockManagerOptions {
    * host realtime − raw clock (0 when not given).
    */
   local?: { stratum: number; referenceId: number; offsetS?: () => number } | undefined;
+  /**
+   * When the selected GPSDO (kind `gpsdo`) loses lock, stay in HOLDOVER on it this long before NTP peers may
+   * be selected (0 = fall back at once). docs/gpsdo.md "Loss of the GPSDO".
+   */
+  primaryHoldoverMs?: number;
 }
 
 interface SourceEntry {
@@ -104,7 +109,10 @@ const SAMPLE_HISTORY = 16;
 
 export class ClockManager {
   readonly #clock: Clock;
-  readonly #o: Required<Omit<ClockManagerOptions, 'clock' | 'local' | 'rawUnixMs'>>;
+  readonly #o: Required<Omit<ClockManagerOptions, 'clock' | 'local' | 'rawUnixMs' | 'primaryHoldoverMs'>>;
+  readonly #primaryHoldoverMs: number;
+  /** Monotonic ms when the selected GPSDO was lost (while bridging its loss in HOLDOVER). */
+  #primaryLostMs: number | undefined;
   readonly #rawUnixMs: ((monoMs: number) => number) | undefined;
   readonly #local: ClockManagerOptions['local'];
   readonly #sources = new Map<string, SourceEntry>();
@@ -135,6 +143,7 @@ export class ClockManager {
   constructor(options: ClockManagerOptions) {
     this.#clock = options.clock;
     this.#rawUnixMs = options.rawUnixMs;
+    this.#primaryHoldoverMs = options.primaryHoldoverMs ?? 0;
     this.#o = {
       tickMs: options.tickMs ?? 1000,
       lockThresholdS: options.lockThresholdS ?? 100e-6,
@@ -297,9 +306,22 @@ export class ClockManager {
     return s.slice(i);
   }
 
+  /** The selected (or held-over) GPSDO is lost and its HOLDOVER bridge has not run out yet. */
+  #bridgingPrimary(now: number): boolean {
+    const id = this.#selected ?? (this.#state === 'HOLDOVER' ? this.#lastReference : undefined);
+    const entry = id === undefined ? undefined : this.#sources.get(id);
+    if (this.#primaryHoldoverMs <= 0 || entry?.source.kind !== 'gpsdo' || entry.source.status().usable) {
+      this.#primaryLostMs = undefined;
+      return false;
+    }
+    this.#primaryLostMs ??= now;
+    return now - this.#primaryLostMs < this.#primaryHoldoverMs;
+  }
+
   /** Run selection; on a change of reference (also from or to none) reseed the estimate. */
   #select(): boolean {
     const now = this.#clock.monotonicMs();
+    const bridging = this.#bridgingPrimary(now);
     const inputs: SelectionInput[] = [];
     for (const entry of this.#sources.values()) {
       const st = entry.source.status();
@@ -309,7 +331,7 @@ export class ClockManager {
         id: entry.source.id,
         kind: entry.source.kind,
         prefer: entry.source.prefer,
-        usable: st.usable && last !== undefined,
+        usable: st.usable && last !== undefined && (!bridging || entry.source.kind === 'gpsdo'),
         stratum: st.stratum,
         leap: st.leap,
         rootDelayS: st.rootDelayS,

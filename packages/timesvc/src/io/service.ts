@@ -7,6 +7,8 @@ import { ClockManager } from '../domain/clock-manager.ts';
 import { RateLimiter } from '../domain/rate-limiter.ts';
 import { asciiRefId } from '../protocol/ntp-packet.ts';
 import { ntpBindAddresses, parseHostPort, peerPolls, type TimesvcConfig } from '../config.ts';
+import { GpsdoSource } from './gpsdo.ts';
+import { registerGpsdoMetrics } from './gpsdo-metrics.ts';
 import { buildHttpApp } from './http-app.ts';
 import { createTimesvcMetrics } from './metrics.ts';
 import { NtpServer } from './ntp-server.ts';
@@ -29,6 +31,8 @@ export interface TimesvcService {
   server(): NtpServer | undefined;
   /** The NTS server side (cookies, NTS-KE, packet responder) when nts.enabled. */
   nts(): NtsServerSide | undefined;
+  /** The GPSDO reference (gpsdo.enabled): `gpsdoStatus()`, `apiStatus()`, `apiSatellites()` (docs/gpsdo.md). */
+  gpsdo(): GpsdoSource | undefined;
   start(): Promise<void>;
   close(): Promise<void>;
 }
@@ -67,6 +71,7 @@ export function createTimesvc(
     holdoverTimeoutMs: d.holdover_timeout * 1000,
     minSamples: d.min_samples,
     lockThresholdS: d.lock_threshold,
+    primaryHoldoverMs: config.gpsdo.enabled ? config.gpsdo.fallback_after * 1000 : 0,
     local: ntp.local_stratum
       ? { stratum: ntp.stratum, referenceId: asciiRefId(ntp.ref_id), offsetS: () => served.hostOffsetS() }
       : undefined,
@@ -80,6 +85,32 @@ export function createTimesvc(
     // The served clock follows the manager's correction as soon as it changes.
     served.setCorrection(manager.correction);
   });
+  // The GPSDO is a stratum-0 reference: with it locked the server is stratum 1 with ntp.ref_id.
+  const gpsdo = config.gpsdo.enabled
+    ? new GpsdoSource({
+        config: config.gpsdo,
+        referenceId: asciiRefId(ntp.ref_id),
+        logger: logger.child({ component: 'gpsdo' }),
+        // Receiver − host realtime, plus host realtime − raw: what the manager's samples measure.
+        onSample: (id, s) => {
+          manager.addSample(id, {
+            offsetS: s.offsetS + served.hostOffsetS(),
+            delayS: 0,
+            dispersionS: s.dispersionS,
+            jitterS: s.jitterS,
+            atMs: s.atMonoMs,
+          });
+        },
+      })
+    : undefined;
+  if (gpsdo) {
+    manager.register(gpsdo);
+    manager.on((e) => {
+      if (e.type === 'state' && e.to === 'HOLDOVER' && manager.snapshot().lastReference === gpsdo.id) {
+        gpsdo.model.counters.events['holdover'] = (gpsdo.model.counters.events['holdover'] ?? 0) + 1;
+      }
+    });
+  }
   const rxCorrectionMs = ntp.rx_timestamp_correction_us / 1000;
   const peerLog = logger.child({ component: 'ntp-peer' });
   const peers: PeerClient[] = [];
@@ -130,6 +161,7 @@ export function createTimesvc(
   const ntsSide = createNtsServerSide(config, logger, () => server?.addresses[0]?.port ?? ntp.port);
   const registry = createTimesvcMetrics({ server: () => server, manager, peers: () => peers, startedMs });
   registerNtsMetrics(registry, () => ntsSide);
+  if (gpsdo) registerGpsdoMetrics(registry, () => gpsdo);
   const app = buildHttpApp({
     logger,
     registry,
@@ -147,7 +179,7 @@ export function createTimesvc(
     },
     holdoverMaxErrorS: d.holdover_max_error,
   });
-  const inert = (['ptp', 'gpsdo'] as const).filter((k) => config[k].enabled);
+  const inert = (['ptp'] as const).filter((k) => config[k].enabled);
   if (inert.length) {
     logger.warn({ sections: inert }, 'enabled sections are not implemented yet and are ignored');
   }
@@ -161,9 +193,11 @@ export function createTimesvc(
     app,
     server: () => server,
     nts: () => ntsSide,
+    gpsdo: () => gpsdo,
     async start() {
       served.start();
       manager.start();
+      gpsdo?.start();
       if (ntp.enabled) {
         server = new NtpServer({
           port: ntp.port,
@@ -183,6 +217,7 @@ export function createTimesvc(
       }
     },
     async close() {
+      await gpsdo?.close();
       manager.stop();
       served.stop();
       await Promise.all(peers.map((p) => p.close()));

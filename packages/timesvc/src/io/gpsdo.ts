@@ -1,0 +1,403 @@
+import { execFile } from 'node:child_process';
+import { closeSync, constants as fsConstants, openSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { connect, type Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { ReadStream } from 'node:tty';
+import type { Logger } from '@broadcast-ops/core';
+import {
+  GpsReceiverModel,
+  gpsdoApiBody,
+  satellitesApiBody,
+  type GpsdoEvent,
+  type GpsdoStatus,
+  type GpsdoType,
+  type GpsSample,
+  type Satellite,
+} from '../domain/gpsdo.ts';
+import type { ReferenceSource, ReferenceStatus } from '../domain/reference-source.ts';
+import { NmeaLineBuffer, parseNmea } from '../protocol/nmea.ts';
+import { parseGpsdLine, type GpsdMessage } from '../protocol/gpsd.ts';
+import { parsePpsAssert, ppsSysfsPath } from '../protocol/pps.ts';
+
+/**
+ * GPSDO reference sources (docs/gpsdo.md): the receiver model (domain/gpsdo.ts) fed by a driver — dummy,
+ * serial NMEA + kernel PPS, or gpsd over TCP — and exposed to the clock manager as a `ReferenceSource` of
+ * kind `gpsdo` (stratum 0, so the server is stratum 1 with `ntp.ref_id`).
+ */
+
+export interface GpsdoConfig {
+  type: GpsdoType;
+  serial_device: string;
+  serial_baud: number;
+  pps_device: string;
+  network_address: string;
+  poll_interval: number;
+  dummy: {
+    locked: boolean;
+    satellites: number;
+    lose_lock_after: number;
+    regain_lock_after: number;
+    offset_ns: number;
+  };
+}
+
+export interface GpsdoSourceOptions {
+  config: GpsdoConfig;
+  referenceId: number;
+  logger: Logger;
+  /** Receives samples: offset = reference − host realtime (the service adds host − raw). */
+  onSample: (id: string, sample: GpsSample & { jitterS: number }) => void;
+  onEvent?: (e: GpsdoEvent) => void;
+  monoMs?: () => number;
+  wallMs?: () => number;
+}
+
+const IDS: Record<GpsdoType, string> = {
+  dummy: 'GPSDO:Dummy',
+  serialpps: 'GPSDO:SerialPPS',
+  network: 'GPSDO:Network',
+};
+
+const RECONNECT_MS = 2000;
+const PPS_POLL_MS = 250;
+
+export class GpsdoSource implements ReferenceSource {
+  readonly id: string;
+  readonly kind = 'gpsdo' as const;
+  readonly prefer = false;
+  readonly model: GpsReceiverModel;
+  readonly #o: GpsdoSourceOptions;
+  readonly #mono: () => number;
+  readonly #wall: () => number;
+  readonly #log: Logger;
+  readonly #offsets: number[] = [];
+  #timers: NodeJS.Timeout[] = [];
+  #closed = false;
+  #tty: ReadStream | undefined;
+  #sock: Socket | undefined;
+  #lastSeq: number | undefined;
+  #startedMs = 0;
+
+  constructor(options: GpsdoSourceOptions) {
+    this.#o = options;
+    this.id = IDS[options.config.type];
+    this.#mono = options.monoMs ?? (() => performance.now());
+    this.#wall = options.wallMs ?? (() => Date.now());
+    this.#log = options.logger;
+    const type = options.config.type;
+    this.model = new GpsReceiverModel({
+      type,
+      // serialpps needs PPS for lock; gpsd lock follows its fix (PPS used when gpsd reports it).
+      ppsTimeoutMs: type === 'network' ? 0 : 2000,
+      onSample: (s) => {
+        this.#sample(s);
+      },
+      onEvent: (e) => {
+        this.#log.info({ gpsdo: this.id, event: e }, 'gpsdo event');
+        options.onEvent?.(e);
+      },
+    });
+  }
+
+  status(): ReferenceStatus {
+    const locked = this.model.locked;
+    return {
+      usable: locked,
+      stratum: 0,
+      referenceId: this.#o.referenceId,
+      leap: 0,
+      rootDelayS: 0,
+      rootDispersionS: 0,
+      pollLog2: 0,
+    };
+  }
+
+  /** The receiver's full status (lock, satellites, position, PPS, identity, errors). */
+  gpsdoStatus(): GpsdoStatus {
+    return this.model.status(this.#mono());
+  }
+
+  /** `/api/status/gpsdo` body. */
+  apiStatus(): Record<string, unknown> {
+    return gpsdoApiBody(this.gpsdoStatus(), this.#mono());
+  }
+
+  /** `/api/satellites` body. */
+  apiSatellites(): Record<string, unknown>[] {
+    return satellitesApiBody(this.gpsdoStatus());
+  }
+
+  #sample(s: GpsSample): void {
+    this.#offsets.push(s.offsetS);
+    if (this.#offsets.length > 8) this.#offsets.shift();
+    const diffs = this.#offsets.slice(1).map((x, i) => Math.abs(x - (this.#offsets[i] ?? x)));
+    diffs.sort((a, b) => a - b);
+    const jitterS = Math.max(s.dispersionS, diffs.length ? (diffs[diffs.length >> 1] ?? 0) : s.dispersionS);
+    this.#o.onSample(this.id, { ...s, jitterS });
+  }
+
+  #every(ms: number, fn: () => void): void {
+    const t = setInterval(fn, ms);
+    t.unref();
+    this.#timers.push(t);
+  }
+
+  start(): void {
+    this.#startedMs = this.#mono();
+    this.#every(1000, () => {
+      this.model.tick(this.#mono());
+    });
+    switch (this.#o.config.type) {
+      case 'dummy':
+        this.#startDummy();
+        break;
+      case 'serialpps':
+        this.#openSerial();
+        this.#every(PPS_POLL_MS, () => {
+          void this.#pollPps();
+        });
+        break;
+      case 'network':
+        this.#connectGpsd();
+        break;
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    for (const t of this.#timers) clearInterval(t);
+    this.#timers = [];
+    this.#tty?.destroy();
+    this.#sock?.destroy();
+    await Promise.resolve();
+  }
+
+  // ---- dummy ----------------------------------------------------------------------------------------
+
+  /**
+   * Deterministic simulated receiver: a fixed constellation, a fix and a PPS tick every poll interval, the
+   * reference equal to the host clock plus `offset_ns`. Lock is lost only when asked for
+   * (`lose_lock_after` seconds; `regain_lock_after` seconds later it returns).
+   */
+  #startDummy(): void {
+    const d = this.#o.config.dummy;
+    this.model.setReceiver({ vendor: 'timesvc', model: 'dummy GPSDO', firmware: 'simulated' });
+    this.model.setConnected(true);
+    const sats: Satellite[] = [];
+    for (let i = 0; i < d.satellites; i++) {
+      sats.push({
+        prn: [2, 5, 7, 9, 13, 15, 18, 20, 24, 27, 29, 30][i % 12] ?? i + 1,
+        elevation: 15 + ((i * 37) % 70),
+        azimuth: (i * 83) % 360,
+        snr: 30 + ((i * 7) % 18),
+        used: i < Math.max(4, d.satellites - 2),
+      });
+    }
+    const tick = (): void => {
+      const now = this.#mono();
+      const elapsedS = (now - this.#startedMs) / 1000;
+      let locked = d.locked;
+      if (d.lose_lock_after > 0 && elapsedS >= d.lose_lock_after) {
+        locked = d.regain_lock_after > 0 && elapsedS >= d.lose_lock_after + d.regain_lock_after;
+      }
+      this.model.satellitesSeen(
+        locked ? sats : sats.map((s) => ({ ...s, snr: undefined, used: false })),
+        now,
+      );
+      this.model.fix(
+        {
+          mode: locked ? 3 : 1,
+          latitude: 51.4779,
+          longitude: -0.0015,
+          altitudeM: 45,
+          hdop: 0.9,
+          timeUnixMs: Math.floor(this.#wall() / 1000) * 1000,
+        },
+        now,
+      );
+      if (locked) this.model.timeSample(d.offset_ns / 1e9, now, 1e-6, true);
+      else this.model.tick(now);
+    };
+    tick();
+    this.#every(Math.max(100, this.#o.config.poll_interval * 1000), tick);
+  }
+
+  // ---- serial NMEA + kernel PPS ---------------------------------------------------------------------
+
+  #openSerial(): void {
+    if (this.#closed) return;
+    const dev = this.#o.config.serial_device;
+    const retry = (err: string): void => {
+      this.model.setConnected(false, err);
+      if (!this.#closed) setTimeout(() => this.#openSerial(), RECONNECT_MS).unref();
+    };
+    // Line settings through stty (coreutils): raw 8N1 at serial_baud; a pty ignores the speed.
+    execFile('stty', ['-F', dev, String(this.#o.config.serial_baud), 'raw', '-echo'], (sttyErr) => {
+      if (this.#closed) return;
+      if (sttyErr) this.model.error('serial_config');
+      let fd: number;
+      try {
+        fd = openSync(dev, fsConstants.O_RDONLY | fsConstants.O_NOCTTY | fsConstants.O_NONBLOCK);
+      } catch (err) {
+        retry(`serial: ${(err as Error).message}`);
+        return;
+      }
+      let tty: ReadStream;
+      try {
+        tty = new ReadStream(fd);
+      } catch (err) {
+        closeSync(fd);
+        retry(`serial: ${(err as Error).message}`);
+        return;
+      }
+      this.#tty = tty;
+      const lines = new NmeaLineBuffer();
+      let overlong = 0;
+      this.model.setConnected(true);
+      tty.on('data', (chunk: Buffer) => {
+        const now = this.#mono();
+        for (const line of lines.push(chunk)) {
+          const p = parseNmea(line);
+          if (p.ok) this.model.sentence(p.value, now);
+          else this.model.error(`nmea_${p.error}`);
+        }
+        while (overlong < lines.overlong) {
+          overlong++;
+          this.model.error('nmea_overlong');
+        }
+      });
+      let done = false;
+      const gone = (why: string): void => {
+        if (done) return;
+        done = true;
+        tty.destroy();
+        if (this.#tty === tty) this.#tty = undefined;
+        this.#log.warn({ device: dev, why }, 'gpsdo serial device lost; reopening');
+        retry(`serial: ${why}`);
+      };
+      // A pty whose other side closed, or an unplugged USB receiver, ends with EIO.
+      tty.on('error', (err) => gone(err.message));
+      tty.on('end', () => gone('end of stream'));
+      tty.on('close', () => gone('closed'));
+    });
+  }
+
+  async #pollPps(): Promise<void> {
+    const path = ppsSysfsPath(this.#o.config.pps_device);
+    let text: string;
+    try {
+      text = await readFile(path, 'latin1');
+    } catch {
+      this.model.error('pps_read');
+      return;
+    }
+    const wall = this.#wall();
+    const mono = this.#mono();
+    const a = parsePpsAssert(text);
+    if (!a) {
+      this.model.error('pps_format');
+      return;
+    }
+    if (a.sequence === this.#lastSeq || (a.sec === 0 && a.nsec === 0)) return;
+    this.#lastSeq = a.sequence;
+    // The edge on the monotonic clock: its age by the realtime clock, taken back from now.
+    const ageMs = wall - (a.sec * 1000 + a.nsec / 1e6);
+    this.model.pps({ ...a, edgeMonoMs: mono - ageMs }, mono);
+  }
+
+  // ---- gpsd -----------------------------------------------------------------------------------------
+
+  #connectGpsd(): void {
+    if (this.#closed) return;
+    const addr = this.#o.config.network_address;
+    const i = addr.lastIndexOf(':');
+    const host = (i > 0 ? addr.slice(0, i) : addr).replace(/^\[|\]$/g, '');
+    const port = i > 0 ? Number(addr.slice(i + 1)) : 2947;
+    const sock = connect({ host, port });
+    this.#sock = sock;
+    sock.setNoDelay(true);
+    let buf = '';
+    let done = false;
+    const gone = (why: string): void => {
+      if (done) return;
+      done = true;
+      sock.destroy();
+      this.model.setConnected(false, `gpsd: ${why}`);
+      if (!this.#closed) setTimeout(() => this.#connectGpsd(), RECONNECT_MS).unref();
+    };
+    sock.on('connect', () => {
+      this.model.setConnected(true);
+      sock.write('?WATCH={"enable":true,"json":true,"pps":true}\n');
+    });
+    sock.on('data', (chunk: Buffer) => {
+      buf += chunk.toString('utf8');
+      for (;;) {
+        const nl = buf.indexOf('\n');
+        if (nl < 0) break;
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        this.#gpsdLine(line);
+      }
+      // gpsd's longest objects (SKY with many satellites) are a few KiB; 64 KiB bounds a broken peer.
+      if (buf.length > 65_536) {
+        this.model.error('gpsd_overlong');
+        buf = '';
+      }
+    });
+    sock.on('error', (err) => gone(err.message));
+    sock.on('close', () => gone('connection closed'));
+  }
+
+  #gpsdLine(line: string): void {
+    const now = this.#mono();
+    const m: GpsdMessage | undefined = parseGpsdLine(line);
+    if (!m) {
+      this.model.error('gpsd_bad_json');
+      return;
+    }
+    switch (m.class) {
+      case 'VERSION':
+        this.model.setReceiver({ firmware: `gpsd ${m.release}` });
+        break;
+      case 'DEVICE':
+        this.model.setReceiver({
+          ...(m.driver ? { vendor: m.driver } : {}),
+          ...(m.subtype ? { model: m.subtype } : {}),
+        });
+        break;
+      case 'TPV':
+        this.model.fix(
+          {
+            mode: m.mode,
+            latitude: m.lat,
+            longitude: m.lon,
+            altitudeM: m.alt,
+            timeUnixMs: m.timeUnixMs,
+          },
+          now,
+        );
+        break;
+      case 'SKY':
+        if (m.satellites) this.model.satellitesSeen(m.satellites, now);
+        if (m.hdop !== undefined) this.model.setHdop(m.hdop);
+        break;
+      case 'TOFF':
+      case 'PPS': {
+        // real − clock: the receiver's time of the event − the gpsd host's realtime at it. SOCK-grade for
+        // TOFF (serial latency, ~10 ms); PPS-grade for PPS (docs/gpsdo.md "gpsd").
+        const offsetS = m.realSec - m.clockSec + (m.realNsec - m.clockNsec) / 1e9;
+        const ageMs = this.#wall() - (m.clockSec * 1000 + m.clockNsec / 1e6);
+        this.model.timeSample(
+          offsetS,
+          now - Math.max(0, ageMs),
+          m.class === 'PPS' ? 1e-6 : 10e-3,
+          m.class === 'PPS',
+        );
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}

@@ -1,0 +1,170 @@
+import assert from 'node:assert/strict';
+import { closeSync, existsSync, openSync, writeFileSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { silentLogger } from '@broadcast-ops/core';
+import { requireTool, startProcess, tempDir, waitFor } from '@broadcast-ops/core/testing';
+import { configSchema } from '../src/config.ts';
+import { queryServer } from '../src/io/query.ts';
+import { createTimesvc } from '../src/io/service.ts';
+import { buildNmea } from '../src/protocol/nmea.ts';
+import { formatPpsAssert } from '../src/protocol/pps.ts';
+import { chronyQuery, startChronyServer } from './helpers/chrony.ts';
+
+async function freeUdpPort(): Promise<number> {
+  const { createSocket } = await import('node:dgram');
+  const s = createSocket('udp4');
+  await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
+  const port = s.address().port;
+  await new Promise<void>((r) => s.close(r));
+  return port;
+}
+
+/** One second of a u-blox-like receiver: RMC, GGA, GSA and a GSV cycle for the second `unixS`. */
+function nmeaSecond(unixS: number): string {
+  const iso = new Date(unixS * 1000).toISOString();
+  const t = iso.slice(11, 19).replace(/:/g, '') + '.00';
+  const date = iso.slice(8, 10) + iso.slice(5, 7) + iso.slice(2, 4);
+  return [
+    `GPRMC,${t},A,5128.6740,N,00000.0900,W,0.01,,${date},,,A`,
+    `GPGGA,${t},5128.6740,N,00000.0900,W,1,07,0.92,45.3,M,47.0,M,,`,
+    'GPGSA,A,3,02,05,07,09,13,15,18,,,,,,1.61,0.92,1.32',
+    'GPGSV,2,1,08,02,61,297,44,05,52,075,46,07,40,126,41,09,33,236,39',
+    'GPGSV,2,2,08,13,25,018,36,15,22,119,40,18,14,307,33,20,06,243,',
+  ]
+    .map((b) => buildNmea(b) + '\r\n')
+    .join('');
+}
+
+test(
+  'serialpps: NMEA on a pty at 1 Hz + a sysfs PPS fixture lock the GPSDO; stratum 1 "GPS" accepted by chronyd -Q; ' +
+    'closing the pty gives HOLDOVER with a growing bound, then the NTP peer takes over',
+  { timeout: 180_000 },
+  async () => {
+    const socat = requireTool('socat');
+    requireTool('chronyd');
+    const dir = tempDir('timesvc-gpsdo-');
+    const ttyA = join(dir.path, 'ttyA'); // the receiver's side (the test writes here)
+    const ttyB = join(dir.path, 'ttyB'); // timesvc's serial_device
+    const assertFile = join(dir.path, 'pps0-assert');
+    writeFileSync(assertFile, '0.000000000#0\n');
+    const pty = startProcess(socat, [
+      '-d',
+      '-d',
+      `pty,raw,echo=0,link=${ttyA}`,
+      `pty,raw,echo=0,link=${ttyB}`,
+    ]);
+    const chronyPort = await freeUdpPort();
+    const chrony = await startChronyServer(dir.path, chronyPort, { stratum: 8 });
+    let timer: NodeJS.Timeout | undefined;
+    let fd: number | undefined;
+    const config = configSchema.parse({
+      ntp: {
+        port: 0,
+        interface: '127.0.0.1',
+        ref_id: 'GPS',
+        upstream_peers: [{ address: `127.0.0.1:${chronyPort}`, minpoll: 1, maxpoll: 2 }],
+      },
+      gpsdo: {
+        enabled: true,
+        type: 'serialpps',
+        serial_device: ttyB,
+        serial_baud: 9600,
+        pps_device: assertFile,
+        fallback_after: '10s',
+      },
+      web: { port: 0, bind_address: '127.0.0.1' },
+    });
+    const service = createTimesvc(config, silentLogger());
+    try {
+      await waitFor(() => existsSync(ttyA) && existsSync(ttyB), { timeoutMs: 10_000, what: 'socat ptys' });
+      fd = openSync(ttyA, 'w');
+      const writer = fd;
+      let seq = 0;
+      // At each second edge (+5 ms): the "kernel" records the assert edge of that second (host clock 500 ns
+      // behind the receiver), and 120 ms later the receiver sends the sentences naming that second.
+      const schedule = (): void => {
+        const wait = 1005 - (Date.now() % 1000);
+        timer = setTimeout(() => {
+          const sec = Math.floor(Date.now() / 1000);
+          seq++;
+          writeFileSync(assertFile, formatPpsAssert({ sec, nsec: 500, sequence: seq }));
+          timer = setTimeout(() => {
+            try {
+              writeSync(writer, nmeaSecond(sec));
+            } catch {
+              /* pty gone */
+            }
+            schedule();
+          }, 120);
+        }, wait);
+      };
+      schedule();
+      await service.start();
+      const port = service.server()?.addresses[0]?.port ?? 0;
+      await waitFor(
+        () => service.manager.state === 'LOCKED' && service.manager.snapshot().selected === 'GPSDO:SerialPPS',
+        {
+          timeoutMs: 60_000,
+          intervalMs: 200,
+          what: 'LOCKED on the GPSDO',
+        },
+      );
+      const st = service.gpsdo()?.gpsdoStatus();
+      assert.ok(st?.locked);
+      assert.equal(st.satellitesUsed, 7);
+      assert.equal(st.satellites.length, 8);
+      assert.ok(st.ppsCount >= 4);
+      assert.ok(st.offsetNs !== undefined && Math.abs(st.offsetNs - -500) < 1000, String(st.offsetNs));
+      const api = service.gpsdo()?.apiStatus();
+      assert.equal(api?.['locked'], true);
+      assert.equal(service.gpsdo()?.apiSatellites().length, 8);
+      const q = await queryServer('127.0.0.1', port);
+      assert.equal(q.stratum, 1);
+      assert.equal(q.refId, 'GPS');
+      assert.equal(q.leap, 0);
+      const chronyRes = await chronyQuery('127.0.0.1', port, { timeoutS: 15 });
+      assert.equal(chronyRes.code, 0, chronyRes.output);
+      assert.ok(chronyRes.offsetS !== undefined && Math.abs(chronyRes.offsetS) < 0.01, chronyRes.output);
+      const metrics = await service.registry.metrics();
+      assert.match(metrics, /timesvc_gpsdo_locked 1/);
+      assert.match(metrics, /timesvc_gpsdo_satellites 7/);
+
+      // The receiver is unplugged: the pty pair goes away and the PPS stops.
+      if (timer) clearTimeout(timer);
+      await pty.stop();
+      await waitFor(() => service.manager.state === 'HOLDOVER', {
+        timeoutMs: 15_000,
+        intervalMs: 100,
+        what: 'HOLDOVER',
+      });
+      const status = service.gpsdo()?.gpsdoStatus();
+      assert.equal(status?.connected, false);
+      assert.match(status?.error ?? '', /serial/);
+      const h1 = await queryServer('127.0.0.1', port);
+      assert.equal(h1.stratum, 1);
+      await new Promise((r) => setTimeout(r, 3000));
+      const h2 = await queryServer('127.0.0.1', port);
+      assert.ok(h2.rootDispersionS > h1.rootDispersionS, `${h2.rootDispersionS} > ${h1.rootDispersionS}`);
+      assert.equal(service.manager.state, 'HOLDOVER');
+      // After gpsdo.fallback_after (10 s) the NTP peer takes over.
+      await waitFor(() => service.manager.snapshot().selected === `NTP:127.0.0.1:${chronyPort}`, {
+        timeoutMs: 30_000,
+        intervalMs: 200,
+        what: 'the peer selected',
+      });
+      const p = await queryServer('127.0.0.1', port);
+      assert.equal(p.stratum, 9);
+      const events = service.gpsdo()?.gpsdoStatus().counters.events ?? {};
+      assert.ok((events['holdover'] ?? 0) >= 1 && (events['disconnected'] ?? 0) >= 1, JSON.stringify(events));
+      assert.match(await service.registry.metrics(), /timesvc_gpsdo_events_total\{event="holdover"\} 1/);
+    } finally {
+      if (timer) clearTimeout(timer);
+      if (fd !== undefined) closeSync(fd);
+      await service.close();
+      await pty.stop();
+      await chrony.stop();
+      dir.remove();
+    }
+  },
+);
