@@ -7,7 +7,10 @@ import { ClockManager } from '../domain/clock-manager.ts';
 import { RateLimiter } from '../domain/rate-limiter.ts';
 import { asciiRefId } from '../protocol/ntp-packet.ts';
 import { ntpBindAddresses, parseHostPort, peerPolls, type TimesvcConfig } from '../config.ts';
+import { clockQuality, type ClockQuality } from '../domain/clock-quality.ts';
 import { GpsdoSource } from './gpsdo.ts';
+import { PtpAnnouncer } from './ptp.ts';
+import { registerPtpMetrics } from './ptp-metrics.ts';
 import { registerGpsdoMetrics } from './gpsdo-metrics.ts';
 import { buildHttpApp } from './http-app.ts';
 import { createTimesvcMetrics } from './metrics.ts';
@@ -33,6 +36,10 @@ export interface TimesvcService {
   nts(): NtsServerSide | undefined;
   /** The GPSDO reference (gpsdo.enabled): `gpsdoStatus()`, `apiStatus()`, `apiSatellites()` (docs/gpsdo.md). */
   gpsdo(): GpsdoSource | undefined;
+  /** The experimental PTP announcer (ptp.enabled): `status()` (docs/ptp.md). */
+  ptp(): PtpAnnouncer | undefined;
+  /** The clock quality announced by NTP and PTP alike (domain/clock-quality.ts). */
+  clockQuality(): ClockQuality;
   start(): Promise<void>;
   close(): Promise<void>;
 }
@@ -179,10 +186,30 @@ export function createTimesvc(
     },
     holdoverMaxErrorS: d.holdover_max_error,
   });
-  const inert = (['ptp'] as const).filter((k) => config[k].enabled);
-  if (inert.length) {
-    logger.warn({ sections: inert }, 'enabled sections are not implemented yet and are ignored');
-  }
+  // One clock-quality model: NTP's stratum/LI and PTP's class/time source from the same manager state.
+  const quality = (): ClockQuality => {
+    const snap = manager.snapshot();
+    const ref = snap.selected ?? (snap.state === 'HOLDOVER' ? snap.lastReference : undefined);
+    const kind = ref === undefined ? undefined : snap.sources.find((x) => x.id === ref)?.kind;
+    const leap = manager.serverState.leap;
+    return clockQuality({
+      state: snap.state,
+      referenceKind: kind,
+      estimatedErrorS: snap.estimatedErrorS,
+      leap: leap === 3 ? 0 : leap,
+      freeRunningClass: config.ptp.clock_class,
+      freeRunningAccuracy: config.ptp.clock_accuracy,
+    });
+  };
+  const ptp = config.ptp.enabled
+    ? new PtpAnnouncer({
+        config: config.ptp,
+        servedUnixMs: (perf) => served.servedUnixMs(perf),
+        quality,
+        logger: logger.child({ component: 'ptp' }),
+      })
+    : undefined;
+  if (ptp) registerPtpMetrics(registry, () => ptp);
 
   return {
     config,
@@ -194,6 +221,8 @@ export function createTimesvc(
     server: () => server,
     nts: () => ntsSide,
     gpsdo: () => gpsdo,
+    ptp: () => ptp,
+    clockQuality: quality,
     async start() {
       served.start();
       manager.start();
@@ -215,9 +244,11 @@ export function createTimesvc(
         await ntsSide?.start();
         for (const p of peers) p.start();
       }
+      await ptp?.start();
     },
     async close() {
       await gpsdo?.close();
+      await ptp?.close();
       manager.stop();
       served.stop();
       await Promise.all(peers.map((p) => p.close()));

@@ -1,0 +1,414 @@
+import { createSocket, type RemoteInfo, type Socket } from 'node:dgram';
+import { networkInterfaces } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import type { Logger } from '@broadcast-ops/core';
+import type { ClockQuality } from '../domain/clock-quality.ts';
+import {
+  EVENT_PORT,
+  FLAG0,
+  GENERAL_PORT,
+  LOG_INTERVAL_NONE,
+  PTP_PDELAY_GROUP,
+  PTP_PRIMARY_GROUP,
+  clockIdentityFromMac,
+  clockIdentityText,
+  decodePtp,
+  encodePtp,
+  toPtpTimestamp,
+  type PortIdentity,
+  type PtpMessage,
+  type PtpMessageInput,
+} from '../protocol/ptp.ts';
+
+/**
+ * Experimental PTP announcer (docs/ptp.md): an IEEE 1588-2008 master on UDP/IPv4 multicast with software
+ * timestamps. Announce, two-step Sync + Follow_Up, Delay_Resp to Delay_Req (E2E) and Pdelay_Resp +
+ * Pdelay_Resp_Follow_Up to Pdelay_Req (P2P). No BMCA (always MASTER), no servo, no hardware timestamps.
+ * Timestamps are the served clock in the PTP timescale (TAI = UTC + currentUtcOffset).
+ */
+
+export interface PtpConfig {
+  interface: string;
+  domain: number;
+  priority1: number;
+  priority2: number;
+  clock_class: number;
+  clock_accuracy: number;
+  log_announce_interval: number;
+  log_sync_interval: number;
+  log_min_delay_req_interval: number;
+  transport_mode: 'multicast' | 'unicast';
+  delay_mechanism: 'E2E' | 'P2P';
+  profile: string;
+  two_step_flag: boolean;
+}
+
+export interface PtpAnnouncerOptions {
+  config: PtpConfig;
+  /** Served clock, Unix ms (float) at a performance.now() instant. */
+  servedUnixMs: (perf?: number) => number;
+  /** The clock-quality model (domain/clock-quality.ts), read for every Announce. */
+  quality: () => ClockQuality;
+  logger: Logger;
+  /** Ports (tests in a namespace use the real 319/320). */
+  eventPort?: number;
+  generalPort?: number;
+}
+
+export interface PtpCounters {
+  announce: number;
+  sync: number;
+  followUp: number;
+  delayReq: number;
+  delayResp: number;
+  pdelayReq: number;
+  pdelayResp: number;
+  rxErrors: number;
+  txErrors: number;
+}
+
+export interface PtpStatus {
+  running: boolean;
+  experimental: true;
+  port_state: 'INITIALIZING' | 'FAULTY' | 'MASTER' | 'DISABLED';
+  clock_id: string;
+  domain: number;
+  priority1: number;
+  priority2: number;
+  clock_class: number;
+  clock_accuracy: number;
+  time_source: number;
+  current_utc_offset: number;
+  ptp_timescale: true;
+  profile: string;
+  interface: string;
+  delay_mechanism: 'E2E' | 'P2P';
+  two_step: true;
+  timestamping: 'software';
+  bmca: false;
+  servo: false;
+  sync_count: number;
+  announce_count: number;
+  delay_req_count: number;
+  pdelay_req_count: number;
+  error?: string;
+}
+
+function ifaceInfo(name: string): { address: string; mac: string } | undefined {
+  const list = networkInterfaces()[name] ?? [];
+  const v4 = list.find((a) => a.family === 'IPv4');
+  if (!v4) return undefined;
+  return { address: v4.address, mac: v4.mac };
+}
+
+export class PtpAnnouncer {
+  readonly #o: PtpAnnouncerOptions;
+  readonly #c: PtpConfig;
+  readonly #log: Logger;
+  #event: Socket | undefined;
+  #general: Socket | undefined;
+  #timers: NodeJS.Timeout[] = [];
+  #portIdentity: PortIdentity = { clockIdentity: '0000000000000000', portNumber: 1 };
+  #running = false;
+  #error: string | undefined;
+  /** One sequenceId counter per message type sent on our own initiative (IEEE 1588-2008 §7.3.7). */
+  #seq = { announce: 0, sync: 0 };
+  #ifaceAddress = '';
+  readonly counters: PtpCounters = {
+    announce: 0,
+    sync: 0,
+    followUp: 0,
+    delayReq: 0,
+    delayResp: 0,
+    pdelayReq: 0,
+    pdelayResp: 0,
+    rxErrors: 0,
+    txErrors: 0,
+  };
+
+  constructor(options: PtpAnnouncerOptions) {
+    this.#o = options;
+    this.#c = options.config;
+    this.#log = options.logger;
+  }
+
+  get clockIdentity(): string {
+    return this.#portIdentity.clockIdentity;
+  }
+
+  /** Served time in the PTP timescale (TAI), ns since 1970. */
+  #nowNs(perf = performance.now()): bigint {
+    const ms = this.#o.servedUnixMs(perf);
+    const whole = Math.floor(ms);
+    const frac = Math.round((ms - whole) * 1e6);
+    return (
+      BigInt(whole) * 1_000_000n + BigInt(frac) + BigInt(this.#o.quality().currentUtcOffset) * 1_000_000_000n
+    );
+  }
+
+  async start(): Promise<void> {
+    if (this.#c.transport_mode !== 'multicast') {
+      this.#error = 'transport_mode unicast is not supported (multicast only)';
+      this.#log.error({ ptp: this.#c.interface }, this.#error);
+      return;
+    }
+    const info = ifaceInfo(this.#c.interface);
+    if (!info) {
+      this.#error = `interface ${this.#c.interface} has no IPv4 address`;
+      this.#log.error({}, `ptp: ${this.#error}`);
+      return;
+    }
+    this.#ifaceAddress = info.address;
+    this.#portIdentity = { clockIdentity: clockIdentityFromMac(info.mac), portNumber: 1 };
+    try {
+      this.#event = await this.#bind(this.#o.eventPort ?? EVENT_PORT);
+      this.#general = await this.#bind(this.#o.generalPort ?? GENERAL_PORT);
+    } catch (err) {
+      this.#error = `cannot bind PTP ports: ${(err as Error).message}`;
+      this.#log.error({}, `ptp: ${this.#error}`);
+      this.#event?.close();
+      this.#general?.close();
+      this.#event = this.#general = undefined;
+      return;
+    }
+    this.#running = true;
+    this.#event.on('message', (msg, rinfo) => {
+      const rx = performance.now();
+      this.#receive(msg, rinfo, rx);
+    });
+    this.#general.on('message', (msg, rinfo) => {
+      this.#receive(msg, rinfo, performance.now());
+    });
+    const every = (log2: number, fn: () => void): void => {
+      const t = setInterval(fn, Math.max(10, 1000 * 2 ** log2));
+      t.unref();
+      this.#timers.push(t);
+    };
+    this.#announce();
+    every(this.#c.log_announce_interval, () => this.#announce());
+    every(this.#c.log_sync_interval, () => this.#sync());
+    this.#log.info(
+      {
+        interface: this.#c.interface,
+        address: info.address,
+        clockIdentity: clockIdentityText(this.#portIdentity.clockIdentity),
+        domain: this.#c.domain,
+        delay: this.#c.delay_mechanism,
+      },
+      'PTP announcer (experimental: software timestamps, no BMCA, no servo) is MASTER',
+    );
+  }
+
+  async #bind(port: number): Promise<Socket> {
+    const s = createSocket({ type: 'udp4', reuseAddr: true });
+    await new Promise<void>((resolve, reject) => {
+      s.once('error', reject);
+      s.bind(port, () => {
+        s.removeListener('error', reject);
+        resolve();
+      });
+    });
+    s.on('error', (err) => {
+      this.counters.txErrors++;
+      this.#log.warn({ err: err.message }, 'ptp socket error');
+    });
+    s.addMembership(PTP_PRIMARY_GROUP, this.#ifaceAddress);
+    if (this.#c.delay_mechanism === 'P2P') s.addMembership(PTP_PDELAY_GROUP, this.#ifaceAddress);
+    s.setMulticastInterface(this.#ifaceAddress);
+    s.setMulticastLoopback(false);
+    // Peer-delay messages must not leave the link (Annex D: TTL 1); 1 is also right for the primary group.
+    s.setMulticastTTL(1);
+    return s;
+  }
+
+  async close(): Promise<void> {
+    for (const t of this.#timers) clearInterval(t);
+    this.#timers = [];
+    this.#running = false;
+    const close = (s: Socket | undefined): Promise<void> =>
+      new Promise((r) => {
+        if (!s) return r();
+        s.close(() => r());
+      });
+    await Promise.all([close(this.#event), close(this.#general)]);
+    this.#event = this.#general = undefined;
+  }
+
+  #header(
+    flags0: number,
+    sequenceId: number,
+    logMessageInterval: number,
+    correction = 0n,
+  ): PtpMessageInput['header'] {
+    return {
+      domainNumber: this.#c.domain,
+      flags: [flags0, this.#o.quality().flags1],
+      correction,
+      sourcePortIdentity: this.#portIdentity,
+      sequenceId,
+      logMessageInterval,
+    };
+  }
+
+  #send(sock: Socket | undefined, m: PtpMessageInput, group: string, port: number): number {
+    const buf = encodePtp(m);
+    // The timestamp of an event message is taken immediately before send(): with a numeric address the
+    // datagram reaches the kernel synchronously (no DNS lookup in between).
+    const t = performance.now();
+    try {
+      sock?.send(buf, port, group);
+    } catch {
+      this.counters.txErrors++;
+    }
+    return t;
+  }
+
+  #announce(): void {
+    if (!this.#running) return;
+    const q = this.#o.quality();
+    const seq = this.#seq.announce;
+    this.#seq.announce = (seq + 1) & 0xffff;
+    this.#send(
+      this.#general,
+      {
+        type: 'announce',
+        header: this.#header(0, seq, this.#c.log_announce_interval),
+        announce: {
+          originTimestamp: toPtpTimestamp(this.#nowNs()),
+          currentUtcOffset: q.currentUtcOffset,
+          grandmasterPriority1: this.#c.priority1,
+          clockClass: q.clockClass,
+          clockAccuracy: q.clockAccuracy,
+          // Not computed (linuxptp's default 0xFFFF).
+          offsetScaledLogVariance: 0xffff,
+          grandmasterPriority2: this.#c.priority2,
+          grandmasterIdentity: this.#portIdentity.clockIdentity,
+          stepsRemoved: 0,
+          timeSource: q.timeSource,
+        },
+      },
+      PTP_PRIMARY_GROUP,
+      this.#o.generalPort ?? GENERAL_PORT,
+    );
+    this.counters.announce++;
+  }
+
+  /** Two-step Sync: approximate originTimestamp, then Follow_Up with the same sequenceId and t1. */
+  #sync(): void {
+    if (!this.#running) return;
+    const seq = this.#seq.sync;
+    this.#seq.sync = (seq + 1) & 0xffff;
+    const approx = toPtpTimestamp(this.#nowNs());
+    const t1 = this.#send(
+      this.#event,
+      {
+        type: 'sync',
+        header: this.#header(FLAG0.TWO_STEP, seq, this.#c.log_sync_interval),
+        timestamp: approx,
+      },
+      PTP_PRIMARY_GROUP,
+      this.#o.eventPort ?? EVENT_PORT,
+    );
+    this.counters.sync++;
+    this.#send(
+      this.#general,
+      {
+        type: 'follow_up',
+        header: this.#header(0, seq, this.#c.log_sync_interval),
+        timestamp: toPtpTimestamp(this.#nowNs(t1)),
+      },
+      PTP_PRIMARY_GROUP,
+      this.#o.generalPort ?? GENERAL_PORT,
+    );
+    this.counters.followUp++;
+  }
+
+  #receive(buf: Buffer, _rinfo: RemoteInfo, rxPerf: number): void {
+    const d = decodePtp(buf);
+    if (!d.ok) {
+      this.counters.rxErrors++;
+      return;
+    }
+    const m: PtpMessage = d.message;
+    if (m.header.domainNumber !== this.#c.domain) return;
+    if (m.header.sourcePortIdentity.clockIdentity === this.#portIdentity.clockIdentity) return;
+    if (m.type === 'delay_req' && this.#c.delay_mechanism === 'E2E') {
+      this.counters.delayReq++;
+      // Delay_Resp: t4, the request's sequenceId, correctionField and sourcePortIdentity (§11.3.2).
+      this.#send(
+        this.#general,
+        {
+          type: 'delay_resp',
+          header: this.#header(
+            0,
+            m.header.sequenceId,
+            this.#c.log_min_delay_req_interval,
+            m.header.correction,
+          ),
+          timestamp: toPtpTimestamp(this.#nowNs(rxPerf)),
+          requestingPortIdentity: m.header.sourcePortIdentity,
+        },
+        PTP_PRIMARY_GROUP,
+        this.#o.generalPort ?? GENERAL_PORT,
+      );
+      this.counters.delayResp++;
+    } else if (m.type === 'pdelay_req' && this.#c.delay_mechanism === 'P2P') {
+      this.counters.pdelayReq++;
+      // Two-step peer delay (§11.4.3 c): Pdelay_Resp with t2 and correction 0, then Pdelay_Resp_Follow_Up
+      // with t3 and the request's correctionField; both copy its sequenceId and sourcePortIdentity.
+      const t3 = this.#send(
+        this.#event,
+        {
+          type: 'pdelay_resp',
+          header: this.#header(FLAG0.TWO_STEP, m.header.sequenceId, LOG_INTERVAL_NONE),
+          timestamp: toPtpTimestamp(this.#nowNs(rxPerf)),
+          requestingPortIdentity: m.header.sourcePortIdentity,
+        },
+        PTP_PDELAY_GROUP,
+        this.#o.eventPort ?? EVENT_PORT,
+      );
+      this.#send(
+        this.#general,
+        {
+          type: 'pdelay_resp_follow_up',
+          header: this.#header(0, m.header.sequenceId, LOG_INTERVAL_NONE, m.header.correction),
+          timestamp: toPtpTimestamp(this.#nowNs(t3)),
+          requestingPortIdentity: m.header.sourcePortIdentity,
+        },
+        PTP_PDELAY_GROUP,
+        this.#o.generalPort ?? GENERAL_PORT,
+      );
+      this.counters.pdelayResp++;
+    }
+  }
+
+  status(): PtpStatus {
+    const q = this.#o.quality();
+    return {
+      running: this.#running,
+      experimental: true,
+      port_state: this.#running ? 'MASTER' : this.#error ? 'FAULTY' : 'INITIALIZING',
+      clock_id: clockIdentityText(this.#portIdentity.clockIdentity),
+      domain: this.#c.domain,
+      priority1: this.#c.priority1,
+      priority2: this.#c.priority2,
+      clock_class: q.clockClass,
+      clock_accuracy: q.clockAccuracy,
+      time_source: q.timeSource,
+      current_utc_offset: q.currentUtcOffset,
+      ptp_timescale: true,
+      profile: this.#c.profile,
+      interface: this.#c.interface,
+      delay_mechanism: this.#c.delay_mechanism,
+      two_step: true,
+      timestamping: 'software',
+      bmca: false,
+      servo: false,
+      sync_count: this.counters.sync,
+      announce_count: this.counters.announce,
+      delay_req_count: this.counters.delayReq,
+      pdelay_req_count: this.counters.pdelayReq,
+      ...(this.#error ? { error: this.#error } : {}),
+    };
+  }
+}
