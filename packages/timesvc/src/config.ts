@@ -167,6 +167,11 @@ const gpsdoSchema = z.strictObject({
   network_address: z.string().default(''),
   poll_interval: duration.default(1),
   nmea_sentences: z.array(z.string().regex(/^[A-Z]{5}$/)).default(['GPRMC', 'GPGGA']),
+  /**
+   * Fixed latency of serial-time samples (gpsd TOFF) to remove, like chrony's refclock `offset` option:
+   * the time a receiver's sentence takes to arrive after its second (docs/gpsdo.md "gpsd").
+   */
+  nmea_delay: duration.default(0),
   /** After the GPSDO is lost, HOLDOVER lasts this long before NTP peers may take over (docs/gpsdo.md). */
   fallback_after: duration.default(60),
   /** The simulated receiver (type dummy; docs/gpsdo.md "Dummy"). Deterministic: no lock loss unless asked. */

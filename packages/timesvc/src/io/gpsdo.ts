@@ -33,6 +33,7 @@ export interface GpsdoConfig {
   pps_device: string;
   network_address: string;
   poll_interval: number;
+  nmea_delay: number;
   dummy: {
     locked: boolean;
     satellites: number;
@@ -386,7 +387,11 @@ export class GpsdoSource implements ReferenceSource {
       case 'PPS': {
         // real − clock: the receiver's time of the event − the gpsd host's realtime at it. SOCK-grade for
         // TOFF (serial latency, ~10 ms); PPS-grade for PPS (docs/gpsdo.md "gpsd").
-        const offsetS = m.realSec - m.clockSec + (m.realNsec - m.clockNsec) / 1e9;
+        const offsetS =
+          m.realSec -
+          m.clockSec +
+          (m.realNsec - m.clockNsec) / 1e9 +
+          (m.class === 'TOFF' ? this.#o.config.nmea_delay : 0);
         const ageMs = this.#wall() - (m.clockSec * 1000 + m.clockNsec / 1e6);
         this.model.timeSample(
           offsetS,
