@@ -14,6 +14,9 @@ test('the committed configs parse: demo, lab without GPS, GPSDO example', () => 
   assert.equal(demo.gpsdo.type, 'dummy');
   assert.equal(demo.ntp.ref_id, 'GPS');
   assert.equal(demo.web.port, 8080);
+  const ptpExample = loadTimesvcConfig(join(repoRoot, 'config/timesvc.ptp.example.yaml'), {});
+  assert.equal(ptpExample.ptp.enabled, true);
+  assert.equal(ptpExample.gpsdo.nmea_delay, 0.1);
   const lab = loadTimesvcConfig(join(repoRoot, 'config/timesvc.lab.example.yaml'), {});
   assert.equal(lab.ntp.upstream_peers.length, 3);
   assert.equal(lab.ntp.upstream_peers[0]?.prefer, true);
