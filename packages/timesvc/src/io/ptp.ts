@@ -50,6 +50,11 @@ export interface PtpAnnouncerOptions {
   /** The clock-quality model (domain/clock-quality.ts), read for every Announce. */
   quality: () => ClockQuality;
   logger: Logger;
+  /**
+   * Receive timestamps for the event socket (io/kernel-rx-timestamp.ts `arrivalTime`): the kernel's, carried
+   * onto the monotonic clock, where the addon is built; else the handler's own reading.
+   */
+  arrival?: (socket: Socket) => { kernel: boolean; at: (perf: number) => number };
   /** Ports (tests in a namespace use the real 319/320). */
   eventPort?: number;
   generalPort?: number;
@@ -85,6 +90,8 @@ export interface PtpStatus {
   delay_mechanism: 'E2E' | 'P2P';
   two_step: true;
   timestamping: 'software';
+  /** Event-message receive timestamps: the kernel's (software, SO_TIMESTAMP) or the handler's. */
+  rx_timestamps: 'kernel' | 'userspace';
   bmca: false;
   servo: false;
   sync_count: number;
@@ -114,6 +121,7 @@ export class PtpAnnouncer {
   /** One sequenceId counter per message type sent on our own initiative (IEEE 1588-2008 §7.3.7). */
   #seq = { announce: 0, sync: 0 };
   #ifaceAddress = '';
+  #kernelRx = false;
   readonly counters: PtpCounters = {
     announce: 0,
     sync: 0,
@@ -172,9 +180,11 @@ export class PtpAnnouncer {
       return;
     }
     this.#running = true;
+    const arrival = this.#o.arrival?.(this.#event);
+    this.#kernelRx = arrival?.kernel ?? false;
     this.#event.on('message', (msg, rinfo) => {
-      const rx = performance.now();
-      this.#receive(msg, rinfo, rx);
+      const perf = performance.now();
+      this.#receive(msg, rinfo, arrival ? arrival.at(perf) : perf);
     });
     this.#general.on('message', (msg, rinfo) => {
       this.#receive(msg, rinfo, performance.now());
@@ -402,6 +412,7 @@ export class PtpAnnouncer {
       delay_mechanism: this.#c.delay_mechanism,
       two_step: true,
       timestamping: 'software',
+      rx_timestamps: this.#kernelRx ? 'kernel' : 'userspace',
       bmca: false,
       servo: false,
       sync_count: this.counters.sync,

@@ -9,6 +9,7 @@ import { asciiRefId } from '../protocol/ntp-packet.ts';
 import { ntpBindAddresses, parseHostPort, peerPolls, type TimesvcConfig } from '../config.ts';
 import { clockQuality, type ClockQuality } from '../domain/clock-quality.ts';
 import { GpsdoSource } from './gpsdo.ts';
+import { arrivalTime } from './kernel-rx-timestamp.ts';
 import { PtpAnnouncer } from './ptp.ts';
 import { registerPtpMetrics } from './ptp-metrics.ts';
 import { registerGpsdoMetrics } from './gpsdo-metrics.ts';
@@ -206,6 +207,8 @@ export function createTimesvc(
         config: config.ptp,
         servedUnixMs: (perf) => served.servedUnixMs(perf),
         quality,
+        arrival: (socket) =>
+          arrivalTime(socket, served, { kernel: ntp.kernel_rx_timestamps, correctionMs: 0 }),
         logger: logger.child({ component: 'ptp' }),
       })
     : undefined;
