@@ -38,7 +38,7 @@ function nmeaSecond(unixS: number): string {
 
 test(
   'serialpps: NMEA on a pty at 1 Hz + a sysfs PPS fixture lock the GPSDO; stratum 1 "GPS" accepted by chronyd -Q; ' +
-    'closing the pty gives HOLDOVER with a growing bound, then the NTP peer takes over',
+    'closing the pty gives HOLDOVER with a growing bound, then the NTP peer takes over; re-plugged, the GPSDO is back',
   { timeout: 180_000 },
   async () => {
     const socat = requireTool('socat');
@@ -58,6 +58,7 @@ test(
     const chrony = await startChronyServer(dir.path, chronyPort, { stratum: 8 });
     let timer: NodeJS.Timeout | undefined;
     let fd: number | undefined;
+    const extra: ReturnType<typeof startProcess>[] = [];
     const config = configSchema.parse({
       ntp: {
         port: 0,
@@ -79,7 +80,7 @@ test(
     try {
       await waitFor(() => existsSync(ttyA) && existsSync(ttyB), { timeoutMs: 10_000, what: 'socat ptys' });
       fd = openSync(ttyA, 'w');
-      const writer = fd;
+      let writer = fd;
       let seq = 0;
       // At each second edge (+5 ms): the "kernel" records the assert edge of that second (host clock 500 ns
       // behind the receiver), and 120 ms later the receiver sends the sentences naming that second.
@@ -158,11 +159,38 @@ test(
       const events = service.gpsdo()?.gpsdoStatus().counters.events ?? {};
       assert.ok((events['holdover'] ?? 0) >= 1 && (events['disconnected'] ?? 0) >= 1, JSON.stringify(events));
       assert.match(await service.registry.metrics(), /timesvc_gpsdo_events_total\{event="holdover"\} 1/);
+
+      // The receiver is plugged in again: the device is reopened, the GPSDO locks and is selected again.
+      if (fd !== undefined) closeSync(fd);
+      fd = undefined;
+      const pty2 = startProcess(socat, [
+        '-d',
+        '-d',
+        `pty,raw,echo=0,link=${ttyA}`,
+        `pty,raw,echo=0,link=${ttyB}`,
+      ]);
+      extra.push(pty2);
+      await waitFor(() => existsSync(ttyA), { timeoutMs: 10_000, what: 'socat ptys again' });
+      fd = openSync(ttyA, 'w');
+      writer = fd;
+      schedule();
+      await waitFor(() => service.manager.snapshot().selected === 'GPSDO:SerialPPS', {
+        timeoutMs: 40_000,
+        intervalMs: 200,
+        what: 'the GPSDO selected again',
+      });
+      assert.equal(service.gpsdo()?.gpsdoStatus().connected, true);
+      assert.equal(service.gpsdo()?.gpsdoStatus().error, undefined);
+      await waitFor(async () => (await queryServer('127.0.0.1', port)).stratum === 1, {
+        timeoutMs: 20_000,
+        intervalMs: 500,
+      });
     } finally {
       if (timer) clearTimeout(timer);
       if (fd !== undefined) closeSync(fd);
       await service.close();
       await pty.stop();
+      for (const p of extra) await p.stop();
       await chrony.stop();
       dir.remove();
     }
