@@ -53,21 +53,25 @@ export function registerGpsdoMetrics(registry: Registry, gpsdo: () => GpsdoSourc
   new Gauge({
     name: 'timesvc_gpsdo_offset_nanoseconds',
     help: 'Receiver time - host clock at the last paired PPS edge, ns (absent until measured)',
+    labelNames: ['type'],
     registers: [registry],
     collect() {
       this.reset();
-      const o = status()?.offsetNs;
-      if (o !== undefined) this.set(o);
+      const st = status();
+      // Labelled by receiver type, so "not measured" is no series at all rather than a 0 (prom-client
+      // re-creates an unlabelled gauge at 0 on reset).
+      if (st?.offsetNs !== undefined) this.set({ type: st.type }, st.offsetNs);
     },
   });
   new Gauge({
     name: 'timesvc_gpsdo_signal_strength',
     help: 'Mean SNR of the satellites used, dB-Hz (absent when unknown)',
+    labelNames: ['type'],
     registers: [registry],
     collect() {
       this.reset();
-      const s = status()?.signalStrengthDb;
-      if (s !== undefined) this.set(s);
+      const st = status();
+      if (st?.signalStrengthDb !== undefined) this.set({ type: st.type }, st.signalStrengthDb);
     },
   });
   new Counter({

@@ -53,7 +53,8 @@ export function registerPtpMetrics(registry: Registry, ptp: () => PtpAnnouncer |
   });
   new Gauge({
     name: 'timesvc_ptp_offset_nanoseconds',
-    help: 'Offset measured by the PTP port, ns: never set on a master (no sample)',
+    help: 'Offset measured by the PTP port, ns: never set on a master (no series; labelled so none is emitted)',
+    labelNames: ['interface'],
     registers: [registry],
     collect() {
       this.reset();
