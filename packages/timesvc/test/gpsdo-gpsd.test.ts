@@ -1,14 +1,15 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { silentLogger } from '@broadcast-ops/core';
-import { waitFor } from '@broadcast-ops/core/testing';
+import { requireTool, startProcess, tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { configSchema } from '../src/config.ts';
 import { queryServer } from '../src/io/query.ts';
 import { createTimesvc } from '../src/io/service.ts';
 import { parseGpsdLine } from '../src/protocol/gpsd.ts';
+import { buildNmea } from '../src/protocol/nmea.ts';
 
 const capture = JSON.parse(
   readFileSync(join(import.meta.dirname, 'fixtures/gpsd-3.22-watch.json'), 'utf8'),
@@ -147,5 +148,90 @@ test('network GPSDO: a fake gpsd replaying recorded JSON drives the source to a 
     await service.close();
     gpsd.kick();
     await new Promise((r) => gpsd.server.close(r));
+  }
+});
+
+test('network GPSDO against the real gpsd (Debian gpsd, device = a socat pty fed NMEA at 1 Hz): lock, satellites', async () => {
+  const gpsdBin = requireTool('gpsd');
+  const socat = requireTool('socat');
+  const dir = tempDir('timesvc-gpsd-');
+  const ttyA = join(dir.path, 'ttyA');
+  const ttyB = join(dir.path, 'ttyB');
+  const pty = startProcess(socat, ['-d', '-d', `pty,raw,echo=0,link=${ttyA}`, `pty,raw,echo=0,link=${ttyB}`]);
+  const tcpPort = await new Promise<number>((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const p = (s.address() as AddressInfo).port;
+      s.close(() => resolve(p));
+    });
+  });
+  let timer: NodeJS.Timeout | undefined;
+  let fd: number | undefined;
+  let gpsd: ReturnType<typeof startProcess> | undefined;
+  const config = configSchema.parse({
+    ntp: { port: 0, interface: '127.0.0.1', ref_id: 'GPS' },
+    gpsdo: { enabled: true, type: 'network', network_address: `127.0.0.1:${tcpPort}`, nmea_delay: '100ms' },
+    web: { port: 0, bind_address: '127.0.0.1' },
+  });
+  const service = createTimesvc(config, silentLogger());
+  try {
+    await waitFor(() => existsSync(ttyA) && existsSync(ttyB), { timeoutMs: 10_000, what: 'socat ptys' });
+    // -N foreground, -n poll without clients, -b read-only (never writes to the "receiver"), -S port.
+    gpsd = startProcess(gpsdBin, [
+      '-N',
+      '-n',
+      '-b',
+      '-S',
+      String(tcpPort),
+      '-F',
+      join(dir.path, 'gpsd.sock'),
+      ttyB,
+    ]);
+    fd = openSync(ttyA, 'w');
+    const writer = fd;
+    const tick = (): void => {
+      timer = setTimeout(
+        () => {
+          const iso = new Date(Math.floor(Date.now() / 1000) * 1000).toISOString();
+          const t = iso.slice(11, 19).replace(/:/g, '') + '.00';
+          const date = iso.slice(8, 10) + iso.slice(5, 7) + iso.slice(2, 4);
+          const out = [
+            `GPRMC,${t},A,5128.6740,N,00000.0900,W,0.01,,${date},,,A`,
+            `GPGGA,${t},5128.6740,N,00000.0900,W,1,07,0.92,45.3,M,47.0,M,,`,
+            'GPGSA,A,3,02,05,07,09,13,15,18,,,,,,1.61,0.92,1.32',
+            'GPGSV,2,1,08,02,61,297,44,05,52,075,46,07,40,126,41,09,33,236,39',
+            'GPGSV,2,2,08,13,25,018,36,15,22,119,40,18,14,307,33,20,06,243,',
+          ]
+            .map((b) => buildNmea(b) + '\r\n')
+            .join('');
+          try {
+            writeSync(writer, out);
+          } catch {
+            /* pty gone */
+          }
+          tick();
+        },
+        1100 - (Date.now() % 1000),
+      );
+    };
+    tick();
+    await service.start();
+    await waitFor(() => service.gpsdo()?.gpsdoStatus().locked, {
+      timeoutMs: 40_000,
+      intervalMs: 200,
+      what: 'lock',
+    });
+    const st = service.gpsdo()?.gpsdoStatus();
+    assert.equal(st?.satellitesUsed, 7);
+    assert.equal(st?.satellites.length, 8);
+    assert.match(st?.receiver.firmware ?? '', /^gpsd 3\./);
+    assert.ok(st?.offsetNs !== undefined && Math.abs(st.offsetNs) < 50e6, String(st?.offsetNs));
+  } finally {
+    if (timer) clearTimeout(timer);
+    if (fd !== undefined) closeSync(fd);
+    await service.close();
+    await gpsd?.stop();
+    await pty.stop();
+    dir.remove();
   }
 });
