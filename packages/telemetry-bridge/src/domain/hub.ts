@@ -30,6 +30,7 @@ import {
   type OpenedClient,
   type StateWriteOutcome,
 } from './hub-options.ts';
+import { idempotencyFromLog, type RestoredIdem } from './idempotency-log.ts';
 import { restore } from './recovery.ts';
 import { StateStore } from './state-store.ts';
 import { Router } from './subscriptions.ts';
@@ -57,6 +58,7 @@ export class Hub {
   readonly #adapters: AdapterHost;
   readonly #writes: ClientWrites;
   readonly #restoredOwners: Set<string>;
+  #restoredIdem: RestoredIdem[] = [];
   #slowDisconnects = 0;
 
   constructor(options: HubOptions) {
@@ -168,6 +170,12 @@ export class Hub {
     });
     this.store.claim('hub', HUB_NAMESPACE);
     this.#restoredOwners = rec ? restore(rec, this.store, this.#journal) : new Set();
+    if (rec)
+      this.#restoredIdem = idempotencyFromLog(
+        rec.records,
+        this.#clock.now(),
+        this.#limits.idempotencyWindowMs,
+      );
     for (const owner of this.#restoredOwners) {
       if (owner.startsWith('app.')) this.store.claim(`${owner}.custom`, owner);
     }
@@ -190,6 +198,14 @@ export class Hub {
       if (owner.startsWith('app.')) this.#scheduleExpiry(owner);
     }
     this.#restoredOwners.clear();
+    if (this.#restoredIdem.length > 0) {
+      const interrupted = this.#commands.seed(this.#restoredIdem);
+      this.#logger.info(
+        { keys: this.#restoredIdem.length, interrupted },
+        'idempotency keys restored from the event log',
+      );
+      this.#restoredIdem = [];
+    }
   }
 
   // ---------------------------------------------------------------------------------------------- adapters
