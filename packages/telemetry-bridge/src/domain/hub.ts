@@ -155,7 +155,11 @@ export class Hub {
       ownerOf: (path) => this.store.ownerOf(path),
       writeState: (w, p, v, c) => this.writeState(w, p, v, c),
       publishEvent: (s, p, e, d, c) => this.publishEvent(s, p, e, d, c),
-      markStale: (owner, stale) => this.#markOwnerStale(owner, stale),
+      rootLogger: options.logger,
+      markStale: (owner, stale, except) => this.#markOwnerStale(owner, stale, except),
+      markPathStale: (owner, path, stale) => {
+        if (this.store.ownerOf(path) === owner) this.#markPathStale(path, stale);
+      },
     });
     this.#writes = new ClientWrites({
       logger: this.#logger,
@@ -254,14 +258,18 @@ export class Hub {
     this.#router.broadcast(kind, path, offset, json);
   }
 
-  #markOwnerStale(owner: string, stale: boolean): void {
+  #markOwnerStale(owner: string, stale: boolean, except?: (path: string) => boolean): void {
     for (const path of [...this.store.pathsOf(owner)]) {
-      const offset = this.#journal.offset + 1;
-      const e = this.store.setStale(path, stale, offset, this.#clock.now());
-      if (!e) continue;
-      this.#journal.next();
-      this.#broadcast('state', path, offset, this.#factory.state(e, HUB_NAMESPACE, false, undefined));
+      if (except?.(path) !== true) this.#markPathStale(path, stale);
     }
+  }
+
+  #markPathStale(path: string, stale: boolean): void {
+    const offset = this.#journal.offset + 1;
+    const e = this.store.setStale(path, stale, offset, this.#clock.now());
+    if (!e) return;
+    this.#journal.next();
+    this.#broadcast('state', path, offset, this.#factory.state(e, HUB_NAMESPACE, false, undefined));
   }
 
   #scheduleExpiry(ns: string): void {
