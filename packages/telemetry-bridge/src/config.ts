@@ -156,6 +156,14 @@ export const configSchema = z.strictObject({
       fsync: z.boolean().default(true),
     })
     .prefault({}),
+  // The web console and state API on the client transport's port (docs/console.md).
+  console: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+      // Names the Host header may carry besides IP literals, localhost and this machine's hostname.
+      allowedHosts: z.array(z.string().min(1).max(253)).max(32).default([]),
+    })
+    .prefault({}),
   metrics: z
     .strictObject({
       enabled: z.boolean().default(true),

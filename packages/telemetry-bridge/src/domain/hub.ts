@@ -456,6 +456,40 @@ export class Hub {
 
   // ---------------------------------------------------------------------------------------------- stats
 
+  /** The connected clients as the console shows them (docs/console.md): subscriptions and backlog. */
+  clientViews(): {
+    namespace: string;
+    connId: number;
+    subscriptions: { id: string; patterns: string[]; filter: string }[];
+    queuedMessages: number;
+    queuedBytes: number;
+    bufferedBytes: number;
+    coalescing: boolean;
+    lastOffset: number;
+    offsetsBehind: number;
+  }[] {
+    const out = [];
+    for (const c of this.#clients.all()) {
+      const last = Math.max(0, c.lastStamp);
+      out.push({
+        namespace: c.namespace,
+        connId: c.connId,
+        subscriptions: [...c.subs.values()].map((s) => ({
+          id: s.id,
+          patterns: [...s.patterns],
+          filter: s.filter,
+        })),
+        queuedMessages: c.queue.queuedMessages,
+        queuedBytes: c.queue.queuedBytes,
+        bufferedBytes: c.sink.bufferedAmount(),
+        coalescing: c.queue.coalescing,
+        lastOffset: last,
+        offsetsBehind: last > 0 ? this.#journal.offset - last : 0,
+      });
+    }
+    return out;
+  }
+
   stats(): {
     clients: number;
     subscriptions: number;

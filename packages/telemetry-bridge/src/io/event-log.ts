@@ -89,6 +89,8 @@ export class EventLog implements EventLogSink {
   };
   #appended = 0;
   #syncs = 0;
+  /** Wall time of the last completed sync (0 before the first). */
+  #lastSyncAt = 0;
   #lastError: Error | undefined;
   /** A write or sync failed in this run: no clean-shutdown marker (the next start opens a new epoch). */
   #failedThisRun = false;
@@ -125,6 +127,12 @@ export class EventLog implements EventLogSink {
     return this.#appended;
   }
   /** fsync calls made (group commits), for the durability benchmark. */
+  get lastSyncAt(): number {
+    return this.#lastSyncAt;
+  }
+  get dir(): string {
+    return this.#opts.dir;
+  }
   get syncs(): number {
     return this.#syncs;
   }
@@ -357,6 +365,7 @@ export class EventLog implements EventLogSink {
     fdatasync(fd, (err) => {
       this.#syncing = false;
       this.#syncs++;
+      if (!err) this.#lastSyncAt = this.#opts.now();
       if (err && this.#fd === fd) this.#fail(err);
       const done = this.#inflight;
       this.#inflight = [];
@@ -403,6 +412,7 @@ export class EventLog implements EventLogSink {
       try {
         fdatasyncSync(this.#fd);
         this.#syncs++;
+        this.#lastSyncAt = this.#opts.now();
         this.#dirty = false;
       } catch (err) {
         this.#fail(err);
