@@ -101,6 +101,9 @@ export function buildConsoleApp(o: ConsoleOptions): FastifyInstance {
     );
   }
 
+  // No icon: answered, so browsers do not log a 404 for it.
+  app.get('/favicon.ico', async (_req, reply) => reply.status(204).send());
+
   const guard = async (req: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
     if (!hostAllowed(req.headers.host, o.allowedHosts ?? [])) {
       await reply.status(403).send({ error: 'FORBIDDEN', message: 'Host header not accepted' });
