@@ -68,6 +68,8 @@ test('Companion restarted: ADD-SUB sent again, the location stale with a reason 
     );
     assert.equal(subStatus(r)?.status, 'live');
     // The client never saw the location fresh with the old drawing after it went stale.
+    // The client's copy arrives after the hub's (a loaded machine can delay it).
+    await until(() => seen.loc.slice(from).some((k) => !k.stale && k.text === 'AFTER'), 'client saw AFTER');
     const firstStale = seen.loc.findIndex((k, i) => i >= from && k.stale);
     assert.ok(firstStale >= 0);
     const afterStale = seen.loc.slice(firstStale);
