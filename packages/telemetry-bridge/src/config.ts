@@ -19,6 +19,13 @@ export const configSchema = z.strictObject({
       enabled: z.boolean().default(false),
       host: z.string().min(1).default('127.0.0.1'),
       port: port.default(16623),
+      // Hot standby (docs/companion.md "Hot standby"): Companion instances in order of preference, all on
+      // the same transport; when set, host/port are not used.
+      hosts: z
+        .array(z.strictObject({ host: z.string().min(1), port: port.refine((p) => p > 0, 'port 0') }))
+        .min(1)
+        .max(8)
+        .optional(),
       transport: z.enum(['ws', 'tcp']).default('ws'),
       // Companion drops a Satellite client after 5 s without inbound data: keep the PING well inside.
       heartbeatInterval: z.number().int().min(50).max(2000).default(1000),
@@ -147,6 +154,14 @@ export const configSchema = z.strictObject({
       syncInterval: z.number().int().min(1).max(1000).default(50),
       // false: never fsync (measuring only; a power cut can then lose acknowledged records).
       fsync: z.boolean().default(true),
+    })
+    .prefault({}),
+  // The web console and state API on the client transport's port (docs/console.md).
+  console: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+      // Names the Host header may carry besides IP literals, localhost and this machine's hostname.
+      allowedHosts: z.array(z.string().min(1).max(253)).max(32).default([]),
     })
     .prefault({}),
   metrics: z

@@ -93,6 +93,7 @@ await runCli(
             name: config.name,
             environment: config.environment,
             clients: bridge.clientUrl,
+            console: bridge.consoleUrl,
             metrics: bridge.metricsUrl,
             health: bridge.healthUrl,
             epoch: bridge.hub.epoch,

@@ -21,6 +21,8 @@ import {
   type DependencyCheck,
 } from './io/observability.ts';
 import { WsTransport } from './io/ws-transport.ts';
+import { buildConsoleApp } from './io/console-http.ts';
+import { CommandTap } from './io/command-tap.ts';
 
 export const SERVER_VERSION = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
@@ -41,6 +43,8 @@ export interface RunningBridge {
   eventLog: EventLog | undefined;
   transport: WsTransport;
   clientUrl: string;
+  /** The web console and state API (docs/console.md), on the client transport's port. */
+  consoleUrl: string | undefined;
   metricsUrl: string | undefined;
   healthUrl: string | undefined;
   close(): Promise<void>;
@@ -75,11 +79,14 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
     else log.info({ ...r, epoch: eventLog.epoch }, 'event log opened');
   }
   const ct = config.clientTransport;
+  // Recent commands for the console, read off the log feed (or standing in for a disabled log).
+  const commandTap = new CommandTap(eventLog);
   const hub = new Hub({
     clock,
     logger,
     metrics,
-    ...(eventLog ? { log: eventLog, epoch: eventLog.epoch } : {}),
+    log: commandTap,
+    ...(eventLog ? { epoch: eventLog.epoch } : {}),
     ...(eventLog?.recovered ? { recovered: eventLog.recovered } : {}),
     ...(eventLog && config.clientTransport.requireAuth
       ? { identities: identityFile(resolve(options.cwd ?? process.cwd(), config.eventLog.path)) }
@@ -113,6 +120,19 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
   eventLog?.start(() => hub.store.checkpoint());
   hub.markRecovered();
 
+  const consoleApp = config.console.enabled
+    ? buildConsoleApp({
+        logger,
+        hub,
+        requireAuth: ct.requireAuth,
+        authTokens: ct.authTokens,
+        allowedHosts: config.console.allowedHosts,
+        eventLog,
+        commands: commandTap,
+        serverVersion: SERVER_VERSION,
+      })
+    : undefined;
+  await consoleApp?.ready();
   const transport = new WsTransport(
     hub,
     {
@@ -126,6 +146,7 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
       handshakeTimeoutMs: ct.handshakeTimeout,
       idleTimeoutMs: ct.idleTimeout,
       serverVersion: SERVER_VERSION,
+      ...(consoleApp ? { server: consoleApp.server } : {}),
     },
     clock,
     logger,
@@ -143,6 +164,12 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
   // open log would keep a process that failed to start from exiting).
   const closeAll = async (): Promise<void> => {
     await transport.close();
+    if (consoleApp) {
+      const srv = consoleApp.server;
+      srv.closeIdleConnections();
+      await new Promise<void>((r) => (srv.listening ? srv.close(() => r()) : r()));
+      await consoleApp.close();
+    }
     hub.abortAll();
     await hub.stopAdapters();
     await healthApp?.close();
@@ -261,6 +288,7 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
     eventLog,
     transport,
     clientUrl: `ws://${clientHost}:${clientPort}/`,
+    consoleUrl: consoleApp ? `http://${clientHost}:${clientPort}/` : undefined,
     metricsUrl,
     healthUrl,
     close: closeAll,

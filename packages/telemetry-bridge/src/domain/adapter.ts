@@ -35,12 +35,15 @@ export interface AdapterContext {
    * Report the link to the device. `false` marks every key the adapter owns stale (one delta per key);
    * `true` clears stale on the keys the adapter does not republish (like an MQTT last will).
    */
-  setConnected(connected: boolean): void;
+  setConnected(connected: boolean, except?: (path: string) => boolean): void;
   /**
    * Mark every key the adapter owns stale without changing the reported link state: for a link lost while
-   * the device was still redrawing (keys written in that window would otherwise stay fresh).
+   * the device was still redrawing (keys written in that window would otherwise stay fresh). `except` (here
+   * and in `setConnected`) names keys left as they are, e.g. the keys describing the link itself.
    */
-  markStale(stale: boolean): void;
+  markStale(stale: boolean, except?: (path: string) => boolean): void;
+  /** Set or clear stale on one key the adapter owns (a key the device redrew, or one it cannot restore). */
+  setPathStale(path: string, stale: boolean): void;
   /** Count a reconnect attempt and feed the latency histogram (README "Metrics"). */
   reportReconnect(): void;
   reportLatency(seconds: number): void;

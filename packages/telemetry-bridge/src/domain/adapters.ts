@@ -10,6 +10,8 @@ import type { HubMetrics } from './metrics.ts';
 export interface AdapterHostOptions {
   clock: Clock;
   logger: Logger;
+  /** The logger without bindings, for the adapters' own `component`. */
+  rootLogger: Logger;
   metrics: HubMetrics;
   claim(prefix: string, owner: string): void;
   ownerOf(path: string): string | undefined;
@@ -20,7 +22,8 @@ export interface AdapterHostOptions {
     correlationId: string | undefined,
   ): { kind: 'conflict'; owner: string | undefined } | { kind: 'changed' | 'unchanged' };
   publishEvent(source: string, path: string, event: string, data: unknown, correlationId?: string): number;
-  markStale(owner: string, stale: boolean): void;
+  markStale(owner: string, stale: boolean, except?: (path: string) => boolean): void;
+  markPathStale(owner: string, path: string, stale: boolean): void;
 }
 
 export class AdapterHost {
@@ -72,7 +75,8 @@ export class AdapterHost {
     const o = this.#o;
     return {
       clock: o.clock,
-      logger: o.logger.child({ component: `adapter:${adapter.name}` }),
+      // A child of the root logger: a child of a child would print `component` twice (pino keeps both).
+      logger: o.rootLogger.child({ component: `adapter:${adapter.name}` }),
       setState: (path, value, options) => {
         const outcome = o.writeState(adapter.name, path, value, options?.correlationId);
         if (outcome.kind === 'conflict') {
@@ -85,13 +89,14 @@ export class AdapterHost {
         }
         o.publishEvent(adapter.name, path, event, data, options?.correlationId);
       },
-      setConnected: (connected) => {
+      setConnected: (connected, except) => {
         if (this.#up.get(adapter.name) === connected) return;
         this.#up.set(adapter.name, connected);
         o.metrics.adapterState(adapter.name, connected);
-        o.markStale(adapter.name, !connected);
+        o.markStale(adapter.name, !connected, except);
       },
-      markStale: (stale) => o.markStale(adapter.name, stale),
+      markStale: (stale, except) => o.markStale(adapter.name, stale, except),
+      setPathStale: (path, stale) => o.markPathStale(adapter.name, path, stale),
       reportReconnect: () => o.metrics.adapterReconnect(adapter.name),
       reportLatency: (s) => o.metrics.adapterLatency(adapter.name, s),
     };

@@ -8,6 +8,7 @@ import type { Clock, Logger } from '@broadcast-ops/core';
 import type { AckStatus, ClientCommand, ErrorInfo } from '../protocol/envelope.ts';
 import type { Adapter, AdapterCommand, AdapterResult } from './adapter.ts';
 import type { ClientConn } from './client-registry.ts';
+import type { RestoredIdem } from './idempotency-log.ts';
 import type { Journal } from './journal.ts';
 import { HUB_NAMESPACE, type MessageFactory } from './message-factory.ts';
 import type { HubMetrics } from './metrics.ts';
@@ -288,6 +289,56 @@ export class CommandRouter {
     );
     o.journal.append(offset, 'ack', json);
     return json;
+  }
+
+  /**
+   * Remember the idempotent commands the event log recorded inside the window (idempotency-log.ts), so a
+   * retry after a restart gets the recorded acks and never runs again. A command that was still running
+   * when the bridge died gets a final `failed` ack (outcome unknown), logged here: call once the event log
+   * accepts appends.
+   */
+  seed(entries: readonly RestoredIdem[]): number {
+    const o = this.#o;
+    const nowWall = o.clock.now();
+    const nowMono = o.clock.monotonicMs();
+    let interrupted = 0;
+    for (const r of [...entries].sort((a, b) => a.at - b.at)) {
+      let finalJson = r.finalJson;
+      if (finalJson === undefined) {
+        interrupted++;
+        const offset = o.journal.next();
+        finalJson = o.factory.ack(
+          HUB_NAMESPACE,
+          r.namespace,
+          r.command.path,
+          r.command.id,
+          'failed',
+          r.command.correlationId,
+          {
+            error: {
+              code: 'INTERNAL_ERROR',
+              message:
+                'the bridge restarted while this command was running; it may or may not have reached the ' +
+                'device and is not executed again',
+              details: { outcome: 'unknown' },
+            },
+          },
+          offset,
+        );
+        o.journal.append(offset, 'ack', finalJson);
+      }
+      this.#idem.delete(r.key);
+      if (this.#idem.size >= MAX_IDEMPOTENCY_KEYS)
+        this.#idem.delete(this.#idem.keys().next().value as string);
+      // The window counts from when the command was logged, on the monotonic clock from here on.
+      this.#idem.set(r.key, {
+        at: nowMono - Math.max(0, nowWall - r.at),
+        receivedJson: r.receivedJson,
+        finalJson,
+        inflight: undefined,
+      });
+    }
+    return interrupted;
   }
 
   /** Abort every command still in flight (shutdown). */

@@ -30,6 +30,7 @@ import {
   type OpenedClient,
   type StateWriteOutcome,
 } from './hub-options.ts';
+import { idempotencyFromLog, type RestoredIdem } from './idempotency-log.ts';
 import { restore } from './recovery.ts';
 import { StateStore } from './state-store.ts';
 import { Router } from './subscriptions.ts';
@@ -57,6 +58,7 @@ export class Hub {
   readonly #adapters: AdapterHost;
   readonly #writes: ClientWrites;
   readonly #restoredOwners: Set<string>;
+  #restoredIdem: RestoredIdem[] = [];
   #slowDisconnects = 0;
 
   constructor(options: HubOptions) {
@@ -153,7 +155,11 @@ export class Hub {
       ownerOf: (path) => this.store.ownerOf(path),
       writeState: (w, p, v, c) => this.writeState(w, p, v, c),
       publishEvent: (s, p, e, d, c) => this.publishEvent(s, p, e, d, c),
-      markStale: (owner, stale) => this.#markOwnerStale(owner, stale),
+      rootLogger: options.logger,
+      markStale: (owner, stale, except) => this.#markOwnerStale(owner, stale, except),
+      markPathStale: (owner, path, stale) => {
+        if (this.store.ownerOf(path) === owner) this.#markPathStale(path, stale);
+      },
     });
     this.#writes = new ClientWrites({
       logger: this.#logger,
@@ -168,6 +174,12 @@ export class Hub {
     });
     this.store.claim('hub', HUB_NAMESPACE);
     this.#restoredOwners = rec ? restore(rec, this.store, this.#journal) : new Set();
+    if (rec)
+      this.#restoredIdem = idempotencyFromLog(
+        rec.records,
+        this.#clock.now(),
+        this.#limits.idempotencyWindowMs,
+      );
     for (const owner of this.#restoredOwners) {
       if (owner.startsWith('app.')) this.store.claim(`${owner}.custom`, owner);
     }
@@ -190,6 +202,14 @@ export class Hub {
       if (owner.startsWith('app.')) this.#scheduleExpiry(owner);
     }
     this.#restoredOwners.clear();
+    if (this.#restoredIdem.length > 0) {
+      const interrupted = this.#commands.seed(this.#restoredIdem);
+      this.#logger.info(
+        { keys: this.#restoredIdem.length, interrupted },
+        'idempotency keys restored from the event log',
+      );
+      this.#restoredIdem = [];
+    }
   }
 
   // ---------------------------------------------------------------------------------------------- adapters
@@ -238,14 +258,18 @@ export class Hub {
     this.#router.broadcast(kind, path, offset, json);
   }
 
-  #markOwnerStale(owner: string, stale: boolean): void {
+  #markOwnerStale(owner: string, stale: boolean, except?: (path: string) => boolean): void {
     for (const path of [...this.store.pathsOf(owner)]) {
-      const offset = this.#journal.offset + 1;
-      const e = this.store.setStale(path, stale, offset, this.#clock.now());
-      if (!e) continue;
-      this.#journal.next();
-      this.#broadcast('state', path, offset, this.#factory.state(e, HUB_NAMESPACE, false, undefined));
+      if (except?.(path) !== true) this.#markPathStale(path, stale);
     }
+  }
+
+  #markPathStale(path: string, stale: boolean): void {
+    const offset = this.#journal.offset + 1;
+    const e = this.store.setStale(path, stale, offset, this.#clock.now());
+    if (!e) return;
+    this.#journal.next();
+    this.#broadcast('state', path, offset, this.#factory.state(e, HUB_NAMESPACE, false, undefined));
   }
 
   #scheduleExpiry(ns: string): void {
@@ -431,6 +455,40 @@ export class Hub {
   }
 
   // ---------------------------------------------------------------------------------------------- stats
+
+  /** The connected clients as the console shows them (docs/console.md): subscriptions and backlog. */
+  clientViews(): {
+    namespace: string;
+    connId: number;
+    subscriptions: { id: string; patterns: string[]; filter: string }[];
+    queuedMessages: number;
+    queuedBytes: number;
+    bufferedBytes: number;
+    coalescing: boolean;
+    lastOffset: number;
+    offsetsBehind: number;
+  }[] {
+    const out = [];
+    for (const c of this.#clients.all()) {
+      const last = Math.max(0, c.lastStamp);
+      out.push({
+        namespace: c.namespace,
+        connId: c.connId,
+        subscriptions: [...c.subs.values()].map((s) => ({
+          id: s.id,
+          patterns: [...s.patterns],
+          filter: s.filter,
+        })),
+        queuedMessages: c.queue.queuedMessages,
+        queuedBytes: c.queue.queuedBytes,
+        bufferedBytes: c.sink.bufferedAmount(),
+        coalescing: c.queue.coalescing,
+        lastOffset: last,
+        offsetsBehind: last > 0 ? this.#journal.offset - last : 0,
+      });
+    }
+    return out;
+  }
 
   stats(): {
     clients: number;

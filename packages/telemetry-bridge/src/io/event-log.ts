@@ -69,6 +69,8 @@ export class EventLog implements EventLogSink {
   #segment = 0;
   /** Bytes of records in the current segment after its header and checkpoint (the rotation measure). */
   #size = 0;
+  /** Records appended to the current segment since its header and checkpoint. */
+  #recordsInSegment = 0;
   /** Write position in the current segment, and how far it is allocated (zero-filled). */
   #pos = 0;
   #allocated = 0;
@@ -87,6 +89,8 @@ export class EventLog implements EventLogSink {
   };
   #appended = 0;
   #syncs = 0;
+  /** Wall time of the last completed sync (0 before the first). */
+  #lastSyncAt = 0;
   #lastError: Error | undefined;
   /** A write or sync failed in this run: no clean-shutdown marker (the next start opens a new epoch). */
   #failedThisRun = false;
@@ -123,6 +127,12 @@ export class EventLog implements EventLogSink {
     return this.#appended;
   }
   /** fsync calls made (group commits), for the durability benchmark. */
+  get lastSyncAt(): number {
+    return this.#lastSyncAt;
+  }
+  get dir(): string {
+    return this.#opts.dir;
+  }
   get syncs(): number {
     return this.#syncs;
   }
@@ -162,8 +172,8 @@ export class EventLog implements EventLogSink {
     const name = `events-${String(this.#segment).padStart(8, '0')}.tblog`;
     this.#fd = openSync(join(this.#opts.dir, name), 'r+');
     this.#pos = this.#allocated = fstatSync(this.#fd).size;
-    // Measured from the file start (the checkpoint's size is not known here): rotates a little early.
     this.#size = this.#pos;
+    this.#recordsInSegment = 1;
   }
 
   #segmentName(index: number): string {
@@ -203,7 +213,9 @@ export class EventLog implements EventLogSink {
       if (bytes >= CHECKPOINT_CHUNK_BYTES) flush();
     }
     flush();
-    this.#size = 0;
+    // The segment's size counts its header and checkpoint too (maxFileSize is a file size).
+    this.#size = this.#pos;
+    this.#recordsInSegment = 0;
     // The checkpoint must be on disk before any older segment goes: together they hold the live keys.
     fdatasyncSync(next);
     this.#syncs++;
@@ -245,8 +257,14 @@ export class EventLog implements EventLogSink {
     if (this.#fd === undefined) return;
     if (this.#lastError && !this.#reopen(offset)) return;
     try {
-      if (this.#size >= this.#opts.maxFileBytes) this.#startSegment(this.#segment + 1, offset);
-      this.#write(encodeRecordBody(recordBodyText(offset, time, kind, json)));
+      const buf = encodeRecordBody(recordBodyText(offset, time, kind, json));
+      // Rotate before a record that would take the file past maxFileSize, so no segment is larger than
+      // that except by one record (one bigger than the limit itself) or by a checkpoint larger than the
+      // limit; a segment always takes at least one record, so a big checkpoint cannot make rotation spin.
+      if (this.#recordsInSegment > 0 && this.#size + buf.length > this.#opts.maxFileBytes)
+        this.#startSegment(this.#segment + 1, offset);
+      this.#write(buf);
+      this.#recordsInSegment++;
       this.#lastOffset = offset;
       this.#appended++;
       if (!this.#dirty) this.#dirtySince = this.#mono();
@@ -347,6 +365,7 @@ export class EventLog implements EventLogSink {
     fdatasync(fd, (err) => {
       this.#syncing = false;
       this.#syncs++;
+      if (!err) this.#lastSyncAt = this.#opts.now();
       if (err && this.#fd === fd) this.#fail(err);
       const done = this.#inflight;
       this.#inflight = [];
@@ -393,6 +412,7 @@ export class EventLog implements EventLogSink {
       try {
         fdatasyncSync(this.#fd);
         this.#syncs++;
+        this.#lastSyncAt = this.#opts.now();
         this.#dirty = false;
       } catch (err) {
         this.#fail(err);

@@ -5,7 +5,7 @@
  * sockets and timers.
  */
 import type { AddressInfo } from 'node:net';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { bearerToken, type Clock, type Logger } from '@broadcast-ops/core';
 import type { Hub } from '../domain/hub.ts';
@@ -18,6 +18,11 @@ export interface WsTransportOptions extends SessionOptions {
   maxClients: number;
   maxMessageSize: number;
   heartbeatIntervalMs: number;
+  /**
+   * An HTTP server (not yet listening) that also serves plain requests on this port (the console and the
+   * state API, docs/console.md); the WebSocket server takes its upgrades, and listen() starts it.
+   */
+  server?: Server;
 }
 
 export interface TransportEvents {
@@ -56,14 +61,20 @@ export class WsTransport {
   }
 
   async listen(): Promise<number> {
-    const wss = new WebSocketServer({
-      host: this.#opts.host,
-      port: this.#opts.port,
-      perMessageDeflate: false,
-      maxPayload: this.#opts.maxMessageSize,
-      clientTracking: false,
-    });
+    const server = this.#opts.server;
+    const common = { perMessageDeflate: false, maxPayload: this.#opts.maxMessageSize, clientTracking: false };
+    const wss = server
+      ? new WebSocketServer({ server, ...common })
+      : new WebSocketServer({ host: this.#opts.host, port: this.#opts.port, ...common });
     await new Promise<void>((resolve, reject) => {
+      if (server) {
+        server.once('error', reject);
+        server.listen(this.#opts.port, this.#opts.host, () => {
+          server.off('error', reject);
+          resolve();
+        });
+        return;
+      }
       wss.once('listening', resolve);
       wss.once('error', reject);
     });
@@ -73,7 +84,7 @@ export class WsTransport {
     wss.on('connection', (ws, req) => this.#accept(ws, req));
     this.#heartbeat = setInterval(() => this.#beat(), this.#opts.heartbeatIntervalMs);
     this.#heartbeat.unref();
-    return (wss.address() as AddressInfo).port;
+    return ((server ?? wss).address() as AddressInfo).port;
   }
 
   #accept(ws: WebSocket, req: IncomingMessage): void {

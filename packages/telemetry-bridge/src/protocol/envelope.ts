@@ -207,11 +207,50 @@ function issuesText(issues: readonly z.core.$ZodIssue[]): string {
     .join('; ');
 }
 
+/** Deepest object/array nesting a client frame may have (the envelope itself is level 1). */
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * The deepest `{`/`[` nesting of JSON text, brackets inside strings ignored. One pass over the text, no
+ * recursion; stops counting once past the limit. Malformed text is left to JSON.parse.
+ */
+export function jsonDepth(text: string): number {
+  let depth = 0;
+  let max = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c)
+        i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+      continue;
+    }
+    if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > max) {
+        max = depth;
+        if (max > MAX_JSON_DEPTH) return max;
+      }
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return max;
+}
+
 /**
  * Parse one client text frame. Never throws: JSON errors are PARSE_ERROR, schema errors INVALID_MESSAGE with
  * the message id when one could be read (so the client can correlate the error).
  */
 export function parseClientFrame(text: string): FrameParseResult {
+  const depth = jsonDepth(text);
+  if (depth > MAX_JSON_DEPTH) {
+    // Refused before parsing: deep nesting would cost stack in the schema and in every later copy.
+    return {
+      ok: false,
+      code: 'INVALID_MESSAGE',
+      message: `frame nests objects/arrays deeper than ${MAX_JSON_DEPTH} levels`,
+    };
+  }
   let raw: unknown;
   try {
     raw = JSON.parse(text);

@@ -58,9 +58,37 @@ export interface CompanionDevice {
   variables: CompanionVariable[];
 }
 
+/** One Companion instance the adapter may use. */
+export interface CompanionHost {
+  host: string;
+  port: number;
+}
+
+/** An absolute location the bridge subscribed to with ADD-SUB (docs/companion.md "Subscriptions"). */
+interface SubLocation {
+  path: string;
+  page: number;
+  row: number;
+  column: number;
+}
+
+/** What `companion.subscriptions` says about one location. */
+type SubStatus = 'live' | 'restoring' | 'stale' | 'failed' | 'unavailable';
+
+/** ADD-SUB locations remembered across sessions; beyond this a new location is refused (clients choose them). */
+export const MAX_SUBSCRIPTIONS = 1024;
+
+/** Keys that describe the link itself: written while the link is down, so never marked stale. */
+const LINK_KEYS = (path: string): boolean => path.startsWith('companion.connection.');
+
 export interface CompanionAdapterOptions {
   host: string;
   port: number;
+  /**
+   * Hot standby: Companion instances in order of preference (docs/companion.md "Hot standby"). When given,
+   * `host`/`port` are ignored; the adapter uses the first that answers and moves to the next on a dead link.
+   */
+  hosts?: CompanionHost[];
   transport: SatelliteTransport;
   device: CompanionDevice;
   /** PING period; Companion drops a client after 5 s without inbound data. */
@@ -88,13 +116,20 @@ interface Pending {
 
 interface Session {
   link: SatelliteLink | undefined;
+  host: CompanionHost;
+  hostIndex: number;
   phase: 'begin' | 'caps' | 'register' | 'live';
   apiVersion: string;
   companionVersion: string;
   caps: SatelliteParams;
   features: CompanionFeatures;
   pending: Map<string, Pending[]>;
-  subs: Map<string, { path: string; page: number; row: number; column: number }>;
+  /** ADD-SUB acknowledged on this session. */
+  subsLive: Set<string>;
+  /** ADD-SUB sent on this session, not yet answered. */
+  subsAdding: Map<string, Promise<void>>;
+  /** Locations Companion has drawn (SUB-STATE) on this session. */
+  subsFresh: Set<string>;
   refreshed: Set<number>;
   lastRx: number;
   pingSeq: number;
@@ -133,10 +168,20 @@ export class CompanionAdapter implements Adapter {
   #attempt = 0;
   #retry: NodeJS.Timeout | undefined;
   #stopped = true;
+  readonly #hosts: CompanionHost[];
+  #hostIndex = 0;
+  /** Why commands fail right now, while the adapter moves to another host. */
+  #failover: string | undefined;
+  readonly #subs = new Map<string, SubLocation>();
+  readonly #subStatus = new Map<string, { status: SubStatus; reason?: string }>();
 
   constructor(options: CompanionAdapterOptions) {
     this.#o = options;
     this.#random = options.random ?? Math.random;
+    this.#hosts =
+      options.hosts && options.hosts.length > 0
+        ? options.hosts.map((h) => ({ ...h }))
+        : [{ host: options.host, port: options.port }];
     this.#dev = segment(options.device.deviceId);
     this.#outputs = new Map(
       options.device.variables.filter((v) => v.type === 'output').map((v) => [v.id, variablePath(v.id)]),
@@ -160,7 +205,15 @@ export class CompanionAdapter implements Adapter {
       variables: f?.variables ?? false,
       absolutePress: f?.subscriptions ?? false,
       rotaryAmount: f?.rotaryAmount ?? false,
+      activeHost: s?.phase === 'live' ? `${s.host.host}:${s.host.port}` : '',
+      hosts: this.#hosts.length,
     };
+  }
+
+  /** The configured hosts in order and the one in use (for the console and the state API). */
+  get hosts(): { host: string; port: number; active: boolean }[] {
+    const s = this.#session;
+    return this.#hosts.map((h, i) => ({ ...h, active: s?.phase === 'live' && s.hostIndex === i }));
   }
 
   start(ctx: AdapterContext): void {
@@ -200,15 +253,21 @@ export class CompanionAdapter implements Adapter {
   async #connect(): Promise<void> {
     this.#retry = undefined;
     if (this.#stopped) return;
+    const hostIndex = this.#hostIndex;
+    const host = this.#hosts[hostIndex] ?? this.#hosts[0] ?? { host: this.#o.host, port: this.#o.port };
     const session: Session = {
       link: undefined,
+      host,
+      hostIndex,
       phase: 'begin',
       apiVersion: '',
       companionVersion: '',
       caps: Object.create(null) as SatelliteParams,
       features: featuresOf('0.0.0', {}),
       pending: new Map(),
-      subs: new Map(),
+      subsLive: new Set(),
+      subsAdding: new Map(),
+      subsFresh: new Set(),
       refreshed: new Set(),
       lastRx: Date.now(),
       pingSeq: 0,
@@ -223,8 +282,8 @@ export class CompanionAdapter implements Adapter {
       link = await openLink(
         {
           transport: this.#o.transport,
-          host: this.#o.host,
-          port: this.#o.port,
+          host: host.host,
+          port: host.port,
           connectTimeoutMs: this.#o.connectionTimeout,
           maxLineLength: this.#o.maxLineLength,
         },
@@ -236,7 +295,7 @@ export class CompanionAdapter implements Adapter {
       );
     } catch (err) {
       if (this.#session === session) this.#session = undefined;
-      this.#scheduleRetry(`connect to ${this.#o.host}:${this.#o.port} failed: ${(err as Error).message}`);
+      this.#scheduleRetry(`connect to ${host.host}:${host.port} failed: ${(err as Error).message}`);
       return;
     }
     if (this.#stopped || this.#session !== session) {
@@ -282,9 +341,17 @@ export class CompanionAdapter implements Adapter {
       this.#setState('error', `${reason}; gave up after ${max} attempts`);
       return;
     }
-    const delay = backoffDelay(this.#attempt, this.#o, this.#random);
+    // Hot standby: the next host in order; the backoff grows once per round over all of them.
+    const from = this.#hosts[this.#hostIndex];
+    const n = this.#hosts.length;
+    if (n > 1) {
+      this.#hostIndex = (this.#hostIndex + 1) % n;
+      const to = this.#hosts[this.#hostIndex];
+      this.#failover = `Companion ${from?.host}:${from?.port} failed (${reason}); failing over to ${to?.host}:${to?.port}`;
+    }
+    const delay = backoffDelay(Math.ceil(this.#attempt / n), this.#o, this.#random);
     this.#ctx?.logger.warn(
-      { reason, attempt: this.#attempt, delayMs: delay },
+      { reason, attempt: this.#attempt, delayMs: delay, next: this.#hosts[this.#hostIndex] },
       'companion link down; retrying',
     );
     if (this.#state !== 'error') this.#setState('reconnecting', reason);
@@ -314,9 +381,22 @@ export class CompanionAdapter implements Adapter {
   #fail(s: Session, to: 'reconnecting' | 'error', reason: string): void {
     if (this.#session !== s) return;
     this.#end(s, reason);
-    this.#ctx?.setConnected(false);
+    this.#ctx?.setConnected(false, LINK_KEYS);
     // Keys redrawn by a session that ended before it was declared fresh are stale too.
-    this.#ctx?.markStale(true);
+    this.#ctx?.markStale(true, LINK_KEYS);
+    this.#set('companion.connection.active', {
+      connected: false,
+      host: s.host.host,
+      port: s.host.port,
+      index: s.hostIndex,
+      role: s.hostIndex === 0 ? 'primary' : 'backup',
+      since: Date.now(),
+      reason,
+    });
+    if (this.#subs.size > 0) {
+      for (const id of this.#subs.keys()) this.#subState(id, 'stale', `Companion link lost: ${reason}`);
+      this.#publishSubs();
+    }
     if (to === 'error') this.#setState('error', reason);
     this.#scheduleRetry(reason);
   }
@@ -452,14 +532,22 @@ export class CompanionAdapter implements Adapter {
         return;
       }
       case 'SUB-STATE': {
-        const where = typeof p['SUBID'] === 'string' ? s.subs.get(p['SUBID']) : undefined;
-        if (!where) break;
+        const id = typeof p['SUBID'] === 'string' ? p['SUBID'] : undefined;
+        const where = id === undefined ? undefined : this.#subs.get(id);
+        if (id === undefined || !where || !(s.subsLive.has(id) || s.subsAdding.has(id))) break;
         this.#set(where.path, {
           page: where.page,
           row: where.row,
           column: where.column,
           ...styleValue(p, false),
         });
+        // Drawn by this session: fresh, even when the value did not change.
+        s.subsFresh.add(id);
+        this.#ctx?.setPathStale(where.path, false);
+        if (this.#subStatus.get(id)?.status !== 'live') {
+          this.#subState(id, 'live');
+          this.#publishSubs();
+        }
         return;
       }
       case 'DEVICE-CONFIG':
@@ -474,7 +562,8 @@ export class CompanionAdapter implements Adapter {
     if (s.fresh) return;
     s.fresh = true;
     this.#timer(s, 50, () => {
-      if (this.#session === s) this.#ctx?.setConnected(true);
+      // Locations Companion has not redrawn on this session stay stale (with their reason).
+      if (this.#session === s) this.#ctx?.setConnected(true, (path) => this.#unrestored(s, path));
     });
   }
 
@@ -529,13 +618,99 @@ export class CompanionAdapter implements Adapter {
     if (this.#session !== s) return;
     s.phase = 'live';
     this.#attempt = 0;
+    this.#failover = undefined;
     this.#set('companion.connection.lastConnected', Date.now());
+    this.#set('companion.connection.active', {
+      connected: true,
+      host: s.host.host,
+      port: s.host.port,
+      index: s.hostIndex,
+      role: s.hostIndex === 0 ? 'primary' : 'backup',
+      since: Date.now(),
+    });
     this.#setState('connected');
     this.#ctx?.logger.info(
-      { apiVersion: s.apiVersion, companion: s.companionVersion },
+      { apiVersion: s.apiVersion, companion: s.companionVersion, host: s.host.host, port: s.host.port },
       'companion surface registered',
     );
+    this.#restoreSubs(s);
     this.#timer(s, this.#o.refreshTimeout, () => this.#freshSoon(s));
+  }
+
+  // ------------------------------------------------------------------------------------------ subscriptions
+
+  /** A location subscribed earlier but not redrawn by this session (kept stale). */
+  #unrestored(s: Session, path: string): boolean {
+    if (!path.startsWith('companion.page.')) return false;
+    for (const [id, loc] of this.#subs) if (loc.path === path) return !s.subsFresh.has(id);
+    return false;
+  }
+
+  #subState(id: string, status: SubStatus, reason?: string): void {
+    this.#subStatus.set(id, reason === undefined ? { status } : { status, reason });
+  }
+
+  /** `companion.subscriptions`: every remembered location, its status and why it is not live. */
+  #publishSubs(): void {
+    const out: Record<string, unknown> = {};
+    for (const [id, loc] of this.#subs) {
+      const st = this.#subStatus.get(id) ?? { status: 'restoring' };
+      out[`${loc.page}/${loc.row}/${loc.column}`] = { path: loc.path, ...st };
+    }
+    this.#set('companion.subscriptions', out);
+  }
+
+  /** A new session: send ADD-SUB again for every location an earlier session subscribed to. */
+  #restoreSubs(s: Session): void {
+    if (this.#subs.size === 0) return;
+    if (!s.features.subscriptions) {
+      const why = s.features.caps
+        ? 'Companion has satellite subscriptions disabled (CAPS SUBSCRIPTIONS=0)'
+        : `Companion ${s.companionVersion || '?'} (ApiVersion ${s.apiVersion}) has no ADD-SUB (needs 1.10.0)`;
+      for (const id of this.#subs.keys()) this.#subState(id, 'unavailable', `cannot restore: ${why}`);
+      this.#publishSubs();
+      return;
+    }
+    for (const [id, loc] of this.#subs) {
+      this.#subState(id, 'restoring', 'new Companion session: ADD-SUB sent again, waiting for its SUB-STATE');
+      this.#ensureSub(s, id, loc).catch((err: unknown) => {
+        if (this.#session !== s) return;
+        this.#subState(id, 'failed', `ADD-SUB refused on the new session: ${(err as Error).message}`);
+        this.#publishSubs();
+      });
+    }
+    this.#publishSubs();
+  }
+
+  /** ADD-SUB once per session and location (a command and the restore share one request). */
+  #ensureSub(s: Session, id: string, loc: SubLocation, signal?: AbortSignal): Promise<void> {
+    if (s.subsLive.has(id)) return Promise.resolve();
+    let p = s.subsAdding.get(id);
+    if (!p) {
+      p = this.#request(
+        s,
+        'ADD-SUB',
+        { SUBID: id, LOCATION: `${loc.page}/${loc.row}/${loc.column}`, TEXT: true, COLORS: 'hex' },
+        this.#o.replyTimeout,
+      ).then(
+        () => {
+          s.subsAdding.delete(id);
+          s.subsLive.add(id);
+        },
+        (err: unknown) => {
+          s.subsAdding.delete(id);
+          throw err;
+        },
+      );
+      s.subsAdding.set(id, p);
+    }
+    if (!signal) return p;
+    return Promise.race([
+      p,
+      new Promise<never>((_, reject) =>
+        signal.addEventListener('abort', () => reject(new Error('command deadline passed')), { once: true }),
+      ),
+    ]);
   }
 
   #request(
@@ -571,9 +746,14 @@ export class CompanionAdapter implements Adapter {
   async execute(cmd: AdapterCommand, signal: AbortSignal): Promise<AdapterResult> {
     const s = this.#session;
     if (!s || s.phase !== 'live') {
+      const message = `Companion is not connected (state ${this.#state})`;
       return {
         status: 'failed',
-        error: { code: 'ADAPTER_ERROR', message: `Companion is not connected (state ${this.#state})` },
+        error: {
+          code: 'ADAPTER_ERROR',
+          message: this.#failover ? `${message}: ${this.#failover}` : message,
+          details: { state: this.#state, failover: this.#failover !== undefined },
+        },
       };
     }
     const plan = planCommand(
@@ -664,26 +844,28 @@ export class CompanionAdapter implements Adapter {
       return sent;
     }
     const subId = `tb-${t.page}-${t.row}-${t.column}`;
-    if (!s.subs.has(subId)) {
-      s.subs.set(subId, {
-        path: `companion.page.${t.page}.row.${t.row}.column.${t.column}`,
-        page: t.page,
-        row: t.row,
-        column: t.column,
-      });
+    const path = `companion.page.${t.page}.row.${t.row}.column.${t.column}`;
+    if (!s.subsLive.has(subId)) {
+      const isNew = !this.#subs.has(subId);
+      if (isNew && this.#subs.size >= MAX_SUBSCRIPTIONS)
+        throw new Error(`at most ${MAX_SUBSCRIPTIONS} absolute locations are subscribed`);
+      if (isNew) {
+        this.#subs.set(subId, { path, page: t.page, row: t.row, column: t.column });
+        this.#subState(subId, 'restoring', 'ADD-SUB sent, waiting for its SUB-STATE');
+      }
+      if (signal.aborted) throw new Error('command deadline passed');
       try {
-        await send('ADD-SUB', {
-          SUBID: subId,
-          LOCATION: `${t.page}/${t.row}/${t.column}`,
-          TEXT: true,
-          COLORS: 'hex',
-        });
+        await this.#ensureSub(s, subId, { path, page: t.page, row: t.row, column: t.column }, signal);
       } catch (err) {
-        s.subs.delete(subId);
+        if (isNew && !s.subsLive.has(subId)) {
+          this.#subs.delete(subId);
+          this.#subStatus.delete(subId);
+        }
         throw err;
       }
+      sent.push('ADD-SUB');
+      if (isNew) this.#publishSubs();
     }
-    const path = `companion.page.${t.page}.row.${t.row}.column.${t.column}`;
     const data = { page: t.page, row: t.row, column: t.column };
     if (plan.kind === 'press')
       for (const down of plan.pressed) {

@@ -8,6 +8,7 @@ export type {
   CompanionAdapterOptions,
   CompanionConnectionState,
   CompanionDevice,
+  CompanionHost,
   CompanionVariable,
 } from './adapter.ts';
 
@@ -16,6 +17,7 @@ export function companionAdapterFromConfig(c: BridgeConfig['companion']): Compan
   return new CompanionAdapter({
     host: c.host,
     port: c.port,
+    ...(c.hosts ? { hosts: c.hosts } : {}),
     transport: c.transport,
     device: { ...device, ...(serial ? { serial } : {}) },
     heartbeatInterval: c.heartbeatInterval,

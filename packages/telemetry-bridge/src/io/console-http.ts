@@ -1,0 +1,217 @@
+/**
+ * The bridge's HTTP side on the client transport's port (docs/console.md): the web console at `GET /` (plain
+ * files from `console/`), and the read-only state API beside the WebSocket upgrade:
+ * - `GET /api/state?pattern=<p>&limit=<n>&after=<path>`: keys matching a pattern (docs/protocol.md
+ *   "Patterns"), in path order, paged by count and bytes, with the hub's epoch and offset;
+ * - `GET /api/state/<path>`: one key;
+ * - `GET /api/hub`: link, adapters, clients, recent commands and the event log, for the console.
+ * With `requireAuth` the API takes the same bearer tokens as the WebSocket handshake (`Authorization:
+ * Bearer`, constant-time compare); the static console files hold no data and are served to anyone. Every
+ * API request must name this host (Host header: an IP literal, `localhost`, this machine's hostname or a
+ * configured name), so a rebinding DNS name cannot read it from another site's page.
+ */
+import { readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { hostname } from 'node:os';
+import { isIP } from 'node:net';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { bearerToken, createHttpApp, type Logger } from '@broadcast-ops/core';
+import type { Hub } from '../domain/hub.ts';
+import { patternMatches } from '../domain/topic-trie.ts';
+import { MAX_PATH_LENGTH, PATH_RE, patternError } from '../protocol/envelope.ts';
+import type { CommandTap } from './command-tap.ts';
+import type { EventLog } from './event-log.ts';
+import { listSegments } from './log-recovery.ts';
+import { tokenAccepted } from './client-session.ts';
+
+/** Largest page of `/api/state`: keys, and bytes of value JSON (a page ends early once past it). */
+export const STATE_PAGE_MAX_KEYS = 1000;
+export const STATE_PAGE_DEFAULT_KEYS = 200;
+export const STATE_PAGE_MAX_BYTES = 1024 * 1024;
+
+const ASSETS: Record<string, { file: string; type: string }> = {
+  '/': { file: 'index.html', type: 'text/html; charset=utf-8' },
+  '/console.js': { file: 'console.js', type: 'text/javascript; charset=utf-8' },
+  '/console.css': { file: 'console.css', type: 'text/css; charset=utf-8' },
+};
+
+const CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+  "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+export interface ConsoleOptions {
+  logger: Logger;
+  hub: Hub;
+  requireAuth: boolean;
+  authTokens: readonly string[];
+  /** Extra names the Host header may carry (besides IP literals, localhost and this machine's hostname). */
+  allowedHosts?: readonly string[];
+  eventLog: EventLog | undefined;
+  commands: CommandTap;
+  serverVersion: string;
+}
+
+function hostAllowed(header: string | undefined, extra: readonly string[]): boolean {
+  if (header === undefined) return false;
+  const m = /^(\[[^\]]+\]|[^:]+)(?::\d{1,5})?$/.exec(header);
+  if (!m) return false;
+  const name = (m[1] ?? '').replace(/^\[|\]$/g, '').toLowerCase();
+  return (
+    isIP(name) !== 0 ||
+    name === 'localhost' ||
+    name === hostname().toLowerCase() ||
+    extra.some((h) => h.toLowerCase() === name)
+  );
+}
+
+function entryView(e: {
+  path: string;
+  value: unknown;
+  owner: string;
+  version: number;
+  stale: boolean;
+  offset: number;
+  updatedAt: number;
+}): Record<string, unknown> {
+  return {
+    path: e.path,
+    value: e.value,
+    owner: e.owner,
+    version: e.version,
+    stale: e.stale,
+    offset: e.offset,
+    updatedAt: e.updatedAt,
+  };
+}
+
+export function buildConsoleApp(o: ConsoleOptions): FastifyInstance {
+  const app = createHttpApp({ logger: o.logger });
+  const files = new Map<string, Buffer>();
+  for (const [route, a] of Object.entries(ASSETS)) {
+    files.set(route, readFileSync(new URL(`../../console/${a.file}`, import.meta.url)));
+  }
+  for (const [route, a] of Object.entries(ASSETS)) {
+    app.get(route, async (_req, reply) =>
+      reply
+        .header('content-type', a.type)
+        .header('content-security-policy', CSP)
+        .header('x-content-type-options', 'nosniff')
+        .header('cache-control', 'no-cache')
+        .send(files.get(route)),
+    );
+  }
+
+  // No icon: answered, so browsers do not log a 404 for it.
+  app.get('/favicon.ico', async (_req, reply) => reply.status(204).send());
+
+  const guard = async (req: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
+    if (!hostAllowed(req.headers.host, o.allowedHosts ?? [])) {
+      await reply.status(403).send({ error: 'FORBIDDEN', message: 'Host header not accepted' });
+      return false;
+    }
+    if (o.requireAuth && !tokenAccepted(bearerToken(req.headers.authorization), o.authTokens)) {
+      await reply
+        .status(401)
+        .header('www-authenticate', 'Bearer')
+        .send({ error: 'UNAUTHORIZED', message: 'missing or invalid bearer token' });
+      return false;
+    }
+    void reply.header('cache-control', 'no-store');
+    return true;
+  };
+
+  app.get('/api/state', async (req, reply) => {
+    if (!(await guard(req, reply))) return reply;
+    const q = req.query as Record<string, string | undefined>;
+    const pattern = q['pattern'] ?? '**';
+    const bad = patternError(pattern);
+    if (bad !== undefined) return reply.status(400).send({ error: 'INVALID_MESSAGE', message: bad });
+    const limitRaw = q['limit'] === undefined ? STATE_PAGE_DEFAULT_KEYS : Number(q['limit']);
+    if (!Number.isInteger(limitRaw) || limitRaw < 1 || limitRaw > STATE_PAGE_MAX_KEYS)
+      return reply
+        .status(400)
+        .send({ error: 'INVALID_MESSAGE', message: `limit must be an integer 1-${STATE_PAGE_MAX_KEYS}` });
+    const after = q['after'];
+    if (after !== undefined && after.length > MAX_PATH_LENGTH)
+      return reply.status(400).send({ error: 'INVALID_MESSAGE', message: 'after is not a key path' });
+    const offset = o.hub.offset;
+    const matching: string[] = [];
+    for (const e of o.hub.store.entries()) {
+      if ((after === undefined || e.path > after) && patternMatches(pattern, e.path)) matching.push(e.path);
+    }
+    matching.sort();
+    const entries: Record<string, unknown>[] = [];
+    let bytes = 0;
+    for (const path of matching) {
+      const e = o.hub.store.get(path);
+      if (!e) continue;
+      if (
+        entries.length >= limitRaw ||
+        (entries.length > 0 && bytes + e.valueJson.length > STATE_PAGE_MAX_BYTES)
+      )
+        break;
+      bytes += e.valueJson.length;
+      entries.push(entryView(e));
+    }
+    const more = entries.length < matching.length;
+    const last = entries.at(-1);
+    return reply.send({
+      epoch: o.hub.epoch,
+      offset,
+      pattern,
+      total: matching.length,
+      entries,
+      ...(more && last ? { next: String(last['path']) } : {}),
+    });
+  });
+
+  app.get('/api/state/*', async (req, reply) => {
+    if (!(await guard(req, reply))) return reply;
+    const path = (req.params as Record<string, string>)['*'] ?? '';
+    if (path.length > MAX_PATH_LENGTH || !PATH_RE.test(path))
+      return reply.status(400).send({ error: 'INVALID_MESSAGE', message: 'not a key path' });
+    const e = o.hub.store.get(path);
+    if (!e) return reply.status(404).send({ error: 'NOT_FOUND', message: `no key ${path}` });
+    return reply.send({ epoch: o.hub.epoch, offset: o.hub.offset, ...entryView(e) });
+  });
+
+  app.get('/api/hub', async (req, reply) => {
+    if (!(await guard(req, reply))) return reply;
+    const log = o.eventLog;
+    let segments: { name: string; bytes: number }[] = [];
+    if (log) {
+      segments = listSegments(log.dir).map((s) => {
+        let bytes = 0;
+        try {
+          bytes = statSync(join(log.dir, s.name)).size;
+        } catch {
+          bytes = 0;
+        }
+        return { name: s.name, bytes };
+      });
+    }
+    const stats = o.hub.stats();
+    return reply.send({
+      version: o.serverVersion,
+      epoch: o.hub.epoch,
+      offset: o.hub.offset,
+      stats,
+      adapters: o.hub.adapters(),
+      clients: o.hub.clientViews(),
+      commands: o.commands.recent(),
+      eventLog: log
+        ? {
+            enabled: true,
+            epoch: log.epoch,
+            offset: o.hub.offset,
+            segments,
+            lastSyncAt: log.lastSyncAt,
+            syncs: log.syncs,
+            healthy: log.healthy,
+            recovery: log.report,
+          }
+        : { enabled: false },
+    });
+  });
+  return app;
+}
