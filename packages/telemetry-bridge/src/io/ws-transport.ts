@@ -40,7 +40,7 @@ const MAX_CORKED_BYTES = 64 * 1024;
  * here since permessage-deflate is off): FIN + opcode 1, the payload length in 7, 7+16 or 7+64 bits, then
  * the UTF-8 payload. Built once per broadcast and written as is to every recipient.
  */
-function textFrame(text: string): Buffer {
+export function textFrame(text: string): Buffer {
   const n = Buffer.byteLength(text, 'utf8');
   const head = n < 126 ? 2 : n < 65_536 ? 4 : 10;
   const frame = Buffer.allocUnsafe(head + n);
