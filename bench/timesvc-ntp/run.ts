@@ -39,6 +39,8 @@ const RATES = (values.rates ?? '5000,10000,20000,30000,40000,50000,60000,80000,1
   .map(Number);
 const QUERIES = Number(values.queries ?? 9);
 const LOSS_LIMIT = 0.001;
+/** CPU per request, timesvc / chronyd, at most this at every rate of the sweep. */
+const CPU_RATIO_TARGET = 1.2;
 
 interface StepResult {
   rate: number;
@@ -197,14 +199,32 @@ try {
   const bc = best(chResults);
   const genMax = Math.max(...[...tsResults, ...chResults].map((r) => r.achievedRate));
   console.log('Same offered rate, side by side (loss, server CPU per answered request):');
+  /** CPU per request, timesvc / chronyd, at every rate both answered with < 0.1 % loss (the target's scope). */
+  const cpuRatios: number[] = [];
   for (const r of tsResults) {
     const c = chResults.find((x) => x.rate === r.rate);
     if (!c) continue;
+    const cpuRatio = r.cpuUsPerReq / c.cpuUsPerReq;
+    const both = r.loss < LOSS_LIMIT && c.loss < LOSS_LIMIT;
+    if (both) cpuRatios.push(cpuRatio);
     console.log(
       `  ${String(r.rate).padStart(6)}/s  timesvc ${(r.loss * 100).toFixed(3)} % ${r.cpuUsPerReq.toFixed(1)} µs` +
-        `  |  chronyd ${(c.loss * 100).toFixed(3)} % ${c.cpuUsPerReq.toFixed(1)} µs  |  CPU ratio ${(r.cpuUsPerReq / c.cpuUsPerReq).toFixed(2)}`,
+        `  |  chronyd ${(c.loss * 100).toFixed(3)} % ${c.cpuUsPerReq.toFixed(1)} µs  |  CPU ratio ${cpuRatio.toFixed(2)}` +
+        (both
+          ? cpuRatio <= CPU_RATIO_TARGET
+            ? ''
+            : ` (above ${CPU_RATIO_TARGET}×)`
+          : ' (a server lost ≥ 0.1 %)'),
     );
   }
+  if (cpuRatios.length > 0) {
+    const worst = Math.max(...cpuRatios);
+    console.log(
+      `  CPU per request timesvc/chronyd at every rate both served with < 0.1 % loss: worst ${worst.toFixed(2)}× ` +
+        `(target ≤ ${CPU_RATIO_TARGET}× at every rate: ${worst <= CPU_RATIO_TARGET ? 'met' : 'NOT met'})`,
+    );
+  }
+
   console.log('Summary');
   console.log(
     `  timesvc: ${bt ? bt.rate : 0} req/s at < 0.1 % loss, ${bt ? bt.cpuUsPerReq.toFixed(1) : '-'} µs CPU/req`,

@@ -79,6 +79,12 @@ export interface RouterOptions {
 /** Ring items examined per pump before yielding to the event loop. */
 const PUMP_BUDGET = 4096;
 
+/**
+ * Bound of the broadcast match cache, in cached subscription references over all paths; past it the cache
+ * starts again empty (it is only a cache: a miss walks the trie).
+ */
+const MATCH_CACHE_REFS = 1 << 20;
+
 function kindAllowed(filter: SubscriptionFilter, kind: 'state' | 'event'): boolean {
   return filter === 'all' || (filter === 'state') === (kind === 'state');
 }
@@ -92,6 +98,12 @@ export class Router {
   readonly #o: RouterOptions;
   readonly #trie = new TopicTrie<Subscription>();
   readonly #scratch = new Set<Subscription>();
+  /**
+   * Path -> matching subscriptions, filled by broadcasts and emptied whenever any pattern is added or
+   * removed, so a broadcast to a known path costs one lookup plus its own recipients (docs/performance.md).
+   */
+  readonly #matchCache = new Map<string, Subscription[]>();
+  #matchCacheRefs = 0;
 
   constructor(options: RouterOptions) {
     this.#o = options;
@@ -103,9 +115,10 @@ export class Router {
 
   /** Push one serialised broadcast to every live matching subscriber (each connection once). */
   broadcast(kind: 'state' | 'event', path: string, offset: number, json: string): void {
-    const subs = this.#trie.match(path, this.#scratch);
+    const subs = this.#subscribersOf(path);
     let n = 0;
-    for (const sub of subs) {
+    for (let i = 0; i < subs.length; i++) {
+      const sub = subs[i] as Subscription;
       if (!kindAllowed(sub.filter, kind) || sub.replaying) continue;
       if (kind === 'state' && sub.pendingPaths?.has(path)) continue;
       const c = sub.conn;
@@ -114,8 +127,35 @@ export class Router {
       c.queue.push(kind, json, path);
       n++;
     }
-    subs.clear();
     if (n > 0) this.#o.delivered(kind, n);
+  }
+
+  /** The subscriptions whose patterns match `path`, each once (cached until the patterns change). */
+  #subscribersOf(path: string): Subscription[] {
+    let subs = this.#matchCache.get(path);
+    if (subs !== undefined) return subs;
+    const found = this.#trie.match(path, this.#scratch);
+    subs = [...found];
+    found.clear();
+    if (this.#matchCacheRefs + subs.length + 1 > MATCH_CACHE_REFS) this.#forgetMatches();
+    this.#matchCache.set(path, subs);
+    this.#matchCacheRefs += subs.length + 1;
+    return subs;
+  }
+
+  #forgetMatches(): void {
+    this.#matchCache.clear();
+    this.#matchCacheRefs = 0;
+  }
+
+  #addPattern(pat: string, sub: Subscription): void {
+    this.#forgetMatches();
+    this.#trie.add(pat, sub);
+  }
+
+  #removePattern(pat: string, sub: Subscription): void {
+    this.#forgetMatches();
+    this.#trie.remove(pat, sub);
   }
 
   subscribe(conn: ClientConn, msg: Extract<ClientEnvelope, { type: 'subscribe' }>): void {
@@ -163,7 +203,7 @@ export class Router {
     else if (paths) conn.streams.push(this.#snapshotStream(sub, paths, correlationId, recoveryFailed));
     conn.subs.set(id, sub);
     conn.patternCount += sub.patterns.size;
-    for (const pat of sub.patterns) this.#trie.add(pat, sub);
+    for (const pat of sub.patterns) this.#addPattern(pat, sub);
     this.pump(conn);
   }
 
@@ -201,7 +241,7 @@ export class Router {
 
   /** Remove one subscription (trie, patterns, streams): nothing is delivered for it any more. */
   #remove(conn: ClientConn, sub: Subscription): void {
-    for (const pat of sub.patterns) this.#trie.remove(pat, sub);
+    for (const pat of sub.patterns) this.#removePattern(pat, sub);
     conn.patternCount -= sub.patterns.size;
     conn.subs.delete(sub.id);
     conn.streams = conn.streams.filter((s) => s.sub !== sub);
@@ -212,7 +252,7 @@ export class Router {
     for (const pat of new Set(patterns)) {
       for (const [id, sub] of conn.subs) {
         if (!sub.patterns.delete(pat)) continue;
-        this.#trie.remove(pat, sub);
+        this.#removePattern(pat, sub);
         conn.patternCount--;
         removed++;
         if (sub.patterns.size === 0) {
@@ -229,7 +269,7 @@ export class Router {
     conn.pumpTimer?.cancel();
     conn.pumpTimer = undefined;
     conn.streams = [];
-    for (const sub of conn.subs.values()) for (const p of sub.patterns) this.#trie.remove(p, sub);
+    for (const sub of conn.subs.values()) for (const p of sub.patterns) this.#removePattern(p, sub);
     conn.subs.clear();
     conn.patternCount = 0;
   }

@@ -4,9 +4,9 @@
  * half-open sockets, a connection cap. The protocol itself lives in ClientSession; this file only owns
  * sockets and timers.
  */
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { IncomingMessage, Server } from 'node:http';
-import { WebSocketServer, type WebSocket } from 'ws';
+import { WebSocket, WebSocketServer } from 'ws';
 import { bearerToken, type Clock, type Logger } from '@broadcast-ops/core';
 import type { Hub } from '../domain/hub.ts';
 import { ClientSession, type SessionOptions } from './client-session.ts';
@@ -34,6 +34,70 @@ export interface TransportEvents {
 /** How long a closing socket may take to say goodbye before it is destroyed (a slow consumer never reads it). */
 const CLOSE_GRACE_MS = 2000;
 
+/**
+ * Bytes one socket may hold corked within a tick before they are written at once (a large burst still
+ * reaches the kernel in pieces of about this size, so the batching never holds much memory).
+ */
+const MAX_CORKED_BYTES = 64 * 1024;
+
+/**
+ * One unmasked final text frame (RFC 6455 §5.2: server frames are never masked, no extension is negotiated
+ * here since permessage-deflate is off): FIN + opcode 1, the payload length in 7, 7+16 or 7+64 bits, then
+ * the UTF-8 payload. Built once per broadcast and written as is to every recipient.
+ */
+export function textFrame(text: string): Buffer {
+  const n = Buffer.byteLength(text, 'utf8');
+  const head = n < 126 ? 2 : n < 65_536 ? 4 : 10;
+  const frame = Buffer.allocUnsafe(head + n);
+  frame[0] = 0x81;
+  if (n < 126) frame[1] = n;
+  else if (n < 65_536) {
+    frame[1] = 126;
+    frame.writeUInt16BE(n, 2);
+  } else {
+    frame[1] = 127;
+    frame.writeUInt32BE(Math.floor(n / 2 ** 32), 2);
+    frame.writeUInt32BE(n >>> 0, 6);
+  }
+  frame.write(text, head, 'utf8');
+  return frame;
+}
+
+/**
+ * Write batching for the fan-out (docs/performance.md): the first send to a socket in a tick corks it, and
+ * every socket corked in the tick is uncorked together once the current job is done (process.nextTick), so
+ * the messages a client receives in one tick leave in one writev instead of one system call each.
+ * A broadcast is framed once and the same bytes go to every recipient: the hub pushes the identical string
+ * to each subscriber in a row, so a one-entry cache catches it.
+ */
+class SendBatcher {
+  readonly #corked: (() => void)[] = [];
+  #scheduled = false;
+  #lastText: string | undefined;
+  #lastFrame: Buffer = Buffer.alloc(0);
+  readonly #flush = (): void => {
+    this.#scheduled = false;
+    const list = this.#corked.splice(0);
+    for (const uncork of list) uncork();
+  };
+
+  frame(text: string): Buffer {
+    if (text !== this.#lastText) {
+      this.#lastFrame = textFrame(text);
+      this.#lastText = text;
+    }
+    return this.#lastFrame;
+  }
+
+  later(uncork: () => void): void {
+    this.#corked.push(uncork);
+    if (!this.#scheduled) {
+      this.#scheduled = true;
+      process.nextTick(this.#flush);
+    }
+  }
+}
+
 export class WsTransport {
   readonly #hub: Hub;
   readonly #opts: WsTransportOptions;
@@ -43,6 +107,7 @@ export class WsTransport {
   #wss: WebSocketServer | undefined;
   readonly #sockets = new Map<WebSocket, { session: ClientSession; alive: boolean }>();
   #heartbeat: NodeJS.Timeout | undefined;
+  readonly #batch = new SendBatcher();
 
   constructor(hub: Hub, options: WsTransportOptions, clock: Clock, logger: Logger, events: TransportEvents) {
     this.#hub = hub;
@@ -95,11 +160,39 @@ export class WsTransport {
     }
     let grace: NodeJS.Timeout | undefined;
     let serverCode: number | undefined;
+    // The upgraded request's socket is the one ws writes to.
+    const socket: Socket = req.socket;
+    const batch = this.#batch;
+    /** Frame bytes sent into the cork this tick: not backpressure, so not counted in bufferedAmount. */
+    let corkedBytes = 0;
+    const uncork = (): void => {
+      if (corkedBytes === 0) return;
+      corkedBytes = 0;
+      socket.uncork();
+    };
     const session = new ClientSession(
       this.#hub,
       {
-        bufferedAmount: () => ws.bufferedAmount,
-        send: (data) => ws.send(data),
+        bufferedAmount: () => {
+          const n = ws.bufferedAmount - corkedBytes;
+          return n > 0 ? n : 0;
+        },
+        send: (data) => {
+          if (ws.readyState !== WebSocket.OPEN || !socket.writable) {
+            ws.send(data); // ws's own handling of a send on a closing socket
+            return;
+          }
+          // Written straight to the socket, after and before anything ws itself writes (ws queues nothing
+          // of its own without permessage-deflate, so frames stay in order with its pings and close).
+          const frame = batch.frame(data);
+          if (corkedBytes === 0) {
+            socket.cork();
+            batch.later(uncork);
+          }
+          corkedBytes += frame.length;
+          socket.write(frame);
+          if (corkedBytes >= MAX_CORKED_BYTES) uncork();
+        },
         close: (code, reason) => {
           serverCode = code;
           ws.close(code, reason);

@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
+import { randomInto } from './random-pool.ts';
 
 /**
  * NTS cookies (RFC 8915 §6): the server keeps no per-client state; each cookie carries the client's keys,
@@ -86,8 +87,8 @@ export class NtsCookieJar {
     const id = this.currentKeyId();
     const out = Buffer.allocUnsafe(COOKIE_LENGTH);
     out.writeUInt32BE(id, 0);
-    const nonce = randomBytes(NONCE_LENGTH);
-    nonce.copy(out, KEY_ID_LENGTH);
+    randomInto(out, KEY_ID_LENGTH, NONCE_LENGTH);
+    const nonce = out.subarray(KEY_ID_LENGTH, KEY_ID_LENGTH + NONCE_LENGTH);
     const plain = Buffer.alloc(PLAINTEXT_LENGTH);
     plain.writeUInt16BE(keys.aead, 0);
     keys.s2c.copy(plain, 4);

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { AesSiv } from '../protocol/aes-siv.ts';
 import {
   EF,
@@ -13,6 +12,7 @@ import {
 import { LEAP, MODE, NTP_HEADER_LENGTH, asciiRefId } from '../protocol/ntp-packet.ts';
 import { AEAD_AES_SIV_CMAC_256 } from '../protocol/nts-ke.ts';
 import type { NtsCookieJar } from './nts-cookies.ts';
+import { randomBuffer } from './random-pool.ts';
 
 /**
  * The NTS part of answering an NTP request (RFC 8915 §5.7). The plain responder builds the 48-byte reply
@@ -165,7 +165,7 @@ export class NtsResponder {
         const fresh: Buffer[] = [];
         for (let i = 0; i < count; i++) fresh.push(encodeField(EF.COOKIE, jar.seal(keys)));
         const plain = Buffer.concat(fresh);
-        const nonce = randomBytes(16);
+        const nonce = randomBuffer(16);
         const ad = Buffer.concat([header.subarray(0, NTP_HEADER_LENGTH), uidField]);
         const sealed = s2c.seal(authenticatorInputs(ad, ad.length, nonce), plain);
         return Buffer.concat([ad, encodeAuthenticator(nonce, sealed)]);
