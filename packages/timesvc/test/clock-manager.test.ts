@@ -222,8 +222,9 @@ test('a backward correction beyond the step threshold: LI 3 is served first, the
   assert.equal(m.serverState.leap, 3, 'unsynchronised before stepping back');
   const before = m.correctionAt(clock.monotonicMs());
   assert.ok(Math.abs(before) < 0.001, 'not stepped yet');
-  // The step waits for a usable estimate at the new level (4 samples), served as LI 3 meanwhile.
-  run(clock, m, 2, [peer]);
+  // The step waits for a usable estimate at the new level (4 samples: the held-back one, the one that
+  // confirmed the level change, two more), served as LI 3 meanwhile.
+  run(clock, m, 1, [peer]);
   assert.equal(m.serverState.leap, 3);
   run(clock, m, 1, [peer]);
   assert.ok(Math.abs(m.correctionAt(clock.monotonicMs()) + 0.3) < 0.001, 'stepped back');

@@ -217,6 +217,27 @@ export class ClockManager {
     }
   }
 
+  /**
+   * Whether the last sample of source `id` was held back as a possible spike (it must not count towards
+   * a longer poll interval).
+   */
+  heldBack(id: string): boolean {
+    return id === this.#selected && this.#suspectS > 0;
+  }
+
+  /**
+   * Whether source `id` may poll at `pollS` seconds: for the selected reference only once the estimate
+   * is stable, i.e. its frequency error alone would not carry the served clock beyond the lock threshold
+   * over that interval, and no sample is held back. Other sources do not steer the clock.
+   */
+  pollMayRise(id: string, pollS: number): boolean {
+    if (id !== this.#selected) return true;
+    if (this.#suspectS > 0) return false;
+    const est = this.#discipline.estimate();
+    if (est === undefined) return false;
+    return est.k * est.freqError * pollS <= this.#lockThreshold();
+  }
+
   /** Start the periodic tick (selection, state, advertised dispersion, local reference). */
   start(): void {
     const loop = (): void => {
@@ -518,6 +539,7 @@ export class ClockManager {
         remainingS: Math.abs(this.#served.remaining(now)),
         suspect: this.#suspectS > 0,
         lockThresholdS: this.#lockThreshold(),
+        advertisedBoundS: this.#advertisedBound(),
         holdoverExpired:
           this.#holdoverStartedMs !== undefined && now - this.#holdoverStartedMs > this.#o.holdoverTimeoutMs,
       });
@@ -525,6 +547,12 @@ export class ClockManager {
       this.#setState(t.to, t.reason);
     }
     this.#updateServerState(now);
+  }
+
+  /** root delay / 2 + root dispersion of the current server state (0 while unsynchronised). */
+  #advertisedBound(): number {
+    const s = this.#serverState;
+    return s.leap === LEAP.UNSYNCHRONISED ? 0 : s.rootDelayS / 2 + s.rootDispersionS;
   }
 
   #updateServerState(now: number): void {

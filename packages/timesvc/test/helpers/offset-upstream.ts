@@ -34,6 +34,12 @@ export class OffsetUpstream {
   refId = asciiRefId('TEST');
   rootDelayS = 0;
   rootDispersionS = 0.0001;
+  /**
+   * Simulated path noise, seconds: each reply's T2 and T3 are shifted by the same uniform random amount in
+   * [−noiseS, +noiseS] — the offset error an asymmetric path delay of up to 2·noiseS would cause (RFC 5905
+   * §8: θ is exact only for a symmetric path), with the measured round trip unchanged.
+   */
+  noiseS = 0;
   /** Monotonic ms of the last change that a downstream cannot know before it hears from us again. */
   #changedAtMs = Number.NEGATIVE_INFINITY;
   replies = 0;
@@ -144,7 +150,8 @@ export class OffsetUpstream {
     };
     s.on('message', (msg, rinfo) => {
       const perf = performance.now();
-      const t2 = this.truth(entry.arrival.at(perf));
+      const noiseMs = this.noiseS > 0 ? (Math.random() * 2 - 1) * this.noiseS * 1000 : 0;
+      const t2 = this.truth(entry.arrival.at(perf) + noiseMs);
       if (this.silent || msg.length < 48 || ((msg[0] ?? 0) & 7) !== MODE.CLIENT) return;
       const out = Buffer.alloc(48);
       out[0] = ((((msg[0] ?? 0) >> 3) & 7) << 3) | MODE.SERVER;
@@ -158,7 +165,7 @@ export class OffsetUpstream {
       out.set(msg.subarray(40, 48), 24);
       out.writeUInt32BE(t2.seconds, 32);
       out.writeUInt32BE(t2.fraction, 36);
-      this.clock.write(out, 40, true);
+      this.clock.write(out, 40, true, performance.now() + noiseMs);
       s.send(out, rinfo.port, rinfo.address);
       this.replies++;
       if (entry.firstReplyAfterChangeMs === undefined && perf >= this.#changedAtMs) {
