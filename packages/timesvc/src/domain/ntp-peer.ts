@@ -106,6 +106,8 @@ export class NtpPeer {
   #outstanding: Outstanding | undefined;
   #goodStreak = 0;
   #denied: string | undefined;
+  /** The last reply was a RATE kiss (no time in it); cleared by the next valid reply. */
+  #rateKissed = false;
   #last: FilterOutput | undefined;
   #lastPacket: NtpPacket | undefined;
   #lastSynchronised = false;
@@ -217,6 +219,7 @@ export class NtpPeer {
       return { kind: 'kod', code: kiss };
     }
     this.#reach |= 1;
+    this.#rateKissed = false;
     this.#lastPacket = packet;
     if (packet.leap === LEAP.UNSYNCHRONISED || packet.stratum >= MAXSTRAT) {
       this.#lastSynchronised = false;
@@ -264,6 +267,7 @@ export class NtpPeer {
       return;
     }
     if (code === 'RATE') {
+      this.#rateKissed = true;
       this.#burstLeft = 0;
       const next = Math.min(MAXPOLL, Math.max(this.#poll + 1, packet.poll, this.config.minpoll));
       // Stay at least this slow from now on; the server told us our rate was too high.
@@ -275,7 +279,8 @@ export class NtpPeer {
 
   status(): PeerStatus {
     const p = this.#lastPacket;
-    const reachable = this.#reach !== 0;
+    // A peer answering with kisses (DENY/RSTR, RATE) gives no time: not reachable (RFC 5905 §7.4).
+    const reachable = this.#reach !== 0 && this.#denied === undefined && !this.#rateKissed;
     return {
       address: this.config.address,
       prefer: this.config.prefer,

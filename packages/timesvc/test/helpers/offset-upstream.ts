@@ -123,7 +123,8 @@ export class OffsetUpstream {
 
   /** Whether the truth changed between monotonic `a` and `b` (a probe exchange spanning it is void). */
   changedBetween(a: number, b: number): boolean {
-    return this.#changedAtMs > a && this.#changedAtMs <= b;
+    const leap = this.#leap?.atMs;
+    return (this.#changedAtMs > a && this.#changedAtMs <= b) || (leap !== undefined && leap > a && leap <= b);
   }
 
   /** The window [change, first reply after it + margin] in which truth was not knowable downstream. */
@@ -137,7 +138,38 @@ export class OffsetUpstream {
   }
 
   #apply(): void {
-    this.clock.setCorrection(stepTo(this.#tf, this.#x0, this.#freq, 0));
+    const c = stepTo(this.#tf, this.#x0, this.#freq, 0);
+    this.clock.setCorrection(this.#leap ? { ...c, leap: { ...this.#leap, smearMs: 0 } } : c);
+  }
+
+  #leap: { atMs: number; deltaS: number } | undefined;
+
+  /**
+   * Announce a leap second (LI 1 for an insertion, `deltaS` −1; LI 2 for a deletion, +1) until the truth
+   * reaches `epochUnixS`, and apply it there exactly: the truth repeats (or skips) a second as the NTP
+   * timescale does (RFC 5905 §7.3). Returns the monotonic ms of the leap. The leap is knowable downstream
+   * (it was announced), so it does not count as a change of the truth.
+   */
+  scheduleLeap(epochUnixS: number, deltaS: -1 | 1): number {
+    this.#leap = undefined;
+    this.#apply();
+    let t = performance.now();
+    for (let i = 0; i < 3; i++) t += epochUnixS * 1000 - this.clock.servedUnixMs(t);
+    this.#leap = { atMs: t, deltaS };
+    this.#apply();
+    return t;
+  }
+
+  /** Monotonic ms of the scheduled leap, if any. */
+  get leapAtMs(): number | undefined {
+    return this.#leap?.atMs;
+  }
+
+  /** The leap indicator this server sends at monotonic `perf`. */
+  leapIndicator(perf: number): number {
+    const l = this.#leap;
+    if (!l || perf >= l.atMs) return 0;
+    return l.deltaS < 0 ? 1 : 2;
   }
 
   /** Open one more server socket (index = the order of calls, from 0); returns its index. */
@@ -154,7 +186,7 @@ export class OffsetUpstream {
       const t2 = this.truth(entry.arrival.at(perf) + noiseMs);
       if (this.silent || msg.length < 48 || ((msg[0] ?? 0) & 7) !== MODE.CLIENT) return;
       const out = Buffer.alloc(48);
-      out[0] = ((((msg[0] ?? 0) >> 3) & 7) << 3) | MODE.SERVER;
+      out[0] = (this.leapIndicator(perf) << 6) | ((((msg[0] ?? 0) >> 3) & 7) << 3) | MODE.SERVER;
       out[1] = this.stratum;
       out[2] = msg[2] ?? 0;
       out.writeInt8(-20, 3);
