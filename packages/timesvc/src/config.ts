@@ -150,6 +150,12 @@ const ntsSchema = z.strictObject({
     }),
   min_tls_version: z.literal('1.3').default('1.3'),
   cipher_suite: z.string().default(''),
+  /** Concurrent NTS-KE connections at most; more are closed at accept and counted (docs/nts.md). */
+  ke_max_connections: num(z.number().int().min(1).max(100_000)).default(1024),
+  /** Concurrent NTS-KE connections from one address (IPv6: one /64) at most. */
+  ke_max_connections_per_address: num(z.number().int().min(1).max(100_000)).default(32),
+  /** Deadline for the TLS handshake after the TCP accept (an idle connection is closed then). */
+  ke_handshake_timeout: duration.default(2),
 });
 
 const ptpSchema = z.strictObject({
