@@ -743,11 +743,19 @@ export class ClockManager {
     this.#updateServerState(now);
   }
 
-  /** root delay / 2 + root dispersion of the current server state (0 while unsynchronised). */
+  /**
+   * root delay / 2 + root dispersion of the current server state without a held-back sample's share (0
+   * while unsynchronised): the hysteresis of LOCKED. A suspect sample widens the bound only until the next
+   * sample decides; a level change it announced must still leave LOCKED.
+   */
   #advertisedBound(): number {
     const s = this.#serverState;
-    return s.leap === LEAP.UNSYNCHRONISED ? 0 : s.rootDelayS / 2 + s.rootDispersionS;
+    if (s.leap === LEAP.UNSYNCHRONISED) return 0;
+    return Math.max(0, s.rootDelayS / 2 + s.rootDispersionS - this.#advertisedSuspectS);
   }
+
+  /** The suspect share in the current server state's dispersion. */
+  #advertisedSuspectS = 0;
 
   #updateServerState(now: number): void {
     if (this.#updateLeap(now)) this.#emit({ type: 'update' });
@@ -780,6 +788,7 @@ export class ClockManager {
       dispersionRateS: PHI + est.k * est.freqError,
       updatedAtMs: now,
     };
+    this.#advertisedSuspectS = this.#suspectS;
   }
 
   snapshot(): ClockSnapshot {
