@@ -70,7 +70,8 @@ const result = spawnSync(
     '--test-reporter-destination=stdout',
     ...(opts.tap ? ['--test-reporter=tap', `--test-reporter-destination=${opts.tap}`] : []),
     `--test-concurrency=${process.env['TEST_CONCURRENCY'] ?? '2'}`,
-    '--test-timeout=180000',
+    // Node applies the timeout to each test file as a whole: the opt-in long scenarios need more.
+    `--test-timeout=${process.env['TIMESVC_LONG_TESTS'] === '1' ? '900000' : '180000'}`,
     ...selected,
   ],
   { stdio: 'inherit', cwd: root, env: { ...process.env, NODE_ENV: 'test' } },

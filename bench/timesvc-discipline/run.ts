@@ -12,6 +12,13 @@
  * consecutive replies (any rise below the server's least rate times the time between them), worst |error| beyond the advertised bound (root delay/2 + root dispersion, plus half
  * the probe's own round trip; replies sent before a server could have measured a change are not judged).
  *
+ * Alongside, in the same run (`--accuracy-s`, default 600): a second upstream at +20 ms followed by a
+ * timesvc and a `chronyd -x` with their **default** polls (timesvc: poll 64 s, iburst; chrony: minpoll 6,
+ * maxpoll 10, iburst), probed every 500 ms: error p50/p95 over the first 10 minutes (LI ≠ 3 replies). And
+ * a leap-second row: a third upstream announces and applies an insertion (LI 1, then the second repeated)
+ * at a UTC midnight, with timesvc on a host clock shifted to shortly before it (default polls). chronyd -x
+ * cannot be put on a leap day without stepping or faking its clock, so that row is timesvc's only.
+ *
  * First it checks that chronyd with -x serves its corrected time (not the host clock): its error against
  * the +20 ms truth must be well under the 20 ms it corrects. chronyd runs with -x (never touches the
  * clock), its own config, pidfile and driftfile, no command port, and is ended by PID.
@@ -33,9 +40,12 @@ import {
 } from '../../packages/timesvc/test/helpers/offset-upstream.ts';
 import { freePort } from '../../packages/timesvc/test/helpers/nts.ts';
 
-const { values } = parseArgs({ options: { poll: { type: 'string' }, 'outage-s': { type: 'string' } } });
+const { values } = parseArgs({
+  options: { poll: { type: 'string' }, 'outage-s': { type: 'string' }, 'accuracy-s': { type: 'string' } },
+});
 const POLL = Number(values.poll ?? 2);
 const OUTAGE_S = Number(values['outage-s'] ?? 60);
+const ACCURACY_S = Number(values['accuracy-s'] ?? 600);
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -71,6 +81,74 @@ const config = configSchema.parse({
   },
   web: { port: 0, bind_address: '127.0.0.1' },
 });
+// Accuracy with the defaults: its own upstream, timesvc and chronyd -x.
+const accUp = await OffsetUpstream.start(0.02);
+const accChronySocket = await accUp.listen();
+const accChronyPort = await freePort('udp');
+const accConf = join(dir.path, 'chrony-acc.conf');
+writeFileSync(
+  accConf,
+  [
+    `server 127.0.0.1 port ${accUp.portOf(accChronySocket)} iburst`,
+    `port ${accChronyPort}`,
+    'bindaddress 127.0.0.1',
+    'allow 127.0.0.1',
+    'cmdport 0',
+    `pidfile ${join(dir.path, 'chronyd-acc.pid')}`,
+    `driftfile ${join(dir.path, 'chronyd-acc.drift')}`,
+    '',
+  ].join('\n'),
+);
+const accConfig = configSchema.parse({
+  ntp: {
+    port: 0,
+    interface: '127.0.0.1',
+    rate_limit: { enabled: false },
+    upstream_peers: [{ address: accUp.address }],
+  },
+  web: { port: 0, bind_address: '127.0.0.1' },
+});
+const accT0 = performance.now();
+const accChrony = startProcess(requireTool('chronyd'), ['-x', '-d', '-u', 'root', '-f', accConf]);
+const accService = createTimesvc(accConfig, silentLogger());
+await accService.start();
+const accProbes = {
+  timesvc: new Probe(accService.server()?.addresses[0]?.port ?? 0, accUp, 500),
+  chronyd: new Probe(accChronyPort, accUp, 500, accChronySocket),
+};
+await Promise.all([accProbes.timesvc.start(), accProbes.chronyd.start()]);
+
+// Leap second (insertion) with the default polls: timesvc on a host clock 30 s before 2027-01-01.
+const LEAP_EPOCH_S = Date.UTC(2027, 0, 1) / 1000;
+const leapShiftMs = Math.round(LEAP_EPOCH_S * 1000 - Date.now() - 30_000);
+const leapUp = await OffsetUpstream.start(leapShiftMs / 1000 + 0.02);
+const leapAtMs = leapUp.scheduleLeap(LEAP_EPOCH_S, -1);
+const leapConfig = configSchema.parse({
+  ntp: {
+    port: 0,
+    interface: '127.0.0.1',
+    rate_limit: { enabled: false },
+    upstream_peers: [{ address: leapUp.address }],
+  },
+  web: { port: 0, bind_address: '127.0.0.1' },
+});
+const leapSvc = createTimesvc(leapConfig, silentLogger(), {
+  timeSource: { wallMs: () => Date.now() + leapShiftMs, monoMs: () => performance.now() },
+});
+await leapSvc.start();
+const leapProbe = new Probe(leapSvc.server()?.addresses[0]?.port ?? 0, leapUp, 250);
+await leapProbe.start();
+const leapStates: string[] = [];
+leapSvc.manager.on((e) => {
+  if (e.type === 'state') leapStates.push(e.to);
+});
+setTimeout(
+  () => {
+    void leapProbe.stop().then(() => leapSvc.close());
+  },
+  Math.max(0, leapAtMs + 45_000 - performance.now()),
+).unref();
+
 const t0 = performance.now();
 const chrony = startProcess(requireTool('chronyd'), ['-x', '-d', '-u', 'root', '-f', conf]);
 const service = createTimesvc(config, silentLogger());
@@ -109,6 +187,13 @@ await Promise.all([probes.timesvc.stop(), probes.chronyd.stop()]);
 await service.close();
 await chrony.stop('SIGTERM');
 await up.close();
+await sleep(Math.max(0, accT0 + ACCURACY_S * 1000 - performance.now()));
+await Promise.all([accProbes.timesvc.stop(), accProbes.chronyd.stop()]);
+await accService.close();
+await accChrony.stop('SIGTERM');
+await accUp.close();
+await sleep(Math.max(0, leapAtMs + 46_000 - performance.now()));
+await leapUp.close();
 dir.remove();
 
 /** From when on (after `from`, before `until`) every reply stays within `s` of the truth; ms after `from`. */
@@ -194,6 +279,51 @@ console.log(
 const w = [40, 16, 16];
 console.log(`${'metric'.padEnd(w[0]!)}${'timesvc'.padStart(w[1]!)}${'chronyd -x'.padStart(w[2]!)}`);
 for (const [m, a, b] of rows) console.log(`${m.padEnd(w[0]!)}${a.padStart(w[1]!)}${b.padStart(w[2]!)}`);
+const quantile = (xs: number[], q: number): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? Number.NaN;
+};
+const accErr = (p: Probe): number[] => p.records.filter((r) => r.leap !== 3).map((r) => Math.abs(r.errorS));
+const acc = {
+  timesvc: accErr(accProbes.timesvc),
+  chronyd: accErr(accProbes.chronyd),
+};
+console.log(
+  `\naccuracy with the default configuration, first ${ACCURACY_S} s, upstream +20 ms, probe every 500 ms:`,
+);
+const accRows: [string, string, string][] = [
+  [
+    'error p50 (LI != 3 replies)',
+    fmt(quantile(acc.timesvc, 0.5) * 1e3, 'ms', 3),
+    fmt(quantile(acc.chronyd, 0.5) * 1e3, 'ms', 3),
+  ],
+  [
+    'error p95',
+    fmt(quantile(acc.timesvc, 0.95) * 1e3, 'ms', 3),
+    fmt(quantile(acc.chronyd, 0.95) * 1e3, 'ms', 3),
+  ],
+  ['synchronised replies', String(acc.timesvc.length), String(acc.chronyd.length)],
+];
+for (const [m, a, b] of accRows) console.log(`${m.padEnd(w[0]!)}${a.padStart(w[1]!)}${b.padStart(w[2]!)}`);
+const accRatio = quantile(acc.timesvc, 0.5) / quantile(acc.chronyd, 0.5);
+
+// Leap second row (timesvc only).
+const lr = leapProbe.records;
+const lFirst = lr.findIndex((r) => r.leap !== 3);
+const lAfterSync = lFirst < 0 ? [] : lr.slice(lFirst);
+const lBefore = lAfterSync.filter((r) => r.recvMs < leapAtMs);
+const lPast = lAfterSync.filter((r) => r.atMs > leapAtMs + 50);
+const lc = checkProbe(lr, MAX_RATE.timesvc);
+const across = lr.findIndex((r) => r.atMs >= leapAtMs);
+const jump = across > 0 ? Number((lr[across]?.t3 ?? 0n) - (lr[across - 1]?.t3 ?? 0n)) / 2 ** 32 : Number.NaN;
+const gap = across > 0 ? ((lr[across]?.atMs ?? 0) - (lr[across - 1]?.atMs ?? 0)) / 1000 : Number.NaN;
+console.log(
+  `\nleap second (insertion at 2027-01-01T00:00:00Z, default polls, timesvc only): ` +
+    `${lBefore.filter((r) => r.leap === 1).length}/${lBefore.length} replies before it LI 1, ` +
+    `${lPast.filter((r) => r.leap === 0).length}/${lPast.length} after it LI 0, ` +
+    `${lAfterSync.filter((r) => r.leap === 3).length} LI 3 after synchronisation; states ${leapStates.join('→')}; ` +
+    `T3 moved ${jump.toFixed(3)} s in ${gap.toFixed(3)} s at the leap; worst |error| − bound ${(lc.worstBeyondBoundS * 1e6).toFixed(0)} µs`,
+);
 const ratio = ts.li0S !== undefined && ch.li0S !== undefined ? ts.li0S / ch.li0S : Number.NaN;
 const phase = (t: number): string => {
   const at = (x: number, name: string): string => `${name} ${((t - x) / 1000).toFixed(1)} s`;
@@ -215,3 +345,4 @@ console.log('targets:');
 console.log(`  time to LI 0 <= 2x chrony's: ${ratio.toFixed(2)}x -> ${ratio <= 2 ? 'met' : 'MISSED'}`);
 console.log(`  no backward step: ${ts.backwardUs === 0 ? 'met' : 'MISSED'}`);
 console.log(`  error never beyond the bound: ${ts.beyondUs === 0 ? 'met' : 'MISSED'}`);
+console.log(`  accuracy p50 <= 2x chrony's: ${accRatio.toFixed(2)}x -> ${accRatio <= 2 ? 'met' : 'MISSED'}`);

@@ -123,6 +123,17 @@ const ntpSchema = z.strictObject({
       .min(4096)
       .max(256 * 1024 * 1024),
   ).default(4 * 1024 * 1024),
+  /**
+   * How served time passes a leap second (docs/leap-seconds.md): `step` repeats (insertion) or skips
+   * (deletion) a second at the leap as the NTP timescale does and announces it with LI 1/2 in the last
+   * day; `smear` slews it out linearly over `leap_smear_interval` centred on the leap, with LI 0, for
+   * closed networks whose clients all take their time from this server. Never the default.
+   */
+  leap_mode: z.enum(['step', 'smear']).default('step'),
+  /** Length of the smear window, seconds (24 h = 11.6 ppm). */
+  leap_smear_interval: duration.refine((v) => v >= 1 && v <= 172_800, 'must be 1 s to 48 h').default(86_400),
+  /** A leap-seconds list (IERS/NIST format, e.g. /usr/share/zoneinfo/leap-seconds.list); "" = none. */
+  leap_seconds_file: z.string().default(''),
 });
 
 const ntsSchema = z.strictObject({
@@ -139,6 +150,12 @@ const ntsSchema = z.strictObject({
     }),
   min_tls_version: z.literal('1.3').default('1.3'),
   cipher_suite: z.string().default(''),
+  /** Concurrent NTS-KE connections at most; more are closed at accept and counted (docs/nts.md). */
+  ke_max_connections: num(z.number().int().min(1).max(100_000)).default(1024),
+  /** Concurrent NTS-KE connections from one address (IPv6: one /64) at most. */
+  ke_max_connections_per_address: num(z.number().int().min(1).max(100_000)).default(32),
+  /** Deadline for the TLS handshake after the TCP accept (an idle connection is closed then). */
+  ke_handshake_timeout: duration.default(2),
 });
 
 const ptpSchema = z.strictObject({

@@ -222,8 +222,9 @@ test('a backward correction beyond the step threshold: LI 3 is served first, the
   assert.equal(m.serverState.leap, 3, 'unsynchronised before stepping back');
   const before = m.correctionAt(clock.monotonicMs());
   assert.ok(Math.abs(before) < 0.001, 'not stepped yet');
-  // The step waits for a usable estimate at the new level (4 samples), served as LI 3 meanwhile.
-  run(clock, m, 2, [peer]);
+  // The step waits for a usable estimate at the new level (4 samples: the held-back one, the one that
+  // confirmed the level change, two more), served as LI 3 meanwhile.
+  run(clock, m, 1, [peer]);
   assert.equal(m.serverState.leap, 3);
   run(clock, m, 1, [peer]);
   assert.ok(Math.abs(m.correctionAt(clock.monotonicMs()) + 0.3) < 0.001, 'stepped back');
@@ -425,4 +426,39 @@ test('the reference timestamp is served time: a host realtime step does not reac
   // The last update was the sample taken at `now` (run samples, then ticks), so reftime ≈ served time now.
   assert.ok(refMs <= servedNowMs + 0.001, `reference ${refMs - servedNowMs} ms after served time`);
   assert.ok(servedNowMs - refMs < 1001, `reference ${servedNowMs - refMs} ms before served time`);
+});
+
+test('entering HOLDOVER keeps the selection jitter in the bound (two servers 3 ms apart, both lost)', () => {
+  const { clock, m } = setup();
+  const a = new SimSource('NTP:192.0.2.1:123', 'ntp', true, 1, 0);
+  const b = new SimSource('NTP:192.0.2.2:123', 'ntp', false, 1, 0.003);
+  m.register(a);
+  m.register(b);
+  run(clock, m, 8, [a, b]);
+  assert.equal(m.state, 'LOCKED');
+  assert.ok(m.serverState.rootDispersionS >= 0.003);
+  a.usable = false;
+  b.usable = false;
+  run(clock, m, 30, [a, b]);
+  assert.equal(m.state, 'HOLDOVER');
+  // A client comparing with the other server may see the 3 ms: still covered.
+  assert.ok(m.serverState.rootDispersionS >= 0.003, `holdover dispersion ${m.serverState.rootDispersionS}`);
+});
+
+test('a correction within the advertised bound does not flap LOCKED → SYNCING; one beyond it does', () => {
+  const { clock, m, states } = setup();
+  const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 1, 0.002, 0, 2e-6);
+  m.register(peer);
+  run(clock, m, 8, [peer]);
+  assert.equal(m.state, 'LOCKED');
+  const bound = m.serverState.rootDelayS / 2 + m.serverState.rootDispersionS;
+  // A move of 0.8 × the bound (but > 4 × the 100 µs lock threshold), confirmed by two samples.
+  const move = Math.max(0.8 * bound, 0.00045);
+  assert.ok(move < bound, `bound ${bound} too small for the test`);
+  peer.x0 += move;
+  run(clock, m, 6, [peer]);
+  assert.deepEqual(states(), ['SYNCING', 'LOCKED'], 'no flap for a sub-bound correction');
+  peer.x0 += 0.02;
+  run(clock, m, 6, [peer]);
+  assert.deepEqual(states().slice(2, 3), ['SYNCING'], 'a 20 ms move leaves LOCKED');
 });

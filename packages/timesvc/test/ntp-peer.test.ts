@@ -190,6 +190,27 @@ test('holdPoll keeps the poll at minpoll (until LOCKED), then it adapts again', 
   assert.equal(peer.poll, 5, 'four more good samples double it');
 });
 
+test('freezePoll delays the raise without losing the count; a held-back sample restarts the count', () => {
+  const peer = new NtpPeer({ ...CFG, iburst: false }, 0);
+  let t = 3_900_000_000;
+  const step = (): number => {
+    const before = peer.nextPollMs;
+    t += 16;
+    exchange(peer, before, t, 0.001, 0.0002);
+    return (peer.nextPollMs - before) / 1000;
+  };
+  peer.freezePoll = true;
+  const frozen = Array.from({ length: 8 }, step);
+  assert.deepEqual(frozen, Array(8).fill(16), 'no raise while the estimate is not stable');
+  peer.freezePoll = false;
+  assert.equal(step(), 32, 'raised as soon as it may be: the good samples were counted');
+  // Three good samples, then one the clock held back: the count starts again.
+  for (let i = 0; i < 3; i++) assert.equal(step(), 32);
+  peer.sampleHeldBack();
+  for (let i = 0; i < 4; i++) assert.equal(step(), 32, `sample ${i} after the held-back one`);
+  assert.equal(step(), 64, 'four good samples after it');
+});
+
 test('clock filter picks the minimum-delay sample; jitter is the RMS spread; empty stages are not MAXDISP', () => {
   const f = new ClockFilter(2 ** -20);
   const outs = [

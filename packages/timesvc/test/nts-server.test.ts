@@ -220,6 +220,17 @@ test('NTS NTP: authentic exchange, cookie refill, and NTSN for a tampered cookie
   const noUid = Buffer.concat([header(), Buffer.from(tc.subarray(84))]);
   assert.equal(await udpExchange(noUid, 500), undefined);
 
+  // UID but no cookie and no authenticator: a malformed NTS request, dropped.
+  const malformed = Buffer.concat([header(), Buffer.from(tc.subarray(48, 84))]);
+  assert.equal(await udpExchange(malformed, 500), undefined);
+
+  // Every response type and drop is in the NTP counters (README "Endpoints and metrics").
+  const ntp = async (name: string, labels: Record<string, string>): Promise<number> =>
+    (await metricValue(fx.service.registry, name, labels)) ?? 0;
+  assert.ok((await ntp('timesvc_ntp_responses_total', { type: 'kod_ntsn' })) >= 3, 'NTSN replies counted');
+  assert.ok((await ntp('timesvc_ntp_dropped_total', { reason: 'nts_no_uid' })) >= 1, 'no-UID drop counted');
+  assert.ok((await ntp('timesvc_ntp_dropped_total', { reason: 'nts_malformed' })) >= 1, 'malformed counted');
+
   assert.ok(counters.failures.bad_cookie >= 1);
   assert.ok(counters.failures.bad_auth >= 2);
   assert.equal(counters.authenticated - auth0, 2);

@@ -15,7 +15,17 @@ import type {
   ReferenceStatus,
   SourceSnapshot,
 } from './reference-source.ts';
-import type { Correction } from './correction.ts';
+import { correctionAt, type Correction } from './correction.ts';
+import {
+  DAY_MS,
+  leapTerm,
+  nextListedLeap,
+  nextMonthStartUnixMs,
+  voteLeap,
+  type LeapMode,
+  type LeapSecondsList,
+  type PendingLeap,
+} from './leap.ts';
 import { ServedCorrection } from './served-correction.ts';
 import { CLOCK_STATES, nextState, servesSynchronised, type ClockState } from './clock-state.ts';
 
@@ -83,7 +93,26 @@ export interface ClockManagerOptions {
    * be selected (0 = fall back at once). docs/gpsdo.md "Loss of the GPSDO".
    */
   primaryHoldoverMs?: number;
+  /** How served time passes a leap second (docs/leap-seconds.md): `step` (default) or `smear`. */
+  leapMode?: LeapMode;
+  /** Length of the smear window, centred on the leap, ms (24 h: 11.6 ppm). */
+  leapSmearMs?: number;
+  /** The leap-seconds list, when one is configured and readable (io/leap-list.ts). */
+  leapList?: () => LeapSecondsList | undefined;
 }
+
+/** A leap second planned or being passed; `atMs` is fixed once it is close (LEAP_LOCK_MS). */
+interface LeapState {
+  pending: PendingLeap;
+  atMs: number | undefined;
+}
+
+/** Fix the leap instant this long before it (or before a smear window opens), ms. */
+const LEAP_LOCK_MS = 2000;
+/** Samples this close to the leap instant are left out (an exchange may straddle it), ms. */
+const LEAP_GUARD_MS = 2000;
+/** Farthest ahead a listed leap is planned (its LI is announced only in the last day anyway). */
+const LEAP_HORIZON_MS = 32 * DAY_MS;
 
 interface SourceEntry {
   source: ReferenceSource;
@@ -109,10 +138,17 @@ const SAMPLE_HISTORY = 16;
 
 export class ClockManager {
   readonly #clock: Clock;
-  readonly #o: Required<Omit<ClockManagerOptions, 'clock' | 'local' | 'rawUnixMs' | 'primaryHoldoverMs'>>;
+  readonly #o: Required<
+    Omit<ClockManagerOptions, 'clock' | 'local' | 'rawUnixMs' | 'primaryHoldoverMs' | 'leapList'>
+  >;
   readonly #primaryHoldoverMs: number;
   /** Monotonic ms when the selected GPSDO was lost (while bridging its loss in HOLDOVER). */
   #primaryLostMs: number | undefined;
+  readonly #leapList: (() => LeapSecondsList | undefined) | undefined;
+  /** Leap seconds passed since start (seconds, UTC − the discipline's leap-free scale). */
+  #leapBaseS = 0;
+  #leap: LeapState | undefined;
+  #leapTimerArmed = false;
   readonly #rawUnixMs: ((monoMs: number) => number) | undefined;
   readonly #local: ClockManagerOptions['local'];
   readonly #sources = new Map<string, SourceEntry>();
@@ -154,7 +190,10 @@ export class ClockManager {
       stepThresholdS: options.stepThresholdS ?? 0.128,
       maxSlewRate: options.maxSlewRate ?? 5000e-6,
       precision: options.precision ?? -20,
+      leapMode: options.leapMode ?? 'step',
+      leapSmearMs: options.leapSmearMs ?? DAY_MS,
     };
+    this.#leapList = options.leapList;
     this.#discipline = new Discipline({ window: this.#o.regressionWindow });
     this.#served = new ServedCorrection({
       slewRate: this.#o.maxSlewRate,
@@ -190,14 +229,30 @@ export class ClockManager {
     return this.#serverState;
   }
 
-  /** The served clock's correction (correction.ts). */
+  /** The served clock's correction (correction.ts), with the leap-second terms. */
   get correction(): Correction {
-    return this.#served.correction;
+    const c = this.#served.correction;
+    const l = this.#leap;
+    const atMs = l ? (l.atMs ?? this.#leapInstant(l.pending)) : undefined;
+    if (this.#leapBaseS === 0 && (l === undefined || atMs === undefined)) return c;
+    return {
+      ...c,
+      leapBaseS: this.#leapBaseS,
+      ...(l && atMs !== undefined
+        ? { leap: { atMs, deltaS: l.pending.deltaS, smearMs: this.#smearMs() } }
+        : {}),
+    };
   }
 
-  /** c(t) in seconds at monotonic milliseconds `tMs`. */
+  /** c(t) in seconds at monotonic milliseconds `tMs`, leap seconds included. */
   correctionAt(tMs: number): number {
-    return this.#served.at(tMs);
+    return correctionAt(this.correction, tMs);
+  }
+
+  /** The leap second planned or being passed (docs/leap-seconds.md), for status and metrics. */
+  get pendingLeap(): (PendingLeap & { atMs: number | undefined }) | undefined {
+    const l = this.#leap;
+    return l ? { ...l.pending, atMs: l.atMs ?? this.#leapInstant(l.pending) } : undefined;
   }
 
   on(listener: (e: ClockManagerEvent) => void): () => void {
@@ -226,6 +281,27 @@ export class ClockManager {
     }
   }
 
+  /**
+   * Whether the last sample of source `id` was held back as a possible spike (it must not count towards
+   * a longer poll interval).
+   */
+  heldBack(id: string): boolean {
+    return id === this.#selected && this.#suspectS > 0;
+  }
+
+  /**
+   * Whether source `id` may poll at `pollS` seconds: for the selected reference only once the estimate
+   * is stable, i.e. its frequency error alone would not carry the served clock beyond the lock threshold
+   * over that interval, and no sample is held back. Other sources do not steer the clock.
+   */
+  pollMayRise(id: string, pollS: number): boolean {
+    if (id !== this.#selected) return true;
+    if (this.#suspectS > 0) return false;
+    const est = this.#discipline.estimate();
+    if (est === undefined) return false;
+    return est.k * est.freqError * pollS <= this.#lockThreshold();
+  }
+
   /** Start the periodic tick (selection, state, advertised dispersion, local reference). */
   start(): void {
     const loop = (): void => {
@@ -244,6 +320,21 @@ export class ClockManager {
   addSample(id: string, sample: ReferenceSample): void {
     const entry = this.#sources.get(id);
     if (entry === undefined) return;
+    const leapAtMs = this.#leap ? (this.#leap.atMs ?? this.#leapInstant(this.#leap.pending)) : undefined;
+    // An exchange close to the leap instant may have been answered on either side of it: left out.
+    if (
+      leapAtMs !== undefined &&
+      entry.source.kind !== 'local' &&
+      Math.abs(sample.atMs - leapAtMs) < LEAP_GUARD_MS + sample.delayS * 1000
+    ) {
+      return;
+    }
+    // The discipline works on the leap-free scale: a reference that has passed a leap second is measured
+    // 1 s off the raw clock, which is the leap and not the oscillator (docs/leap-seconds.md).
+    if (entry.source.kind !== 'local') {
+      const leap = this.#utcLeapAt(sample.atMs, leapAtMs);
+      if (leap !== 0) sample = { ...sample, offsetS: sample.offsetS - leap };
+    }
     entry.samples.push(sample);
     if (entry.samples.length > SAMPLE_HISTORY) entry.samples.shift();
     if (this.#state === 'HOLDOVER' && id === this.#lastReference) this.#holdoverSuspect(sample);
@@ -355,7 +446,11 @@ export class ClockManager {
     });
     if (result.selected !== undefined) this.#waitingSinceMs = undefined;
     else if (result.waiting) this.#waitingSinceMs ??= now;
-    this.#selectionJitterS = result.selectionJitterS;
+    // Losing every reference (HOLDOVER) does not make the servers agree: the last selection jitter stays in
+    // the bound until a reference is selected again.
+    if (result.selected !== undefined || !this.#served.synced) {
+      this.#selectionJitterS = result.selectionJitterS;
+    }
     for (const entry of this.#sources.values()) {
       entry.verdict = result.verdicts.get(entry.source.id) ?? 'unusable';
       entry.rootDistanceS = result.rootDistances.get(entry.source.id);
@@ -466,10 +561,132 @@ export class ClockManager {
 
   /** Served time (raw + correction) as Unix ms at monotonic ms `monoMs`: the reference timestamp's scale. */
   #servedUnixMs(monoMs: number): number {
-    const raw = this.#rawUnixMs
+    return this.#rawUnix(monoMs) + correctionAt(this.correction, monoMs) * 1000;
+  }
+
+  #rawUnix(monoMs: number): number {
+    return this.#rawUnixMs
       ? this.#rawUnixMs(monoMs)
       : this.#clock.now() - (this.#clock.monotonicMs() - monoMs);
-    return raw + this.#served.at(monoMs) * 1000;
+  }
+
+  #smearMs(): number {
+    return this.#o.leapMode === 'smear' ? this.#o.leapSmearMs : 0;
+  }
+
+  /** UTC − the leap-free scale at monotonic `tMs`: the leaps passed, the pending one from its instant. */
+  #utcLeapAt(tMs: number, leapAtMs: number | undefined): number {
+    const l = this.#leap;
+    return this.#leapBaseS + (l && leapAtMs !== undefined && tMs >= leapAtMs ? l.pending.deltaS : 0);
+  }
+
+  /**
+   * The monotonic instant at which served time (before the leap) reaches the leap epoch, from the current
+   * correction (two fixed-point iterations: the correction's rate differs from 1 by far less than 1e-3).
+   */
+  #leapInstant(p: PendingLeap): number {
+    const served = (m: number): number => this.#rawUnix(m) + (this.#served.at(m) + this.#leapBaseS) * 1000;
+    let t = this.#clock.monotonicMs();
+    for (let i = 0; i < 3; i++) t += p.epochUnixMs - served(t);
+    return t;
+  }
+
+  /**
+   * Decide the pending leap second (list, else the majority of the selected sources' leap bits), fix its
+   * instant when it is close, arm a timer for the instant (LI must be cleared at it), and fold it into
+   * the base once it has passed. Returns whether the plan changed (the served clock must be updated).
+   */
+  #updateLeap(now: number): boolean {
+    const l = this.#leap;
+    if (l?.atMs !== undefined) {
+      if (now >= l.atMs + Math.max(LEAP_LOCK_MS, this.#smearMs() / 2)) {
+        this.#leapBaseS += l.pending.deltaS;
+        this.#leap = undefined;
+        this.#leapTimerArmed = false;
+        this.#emit({
+          type: 'leap',
+          phase: 'passed',
+          deltaS: l.pending.deltaS,
+          epochUnixMs: l.pending.epochUnixMs,
+        });
+        return true;
+      }
+      this.#armLeapTimer(now, l.atMs);
+      return false;
+    }
+    const servedNow = this.#rawUnix(now) + (this.#served.at(now) + this.#leapBaseS) * 1000;
+    let pending: PendingLeap | undefined;
+    const list = this.#leapList?.();
+    if (list && list.expiresUnixMs > servedNow) {
+      const next = nextListedLeap(list, servedNow);
+      if (next && next.epochUnixMs - servedNow <= LEAP_HORIZON_MS) pending = next;
+    } else if (this.#served.synced) {
+      const bits: number[] = [];
+      for (const e of this.#sources.values()) {
+        if (e.source.kind === 'local') continue;
+        if (e.verdict === 'selected' || e.verdict === 'candidate') bits.push(e.source.status().leap);
+      }
+      // Leap bits count only in the last day of a month, the only time a leap can follow (as chrony
+      // accepts them only on a leap-second day): an upstream still announcing a passed leap plans nothing.
+      const monthEnd = nextMonthStartUnixMs(servedNow);
+      const delta = monthEnd - servedNow <= DAY_MS ? voteLeap(bits) : 0;
+      if (delta !== 0) pending = { epochUnixMs: monthEnd, deltaS: delta, source: 'sources' };
+    }
+    const same = pending?.epochUnixMs === l?.pending.epochUnixMs && pending?.deltaS === l?.pending.deltaS;
+    if (pending === undefined) {
+      this.#leap = undefined;
+      if (l)
+        this.#emit({
+          type: 'leap',
+          phase: 'cancelled',
+          deltaS: l.pending.deltaS,
+          epochUnixMs: l.pending.epochUnixMs,
+        });
+      return l !== undefined;
+    }
+    const atMs = this.#leapInstant(pending);
+    const lock = atMs - now <= LEAP_LOCK_MS + this.#smearMs() / 2;
+    this.#leap = { pending, atMs: lock ? atMs : undefined };
+    if (!same)
+      this.#emit({
+        type: 'leap',
+        phase: 'planned',
+        deltaS: pending.deltaS,
+        epochUnixMs: pending.epochUnixMs,
+      });
+    if (lock) this.#armLeapTimer(now, atMs);
+    return !same || lock;
+  }
+
+  #armLeapTimer(now: number, atMs: number): void {
+    if (this.#leapTimerArmed || atMs < now || atMs - now > 1.5 * this.#o.tickMs) return;
+    this.#leapTimerArmed = true;
+    this.#clock.setTimer(Math.max(0, atMs - now) + 1, () => {
+      this.#evaluate();
+    });
+  }
+
+  /** The leap indicator served now (RFC 5905 §7.3): only in step mode, in the last day before the leap. */
+  #leapIndicator(now: number): number {
+    const l = this.#leap;
+    if (!l || this.#o.leapMode !== 'step') return LEAP.NONE;
+    const atMs = l.atMs ?? this.#leapInstant(l.pending);
+    if (now >= atMs || atMs - now > DAY_MS) return LEAP.NONE;
+    return l.pending.deltaS < 0 ? LEAP.ADD_SECOND : LEAP.DEL_SECOND;
+  }
+
+  /** Smear mode: how far served time is from UTC because of the smear, over the next tick, seconds. */
+  #smearDeviation(now: number): number {
+    const l = this.#leap;
+    const smear = this.#smearMs();
+    if (!l || smear <= 0) return 0;
+    const atMs = l.atMs ?? this.#leapInstant(l.pending);
+    const d = l.pending.deltaS;
+    const dev = (t: number): number => Math.abs(leapTerm(t, atMs, d, smear) - leapTerm(t, atMs, d, 0));
+    const horizon = 1.5 * this.#o.tickMs;
+    let worst = Math.max(dev(now), dev(now + horizon));
+    if (atMs >= now && atMs <= now + horizon) worst = Math.max(worst, dev(atMs), Math.abs(d) / 2);
+    return worst;
   }
 
   /** The estimate of reference − raw at monotonic ms `now`. */
@@ -540,6 +757,7 @@ export class ClockManager {
         remainingS: Math.abs(this.#served.remaining(now)),
         suspect: this.#suspectS > 0,
         lockThresholdS: this.#lockThreshold(),
+        advertisedBoundS: this.#advertisedBound(),
         holdoverExpired:
           this.#holdoverStartedMs !== undefined && now - this.#holdoverStartedMs > this.#o.holdoverTimeoutMs,
       });
@@ -549,7 +767,22 @@ export class ClockManager {
     this.#updateServerState(now);
   }
 
+  /**
+   * root delay / 2 + root dispersion of the current server state without a held-back sample's share (0
+   * while unsynchronised): the hysteresis of LOCKED. A suspect sample widens the bound only until the next
+   * sample decides; a level change it announced must still leave LOCKED.
+   */
+  #advertisedBound(): number {
+    const s = this.#serverState;
+    if (s.leap === LEAP.UNSYNCHRONISED) return 0;
+    return Math.max(0, s.rootDelayS / 2 + s.rootDispersionS - this.#advertisedSuspectS);
+  }
+
+  /** The suspect share in the current server state's dispersion. */
+  #advertisedSuspectS = 0;
+
   #updateServerState(now: number): void {
+    if (this.#updateLeap(now)) this.#emit({ type: 'update' });
     const adv = this.#advert;
     const est = this.#discipline.estimate();
     // A stratum-15 reference would make us 16, which RFC 5905 §7.3 defines as unsynchronised.
@@ -562,7 +795,8 @@ export class ClockManager {
     }
     const wall = this.#lastUpdateWallMs ?? this.#servedUnixMs(now);
     this.#serverState = {
-      leap: adv.status.leap === LEAP.UNSYNCHRONISED ? LEAP.NONE : adv.status.leap,
+      // The leap bits are ours (docs/leap-seconds.md): the vote or the list, announced in the last day.
+      leap: this.#leapIndicator(now),
       stratum: Math.min(MAXSTRAT, adv.status.stratum + 1),
       precision: this.#o.precision,
       referenceId: adv.status.referenceId,
@@ -573,10 +807,12 @@ export class ClockManager {
         adv.dispersionS +
         adv.jitterS +
         this.#selectionJitterS +
-        this.#ownErrorS(now),
+        this.#ownErrorS(now) +
+        this.#smearDeviation(now),
       dispersionRateS: PHI + est.k * est.freqError,
       updatedAtMs: now,
     };
+    this.#advertisedSuspectS = this.#suspectS;
   }
 
   snapshot(): ClockSnapshot {

@@ -17,6 +17,11 @@ export interface StateFacts {
   suspect: boolean;
   /** Below this |remaining| the clock is on its estimate (max(100 µs, 3·jitter)). */
   lockThresholdS: number;
+  /**
+   * The error advertised before the latest correction (root delay / 2 + root dispersion), seconds: a
+   * correction within it does not leave LOCKED (hysteresis; the bound already covered it).
+   */
+  advertisedBoundS?: number;
   /** The clock was in HOLDOVER for longer than the holdover timeout. */
   holdoverExpired: boolean;
 }
@@ -44,9 +49,10 @@ export function nextState(state: ClockState, f: StateFacts): Transition | undefi
       return onEstimate ? { to: 'LOCKED', reason: 'served clock on the estimate' } : undefined;
     case 'LOCKED':
       if (!f.selected) return { to: 'HOLDOVER', reason: 'all references lost' };
-      // Leave LOCKED as soon as the served clock is off its estimate by more than the lock threshold
-      // (a level change being slewed out); a single suspect sample only raises the dispersion.
-      if (f.remainingS > 4 * f.lockThresholdS) {
+      // Leave LOCKED when the served clock is off its estimate by more than 4× the lock threshold and by
+      // more than the error it was advertising (a level change being slewed out); a correction within
+      // the advertised bound does not flap the state. A single suspect sample only raises the dispersion.
+      if (f.remainingS > Math.max(4 * f.lockThresholdS, f.advertisedBoundS ?? 0)) {
         return { to: 'SYNCING', reason: 'served clock slewing to a new estimate' };
       }
       return undefined;

@@ -10,6 +10,8 @@
  * |freq| + slewRate < 1, served time never decreases within one correction, and every new correction is
  * planned to start where the previous one stands at its t0 (continuous), unless it is an explicit step.
  */
+import { leapTerm } from './leap.ts';
+
 export interface Correction {
   /** Monotonic ms at which this correction starts. */
   t0Ms: number;
@@ -21,6 +23,10 @@ export interface Correction {
   slewS: number;
   /** Largest slew rate, dimensionless (0.005 = 5000 ppm = 5 ms per second). */
   slewRate: number;
+  /** Leap seconds already passed since start, seconds (served = raw + c + this; leap.ts). */
+  leapBaseS?: number;
+  /** A leap second being passed: at monotonic `atMs`, `deltaS` (±1), stepped or smeared over `smearMs`. */
+  leap?: { atMs: number; deltaS: number; smearMs: number };
 }
 
 export const ZERO_CORRECTION: Correction = Object.freeze({
@@ -35,7 +41,13 @@ export const ZERO_CORRECTION: Correction = Object.freeze({
 export function correctionAt(c: Correction, tMs: number): number {
   const dt = Math.max(0, tMs - c.t0Ms) / 1000;
   const slewed = Math.min(Math.abs(c.slewS), c.slewRate * dt);
-  return c.phaseS + c.freq * dt + Math.sign(c.slewS) * slewed;
+  return c.phaseS + c.freq * dt + Math.sign(c.slewS) * slewed + leapAt(c, tMs);
+}
+
+/** The leap-second part of c(tMs), seconds (0 without leap seconds). */
+export function leapAt(c: Correction, tMs: number): number {
+  const l = c.leap;
+  return (c.leapBaseS ?? 0) + (l ? leapTerm(tMs, l.atMs, l.deltaS, l.smearMs) : 0);
 }
 
 /** Correction still to be slewed in at tMs, seconds (signed). */

@@ -7,9 +7,13 @@
  * - Reset (the window is emptied) on a reference change, on leaving HOLDOVER or FAULT and on a level
  *   change; after a reset the previous frequency is kept as a prior with its error, and replaced as soon
  *   as the new window's own fit is better (FAULT also forgets the frequency).
- * - Level change: a residual beyond 3× the recent spread (RFC 5905 §10 popcorn spike gate, SGATE = 3) is
- *   first taken for a spike and left out; a second one in a row means the reference moved, and the window
- *   restarts from that sample.
+ * - Level change: a residual beyond the gate — 3× the recent spread (RFC 5905 §10 popcorn spike gate,
+ *   SGATE = 3) plus the estimate's own prediction error at that age, so that the samples which reveal a
+ *   frequency error are not taken for spikes — is first left out; a second one in a row means the
+ *   reference moved, and the window restarts from the two samples at the new level.
+ * - A frequency from a short window is not taken as known: the window's slope replaces the prior only
+ *   where it differs from it beyond its own coverage (Student's t); otherwise the prior stays, with the
+ *   window's error (docs/clock-discipline.md "Acquisition").
  * - A runs test on the residual signs (as chrony's regression does) drops the older half of a window that
  *   no longer fits a straight line, so a frequency change is not averaged into a wrong slope.
  * - The frequency is bounded to ±MAXFREQ (RFC 5905, 500 ppm); a fit that hits the bound is not trusted.
@@ -71,7 +75,10 @@ export class Discipline {
   #phaseError = 0;
   #t = 0;
   #recentResiduals: number[] = [];
-  #pendingSpike = false;
+  #pendingSpike: FitPoint | undefined;
+  /** The frequency before the current window (0 for the host's own clock rate until measured). */
+  #priorFreq = 0;
+  #priorFreqError = UNKNOWN_FREQ_ERROR;
   /** Whether the frequency comes from this window's own slope (else it is the prior from before the reset). */
   #ownSlope = false;
   readonly #window: number;
@@ -98,23 +105,40 @@ export class Discipline {
    * 0.1 ppm); without it the frequency is forgotten (FAULT).
    */
   reset(keepFrequency: boolean): void {
-    this.#points = [];
     this.#recentResiduals = [];
-    this.#pendingSpike = false;
-    this.#ownSlope = false;
+    this.#pendingSpike = undefined;
     if (!keepFrequency) {
       this.#freq = 0;
       this.#freqError = UNKNOWN_FREQ_ERROR;
     } else {
-      this.#freqError = Math.max(this.#freqError, 0.1e-6);
+      // The error was stated for the window's coverage factor; carried over as a prior it keeps that
+      // coverage under K_SIGMA (a frequency from four samples stays as uncertain as it was).
+      const k = this.#ownSlope ? coverage(this.#points.length - 2) : K_SIGMA;
+      this.#freqError = Math.min(UNKNOWN_FREQ_ERROR, Math.max((this.#freqError * k) / K_SIGMA, 0.1e-6));
     }
+    this.#points = [];
+    this.#ownSlope = false;
+    this.#priorFreq = this.#freq;
+    this.#priorFreqError = this.#freqError;
   }
 
   /** A frequency known from elsewhere (e.g. 0 for the host clock itself) with its error, as the prior. */
   assumeFrequency(freq: number, error: number): void {
     this.#freq = freq;
     this.#freqError = error;
+    this.#priorFreq = freq;
+    this.#priorFreqError = error;
     this.#ownSlope = false;
+  }
+
+  /**
+   * The estimate's own error (its coverage factor × the standard error) when extrapolated to monotonic
+   * seconds t: phase error and frequency error × age.
+   */
+  predictionError(t: number): number {
+    if (this.#points.length === 0) return 0;
+    const k = this.#ownSlope ? coverage(this.#points.length - 2) : K_SIGMA;
+    return k * Math.hypot(this.#phaseError, this.#freqError * (t - this.#t));
   }
 
   /** θ extrapolated to monotonic seconds t. */
@@ -152,18 +176,20 @@ export class Discipline {
       50e-6,
       1.4826 * median(this.#recentResiduals.map((r) => Math.abs(r))),
     );
-    if (this.#points.length >= 2 && Math.abs(residual) > SGATE * spread) {
-      if (!this.#pendingSpike) {
-        this.#pendingSpike = true;
+    if (this.#points.length >= 2 && Math.abs(residual) > SGATE * spread + this.predictionError(t)) {
+      const held = this.#pendingSpike;
+      if (held === undefined) {
+        this.#pendingSpike = { t, offset };
         return { kind: 'spike', residualS: residual };
       }
-      // Two in a row: the reference moved. Restart the window at the new level, keep the frequency.
+      // Two in a row: the reference moved. Restart the window from both samples at the new level; the
+      // frequency stays only as a prior with the error it had (reset).
       this.reset(true);
-      this.#points.push({ t, offset });
+      this.#points.push(held, { t, offset });
       this.#refit();
       return { kind: 'level', residualS: residual };
     }
-    this.#pendingSpike = false;
+    this.#pendingSpike = undefined;
     this.#recentResiduals.push(residual);
     if (this.#recentResiduals.length > 8) this.#recentResiduals.shift();
     this.#points.push({ t, offset });
@@ -194,19 +220,31 @@ export class Discipline {
         stt += (p.t - mt) ** 2;
         sto += (p.t - mt) * (p.offset - mo);
       }
-      let freq = this.#freq;
-      let freqError = this.#freqError;
+      let freq = this.#priorFreq;
+      let freqError = this.#priorFreqError;
+      this.#ownSlope = false;
       if (n >= 3 && stt > 0) {
         const slope = sto / stt;
         let ss = 0;
         for (const p of pts) ss += (p.offset - mo - slope * (p.t - mt)) ** 2;
         const s = Math.max(this.#noiseFloorS, Math.sqrt(ss / (n - 2)));
         const slopeError = s / Math.sqrt(stt);
-        // The window's own slope replaces the prior once it is better known than the prior.
-        if (this.#ownSlope || slopeError < this.#freqError) {
+        // The window decides once its slope is better known than the prior. Its value replaces the prior
+        // only where the two differ beyond the window's coverage: four samples 1 s apart with 25 µs of
+        // noise cannot tell 10 ppm from 0, and serving such a slope as if known would carry the served
+        // clock away for a whole poll. Kept, the prior's error is what the window says (plus the
+        // difference), so the advertised bound covers the slope's possibility too.
+        if (slopeError < this.#priorFreqError) {
           this.#ownSlope = true;
-          freq = Math.max(-MAXFREQ, Math.min(MAXFREQ, slope));
-          freqError = Math.max(slopeError, Math.abs(slope - freq));
+          const k = coverage(n - 2);
+          const bounded = Math.max(-MAXFREQ, Math.min(MAXFREQ, slope));
+          if (Math.abs(bounded - this.#priorFreq) > k * slopeError) {
+            freq = bounded;
+            freqError = Math.max(slopeError, Math.abs(slope - bounded));
+          } else {
+            freq = this.#priorFreq;
+            freqError = slopeError + Math.abs(slope - freq) / k;
+          }
         }
       }
       // Phase: the mean offset projected to the newest sample with the chosen frequency.

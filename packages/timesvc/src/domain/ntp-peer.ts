@@ -106,6 +106,8 @@ export class NtpPeer {
   #outstanding: Outstanding | undefined;
   #goodStreak = 0;
   #denied: string | undefined;
+  /** The last reply was a RATE kiss (no time in it); cleared by the next valid reply. */
+  #rateKissed = false;
   #last: FilterOutput | undefined;
   #lastPacket: NtpPacket | undefined;
   #lastSynchronised = false;
@@ -116,6 +118,11 @@ export class NtpPeer {
    * needs samples, and a longer poll only delays it (chrony likewise stays at minpoll until synchronised).
    */
   holdPoll = false;
+  /**
+   * Do not raise the poll now (set by the io layer while the clock's estimate is not stable enough for a
+   * longer interval): good samples still count, the raise waits (docs/clock-discipline.md "Acquisition").
+   */
+  freezePoll = false;
 
   constructor(config: PeerConfig, nowMs: number, precisionLog2 = -20) {
     if (config.minpoll > config.maxpoll) throw new RangeError('minpoll must not exceed maxpoll');
@@ -153,6 +160,10 @@ export class NtpPeer {
       if (this.#poll > this.#minpoll) this.#poll--;
     }
     if (this.holdPoll) this.#poll = this.#minpoll;
+    else if (this.#goodStreak >= POLL_UP_AFTER && this.#burstLeft === 0 && !this.freezePoll) {
+      this.#goodStreak = 0;
+      if (this.#poll < this.config.maxpoll) this.#poll++;
+    }
     this.#reach = (this.#reach << 1) & 0xff;
     if (this.#reach === 0 && this.config.iburst && this.#burstLeft === 0 && this.#pollCount > 0) {
       this.#burstLeft = IBURST_COUNT; // unreachable again: re-burst as ntpd does for iburst peers
@@ -208,6 +219,7 @@ export class NtpPeer {
       return { kind: 'kod', code: kiss };
     }
     this.#reach |= 1;
+    this.#rateKissed = false;
     this.#lastPacket = packet;
     if (packet.leap === LEAP.UNSYNCHRONISED || packet.stratum >= MAXSTRAT) {
       this.#lastSynchronised = false;
@@ -237,13 +249,14 @@ export class NtpPeer {
     const output = this.#filter.add({ offsetS, delayS, dispersionS, atMs });
     this.#last = output;
     // While the poll is held, good samples do not count towards raising it: that starts once LOCKED.
+    // The raise itself happens with the next request (the one already scheduled keeps its time).
     this.#goodStreak = this.holdPoll ? 0 : this.#goodStreak + 1;
-    if (this.#goodStreak >= POLL_UP_AFTER && this.#burstLeft === 0) {
-      this.#goodStreak = 0;
-      // Takes effect from the next request; the one already scheduled keeps its time.
-      if (this.#poll < this.config.maxpoll) this.#poll++;
-    }
     return { kind: 'sample', output, offsetS, delayS, atMs, stratum: packet.stratum, packet };
+  }
+
+  /** The clock held the last sample back as a possible spike: it does not count towards a longer poll. */
+  sampleHeldBack(): void {
+    this.#goodStreak = 0;
   }
 
   /** RFC 5905 §7.4: DENY/RSTR demobilise the association; RATE asks us to poll less often. */
@@ -254,6 +267,7 @@ export class NtpPeer {
       return;
     }
     if (code === 'RATE') {
+      this.#rateKissed = true;
       this.#burstLeft = 0;
       const next = Math.min(MAXPOLL, Math.max(this.#poll + 1, packet.poll, this.config.minpoll));
       // Stay at least this slow from now on; the server told us our rate was too high.
@@ -265,7 +279,8 @@ export class NtpPeer {
 
   status(): PeerStatus {
     const p = this.#lastPacket;
-    const reachable = this.#reach !== 0;
+    // A peer answering with kisses (DENY/RSTR, RATE) gives no time: not reachable (RFC 5905 §7.4).
+    const reachable = this.#reach !== 0 && this.#denied === undefined && !this.#rateKissed;
     return {
       address: this.config.address,
       prefer: this.config.prefer,

@@ -41,6 +41,8 @@ export interface NtsResponderCounters {
   naks: number;
   dropped: number;
   failures: Record<NtsFailure, number>;
+  /** Dropped (not answerable with an NTSN kiss), by reason. */
+  droppedBy: Record<NtsFailure, number>;
 }
 
 interface Session {
@@ -69,6 +71,7 @@ export class NtsResponder {
     naks: 0,
     dropped: 0,
     failures: { malformed: 0, no_uid: 0, bad_cookie: 0, bad_aead: 0, bad_auth: 0, short_nonce: 0 },
+    droppedBy: { malformed: 0, no_uid: 0, bad_cookie: 0, bad_aead: 0, bad_auth: 0, short_nonce: 0 },
   };
   readonly #o: NtsResponderOptions;
   /** C2S hex → cipher objects; insertion order = recency (re-inserted on use). */
@@ -112,6 +115,7 @@ export class NtsResponder {
     this.counters.failures[reason]++;
     if (uid === undefined || reason === 'malformed' || reason === 'short_nonce') {
       this.counters.dropped++;
+      this.counters.droppedBy[reason]++;
       return { kind: 'drop', reason };
     }
     this.counters.naks++;

@@ -101,4 +101,6 @@ export type ClockManagerEvent =
   | { type: 'selected'; from: string | undefined; to: string | undefined }
   | { type: 'step'; source: string; offsetS: number }
   /** The correction changed: the served clock must take `manager.correction`. */
-  | { type: 'update' };
+  | { type: 'update' }
+  /** A leap second planned (vote or list), cancelled before its instant, or passed (docs/leap-seconds.md). */
+  | { type: 'leap'; phase: 'planned' | 'cancelled' | 'passed'; deltaS: number; epochUnixMs: number };

@@ -1,6 +1,7 @@
 import { Counter, Gauge, createMetricsRegistry, type Registry } from '@broadcast-ops/core';
 import { CLOCK_STATES, type ClockManager } from '../domain/clock-manager.ts';
 import type { NtpServer } from './ntp-server.ts';
+import type { NtsServerSide } from './nts-service.ts';
 import type { PeerClient } from './peer-client.ts';
 
 /**
@@ -14,6 +15,8 @@ export function createTimesvcMetrics(sources: {
   peers: () => readonly PeerClient[];
   startedMs: number;
   now?: () => number;
+  /** The NTS server side, for NTSN replies and dropped NTS requests in the NTP counters. */
+  nts?: () => NtsServerSide | undefined;
 }): Registry {
   const registry = createMetricsRegistry();
   const now = sources.now ?? Date.now;
@@ -32,7 +35,7 @@ export function createTimesvcMetrics(sources: {
   });
   new Counter({
     name: 'timesvc_ntp_responses_total',
-    help: 'NTP replies sent, by type (time, kod_rate, kod_deny)',
+    help: 'NTP replies sent, by type (time, kod_rate, kod_deny, kod_ntsn)',
     labelNames: ['type'],
     registers: [registry],
     collect() {
@@ -41,6 +44,7 @@ export function createTimesvcMetrics(sources: {
       this.inc({ type: 'time' }, c?.responses ?? 0);
       this.inc({ type: 'kod_rate' }, c?.kodRate ?? 0);
       this.inc({ type: 'kod_deny' }, c?.kodDeny ?? 0);
+      this.inc({ type: 'kod_ntsn' }, sources.nts?.()?.responder.counters.naks ?? 0);
     },
   });
   new Counter({
@@ -53,6 +57,9 @@ export function createTimesvcMetrics(sources: {
       const c = server()?.counters;
       if (!c) return;
       for (const [reason, n] of Object.entries(c.dropped)) this.inc({ reason }, n);
+      // NTS requests that cannot be answered (RFC 8915 §5.7: no NTSN without a unique identifier).
+      const nts = sources.nts?.()?.responder.counters.droppedBy;
+      if (nts) for (const [reason, n] of Object.entries(nts)) this.inc({ reason: `nts_${reason}` }, n);
     },
   });
   new Counter({
@@ -96,6 +103,7 @@ export function createTimesvcMetrics(sources: {
     collect() {
       this.reset();
       const peers = sources.peers();
+      // A peer that answers only with DENY/RSTR or RATE kisses gives no time: not reachable.
       const up = peers.filter((p) => p.peer.status().reachable).length;
       this.set({ reachable: 'true' }, up);
       this.set({ reachable: 'false' }, peers.length - up);
@@ -159,6 +167,41 @@ export function createTimesvcMetrics(sources: {
     registers: [registry],
     collect() {
       this.set((now() - sources.startedMs) / 1000);
+    },
+  });
+  // What clients are told, so that an alert can fire on it (RFC 5905 §7.3 root delay and dispersion).
+  new Gauge({
+    name: 'timesvc_ntp_root_delay_seconds',
+    help: 'Root delay advertised in replies, seconds (0 while unsynchronised)',
+    registers: [registry],
+    collect() {
+      const s = manager.serverState;
+      this.set(s.leap === 3 ? 0 : s.rootDelayS);
+    },
+  });
+  new Gauge({
+    name: 'timesvc_ntp_root_dispersion_seconds',
+    help: 'Root dispersion advertised in replies, seconds (0 while unsynchronised)',
+    registers: [registry],
+    collect() {
+      const s = manager.serverState;
+      this.set(s.leap === 3 ? 0 : s.rootDispersionS);
+    },
+  });
+  new Gauge({
+    name: 'timesvc_clock_estimated_error_seconds',
+    help: 'Advertised error bound now: root delay / 2 + root dispersion + its growth since (+Inf while unsynchronised)',
+    registers: [registry],
+    collect() {
+      this.set(manager.snapshot().estimatedErrorS);
+    },
+  });
+  new Gauge({
+    name: 'timesvc_ntp_leap_indicator',
+    help: 'Leap indicator in replies: 0 none, 1 insertion or 2 deletion announced (last day), 3 unsynchronised',
+    registers: [registry],
+    collect() {
+      this.set(manager.serverState.leap);
     },
   });
   return registry;

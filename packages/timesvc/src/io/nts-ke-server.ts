@@ -36,7 +36,13 @@ export type KeFailure =
   | 'unrecognized_critical'
   | 'bad_request'
   | 'no_common_aead'
-  | 'internal';
+  | 'internal'
+  /** Refused at accept: all `maxConnections` slots taken. */
+  | 'refused_capacity'
+  /** Refused at accept: this address already holds `maxPerAddress` connections. */
+  | 'refused_per_address'
+  /** No completed TLS handshake (e.g. no ClientHello) within `handshakeTimeoutMs`. */
+  | 'handshake_timeout';
 
 export interface NtsKeCounters {
   /** TCP connections accepted (each is one NTS-KE request attempt). */
@@ -61,8 +67,38 @@ export interface NtsKeServerOptions {
   timeoutMs?: number;
   /** Poll interval of the certificate files, ms (default 2000; 0 = no watching). */
   watchIntervalMs?: number;
-  /** Concurrent connections at most (default 1024); more are refused by the kernel accept path. */
+  /** Concurrent connections at most (default 1024); more are accepted and closed at once, counted. */
   maxConnections?: number;
+  /**
+   * Concurrent connections from one address at most (default 32; IPv6 by /64), so that one address cannot
+   * take every slot (docs/nts.md "Connection floods").
+   */
+  maxPerAddress?: number;
+  /** Deadline for the TLS handshake from the TCP accept, ms (default 2000): idle connections go early. */
+  handshakeTimeoutMs?: number;
+}
+
+/** Refusals and handshake timeouts are logged at most this often, as one summary line. */
+const REFUSAL_LOG_INTERVAL_MS = 10_000;
+
+/** The per-address key: an IPv4 address (also IPv4-mapped), or the /64 prefix of an IPv6 address. */
+function addressKey(address: string | undefined): string {
+  if (address === undefined) return '?';
+  const v4 = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (v4) return v4[1] ?? address;
+  if (!address.includes(':')) return address;
+  const full = address.includes('::')
+    ? (() => {
+        const [head = '', tail = ''] = address.split('::');
+        const h = head ? head.split(':') : [];
+        const t = tail ? tail.split(':') : [];
+        return [...h, ...Array<string>(Math.max(0, 8 - h.length - t.length)).fill('0'), ...t];
+      })()
+    : address.split(':');
+  return `${full
+    .slice(0, 4)
+    .map((g) => g.toLowerCase().replace(/^0+(?=.)/, ''))
+    .join(':')}::/64`;
 }
 
 export class NtsKeServer {
@@ -80,8 +116,17 @@ export class NtsKeServer {
       bad_request: 0,
       no_common_aead: 0,
       internal: 0,
+      refused_capacity: 0,
+      refused_per_address: 0,
+      handshake_timeout: 0,
     },
   };
+  readonly #perAddress = new Map<string, number>();
+  /** Raw sockets closed at accept: their TLS errors are not handshake failures. */
+  readonly #refused = new WeakSet<Socket>();
+  #lastRefusalLogMs = Number.NEGATIVE_INFINITY;
+  readonly #refusalsSinceLog = new Map<string, number>();
+  #lastRefusedAddress: string | undefined;
   readonly #o: NtsKeServerOptions;
   #server: Server | undefined;
   #certExpiry: Date | undefined;
@@ -137,16 +182,47 @@ export class NtsKeServer {
       ...pair,
       minVersion: 'TLSv1.3',
       ALPNProtocols: [NTS_KE_ALPN],
-      handshakeTimeout: this.#o.timeoutMs ?? 5000,
+      handshakeTimeout: Math.min(this.#o.handshakeTimeoutMs ?? 2000, this.#o.timeoutMs ?? 5000),
     });
     this.#server = server;
-    server.maxConnections = this.#o.maxConnections ?? 1024;
+    const max = this.#o.maxConnections ?? 1024;
+    const perAddress = this.#o.maxPerAddress ?? 32;
+    // Beyond this the kernel-side accept path drops (Node's own limit); counted like a capacity refusal.
+    server.maxConnections = max + 256;
+    server.on('drop', (data?: { remoteAddress?: string }) => {
+      this.counters.requests++;
+      this.#noteRefusal('refused_capacity', data?.remoteAddress);
+    });
     server.on('connection', (raw: Socket) => {
       this.counters.requests++;
+      const key = addressKey(raw.remoteAddress);
+      const held = this.#perAddress.get(key) ?? 0;
+      const refusal: KeFailure | undefined =
+        this.#open.size >= max ? 'refused_capacity' : held >= perAddress ? 'refused_per_address' : undefined;
+      if (refusal !== undefined) {
+        this.#refused.add(raw);
+        this.#noteRefusal(refusal, raw.remoteAddress);
+        raw.destroy();
+        return;
+      }
       this.#open.add(raw);
-      raw.once('close', () => this.#open.delete(raw));
+      this.#perAddress.set(key, held + 1);
+      raw.once('close', () => {
+        this.#open.delete(raw);
+        const n = (this.#perAddress.get(key) ?? 1) - 1;
+        if (n <= 0) this.#perAddress.delete(key);
+        else this.#perAddress.set(key, n);
+      });
     });
     server.on('tlsClientError', (err: Error & { code?: string }, socket) => {
+      // Node wraps the accepted socket; the wrapper's `_parent` is the raw socket refused above.
+      const parent = (socket as unknown as { _parent?: Socket })._parent;
+      if (parent !== undefined && this.#refused.has(parent)) return;
+      if (err.code === 'ERR_TLS_HANDSHAKE_TIMEOUT') {
+        this.#noteRefusal('handshake_timeout', socket.remoteAddress);
+        socket.destroy();
+        return;
+      }
       // Wrong ALPN ends in alert 120, TLS ≤ 1.2 in alert 70; both are refused here by OpenSSL.
       const alpn = /no_application_protocol|ALPN/i.test(`${err.code ?? ''} ${err.message}`);
       this.counters.failures[alpn ? 'alpn' : 'tls_handshake']++;
@@ -183,6 +259,25 @@ export class NtsKeServer {
       watchFile(this.#o.keyPath, { interval, persistent: false }, this.#onFileChange);
     }
     this.#o.logger.info({ port: this.port }, 'NTS-KE listening');
+  }
+
+  /** Count a refusal or handshake timeout; log a summary at most every REFUSAL_LOG_INTERVAL_MS. */
+  #noteRefusal(reason: KeFailure, address: string | undefined): void {
+    this.counters.failures[reason]++;
+    this.#refusalsSinceLog.set(reason, (this.#refusalsSinceLog.get(reason) ?? 0) + 1);
+    this.#lastRefusedAddress = address;
+    const now = Date.now();
+    if (now - this.#lastRefusalLogMs < REFUSAL_LOG_INTERVAL_MS) return;
+    this.#lastRefusalLogMs = now;
+    this.#o.logger.warn(
+      {
+        ...Object.fromEntries(this.#refusalsSinceLog),
+        lastAddress: this.#lastRefusedAddress,
+        open: this.#open.size,
+      },
+      'NTS-KE connections refused or timed out (counts since the last such line)',
+    );
+    this.#refusalsSinceLog.clear();
   }
 
   #fail(socket: TLSSocket, reason: KeFailure, response?: Buffer): void {

@@ -45,6 +45,9 @@ export function createNtsServerSide(
     cookies,
     ntpPort,
     logger: log,
+    maxConnections: nts.ke_max_connections,
+    maxPerAddress: nts.ke_max_connections_per_address,
+    handshakeTimeoutMs: nts.ke_handshake_timeout * 1000,
   });
   return {
     cookies,

@@ -183,6 +183,8 @@ export class PeerClient implements ReferenceSource {
     if (this.peer.denied !== undefined) return;
     // Minpoll until LOCKED (ntp-peer.ts holdPoll).
     this.peer.holdPoll = this.#manager.state !== 'LOCKED';
+    // A longer poll only once the estimate would hold over it (docs/clock-discipline.md "Acquisition").
+    this.peer.freezePoll = !this.#manager.pollMayRise(this.id, 2 ** (this.peer.poll + 1));
     // T1 as late as possible: taken while building the request, sent right away.
     const plain = this.peer.request(now, this.#clock.read(false));
     const req = plain && this.#nts ? this.#nts.wrap(plain) : plain;
@@ -211,6 +213,7 @@ export class PeerClient implements ReferenceSource {
         jitterS: result.output.jitterS,
         atMs: result.atMs,
       });
+      if (this.#manager.heldBack(this.id)) this.peer.sampleHeldBack();
     } else if (result.kind === 'kod') {
       this.#lastKod = result.code;
       this.#logger.warn({ code: result.code, poll: this.peer.poll }, 'kiss-o-death from peer');

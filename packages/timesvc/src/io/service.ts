@@ -19,6 +19,7 @@ import { NtpServer } from './ntp-server.ts';
 import { NtsPeerSecurity } from './nts-peer.ts';
 import { createNtsServerSide, registerNtsMetrics, type NtsServerSide } from './nts-service.ts';
 import { PeerClient } from './peer-client.ts';
+import { LeapListFile } from './leap-list.ts';
 import { ServedClock, hiresClock, measurePrecision, type TimeSource } from './served-clock.ts';
 
 /**
@@ -64,11 +65,21 @@ export function createTimesvc(
   const served = new ServedClock({
     ...(options.timeSource ? { source: options.timeSource } : {}),
     onStep: (deltaMs) => {
-      clockLog.warn({ deltaMs }, 'host clock step detected; the served clock is unaffected');
+      // The host's own leap second (the OS stepping CLOCK_REALTIME by 1 s at a UTC midnight) is one case.
+      const leap = Math.abs(Math.abs(deltaMs) - 1000) < 50 && Date.now() % 86_400_000 < 120_000;
+      clockLog.warn(
+        { deltaMs, hostLeapSecond: leap },
+        leap
+          ? 'host clock leap second detected; the served clock is unaffected'
+          : 'host clock step detected; the served clock is unaffected',
+      );
     },
   });
   const ntp = config.ntp;
   const d = ntp.discipline;
+  const leapList = ntp.leap_seconds_file
+    ? new LeapListFile(ntp.leap_seconds_file, clockLog, () => served.servedUnixMs())
+    : undefined;
   const manager = new ClockManager({
     clock: hiresClock,
     rawUnixMs: (monoMs) => served.rawUnixMs(monoMs),
@@ -83,11 +94,24 @@ export function createTimesvc(
     local: ntp.local_stratum
       ? { stratum: ntp.stratum, referenceId: asciiRefId(ntp.ref_id), offsetS: () => served.hostOffsetS() }
       : undefined,
+    leapMode: ntp.leap_mode,
+    leapSmearMs: ntp.leap_smear_interval * 1000,
+    leapList: () => leapList?.current(),
   });
   manager.on((e) => {
     if (e.type === 'state') clockLog.info({ from: e.from, to: e.to, reason: e.reason }, 'clock state');
     else if (e.type === 'selected') clockLog.info({ from: e.from, to: e.to }, 'reference selected');
-    else if (e.type === 'step') {
+    else if (e.type === 'leap') {
+      clockLog.warn(
+        {
+          phase: e.phase,
+          deltaS: e.deltaS,
+          epoch: new Date(e.epochUnixMs).toISOString(),
+          mode: ntp.leap_mode,
+        },
+        `leap second ${e.phase}`,
+      );
+    } else if (e.type === 'step') {
       clockLog.info({ source: e.source, stepS: e.offsetS }, 'served clock stepped');
     }
     // The served clock follows the manager's correction as soon as it changes.
@@ -167,7 +191,13 @@ export function createTimesvc(
   let server: NtpServer | undefined;
   // NTS-KE announces the NTP port actually bound (a Port record when it is not 123).
   const ntsSide = createNtsServerSide(config, logger, () => server?.addresses[0]?.port ?? ntp.port);
-  const registry = createTimesvcMetrics({ server: () => server, manager, peers: () => peers, startedMs });
+  const registry = createTimesvcMetrics({
+    server: () => server,
+    manager,
+    peers: () => peers,
+    startedMs,
+    nts: () => ntsSide,
+  });
   registerNtsMetrics(registry, () => ntsSide);
   if (gpsdo) registerGpsdoMetrics(registry, () => gpsdo);
   const app = buildHttpApp({
@@ -228,6 +258,7 @@ export function createTimesvc(
     clockQuality: quality,
     async start() {
       served.start();
+      leapList?.start();
       manager.start();
       gpsdo?.start();
       if (ntp.enabled) {
@@ -254,6 +285,7 @@ export function createTimesvc(
       await ptp?.close();
       manager.stop();
       served.stop();
+      leapList?.stop();
       await Promise.all(peers.map((p) => p.close()));
       await server?.close();
       await ntsSide?.close();

@@ -34,6 +34,12 @@ export class OffsetUpstream {
   refId = asciiRefId('TEST');
   rootDelayS = 0;
   rootDispersionS = 0.0001;
+  /**
+   * Simulated path noise, seconds: each reply's T2 and T3 are shifted by the same uniform random amount in
+   * [−noiseS, +noiseS] — the offset error an asymmetric path delay of up to 2·noiseS would cause (RFC 5905
+   * §8: θ is exact only for a symmetric path), with the measured round trip unchanged.
+   */
+  noiseS = 0;
   /** Monotonic ms of the last change that a downstream cannot know before it hears from us again. */
   #changedAtMs = Number.NEGATIVE_INFINITY;
   replies = 0;
@@ -117,7 +123,8 @@ export class OffsetUpstream {
 
   /** Whether the truth changed between monotonic `a` and `b` (a probe exchange spanning it is void). */
   changedBetween(a: number, b: number): boolean {
-    return this.#changedAtMs > a && this.#changedAtMs <= b;
+    const leap = this.#leap?.atMs;
+    return (this.#changedAtMs > a && this.#changedAtMs <= b) || (leap !== undefined && leap > a && leap <= b);
   }
 
   /** The window [change, first reply after it + margin] in which truth was not knowable downstream. */
@@ -131,7 +138,38 @@ export class OffsetUpstream {
   }
 
   #apply(): void {
-    this.clock.setCorrection(stepTo(this.#tf, this.#x0, this.#freq, 0));
+    const c = stepTo(this.#tf, this.#x0, this.#freq, 0);
+    this.clock.setCorrection(this.#leap ? { ...c, leap: { ...this.#leap, smearMs: 0 } } : c);
+  }
+
+  #leap: { atMs: number; deltaS: number } | undefined;
+
+  /**
+   * Announce a leap second (LI 1 for an insertion, `deltaS` −1; LI 2 for a deletion, +1) until the truth
+   * reaches `epochUnixS`, and apply it there exactly: the truth repeats (or skips) a second as the NTP
+   * timescale does (RFC 5905 §7.3). Returns the monotonic ms of the leap. The leap is knowable downstream
+   * (it was announced), so it does not count as a change of the truth.
+   */
+  scheduleLeap(epochUnixS: number, deltaS: -1 | 1): number {
+    this.#leap = undefined;
+    this.#apply();
+    let t = performance.now();
+    for (let i = 0; i < 3; i++) t += epochUnixS * 1000 - this.clock.servedUnixMs(t);
+    this.#leap = { atMs: t, deltaS };
+    this.#apply();
+    return t;
+  }
+
+  /** Monotonic ms of the scheduled leap, if any. */
+  get leapAtMs(): number | undefined {
+    return this.#leap?.atMs;
+  }
+
+  /** The leap indicator this server sends at monotonic `perf`. */
+  leapIndicator(perf: number): number {
+    const l = this.#leap;
+    if (!l || perf >= l.atMs) return 0;
+    return l.deltaS < 0 ? 1 : 2;
   }
 
   /** Open one more server socket (index = the order of calls, from 0); returns its index. */
@@ -144,10 +182,11 @@ export class OffsetUpstream {
     };
     s.on('message', (msg, rinfo) => {
       const perf = performance.now();
-      const t2 = this.truth(entry.arrival.at(perf));
+      const noiseMs = this.noiseS > 0 ? (Math.random() * 2 - 1) * this.noiseS * 1000 : 0;
+      const t2 = this.truth(entry.arrival.at(perf) + noiseMs);
       if (this.silent || msg.length < 48 || ((msg[0] ?? 0) & 7) !== MODE.CLIENT) return;
       const out = Buffer.alloc(48);
-      out[0] = ((((msg[0] ?? 0) >> 3) & 7) << 3) | MODE.SERVER;
+      out[0] = (this.leapIndicator(perf) << 6) | ((((msg[0] ?? 0) >> 3) & 7) << 3) | MODE.SERVER;
       out[1] = this.stratum;
       out[2] = msg[2] ?? 0;
       out.writeInt8(-20, 3);
@@ -158,7 +197,7 @@ export class OffsetUpstream {
       out.set(msg.subarray(40, 48), 24);
       out.writeUInt32BE(t2.seconds, 32);
       out.writeUInt32BE(t2.fraction, 36);
-      this.clock.write(out, 40, true);
+      this.clock.write(out, 40, true, performance.now() + noiseMs);
       s.send(out, rinfo.port, rinfo.address);
       this.replies++;
       if (entry.firstReplyAfterChangeMs === undefined && perf >= this.#changedAtMs) {

@@ -1,0 +1,102 @@
+import assert from 'node:assert/strict';
+import { performance } from 'node:perf_hooks';
+import { describe, it } from 'node:test';
+import type { ClockState } from '../src/domain/clock-state.ts';
+import { MAXFREQ } from '../src/domain/discipline.ts';
+import { OffsetUpstream, Probe, checkProbe, type ProbeRecord } from './helpers/offset-upstream.ts';
+import { startService } from './helpers/service.ts';
+
+/**
+ * Accuracy with the default configuration (poll 64 s, iburst) over the first 10 minutes, through the first
+ * poll increases, against a loopback upstream at +20 ms: noiseless, and with ±25 µs and ±100 µs of
+ * simulated path noise (helpers/offset-upstream.ts `noiseS`). The three runs are concurrent.
+ *
+ * Long: opt-in with TIMESVC_LONG_TESTS=1 (scripts/test-matrix.ts sets it for the Node line of this machine
+ * only; `TIMESVC_LONG_TESTS=1 npm run test:unit -- packages/timesvc/test/discipline-accuracy` runs it).
+ */
+
+const LONG = process.env['TIMESVC_LONG_TESTS'] === '1';
+const DURATION_MS = Number(process.env['TIMESVC_ACCURACY_MS'] ?? 600_000);
+
+function quantile(sorted: readonly number[], q: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
+}
+
+interface Figures {
+  p50: number;
+  p95: number;
+  max: number;
+  synchronised: number;
+}
+
+function figures(records: readonly ProbeRecord[]): Figures {
+  const errs = records
+    .filter((r) => r.leap !== 3)
+    .map((r) => Math.abs(r.errorS))
+    .sort((a, b) => a - b);
+  return {
+    p50: quantile(errs, 0.5),
+    p95: quantile(errs, 0.95),
+    max: errs[errs.length - 1] ?? Number.NaN,
+    synchronised: errs.length,
+  };
+}
+
+async function scenario(name: string, noiseS: number, limits: { p50: number; p95: number }): Promise<void> {
+  const up = await OffsetUpstream.start(0.02);
+  up.noiseS = noiseS;
+  const { service, port } = await startService({
+    rate_limit: { enabled: false },
+    upstream_peers: [{ address: up.address }],
+  });
+  const states: ClockState[] = [];
+  service.manager.on((e) => {
+    if (e.type === 'state') states.push(e.to);
+  });
+  const probe = new Probe(port, up, 500);
+  await probe.start();
+  const t0 = performance.now();
+  const polls: number[] = [];
+  try {
+    while (performance.now() - t0 < DURATION_MS) {
+      await new Promise((r) => setTimeout(r, 1000));
+      const p = service.peers[0]?.peer.poll ?? 0;
+      if (polls[polls.length - 1] !== p) polls.push(p);
+    }
+    const f = figures(probe.records);
+    const c = checkProbe(probe.records, MAXFREQ + service.config.ntp.discipline.max_slew_rate_ppm * 1e-6);
+    console.log(
+      `${name}: ${f.synchronised} synchronised replies over ${(DURATION_MS / 1000).toFixed(0)} s, ` +
+        `error p50 ${(f.p50 * 1e3).toFixed(3)} ms, p95 ${(f.p95 * 1e3).toFixed(3)} ms, max ${(f.max * 1e3).toFixed(3)} ms; ` +
+        `polls ${polls.join('→')}; states ${states.join('→')}; worst |error| − bound ${(c.worstBeyondBoundS * 1e6).toFixed(1)} µs`,
+    );
+    assert.deepEqual(states, ['SYNCING', 'LOCKED'], `${name}: the state flapped`);
+    assert.equal(c.worstBackwardS, 0, `${name}: served time went backwards`);
+    assert.ok(c.worstBeyondBoundS <= 0, `${name}: an error beyond its bound by ${c.worstBeyondBoundS} s`);
+    assert.ok(f.p50 <= limits.p50, `${name}: p50 ${f.p50} s > ${limits.p50} s`);
+    assert.ok(f.p95 <= limits.p95, `${name}: p95 ${f.p95} s > ${limits.p95} s`);
+    if (DURATION_MS >= 600_000) assert.ok(polls.length > 1, `${name}: the poll never rose`);
+  } finally {
+    await probe.stop();
+    await service.close();
+    await up.close();
+  }
+}
+
+describe(
+  'accuracy with the default configuration over the first 10 minutes',
+  { concurrency: true, skip: LONG ? false : 'long: set TIMESVC_LONG_TESTS=1' },
+  () => {
+    const timeout = DURATION_MS + 120_000;
+    it('noiseless upstream at +20 ms: p50 ≤ 0.2 ms, p95 ≤ 0.5 ms, no state flap', { timeout }, () =>
+      scenario('noiseless', 0, { p50: 0.2e-3, p95: 0.5e-3 }),
+    );
+    it('±25 µs of path noise: p50 ≤ 0.2 ms, p95 ≤ 0.5 ms, no state flap', { timeout }, () =>
+      scenario('±25 µs', 25e-6, { p50: 0.2e-3, p95: 0.5e-3 }),
+    );
+    it('±100 µs of path noise: p50 ≤ 0.2 ms, p95 ≤ 0.5 ms, no state flap', { timeout }, () =>
+      scenario('±100 µs', 100e-6, { p50: 0.2e-3, p95: 0.5e-3 }),
+    );
+  },
+);
