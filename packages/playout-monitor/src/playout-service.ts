@@ -189,6 +189,8 @@ export class PlayoutService {
         enabled: true,
         running: this.#ember.running,
         port: this.#ember.running ? this.#ember.port : this.#config.settings.emberPlusPort,
+        consumers: this.#ember.consumers,
+        droppedConsumers: { ...this.#ember.dropped },
       },
       tslUmd: {
         enabled: this.#tsl.enabled,

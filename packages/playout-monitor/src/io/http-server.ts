@@ -33,7 +33,13 @@ export interface HealthBody {
   };
   protocols: {
     websocket: { clients: number };
-    emberPlus: { enabled: boolean; running: boolean; port: number };
+    emberPlus: {
+      enabled: boolean;
+      running: boolean;
+      port: number;
+      consumers?: number;
+      droppedConsumers?: Record<string, number>;
+    };
     tslUmd: { enabled: boolean; running: boolean; destinations: number };
   };
   memory: { heapUsed: number; heapTotal: number; unit: 'MB' };
