@@ -23,7 +23,7 @@ import { registerControlApi } from './io/control-api.ts';
 import { EmberProvider } from './io/ember-provider.ts';
 import { healthBody, type HealthBody } from './io/http-server.ts';
 import { registerPages } from './io/pages.ts';
-import { TslSender } from './io/tsl-sender.ts';
+import { resolveTslHost, TslSender } from './io/tsl-sender.ts';
 import { WsOutput } from './io/ws-output.ts';
 import { Monitor } from './monitor.ts';
 import { VERSION } from './version.ts';
@@ -196,6 +196,11 @@ export class PlayoutService {
         enabled: this.#tsl.enabled,
         running: this.#tsl.running,
         destinations: this.#config.settings.tslUmdDestinations.length,
+        destinationStatus: this.#tsl.destinations(),
+        failing: this.#tsl
+          .destinations()
+          .filter((d) => !d.ok)
+          .map((d) => ({ host: d.host, port: d.port, error: d.error ?? 'not connected' })),
       },
     };
   }
@@ -219,6 +224,8 @@ export class PlayoutService {
       view: this.view,
       destinations: config.settings.tslUmdDestinations,
       screen: config.settings.tslUmdScreen,
+      packing: config.settings.tslUmdPacking,
+      shutdownState: config.settings.tslUmdShutdownState,
       logger: this.#o.logger.child({ component: 'tsl' }),
       ...(this.#o.tslRefreshMs !== undefined ? { refreshMs: this.#o.tslRefreshMs } : {}),
     });
@@ -265,6 +272,25 @@ export class PlayoutService {
     }
     const next = parsed.data;
     if (!this.#o.configPath) throw fail('CONFIG_NOT_SAVED');
+    // A TSL destination whose name does not resolve cannot be applied: refuse it before saving.
+    for (const [i, d] of next.settings.tslUmdDestinations.entries()) {
+      try {
+        await resolveTslHost(d.host);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code ?? 'error';
+        throw fail(
+          'CONFIG_INVALID',
+          `settings.tslUmdDestinations.${i}.host: cannot resolve ${d.host} (${code})`,
+          {
+            details: {
+              issues: [
+                { path: `settings.tslUmdDestinations.${i}.host`, message: `cannot resolve (${code})` },
+              ],
+            },
+          },
+        );
+      }
+    }
     // Nothing changed: nothing to save, and the inputs keep their connections.
     if (JSON.stringify(next) === JSON.stringify(this.#config))
       return { config: this.publicConfig(), restartRequired: [] };
@@ -286,8 +312,8 @@ export class PlayoutService {
     const s = next.settings;
     const p = prev.settings;
     if (
-      JSON.stringify([s.tslUmdDestinations, s.tslUmdScreen]) !==
-      JSON.stringify([p.tslUmdDestinations, p.tslUmdScreen])
+      JSON.stringify([s.tslUmdDestinations, s.tslUmdScreen, s.tslUmdPacking, s.tslUmdShutdownState]) !==
+      JSON.stringify([p.tslUmdDestinations, p.tslUmdScreen, p.tslUmdPacking, p.tslUmdShutdownState])
     ) {
       await this.#tsl.close();
       this.#tsl = this.#newTsl(next);
@@ -302,8 +328,10 @@ export class PlayoutService {
     return { config: this.publicConfig(), restartRequired };
   }
 
+  /** Stop: the final TSL packet (tallies to the shutdown state) first, then every output and input. */
   async close(): Promise<void> {
     if (this.#tick) clearInterval(this.#tick);
+    await this.#tsl.sendFinal().catch(() => undefined);
     await this.#ws.close();
     await this.#ember.close();
     await this.#tsl.close();

@@ -42,7 +42,7 @@ test('--with-simulators (the npm start demo): all three devices connect; SIGTERM
   writeFileSync(
     file,
     JSON.stringify({
-      settings: { webSocketPort: http, bindAddress: '127.0.0.1' },
+      settings: { webSocketPort: http, emberPlusPort: 0, bindAddress: '127.0.0.1' },
       servers: [
         { id: 1, name: 'CasparCG', type: 'osc_player', ip: '127.0.0.1', port: osc },
         { id: 2, name: 'vMix', type: 'http_mixer', ip: '127.0.0.1', port: vmix },
