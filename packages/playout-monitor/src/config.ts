@@ -64,6 +64,8 @@ export const settingsSchema = z.strictObject({
   /** Design addition: address the outputs listen on (HTTP pages, WebSocket, control API, Ember+).
    * Loopback unless configured otherwise, so the control API is not on the network by accident. */
   listenAddress: z.string().min(1).default('127.0.0.1'),
+  /** Design addition: further names the HTTP app and WebSocket answer to (the `Host` allow-list). */
+  allowedHosts: z.array(host).max(32).default([]),
 });
 
 const common = {

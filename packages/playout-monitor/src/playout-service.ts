@@ -19,6 +19,7 @@ import { configSchema, type MonitorConfig, type ServerConfig } from './config.ts
 import { OutputView } from './domain/output-view.ts';
 import { fail } from './errors.ts';
 import { writeConfigAtomically } from './io/config-file.ts';
+import { allowedHostNames, hostAllowed } from './io/access.ts';
 import { registerControlApi } from './io/control-api.ts';
 import { EmberProvider } from './io/ember-provider.ts';
 import { healthBody, type HealthBody } from './io/http-server.ts';
@@ -80,6 +81,7 @@ export class PlayoutService {
   /** Configuration changes run one at a time. */
   #applying: Promise<unknown> = Promise.resolve();
   readonly #tokenHash: Buffer | undefined;
+  #allowedHosts: Set<string>;
 
   constructor(options: PlayoutServiceOptions) {
     this.#o = options;
@@ -98,8 +100,26 @@ export class PlayoutService {
       logger: options.logger.child({ component: 'websocket' }),
       protocols: () => this.#protocols(),
       config: () => this.publicConfig(),
+      hostAllowed: (host) => hostAllowed(host, this.#allowedHosts),
     });
     this.app = createHttpApp({ logger: options.logger });
+    this.#allowedHosts = allowedHostNames(
+      options.config.settings.listenAddress,
+      options.config.settings.allowedHosts,
+    );
+    // DNS rebinding: every route (and the WebSocket upgrade, in WsOutput) answers only to known names.
+    this.app.addHook('onRequest', (req, _reply, done) => {
+      if (hostAllowed(req.headers.host, this.#allowedHosts)) done();
+      else {
+        const host = JSON.stringify(req.headers.host ?? '');
+        done(
+          fail(
+            'HOST_NOT_ALLOWED',
+            `Host ${host} is not a name this server answers to (settings.allowedHosts)`,
+          ),
+        );
+      }
+    });
     this.app.get('/health', () => this.health());
     this.app.get('/api/devices', () => this.view.list());
     this.app.get<{ Params: { id: string } }>('/api/devices/:id', (req) => {
@@ -294,9 +314,23 @@ export class PlayoutService {
     // Nothing changed: nothing to save, and the inputs keep their connections.
     if (JSON.stringify(next) === JSON.stringify(this.#config))
       return { config: this.publicConfig(), restartRequired: [] };
-    await writeConfigAtomically(this.#o.configPath, next);
+    try {
+      await writeConfigAtomically(this.#o.configPath, next);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOSPC' || code === 'EDQUOT')
+        throw fail(
+          'STORAGE_FULL',
+          `the configuration was not saved: the disk is full (${code}); nothing changed`,
+        );
+      throw fail(
+        'CONFIG_WRITE_FAILED',
+        `the configuration was not saved (${code ?? 'error'}); nothing changed`,
+      );
+    }
     const prev = this.#config;
     this.#config = next;
+    this.#allowedHosts = allowedHostNames(next.settings.listenAddress, next.settings.allowedHosts);
     const restartRequired: string[] = [];
     if (next.settings.webSocketPort !== prev.settings.webSocketPort)
       restartRequired.push('settings.webSocketPort');

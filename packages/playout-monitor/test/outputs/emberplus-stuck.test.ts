@@ -68,7 +68,7 @@ test(
         ip,
         inNs([process.execPath, CLI, 'run', '--config', join(dir.path, 'config.json')]),
         {
-          env: { LOG_LEVEL: 'info' },
+          env: { LOG_LEVEL: 'info', PLAYOUT_MONITOR_DATA_DIR: dir.path },
         },
       );
       procs.push(monitor);

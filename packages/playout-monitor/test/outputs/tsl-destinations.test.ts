@@ -142,12 +142,11 @@ test('SIGTERM: the monitor sends every device tally-off to every destination, on
         servers,
       }),
     );
-    const monitor = startProcess(process.execPath, [
-      join(repoRoot, 'packages/playout-monitor/bin/playout-monitor.mjs'),
-      'run',
-      '--config',
-      config,
-    ]);
+    const monitor = startProcess(
+      process.execPath,
+      [join(repoRoot, 'packages/playout-monitor/bin/playout-monitor.mjs'), 'run', '--config', config],
+      { env: { PLAYOUT_MONITOR_DATA_DIR: dir.path } },
+    );
     try {
       const lit = (r: typeof a, index: number): boolean =>
         r.packets.some((p) => {
