@@ -62,7 +62,7 @@ test('--with-simulators (the npm start demo): all three devices connect; SIGTERM
         const r = await health(url);
         return r.devices.connected === 3 && r.devices.list.every((d) => d.state === 'play') ? r : undefined;
       },
-      { timeoutMs: 15_000, what: 'three connected, playing demo devices' },
+      { timeoutMs: 45_000, what: 'three connected, playing demo devices' },
     );
     assert.equal(h.status, 'healthy');
     // First start: a token is generated, kept 0600 in the data directory, and printed once with the page.
