@@ -3,6 +3,13 @@ import { connectMonitor, el, STATE_LABEL } from './app.js';
 
 const $ = (id) => document.getElementById(id);
 const tokenInput = $('token');
+// The monitor prints the control page's URL with `#token=…` once, at first start: take it from the
+// fragment (never sent to a server), keep it for this tab, and remove it from the address bar.
+const fromFragment = new URLSearchParams(location.hash.slice(1)).get('token');
+if (fromFragment) {
+  sessionStorage.setItem('playoutAdminToken', fromFragment);
+  history.replaceState(null, '', location.pathname + location.search);
+}
 tokenInput.value = sessionStorage.getItem('playoutAdminToken') ?? '';
 tokenInput.addEventListener('change', () => sessionStorage.setItem('playoutAdminToken', tokenInput.value));
 let config = { servers: [] };
@@ -12,6 +19,26 @@ function show(text, ok = true) {
   const r = $('result');
   r.textContent = text;
   r.dataset.ok = String(ok);
+}
+
+/** A refusal in words an operator can act on. */
+function explain(status, data, text) {
+  const message = data?.message ?? text;
+  switch (data?.error) {
+    case 'UNAUTHORIZED':
+      return 'The admin token was refused. Enter the token the monitor printed at its first start (also in admin-token in its data directory).';
+    case 'STORAGE_FULL':
+      return `Not saved: the monitor's disk is full. Nothing was changed. (${message})`;
+    case 'CONFIG_WRITE_FAILED':
+      return `Not saved: the configuration file could not be written. Nothing was changed. (${message})`;
+    case 'CONFIG_INVALID':
+    case 'INVALID_REQUEST':
+      return `Not accepted: ${message}`;
+    case 'HOST_NOT_ALLOWED':
+      return `Refused: open the control page through an address the monitor answers to. (${message})`;
+    default:
+      return `Error ${status}: ${message}`;
+  }
 }
 
 async function api(method, path, body) {
@@ -24,7 +51,7 @@ async function api(method, path, body) {
   });
   const text = await res.text();
   const data = text ? JSON.parse(text) : undefined;
-  if (!res.ok) throw new Error(`${res.status} ${data?.error ?? ''}: ${data?.message ?? text}`);
+  if (!res.ok) throw new Error(explain(res.status, data, text));
   return data;
 }
 

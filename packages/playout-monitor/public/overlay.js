@@ -16,6 +16,7 @@ const box = document.getElementById('box');
 box.style.opacity = String(opacity);
 box.dataset.position = position;
 let staleSince; // performance.now() when the shown data became stale
+const FADED_FRACTION = 0.35;
 
 connectMonitor((devices, link) => {
   const d = devices[index];
@@ -43,11 +44,14 @@ connectMonitor((devices, link) => {
   box.className = `${position} ${cls}`;
   if (stale) staleSince ??= performance.now();
   else staleSince = undefined;
-  // Fade after fadeTimeout without any message from the monitor, or after fadeTimeout of stale device data.
+  // Fade when the device's data has been stale (the server's judgement, from the age of the device's own
+  // data) for fadeTimeout, or when the link to the monitor is down. Message arrival alone never fades the
+  // box: a steady device sends nothing between heartbeats, whatever fadeTimeout says.
   const faded =
     fadeTimeoutMs > 0 &&
-    (link.sinceMessageMs >= fadeTimeoutMs ||
-      (staleSince !== undefined && performance.now() - staleSince >= fadeTimeoutMs));
+    (!link.linkUp || (staleSince !== undefined && performance.now() - staleSince >= fadeTimeoutMs));
+  // Faded is relative to the configured opacity (a third of it), never brighter than the box itself.
+  box.style.opacity = String(faded ? opacity * FADED_FRACTION : opacity);
   box.classList.toggle('faded', faded);
   box.dataset.state = d ? d.state : 'none';
   box.dataset.stale = String(stale);

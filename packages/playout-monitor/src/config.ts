@@ -3,12 +3,32 @@
  * (unknown keys are errors naming the key), 1 to 12 servers, unique ids.
  * Per-server input options are design additions with defaults, documented in the README.
  */
+import { isIP } from 'node:net';
 import { ConfigError, loadConfig } from '@broadcast-ops/core';
 import { z } from 'zod';
 import { casparcgFormat } from './domain/video-format.ts';
 
 const port = z.number().int().min(0).max(65535);
-const host = z.string().min(1).max(253);
+/** A peer's port: 0 is not a port anyone listens on. */
+const peerPort = z.number().int().min(1).max(65535);
+
+const HOST_LABEL = /^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$/;
+
+/** An IP literal, or a host name by RFC 1123 section 2.1 (letters, digits, hyphens; dotted labels). */
+export function isValidHost(h: string): boolean {
+  if (isIP(h) !== 0) return true;
+  if (h.length > 253) return false;
+  const labels = (h.endsWith('.') ? h.slice(0, -1) : h).split('.');
+  if (!labels.every((l) => HOST_LABEL.test(l))) return false;
+  // All-numeric dotted names are meant as IPv4 addresses: an invalid one (999.999.999.999) is refused.
+  return !/^[0-9.]+$/.test(h);
+}
+
+const host = z
+  .string()
+  .min(1)
+  .max(253)
+  .refine(isValidHost, { message: 'not an IP address or a host name (RFC 1123)' });
 
 export const MAX_DEVICES = 12;
 
@@ -30,27 +50,36 @@ export const settingsSchema = z.strictObject({
   defaultPorts,
   emberPlusPort: port.default(9000),
   tslUmdDestinations: z
-    .array(z.strictObject({ host, port: port.default(4003) }))
+    .array(z.strictObject({ host, port: peerPort.default(4003) }))
     .max(32)
     .default([]),
   tslUmdScreen: z.number().int().min(0).max(65535).default(0),
+  /** Design addition: `single` = one display message per packet (receivers that read only the first);
+   * `packed` = as many as fit in 2048 bytes (docs/OUTPUTS.md). */
+  tslUmdPacking: z.enum(['single', 'packed']).default('single'),
+  /** Design addition: what the final TSL packet on shutdown shows: every tally `off`, or `offline`. */
+  tslUmdShutdownState: z.enum(['off', 'offline']).default('off'),
   /** Design addition: address the HTTP server and the OSC sockets bind to. */
   bindAddress: z.string().min(1).default('0.0.0.0'),
   /** Design addition: address the outputs listen on (HTTP pages, WebSocket, control API, Ember+).
    * Loopback unless configured otherwise, so the control API is not on the network by accident. */
   listenAddress: z.string().min(1).default('127.0.0.1'),
+  /** Design addition: further names the HTTP app and WebSocket answer to (the `Host` allow-list). */
+  allowedHosts: z.array(host).max(32).default([]),
 });
 
 const common = {
   id: z.number().int().min(1).max(65534),
   name: z.string().min(1).max(64),
   ip: host,
-  port: port.optional(),
+  port: peerPort.optional(),
   framerate: z.number().positive().max(100).optional(),
 };
 
 export const oscServerSchema = z.strictObject({
   ...common,
+  /** The local UDP port the monitor receives this server's OSC on; 0 = any free port. */
+  port: port.optional(),
   type: z.literal('osc_player'),
   channel: z.number().int().min(1).max(9999).default(1),
   layer: z.number().int().min(-999).max(99999).default(10),

@@ -9,6 +9,9 @@ export const ERRORS = defineErrors({
   DEVICE_CONFLICT: { status: 409, message: 'the device conflicts with the configuration' },
   CONFIG_NOT_SAVED: { status: 409, message: 'the monitor was started without a configuration file' },
   INVALID_REQUEST: { status: 400, message: 'the request is invalid' },
+  HOST_NOT_ALLOWED: { status: 421, message: 'this server does not answer to that Host name' },
+  STORAGE_FULL: { status: 507, message: 'the configuration could not be saved: the disk is full' },
+  CONFIG_WRITE_FAILED: { status: 500, message: 'the configuration could not be saved' },
 });
 
 export const fail = errorFactory(ERRORS);

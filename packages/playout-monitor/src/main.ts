@@ -2,6 +2,7 @@
 import { createInterface } from 'node:readline';
 import { ConfigError, createLogger, runCli, Shutdown } from '@broadcast-ops/core';
 import { DEFAULT_PORTS, loadMonitorConfig, serverPort, type MonitorConfig } from './config.ts';
+import { loadAdminToken, type AdminTokenResult } from './io/access.ts';
 import { PlayoutService } from './playout-service.ts';
 import { simulatorKind, startSimulator, type SimulatorHandle } from './simulators/index.ts';
 import { CASPAR_LAYOUTS } from './simulators/casparcg-sim.ts';
@@ -61,12 +62,15 @@ async function run(values: Record<string, unknown>): Promise<void> {
     throw err;
   }
   // The whole monitor: inputs, pages, WebSocket, control API, Ember+ and TSL UMD (playout-service.ts).
-  const service = new PlayoutService({
-    config,
-    logger: log,
-    configPath: file,
-    adminToken: process.env['PLAYOUT_MONITOR_ADMIN_TOKEN'] || undefined,
-  });
+  let admin: AdminTokenResult;
+  try {
+    admin = loadAdminToken(process.env);
+  } catch (err) {
+    process.stderr.write(`playout-monitor: cannot keep the admin token: ${(err as Error).message}\n`);
+    process.exitCode = 2;
+    return;
+  }
+  const service = new PlayoutService({ config, logger: log, configPath: file, adminToken: admin.token });
   const shutdown = new Shutdown({ logger: log }).install();
   shutdown.add('monitor', () => service.close());
   const started = await service.start();
@@ -81,10 +85,20 @@ async function run(values: Record<string, unknown>): Promise<void> {
       tslUmdDestinations: config.settings.tslUmdDestinations.length,
       osc: Object.fromEntries(started.oscPorts),
       devices: config.servers.length,
-      adminToken: process.env['PLAYOUT_MONITOR_ADMIN_TOKEN'] ? 'required' : 'not configured',
+      adminToken:
+        admin.source === 'disabled'
+          ? 'off (PLAYOUT_MONITOR_AUTH=off)'
+          : `required (${admin.source === 'environment' ? 'PLAYOUT_MONITOR_ADMIN_TOKEN' : (admin.file ?? '')})`,
     },
     'playout monitor listening',
   );
+  // Printed once, when generated: the operator's way in (the token is in the fragment, never sent to a server).
+  if (admin.source === 'generated' && admin.token !== undefined) {
+    process.stdout.write(
+      `playout-monitor: admin token generated and saved to ${admin.file ?? ''} (0600). Control page: ` +
+        `${started.httpUrl}/control.html#token=${admin.token}\n`,
+    );
+  }
   if (values['with-simulators'] === true) {
     const sims = await startDemoSimulators(config, started.oscPorts);
     const stops = sims.map((s) => s.demo());

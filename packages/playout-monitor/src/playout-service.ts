@@ -19,11 +19,12 @@ import { configSchema, type MonitorConfig, type ServerConfig } from './config.ts
 import { OutputView } from './domain/output-view.ts';
 import { fail } from './errors.ts';
 import { writeConfigAtomically } from './io/config-file.ts';
+import { allowedHostNames, hostAllowed } from './io/access.ts';
 import { registerControlApi } from './io/control-api.ts';
 import { EmberProvider } from './io/ember-provider.ts';
 import { healthBody, type HealthBody } from './io/http-server.ts';
 import { registerPages } from './io/pages.ts';
-import { TslSender } from './io/tsl-sender.ts';
+import { resolveTslHost, TslSender } from './io/tsl-sender.ts';
 import { WsOutput } from './io/ws-output.ts';
 import { Monitor } from './monitor.ts';
 import { VERSION } from './version.ts';
@@ -80,6 +81,7 @@ export class PlayoutService {
   /** Configuration changes run one at a time. */
   #applying: Promise<unknown> = Promise.resolve();
   readonly #tokenHash: Buffer | undefined;
+  #allowedHosts: Set<string>;
 
   constructor(options: PlayoutServiceOptions) {
     this.#o = options;
@@ -98,8 +100,26 @@ export class PlayoutService {
       logger: options.logger.child({ component: 'websocket' }),
       protocols: () => this.#protocols(),
       config: () => this.publicConfig(),
+      hostAllowed: (host) => hostAllowed(host, this.#allowedHosts),
     });
     this.app = createHttpApp({ logger: options.logger });
+    this.#allowedHosts = allowedHostNames(
+      options.config.settings.listenAddress,
+      options.config.settings.allowedHosts,
+    );
+    // DNS rebinding: every route (and the WebSocket upgrade, in WsOutput) answers only to known names.
+    this.app.addHook('onRequest', (req, _reply, done) => {
+      if (hostAllowed(req.headers.host, this.#allowedHosts)) done();
+      else {
+        const host = JSON.stringify(req.headers.host ?? '');
+        done(
+          fail(
+            'HOST_NOT_ALLOWED',
+            `Host ${host} is not a name this server answers to (settings.allowedHosts)`,
+          ),
+        );
+      }
+    });
     this.app.get('/health', () => this.health());
     this.app.get('/api/devices', () => this.view.list());
     this.app.get<{ Params: { id: string } }>('/api/devices/:id', (req) => {
@@ -189,11 +209,18 @@ export class PlayoutService {
         enabled: true,
         running: this.#ember.running,
         port: this.#ember.running ? this.#ember.port : this.#config.settings.emberPlusPort,
+        consumers: this.#ember.consumers,
+        droppedConsumers: { ...this.#ember.dropped },
       },
       tslUmd: {
         enabled: this.#tsl.enabled,
         running: this.#tsl.running,
         destinations: this.#config.settings.tslUmdDestinations.length,
+        destinationStatus: this.#tsl.destinations(),
+        failing: this.#tsl
+          .destinations()
+          .filter((d) => !d.ok)
+          .map((d) => ({ host: d.host, port: d.port, error: d.error ?? 'not connected' })),
       },
     };
   }
@@ -217,6 +244,8 @@ export class PlayoutService {
       view: this.view,
       destinations: config.settings.tslUmdDestinations,
       screen: config.settings.tslUmdScreen,
+      packing: config.settings.tslUmdPacking,
+      shutdownState: config.settings.tslUmdShutdownState,
       logger: this.#o.logger.child({ component: 'tsl' }),
       ...(this.#o.tslRefreshMs !== undefined ? { refreshMs: this.#o.tslRefreshMs } : {}),
     });
@@ -263,12 +292,45 @@ export class PlayoutService {
     }
     const next = parsed.data;
     if (!this.#o.configPath) throw fail('CONFIG_NOT_SAVED');
+    // A TSL destination whose name does not resolve cannot be applied: refuse it before saving.
+    for (const [i, d] of next.settings.tslUmdDestinations.entries()) {
+      try {
+        await resolveTslHost(d.host);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code ?? 'error';
+        throw fail(
+          'CONFIG_INVALID',
+          `settings.tslUmdDestinations.${i}.host: cannot resolve ${d.host} (${code})`,
+          {
+            details: {
+              issues: [
+                { path: `settings.tslUmdDestinations.${i}.host`, message: `cannot resolve (${code})` },
+              ],
+            },
+          },
+        );
+      }
+    }
     // Nothing changed: nothing to save, and the inputs keep their connections.
     if (JSON.stringify(next) === JSON.stringify(this.#config))
       return { config: this.publicConfig(), restartRequired: [] };
-    await writeConfigAtomically(this.#o.configPath, next);
+    try {
+      await writeConfigAtomically(this.#o.configPath, next);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOSPC' || code === 'EDQUOT')
+        throw fail(
+          'STORAGE_FULL',
+          `the configuration was not saved: the disk is full (${code}); nothing changed`,
+        );
+      throw fail(
+        'CONFIG_WRITE_FAILED',
+        `the configuration was not saved (${code ?? 'error'}); nothing changed`,
+      );
+    }
     const prev = this.#config;
     this.#config = next;
+    this.#allowedHosts = allowedHostNames(next.settings.listenAddress, next.settings.allowedHosts);
     const restartRequired: string[] = [];
     if (next.settings.webSocketPort !== prev.settings.webSocketPort)
       restartRequired.push('settings.webSocketPort');
@@ -284,8 +346,8 @@ export class PlayoutService {
     const s = next.settings;
     const p = prev.settings;
     if (
-      JSON.stringify([s.tslUmdDestinations, s.tslUmdScreen]) !==
-      JSON.stringify([p.tslUmdDestinations, p.tslUmdScreen])
+      JSON.stringify([s.tslUmdDestinations, s.tslUmdScreen, s.tslUmdPacking, s.tslUmdShutdownState]) !==
+      JSON.stringify([p.tslUmdDestinations, p.tslUmdScreen, p.tslUmdPacking, p.tslUmdShutdownState])
     ) {
       await this.#tsl.close();
       this.#tsl = this.#newTsl(next);
@@ -300,8 +362,10 @@ export class PlayoutService {
     return { config: this.publicConfig(), restartRequired };
   }
 
+  /** Stop: the final TSL packet (tallies to the shutdown state) first, then every output and input. */
   async close(): Promise<void> {
     if (this.#tick) clearInterval(this.#tick);
+    await this.#tsl.sendFinal().catch(() => undefined);
     await this.#ws.close();
     await this.#ember.close();
     await this.#tsl.close();

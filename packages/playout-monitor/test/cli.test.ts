@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -26,7 +26,9 @@ test('help lists the commands; a bad config exits 2 naming the key', async () =>
   try {
     const file = join(dir.path, 'bad.json');
     writeFileSync(file, JSON.stringify({ settings: { webSocketPrt: 1 }, servers: [] }));
-    const bad = startProcess(process.execPath, [BIN, '--config', file]);
+    const bad = startProcess(process.execPath, [BIN, '--config', file], {
+      env: { PLAYOUT_MONITOR_DATA_DIR: dir.path },
+    });
     const r = await bad.exited;
     assert.equal(r.code, 2);
     assert.match(bad.output(), /unknown key "settings.webSocketPrt"/);
@@ -42,7 +44,7 @@ test('--with-simulators (the npm start demo): all three devices connect; SIGTERM
   writeFileSync(
     file,
     JSON.stringify({
-      settings: { webSocketPort: http, bindAddress: '127.0.0.1' },
+      settings: { webSocketPort: http, emberPlusPort: 0, bindAddress: '127.0.0.1' },
       servers: [
         { id: 1, name: 'CasparCG', type: 'osc_player', ip: '127.0.0.1', port: osc },
         { id: 2, name: 'vMix', type: 'http_mixer', ip: '127.0.0.1', port: vmix },
@@ -50,7 +52,9 @@ test('--with-simulators (the npm start demo): all three devices connect; SIGTERM
       ],
     }),
   );
-  const proc = startProcess(process.execPath, [BIN, '--config', file, '--with-simulators']);
+  const proc = startProcess(process.execPath, [BIN, '--config', file, '--with-simulators'], {
+    env: { PLAYOUT_MONITOR_DATA_DIR: dir.path },
+  });
   try {
     const url = `http://127.0.0.1:${http}`;
     const h = await waitFor(
@@ -58,9 +62,21 @@ test('--with-simulators (the npm start demo): all three devices connect; SIGTERM
         const r = await health(url);
         return r.devices.connected === 3 && r.devices.list.every((d) => d.state === 'play') ? r : undefined;
       },
-      { timeoutMs: 15_000, what: 'three connected, playing demo devices' },
+      { timeoutMs: 45_000, what: 'three connected, playing demo devices' },
     );
     assert.equal(h.status, 'healthy');
+    // First start: a token is generated, kept 0600 in the data directory, and printed once with the page.
+    const m = /Control page: (http:\/\/\S+\/control\.html)#token=(\S+)/.exec(proc.output());
+    assert.ok(m, `the control page URL with the token is printed: ${proc.output().slice(-1500)}`);
+    assert.equal(statSync(join(dir.path, 'admin-token')).mode & 0o777, 0o600);
+    const simulate = (headers: Record<string, string>): Promise<Response> =>
+      fetch(`${url}/api/devices/3/simulate`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body: JSON.stringify({ state: 'stop' }),
+      });
+    assert.equal((await simulate({})).status, 401);
+    assert.equal((await simulate({ authorization: `Bearer ${m[2] ?? ''}` })).status, 200);
     const r = await proc.stop('SIGTERM');
     assert.equal(r.code, 0, proc.output().slice(-2000));
   } finally {

@@ -10,20 +10,34 @@
  * `<id>` is the device's configuration id, used as the node number too, so paths stay the same when other
  * devices are added or removed. Every parameter has access `read`; a consumer's write is refused (the
  * provider answers with the unchanged value, as the Ember+ documentation prescribes for a rejected set).
- * Values are pushed to consumers that asked for the parent node's directory (GetDirectory or Subscribe),
- * only when they change.
+ *
+ * The consumer side is this module's own: consumer bytes go through the bounded S101 decoder
+ * (`protocol/s101.ts`) and the bounded Glow request decoder (`protocol/glow.ts`); emberplus-connection is
+ * used only to *encode* the provider's own tree (`berEncode`, public API). Why: docs/EMBERPLUS.md.
+ *
+ * Per consumer:
+ * - malformed input (S101 or Glow) disconnects it, counted by reason;
+ * - outgoing value changes are coalesced: a consumer whose socket holds more than
+ *   `EMBER_SEND_HIGH_WATER` unsent bytes gets nothing new until it drains, then only the latest value of
+ *   each changed parameter; one that stays blocked for `stallMs`, or whose unsent bytes exceed
+ *   `EMBER_SEND_HARD_LIMIT`, is disconnected;
+ * - a consumer silent for `probeAfterMs` gets an S101 keep-alive request and is disconnected when it
+ *   stays silent `probeTimeoutMs` longer.
  */
-import type { Socket } from 'node:net';
-import { EmberServer, Model } from 'emberplus-connection';
+import { createServer, type Server, type Socket } from 'node:net';
+import { berEncode, Model, Types } from 'emberplus-connection';
 import type { Logger } from '@broadcast-ops/core';
 import type { OutputDevice, OutputView } from '../domain/output-view.ts';
+import { decodeGlowRequests, GlowError, type GlowRequest } from '../protocol/glow.ts';
+import { encodeEmberFrames, encodeKeepalive, S101Decoder, S101Error } from '../protocol/s101.ts';
 
 type Node = Model.NumberedTreeNode<Model.EmberElement>;
-type ParamNode = Model.NumberedTreeNode<Model.Parameter>;
 
-/** A consumer sending this many bytes without an S101 end-of-frame is cut off. */
-export const EMBER_MAX_UNFRAMED_BYTES = 1 << 20;
 export const EMBER_MAX_CONSUMERS = 64;
+/** Unsent bytes above which value updates for a consumer are held back (and coalesced). */
+export const EMBER_SEND_HIGH_WATER = 64 * 1024;
+/** Unsent bytes at which a consumer is disconnected at once (replies it asked for and never read). */
+export const EMBER_SEND_HARD_LIMIT = 1024 * 1024;
 
 const PARAMS = [
   { number: 1, identifier: 'State', type: Model.ParameterType.String, value: (d: OutputDevice) => d.state },
@@ -53,51 +67,33 @@ function treeNode(number: number, contents: unknown, children?: Record<number, N
   return new Model.NumberedTreeNodeImpl(number, contents as Model.EmberElement, children) as unknown as Node;
 }
 
-function param(number: number, identifier: string, type: Model.ParameterType, value: string | boolean): Node {
-  return treeNode(
-    number,
-    new Model.ParameterImpl(
-      type,
-      identifier,
-      undefined,
-      value,
-      undefined,
-      undefined,
-      Model.ParameterAccess.Read,
-    ),
+function qualified(path: number[], contents: unknown, children?: Record<number, Node>): Node {
+  return new Model.QualifiedElementImpl(
+    path.join('.'),
+    contents as Model.EmberElement,
+    children,
+  ) as unknown as Node;
+}
+
+function paramContents(identifier: string, type: Model.ParameterType, value: string | boolean): unknown {
+  return new Model.ParameterImpl(
+    type,
+    identifier,
+    undefined,
+    value,
+    undefined,
+    undefined,
+    Model.ParameterAccess.Read,
   );
 }
 
-export function deviceNode(d: OutputDevice): Node {
-  const children: Record<number, Node> = {};
-  for (const p of PARAMS) children[p.number] = param(p.number, p.identifier, p.type, p.value(d));
-  return treeNode(d.id, new Model.EmberNodeImpl(`Device_${d.id}`, d.name), children);
+function encodeRoot(elements: Node[]): Buffer {
+  const collection: Record<number, Node> = {};
+  elements.forEach((e, i) => (collection[i] = e));
+  return encodeEmberFrames(berEncode(collection, Types.RootType.Elements));
 }
 
-export function buildEmberTree(version: string, devices: readonly OutputDevice[]): Record<number, Node> {
-  const info = treeNode(1, new Model.EmberNodeImpl('Info'), {
-    1: param(1, 'Version', Model.ParameterType.String, version),
-  });
-  const deviceChildren: Record<number, Node> = {};
-  for (const d of devices) deviceChildren[d.id] = deviceNode(d);
-  return { 1: info, 2: treeNode(2, new Model.EmberNodeImpl('Devices'), deviceChildren) };
-}
-
-/**
- * emberplus-connection 0.3.1 decodes a consumer's set-value (a QualifiedParameter with a value) with an
- * empty `children` collection, and its server only treats a parameter *without* children as a set, so
- * the write is silently dropped and the consumer waits until its request times out. Treat an empty
- * collection as none, so the server answers with the unchanged value (the write is refused visibly).
- */
-function answerEmptySets(server: EmberServer): void {
-  type HandleNode = (path: string, el: { children?: Record<string, unknown> }, client: unknown) => void;
-  const target = server as unknown as { _handleNode: HandleNode };
-  const original = target._handleNode.bind(server);
-  target._handleNode = (path, el, client) => {
-    if (el.children && Object.keys(el.children).length === 0) delete el.children;
-    original(path, el, client);
-  };
-}
+export type DropReason = 'malformed' | 'stalled' | 'overflow' | 'silent';
 
 export interface EmberProviderOptions {
   view: OutputView;
@@ -105,16 +101,39 @@ export interface EmberProviderOptions {
   address: string;
   version: string;
   logger: Logger;
+  /** A consumer blocked (unsent bytes over the high water) this long is disconnected. */
+  stallMs?: number;
+  /** Silence after which a consumer gets a keep-alive request. */
+  probeAfterMs?: number;
+  /** Further silence after the keep-alive request before the consumer is disconnected. */
+  probeTimeoutMs?: number;
+}
+
+interface Consumer {
+  socket: Socket;
+  decoder: S101Decoder;
+  /** Paths (dotted) this consumer asked for (GetDirectory or Subscribe). */
+  subscriptions: Set<string>;
+  /** Parameters whose latest value is still to be sent: dotted path -> [device id, param number]. */
+  pending: Map<string, [number, number]>;
+  /** Device nodes whose description is still to be sent. */
+  pendingNodes: Set<number>;
+  blockedSinceMs: number | undefined;
+  lastRxMs: number;
+  probeSentMs: number | undefined;
 }
 
 export class EmberProvider {
   readonly #o: EmberProviderOptions;
-  #server: EmberServer | undefined;
-  readonly #sockets = new Set<Socket>();
+  #server: Server | undefined;
+  readonly #consumers = new Set<Consumer>();
   #unsubscribe: (() => void)[] = [];
   #port = 0;
   #running = false;
-  #deviceIds = '';
+  #timer: NodeJS.Timeout | undefined;
+  /** The devices as last published, by id. */
+  #devices = new Map<number, OutputDevice>();
+  readonly #droppedCounts: Record<DropReason, number> = { malformed: 0, stalled: 0, overflow: 0, silent: 0 };
 
   constructor(options: EmberProviderOptions) {
     this.#o = options;
@@ -130,84 +149,264 @@ export class EmberProvider {
   }
 
   get consumers(): number {
-    return this.#sockets.size;
+    return this.#consumers.size;
+  }
+
+  get dropped(): Readonly<Record<DropReason, number>> {
+    return this.#droppedCounts;
   }
 
   async start(): Promise<number> {
-    const devices = this.#o.view.list();
-    this.#deviceIds = devices.map((d) => d.id).join(',');
-    const server = new EmberServer(this.#o.port, this.#o.address);
-    server.onSetValue = (parameter) => {
-      this.#o.logger.warn({ path: parameter.contents.identifier }, 'Ember+ write refused (read-only tree)');
-      return Promise.resolve(false);
-    };
-    answerEmptySets(server);
+    this.#devices = new Map(this.#o.view.list().map((d) => [d.id, d]));
+    const server = createServer({ noDelay: true }, (socket) => this.#accept(socket));
+    server.maxConnections = EMBER_MAX_CONSUMERS;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.#o.port, this.#o.address, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
     server.on('error', (err) => this.#o.logger.warn({ err }, 'Ember+ provider error'));
-    server.on('clientError', (_c, err) => this.#o.logger.debug({ err }, 'Ember+ consumer error'));
-    await server.init(buildEmberTree(this.#o.version, devices));
-    const net = (server as unknown as { _server: { server: import('node:net').Server } })._server.server;
-    net.maxConnections = EMBER_MAX_CONSUMERS;
-    net.on('connection', (socket) => this.#track(socket));
-    const addr = net.address();
+    const addr = server.address();
     this.#port = typeof addr === 'object' && addr ? addr.port : this.#o.port;
     this.#server = server;
     this.#unsubscribe = [
-      this.#o.view.onChange((d, fields) => {
-        this.#onChange(d, fields);
-      }),
-      this.#o.view.onReset(() => {
-        void this.#onReset();
-      }),
+      this.#o.view.onChange((d, fields) => this.#onChange(d, fields)),
+      this.#o.view.onReset(() => this.#onReset()),
     ];
+    this.#timer = setInterval(() => this.#housekeeping(), 250);
+    this.#timer.unref();
     this.#running = true;
     return this.#port;
   }
 
-  #track(socket: Socket): void {
-    this.#sockets.add(socket);
-    let unframed = 0;
-    socket.on('data', (chunk: Buffer) => {
-      const eof = chunk.lastIndexOf(0xff);
-      unframed = eof >= 0 ? chunk.length - eof - 1 : unframed + chunk.length;
-      if (unframed > EMBER_MAX_UNFRAMED_BYTES) {
-        this.#o.logger.warn({ remote: socket.remoteAddress }, 'Ember+ consumer sent an oversized frame');
-        socket.destroy();
+  #accept(socket: Socket): void {
+    const c: Consumer = {
+      socket,
+      decoder: new S101Decoder(),
+      subscriptions: new Set(),
+      pending: new Map(),
+      pendingNodes: new Set(),
+      blockedSinceMs: undefined,
+      lastRxMs: performance.now(),
+      probeSentMs: undefined,
+    };
+    this.#consumers.add(c);
+    socket.on('data', (chunk: Buffer) => this.#receive(c, chunk));
+    socket.on('drain', () => this.#flush(c));
+    socket.on('error', (err) => this.#o.logger.debug({ err }, 'Ember+ consumer socket error'));
+    socket.on('close', () => this.#consumers.delete(c));
+  }
+
+  #drop(c: Consumer, reason: DropReason, detail: string): void {
+    if (c.socket.destroyed) return;
+    this.#droppedCounts[reason]++;
+    this.#o.logger.warn({ remote: c.socket.remoteAddress, reason, detail }, 'Ember+ consumer disconnected');
+    c.socket.destroy();
+    this.#consumers.delete(c);
+  }
+
+  #receive(c: Consumer, chunk: Buffer): void {
+    if (c.socket.destroyed) return;
+    c.lastRxMs = performance.now();
+    c.probeSentMs = undefined;
+    try {
+      for (const m of c.decoder.push(chunk)) {
+        if (m.kind === 'keepalive-request') this.#write(c, encodeKeepalive('response'));
+        else if (m.kind === 'ember') for (const r of decodeGlowRequests(m.payload)) this.#handle(c, r);
+        if (c.socket.destroyed) return;
       }
-    });
-    socket.on('close', () => this.#sockets.delete(socket));
+    } catch (err) {
+      if (err instanceof S101Error || err instanceof GlowError) this.#drop(c, 'malformed', err.message);
+      else throw err;
+    }
+  }
+
+  /** Replies go out at once (the consumer asked); only the hard limit applies to them. */
+  #write(c: Consumer, data: Buffer): void {
+    if (c.socket.destroyed) return;
+    if (c.socket.writableLength + data.length > EMBER_SEND_HARD_LIMIT) {
+      this.#drop(c, 'overflow', `${c.socket.writableLength} bytes unsent`);
+      return;
+    }
+    c.socket.write(data);
+  }
+
+  #handle(c: Consumer, r: GlowRequest): void {
+    const key = r.path.join('.');
+    switch (r.kind) {
+      case 'getDirectory':
+        c.subscriptions.add(key);
+        this.#directory(c, r.path);
+        return;
+      case 'subscribe':
+        c.subscriptions.add(key);
+        return;
+      case 'unsubscribe':
+        c.subscriptions.delete(key);
+        return;
+      case 'invoke':
+        return; // no functions in this tree
+      case 'setValue': {
+        const el = this.#parameter(r.path);
+        if (!el) return;
+        this.#o.logger.warn({ path: key }, 'Ember+ write refused (read-only tree)');
+        this.#write(c, encodeRoot([el]));
+        return;
+      }
+    }
+  }
+
+  #parameter(path: number[]): Node | undefined {
+    if (path.length === 2 && path[0] === 1 && path[1] === 1)
+      return qualified(path, paramContents('Version', Model.ParameterType.String, this.#o.version));
+    if (path.length === 3 && path[0] === 2) {
+      const d = this.#devices.get(path[1] ?? -1);
+      const p = PARAMS.find((x) => x.number === path[2]);
+      if (d && p) return qualified(path, paramContents(p.identifier, p.type, p.value(d)));
+    }
+    return undefined;
+  }
+
+  #deviceNodeContents(d: OutputDevice): unknown {
+    return new Model.EmberNodeImpl(`Device_${d.id}`, d.name);
+  }
+
+  #directory(c: Consumer, path: number[]): void {
+    const key = path.join('.');
+    let answer: Node | Node[] | undefined;
+    if (path.length === 0) {
+      answer = [
+        treeNode(1, new Model.EmberNodeImpl('Info')),
+        treeNode(2, new Model.EmberNodeImpl('Devices')),
+      ];
+    } else if (key === '1') {
+      answer = qualified(path, new Model.EmberNodeImpl('Info'), {
+        1: treeNode(1, paramContents('Version', Model.ParameterType.String, this.#o.version)),
+      });
+    } else if (key === '2') {
+      const kids: Record<number, Node> = {};
+      for (const d of this.#devices.values()) kids[d.id] = treeNode(d.id, this.#deviceNodeContents(d));
+      answer = qualified(path, new Model.EmberNodeImpl('Devices'), kids);
+    } else if (path.length === 2 && path[0] === 2) {
+      const d = this.#devices.get(path[1] ?? -1);
+      if (d) {
+        const kids: Record<number, Node> = {};
+        for (const p of PARAMS)
+          kids[p.number] = treeNode(p.number, paramContents(p.identifier, p.type, p.value(d)));
+        answer = qualified(path, this.#deviceNodeContents(d), kids);
+      }
+    } else {
+      answer = this.#parameter(path);
+    }
+    if (!answer) return;
+    // A directory answer carries every current value of what it covers: nothing of it is pending any more.
+    for (const p of [...c.pending.keys()])
+      if (p.startsWith(`${key}.`) || p === key || key === '') c.pending.delete(p);
+    this.#write(c, encodeRoot(Array.isArray(answer) ? answer : [answer]));
+  }
+
+  #wants(c: Consumer, path: string, parent: string): boolean {
+    return c.subscriptions.has(path) || c.subscriptions.has(parent);
   }
 
   #onChange(d: Readonly<OutputDevice>, fields: readonly string[]): void {
-    const server = this.#server;
-    if (!server) return;
-    const node = server.getElementByPath(`2.${d.id}`);
-    if (!node) return;
-    if (fields.includes('name') || fields.includes('*')) {
-      const contents = node.contents as Model.EmberNode;
-      if (contents.description !== d.name) server.update(node, { description: d.name });
-    }
-    for (const p of PARAMS) {
-      const el = node.children?.[p.number] as ParamNode | undefined;
-      const value = p.value(d);
-      if (el && el.contents.value !== value) server.update(el, { value });
+    const prev = this.#devices.get(d.id);
+    this.#devices.set(d.id, { ...d });
+    const nodePath = `2.${d.id}`;
+    const renamed = !prev || prev.name !== d.name || fields.includes('*');
+    const changed = PARAMS.filter((p) => !prev || p.value(prev) !== p.value(d));
+    if (changed.length === 0 && !renamed) return;
+    for (const c of this.#consumers) {
+      if (renamed && this.#wants(c, nodePath, '2')) c.pendingNodes.add(d.id);
+      for (const p of changed) {
+        const path = `${nodePath}.${p.number}`;
+        if (this.#wants(c, path, nodePath)) c.pending.set(path, [d.id, p.number]);
+      }
+      this.#flushSoon(c);
     }
   }
 
-  /** The set of devices changed: values of kept devices update in place; a new set of ids rebuilds. */
-  async #onReset(): Promise<void> {
-    const devices = this.#o.view.list();
-    const ids = devices.map((d) => d.id).join(',');
-    if (ids === this.#deviceIds) {
-      for (const d of devices) this.#onChange(d, ['*']);
+  #flushScheduled = new WeakSet<Consumer>();
+
+  #flushSoon(c: Consumer): void {
+    if (this.#flushScheduled.has(c) || (c.pending.size === 0 && c.pendingNodes.size === 0)) return;
+    this.#flushScheduled.add(c);
+    setImmediate(() => {
+      this.#flushScheduled.delete(c);
+      this.#flush(c);
+    });
+  }
+
+  /** Send the latest value of everything pending, unless the consumer is not reading. */
+  #flush(c: Consumer): void {
+    if (c.socket.destroyed) return;
+    if (c.socket.writableLength > EMBER_SEND_HIGH_WATER) {
+      c.blockedSinceMs ??= performance.now();
       return;
     }
-    this.#o.logger.info({ devices: ids }, 'Ember+ tree rebuilt for a new set of devices');
-    await this.restart();
+    c.blockedSinceMs = undefined;
+    if (c.pending.size === 0 && c.pendingNodes.size === 0) return;
+    const elements: Node[] = [];
+    for (const id of c.pendingNodes) {
+      const d = this.#devices.get(id);
+      if (d) elements.push(qualified([2, id], this.#deviceNodeContents(d)));
+    }
+    c.pendingNodes.clear();
+    for (const [, [id, number]] of c.pending) {
+      const d = this.#devices.get(id);
+      const p = PARAMS.find((x) => x.number === number);
+      if (d && p) elements.push(qualified([2, id, number], paramContents(p.identifier, p.type, p.value(d))));
+    }
+    c.pending.clear();
+    if (elements.length > 0) this.#write(c, encodeRoot(elements));
   }
 
-  /** Close and open again (a new port or a new set of devices); consumers reconnect. */
+  /** The set of devices changed: update values and descriptions in place; announce the new Devices list. */
+  #onReset(): void {
+    const devices = this.#o.view.list();
+    const before = [...this.#devices.keys()].sort().join(',');
+    const after = devices
+      .map((d) => d.id)
+      .sort()
+      .join(',');
+    for (const d of devices) this.#onChange(d, []);
+    for (const id of [...this.#devices.keys()])
+      if (!devices.some((d) => d.id === id)) this.#devices.delete(id);
+    if (before === after) return;
+    for (const c of this.#consumers) if (c.subscriptions.has('2')) this.#directory(c, [2]);
+  }
+
+  #housekeeping(): void {
+    const now = performance.now();
+    const stallMs = this.#o.stallMs ?? 10_000;
+    const probeAfterMs = this.#o.probeAfterMs ?? 15_000;
+    const probeTimeoutMs = this.#o.probeTimeoutMs ?? 15_000;
+    for (const c of [...this.#consumers]) {
+      if (c.socket.destroyed) continue;
+      if (c.socket.writableLength > EMBER_SEND_HIGH_WATER) c.blockedSinceMs ??= now;
+      else if (c.blockedSinceMs !== undefined) this.#flush(c);
+      if (c.blockedSinceMs !== undefined && now - c.blockedSinceMs > stallMs) {
+        this.#drop(
+          c,
+          'stalled',
+          `${c.socket.writableLength} bytes unsent for ${Math.round(now - c.blockedSinceMs)} ms`,
+        );
+        continue;
+      }
+      if (c.probeSentMs !== undefined) {
+        if (now - c.probeSentMs > probeTimeoutMs)
+          this.#drop(c, 'silent', 'no answer to a keep-alive request');
+      } else if (now - c.lastRxMs > probeAfterMs) {
+        c.probeSentMs = now;
+        this.#write(c, encodeKeepalive('request'));
+      }
+    }
+  }
+
+  /** Close and open again on the same port (a new port setting is a new provider). */
   async restart(): Promise<number> {
-    // Keep the bound port when 0 (any) was configured, so consumers find the provider again.
     const port = this.#port || this.#o.port;
     await this.close();
     this.#o.port = port;
@@ -217,20 +416,15 @@ export class EmberProvider {
   async close(): Promise<void> {
     for (const u of this.#unsubscribe) u();
     this.#unsubscribe = [];
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
     const server = this.#server;
     this.#server = undefined;
     this.#running = false;
     if (!server) return;
-    const net = (server as unknown as { _server: { server: import('node:net').Server | null } })._server
-      .server;
-    const closed = new Promise<void>((resolve) => {
-      if (!net) resolve();
-      else net.once('close', () => resolve());
-    });
-    // discard() closes the listener but leaves consumers connected: destroy their sockets too.
-    server.discard();
-    for (const s of this.#sockets) s.destroy();
-    this.#sockets.clear();
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    for (const c of this.#consumers) c.socket.destroy();
+    this.#consumers.clear();
     await closed;
   }
 }

@@ -9,6 +9,7 @@ import type { MonitorConfig } from '../config.ts';
 import type { DeviceStore } from '../domain/device-store.ts';
 import type { MalformedInputs } from '../malformed.ts';
 import { fail } from '../errors.ts';
+import type { TslDestinationStatus } from './tsl-sender.ts';
 
 export interface HealthDeps {
   store: DeviceStore;
@@ -33,8 +34,21 @@ export interface HealthBody {
   };
   protocols: {
     websocket: { clients: number };
-    emberPlus: { enabled: boolean; running: boolean; port: number };
-    tslUmd: { enabled: boolean; running: boolean; destinations: number };
+    emberPlus: {
+      enabled: boolean;
+      running: boolean;
+      port: number;
+      consumers?: number;
+      droppedConsumers?: Record<string, number>;
+    };
+    tslUmd: {
+      enabled: boolean;
+      running: boolean;
+      destinations: number;
+      destinationStatus?: TslDestinationStatus[];
+      /** Destinations not sending, each with the reason. */
+      failing?: { host: string; port: number; error: string }[];
+    };
   };
   memory: { heapUsed: number; heapTotal: number; unit: 'MB' };
   inputs: { malformed: Record<string, number> };

@@ -1,15 +1,25 @@
 /**
- * TSL UMD v5.0 sender: one UDP socket, unicast to every `settings.tslUmdDestinations` entry, screen
+ * TSL UMD v5.0 sender: unicast to every `settings.tslUmdDestinations` entry, screen
  * `settings.tslUmdScreen`, one display index per device (its configuration id), text = device name.
  * A device's message goes out at once when its tally or name changes; a background refresh sends one
  * device every `refreshMs` in turn, so a receiver that restarts or lost a datagram is right again within
  * one round (UDP has no delivery guarantee).
  *
- * One connected UDP socket per destination: a send on a connected socket goes straight to the kernel,
- * while a send with an address first resolves it (even an IP literal) on the next tick, after whatever
- * else the event loop is doing for the same change. A host name is resolved once, when the sender starts.
- * A destination that refuses (ICMP port unreachable) is reported on a later send and simply retried.
+ * Each destination is on its own: its own connected UDP socket (a send on a connected socket goes
+ * straight to the kernel), its own name resolution, counters and error. A destination whose name does not
+ * resolve, or whose socket fails, is reported in `/health` with the reason and retried every
+ * `retryMs`; the other destinations keep sending. A destination that refuses (ICMP port unreachable) is
+ * reported on a later send and simply retried.
+ *
+ * Packing (`settings.tslUmdPacking`): `single` (default) sends one display message per packet, because
+ * several receivers read only the first display message of a packet (docs/OUTPUTS.md names them);
+ * `packed` puts as many as fit in 2048 bytes into one packet.
+ *
+ * `sendFinal()` (on SIGTERM/SIGINT) sends every device once more in the configured shutdown state
+ * (`settings.tslUmdShutdownState`: `off` = every tally off, or `offline` = as an offline device shows), so
+ * UMDs do not stay red after the monitor is gone.
  */
+import { lookup } from 'node:dns/promises';
 import { createSocket, type Socket } from 'node:dgram';
 import type { Logger } from '@broadcast-ops/core';
 import type { OutputDevice, OutputView } from '../domain/output-view.ts';
@@ -20,70 +30,179 @@ export interface TslDestination {
   port: number;
 }
 
+export type TslPacking = 'single' | 'packed';
+export type TslShutdownState = 'off' | 'offline';
+
 export interface TslSenderOptions {
   view: OutputView;
   destinations: readonly TslDestination[];
   screen: number;
   logger: Logger;
+  packing?: TslPacking;
+  shutdownState?: TslShutdownState;
   /** Round-robin refresh period (one device per period). */
   refreshMs?: number;
+  /** How often a failed destination is resolved and connected again. */
+  retryMs?: number;
+}
+
+export interface TslDestinationStatus {
+  host: string;
+  port: number;
+  /** The address the name resolved to, once it did. */
+  address?: string;
+  ok: boolean;
+  error?: string;
+  sent: number;
+  errors: number;
 }
 
 export function tslMessage(d: Readonly<OutputDevice>): TslMessage {
   return { index: d.id, display: tallyForState(d.state), text: d.name };
 }
 
+/** Resolve a destination host to one IPv4 address (an IP literal resolves to itself). */
+export async function resolveTslHost(host: string): Promise<string> {
+  const r = await lookup(host, { family: 4 });
+  return r.address;
+}
+
+class Destination {
+  socket: Socket | undefined;
+  address: string | undefined;
+  error: string | undefined;
+  sent = 0;
+  errors = 0;
+  #connecting = false;
+
+  constructor(
+    readonly host: string,
+    readonly port: number,
+    readonly logger: Logger,
+  ) {}
+
+  get ok(): boolean {
+    return this.socket !== undefined && this.error === undefined;
+  }
+
+  /** Resolve and connect; never throws (the failure is kept in `error`). */
+  async connect(): Promise<void> {
+    if (this.#connecting || this.socket) return;
+    this.#connecting = true;
+    try {
+      const address = await resolveTslHost(this.host);
+      const socket = createSocket('udp4');
+      await new Promise<void>((resolve, reject) => {
+        socket.once('error', reject);
+        socket.connect(this.port, address, () => {
+          socket.off('error', reject);
+          resolve();
+        });
+      });
+      socket.on('error', (err) => this.#failed(err));
+      this.socket = socket;
+      this.address = address;
+      this.error = undefined;
+      this.logger.info({ host: this.host, port: this.port, address }, 'TSL UMD destination connected');
+    } catch (err) {
+      this.#failed(err);
+    } finally {
+      this.#connecting = false;
+    }
+  }
+
+  #failed(err: unknown): void {
+    const code = (err as NodeJS.ErrnoException).code;
+    const message = err instanceof Error ? err.message : String(err);
+    this.error =
+      code === 'ENOTFOUND' || code === 'EAI_AGAIN' ? `cannot resolve ${this.host} (${code})` : message;
+    this.errors++;
+    this.logger.warn({ host: this.host, port: this.port, error: this.error }, 'TSL UMD destination failing');
+  }
+
+  send(packet: Buffer, done?: () => void): void {
+    const socket = this.socket;
+    if (!socket) {
+      done?.();
+      return;
+    }
+    try {
+      socket.send(packet, (err) => {
+        if (err) {
+          // ECONNREFUSED from an earlier ICMP port unreachable: the receiver is not up; keep sending.
+          this.errors++;
+          this.logger.debug({ err, host: this.host }, 'TSL UMD send failed');
+        } else {
+          this.sent++;
+          if (this.error !== undefined && this.socket) this.error = undefined;
+        }
+        done?.();
+      });
+    } catch (err) {
+      this.#failed(err);
+      done?.();
+    }
+  }
+
+  async close(): Promise<void> {
+    const socket = this.socket;
+    this.socket = undefined;
+    if (socket) await new Promise<void>((resolve) => socket.close(() => resolve()));
+  }
+
+  status(): TslDestinationStatus {
+    return {
+      host: this.host,
+      port: this.port,
+      ...(this.address !== undefined ? { address: this.address } : {}),
+      ok: this.ok,
+      ...(this.error !== undefined ? { error: this.error } : {}),
+      sent: this.sent,
+      errors: this.errors,
+    };
+  }
+}
+
 export class TslSender {
   readonly #o: TslSenderOptions;
-  #sockets: Socket[] = [];
+  readonly #destinations: Destination[];
   #running = false;
   #timer: NodeJS.Timeout | undefined;
+  #retry: NodeJS.Timeout | undefined;
   #next = 0;
   #unsubscribe: (() => void)[] = [];
-  #sent = 0;
-  #errors = 0;
 
   constructor(options: TslSenderOptions) {
     this.#o = options;
+    this.#destinations = options.destinations.map((d) => new Destination(d.host, d.port, options.logger));
   }
 
   get enabled(): boolean {
-    return this.#o.destinations.length > 0;
+    return this.#destinations.length > 0;
   }
 
-  /** True once the sockets are connected (and destinations exist). */
+  /** True while the sender runs and at least one destination is connected. */
   get running(): boolean {
-    return this.#running;
+    return this.#running && this.#destinations.some((d) => d.ok);
   }
 
   get stats(): { sent: number; errors: number } {
-    return { sent: this.#sent, errors: this.#errors };
+    let sent = 0;
+    let errors = 0;
+    for (const d of this.#destinations) {
+      sent += d.sent;
+      errors += d.errors;
+    }
+    return { sent, errors };
+  }
+
+  destinations(): TslDestinationStatus[] {
+    return this.#destinations.map((d) => d.status());
   }
 
   async start(): Promise<void> {
     if (!this.enabled) return;
-    for (const dest of this.#o.destinations) {
-      const socket = createSocket('udp4');
-      socket.on('error', (err) => {
-        this.#errors++;
-        this.#o.logger.debug({ err, dest }, 'TSL UMD socket error');
-      });
-      try {
-        await new Promise<void>((resolve, reject) => {
-          socket.once('error', reject);
-          socket.connect(dest.port, dest.host, () => {
-            socket.off('error', reject);
-            resolve();
-          });
-        });
-      } catch (err) {
-        socket.close();
-        for (const s of this.#sockets) s.close();
-        this.#sockets = [];
-        throw err;
-      }
-      this.#sockets.push(socket);
-    }
+    await Promise.all(this.#destinations.map((d) => d.connect()));
     this.#running = true;
     this.#unsubscribe = [
       this.#o.view.onChange((d, fields) => {
@@ -94,9 +213,19 @@ export class TslSender {
     this.sendAll();
     this.#timer = setInterval(() => this.#refreshOne(), this.#o.refreshMs ?? 200);
     this.#timer.unref();
+    this.#retry = setInterval(() => {
+      for (const d of this.#destinations) {
+        if (!d.socket) {
+          void d.connect().then(() => {
+            if (d.socket) this.#sendTo(d, this.#o.view.list());
+          });
+        }
+      }
+    }, this.#o.retryMs ?? 10_000);
+    this.#retry.unref();
   }
 
-  /** Every device, packed into as few packets as the 2048-byte limit allows. */
+  /** Every device (packed into as few packets as the 2048-byte limit allows when packing is `packed`). */
   sendAll(): void {
     this.#send(this.#o.view.list());
   }
@@ -109,28 +238,50 @@ export class TslSender {
     if (d) this.#send([d]);
   }
 
-  #send(devices: readonly Readonly<OutputDevice>[]): void {
-    if (this.#sockets.length === 0) return;
-    for (const packet of encodeTslPackets(this.#o.screen, devices.map(tslMessage))) {
-      for (const socket of this.#sockets) {
-        socket.send(packet, (err) => {
-          if (err) {
-            this.#errors++;
-            this.#o.logger.debug({ err }, 'TSL UMD send failed');
-          } else this.#sent++;
-        });
-      }
-    }
+  #packets(messages: TslMessage[]): Buffer[] {
+    if ((this.#o.packing ?? 'single') === 'packed') return encodeTslPackets(this.#o.screen, messages);
+    return messages.flatMap((m) => encodeTslPackets(this.#o.screen, [m]));
   }
 
-  async close(): Promise<void> {
+  #send(devices: readonly Readonly<OutputDevice>[]): void {
+    for (const d of this.#destinations) this.#sendTo(d, devices);
+  }
+
+  #sendTo(dest: Destination, devices: readonly Readonly<OutputDevice>[]): void {
+    for (const packet of this.#packets(devices.map(tslMessage))) dest.send(packet);
+  }
+
+  /** The shutdown state for every device, to every connected destination; resolves once handed to the kernel. */
+  async sendFinal(timeoutMs = 500): Promise<void> {
+    // Nothing may follow the final word: no change, refresh or retry sends after it.
+    this.#stopTimers();
+    const state = this.#o.shutdownState ?? 'off';
+    const display =
+      state === 'off'
+        ? ({ rh: 'off', text: 'off', lh: 'off', brightness: 3 } as const)
+        : tallyForState('offline');
+    const messages = this.#o.view.list().map((d) => ({ index: d.id, display, text: d.name }));
+    const pending: Promise<void>[] = [];
+    for (const dest of this.#destinations) {
+      for (const packet of this.#packets(messages)) {
+        pending.push(new Promise<void>((resolve) => dest.send(packet, resolve)));
+      }
+    }
+    await Promise.race([Promise.all(pending), new Promise((r) => setTimeout(r, timeoutMs).unref())]);
+  }
+
+  #stopTimers(): void {
     for (const u of this.#unsubscribe) u();
     this.#unsubscribe = [];
     if (this.#timer) clearInterval(this.#timer);
+    if (this.#retry) clearInterval(this.#retry);
     this.#timer = undefined;
+    this.#retry = undefined;
+  }
+
+  async close(): Promise<void> {
+    this.#stopTimers();
     this.#running = false;
-    const sockets = this.#sockets;
-    this.#sockets = [];
-    await Promise.all(sockets.map((socket) => new Promise<void>((resolve) => socket.close(() => resolve()))));
+    await Promise.all(this.#destinations.map((d) => d.close()));
   }
 }

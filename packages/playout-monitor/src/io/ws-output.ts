@@ -40,6 +40,8 @@ export interface WsOutputOptions {
   config: () => unknown;
   heartbeatMs?: number;
   pingMs?: number;
+  /** The Host allow-list (io/access.ts): an upgrade naming another host gets 421. */
+  hostAllowed?: (host: string | undefined) => boolean;
 }
 
 interface Client {
@@ -113,6 +115,10 @@ export class WsOutput {
     const path = (req.url ?? '/').split('?')[0] ?? '/';
     if (!(WS_PATHS as readonly string[]).includes(path)) {
       socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      return;
+    }
+    if (this.#o.hostAllowed && !this.#o.hostAllowed(req.headers.host)) {
+      socket.end('HTTP/1.1 421 Misdirected Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
       return;
     }
     if (this.#clients.size >= WS_MAX_CLIENTS) {

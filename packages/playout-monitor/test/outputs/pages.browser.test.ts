@@ -199,6 +199,8 @@ test('overlay: transparent, positioned, opacity honoured; fades after fadeTimeou
   await own.close();
   closed = true;
   await page.waitForSelector('#box.faded', { timeout: 8000 });
+  const faded = Number(await inPage<string>(page, `document.getElementById('box').style.opacity`));
+  assert.ok(faded > 0 && faded < 0.5, `faded opacity ${faded} is below the configured 0.5`);
   await dash.waitForSelector('#banner.show', { timeout: 8000 });
   await dash.waitForSelector('.card[data-device="1"][data-stale="true"]', { timeout: 8000 });
   // Never the playing colour from stale data.
@@ -216,4 +218,23 @@ test('overlay: transparent, positioned, opacity honoured; fades after fadeTimeou
   await shot(dash, 'dashboard-stale');
   await page.close();
   await dash.close();
+});
+
+test('overlay: fadeTimeout=0.5 on a steady, healthy device never fades', async () => {
+  const own = await startRig(1);
+  extra.push({ close: () => own.close() });
+  await until(() => own.service.view.get(1)?.connected || undefined, 5000, 'deck connected');
+  own.sims[0]?.stop();
+  const page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
+  await page.goto(own.url + '/overlay.html?device=0&opacity=0.8&fadeTimeout=0.5');
+  await page.waitForSelector('#box[data-state="stop"]', { timeout: 10_000 });
+  // Sample for 4 s (several heartbeats with nothing changing): the box never fades.
+  const samples = await inPage<string[]>(
+    page,
+    `new Promise((resolve) => { const out = []; const t = setInterval(() => {
+       const e = document.getElementById('box'); out.push(e.classList.contains('faded') + ':' + e.style.opacity);
+       if (out.length >= 40) { clearInterval(t); resolve(out); } }, 100); })`,
+  );
+  assert.deepEqual([...new Set(samples)], ['false:0.8'], samples.join(' '));
+  await page.close();
 });
