@@ -3,6 +3,7 @@ import { ConfigError, Shutdown, createLogger, listeningUrl, runCli } from '@broa
 import { loadTimesvcConfig, parseHostPort } from './config.ts';
 import { queryServer } from './io/query.ts';
 import { createTimesvc } from './io/service.ts';
+import { LogRing } from './io/web/log-ring.ts';
 
 const configOption = {
   config: {
@@ -37,13 +38,18 @@ await runCli(
         const config = load(values);
         if (!config) return;
         const level = config.logging.level === 'warning' ? 'warn' : config.logging.level;
+        const pretty = process.env['LOG_PRETTY'] === '1' || config.logging.format === 'pretty';
+        // Every JSON log line also feeds /api/logs and /api/ws/logs (not with pretty output).
+        const logRing = new LogRing();
         const logger = createLogger({
           service: 'timesvc',
           level: process.env['LOG_LEVEL'] ?? level,
-          pretty: process.env['LOG_PRETTY'] === '1' || config.logging.format === 'pretty',
+          pretty,
+          ...(pretty ? {} : { destination: logRing.stream() }),
           redact: ['web.jwt_secret', 'nts.cookie_key', 'config.web.jwt_secret', 'config.nts.cookie_key'],
         });
-        const service = createTimesvc(config, logger);
+        const configFile = typeof values['config'] === 'string' ? values['config'] : undefined;
+        const service = createTimesvc(config, logger, { configFile, logRing });
         const shutdown = new Shutdown({ logger }).install();
         // SIGHUP re-reads the NTS-KE certificate and key (docs/nts.md "Certificates").
         const onHangup = (): void => {
