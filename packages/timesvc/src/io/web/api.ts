@@ -135,7 +135,7 @@ export function registerWebApi(app: FastifyInstance, ctx: WebApiContext): void {
   const authLog = ctx.logger.child({ component: 'auth' });
   const specs = new Map<string, RouteSpec>(ROUTES.map((r) => [`${r.method} ${r.url}`, r]));
 
-  app.addHook('preHandler', async (request: FastifyRequest) => {
+  app.addHook('onRequest', async (request: FastifyRequest) => {
     const permission = request.routeOptions.config.permission;
     if (permission === undefined) return;
     if (request.routeOptions.config.changesState) {
@@ -256,6 +256,16 @@ export function registerWebApi(app: FastifyInstance, ctx: WebApiContext): void {
       ...(sinceMs !== undefined ? { sinceMs } : {}),
     });
   });
+
+  // The stream paths as plain HTTP: authorised like the upgrade, then told to upgrade.
+  for (const path of ['/api/ws/status', '/api/ws/logs']) {
+    route('GET', path, (_request, reply) =>
+      reply
+        .code(426)
+        .header('upgrade', 'websocket')
+        .send({ error: 'UPGRADE_REQUIRED', message: 'this is a WebSocket endpoint' }),
+    );
+  }
 
   route('POST', '/api/nts/reload-certificate', () => {
     if (!ctx.reloadNtsCertificate()) throw fail('NOT_ENABLED', 'NTS server not enabled');
