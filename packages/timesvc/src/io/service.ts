@@ -55,6 +55,8 @@ export interface TimesvcOptions {
   ptp?: PtpProvider | undefined;
   /** Environment for config reloads through PUT /api/config (default process.env). */
   environment?: NodeJS.ProcessEnv;
+  /** Period of the status stream (default 1 s; tests lengthen it to see the on-change pushes alone). */
+  statusIntervalMs?: number;
 }
 
 export function createTimesvc(
@@ -189,6 +191,7 @@ export function createTimesvc(
     gpsdo: options.gpsdo,
     ptp: options.ptp,
     environment: options.environment,
+    statusIntervalMs: options.statusIntervalMs,
     // Live peer changes from PUT /api/config (README "Web API: configuration").
     peerControl: {
       add: (p) => {

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createLogger, listeningUrl } from '@broadcast-ops/core';
+import { createLogger, listeningUrl, type Logger } from '@broadcast-ops/core';
 import { stringify } from 'yaml';
 import { loadTimesvcConfig } from '../../src/config.ts';
 import { createTimesvc, type TimesvcOptions, type TimesvcService } from '../../src/io/service.ts';
@@ -32,6 +32,7 @@ export interface WebRig {
   dir: string;
   configFile: string;
   logs: LogRing;
+  logger: Logger;
   login(role: keyof typeof PASSWORDS): Promise<string>;
   close(): Promise<void>;
 }
@@ -74,6 +75,7 @@ export async function startWebRig(
     dir,
     configFile,
     logs,
+    logger,
     async login(role) {
       const cached = tokens.get(role);
       if (cached) return cached;

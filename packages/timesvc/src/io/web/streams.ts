@@ -16,7 +16,8 @@ import { fullStatus, type StatusSources } from './status.ts';
  * clock-state change; `{type:"event", data:<reference-health event>}` when one happens.
  *
  * `/api/ws/logs[?level=L]` → `{type:"logs", entries:[…]}`: the last 50 entries (at or above L) on
- * connect, then each new entry exactly once, batched every 100 ms; reference-health events are log
+ * connect, then each new entry exactly once, batched every 100 ms (or per 100 entries in a burst);
+ * reference-health events are log
  * entries too (component `reference`).
  *
  * A client that cannot keep up is dropped (close 1013 "too slow"), never buffered without end: at most
@@ -24,6 +25,7 @@ import { fullStatus, type StatusSources } from './status.ts';
  * clients are ignored (maxPayload 1 KiB); ping every 30 s, a client without pong is terminated.
  */
 export const STREAM_PATHS = ['/api/ws/status', '/api/ws/logs'] as const;
+const FLUSH_BATCH = 100;
 
 export interface StreamOptions {
   ctx: WebApiContext & StatusSources;
@@ -173,13 +175,14 @@ export class Streams {
   }
 
   #tooSlow(ws: WebSocket, why: string): void {
+    // Forget the client first: the warning below is itself a log entry for the log clients.
+    this.#status.delete(ws);
+    for (const c of this.#logs) if (c.ws === ws) this.#logs.delete(c);
     this.dropped++;
-    this.#o.logger.warn({ why, buffered: ws.bufferedAmount }, 'stream client too slow; dropped');
     ws.close(1013, 'too slow');
     // A reader that does not read will not complete the closing handshake either.
     setTimeout(() => ws.terminate(), 1000).unref();
-    this.#status.delete(ws);
-    for (const c of this.#logs) if (c.ws === ws) this.#logs.delete(c);
+    this.#o.logger.warn({ why, buffered: ws.bufferedAmount }, 'stream client too slow; dropped');
   }
 
   #pushStatus(): void {
@@ -204,16 +207,22 @@ export class Streams {
         continue;
       }
       c.queue.push(e);
+      // A burst goes out in batches at once rather than waiting for the timer.
+      if (c.queue.length >= FLUSH_BATCH && c.ws.bufferedAmount <= this.#o.maxBufferedBytes) this.#flush(c);
     }
+  }
+
+  #flush(c: LogClient): void {
+    const entries = c.queue;
+    c.queue = [];
+    this.#send(c.ws, { type: 'logs', entries });
   }
 
   #flushLogs(): void {
     for (const c of [...this.#logs]) {
       if (c.queue.length === 0) continue;
       if (c.ws.bufferedAmount > this.#o.maxBufferedBytes) continue; // the queue bound decides
-      const entries = c.queue;
-      c.queue = [];
-      this.#send(c.ws, { type: 'logs', entries });
+      this.#flush(c);
     }
   }
 

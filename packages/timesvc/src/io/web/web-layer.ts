@@ -37,6 +37,7 @@ export interface WebLayerOptions {
   gpsdo?: GpsdoProvider | undefined;
   ptp?: PtpProvider | undefined;
   environment?: NodeJS.ProcessEnv | undefined;
+  statusIntervalMs?: number | undefined;
   peerControl: { add(p: PeerEntry): boolean; remove(address: string): Promise<void> };
 }
 
@@ -139,7 +140,14 @@ export function createWebLayer(o: WebLayerOptions): WebLayer {
   registerWebApi(o.app, ctx);
   registerPages(o.app);
   registerWebMetrics(o.registry, events, o.gpsdo, o.ptp);
-  const streams = new Streams({ ctx, manager: o.manager, logs, events, logger: webLog });
+  const streams = new Streams({
+    ctx,
+    manager: o.manager,
+    logs,
+    events,
+    logger: webLog,
+    ...(o.statusIntervalMs ? { statusIntervalMs: o.statusIntervalMs } : {}),
+  });
   let statsTimer: NodeJS.Timeout | undefined;
   let offStats: (() => void) | undefined;
   const updateStats = (): void => o.stats.update(o.manager.snapshot().sources);
