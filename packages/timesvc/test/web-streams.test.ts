@@ -27,7 +27,9 @@ function connect(rig: WebRig, path: string, token: string | undefined, via: 'que
     ...(token && via === 'header' ? { headers: { authorization: `Bearer ${token}` } } : {}),
   });
   const messages: { at: number; msg: Msg }[] = [];
-  ws.on('message', (data) => messages.push({ at: Date.now(), msg: JSON.parse(String(data)) as Msg }));
+  ws.on('message', (data) =>
+    messages.push({ at: Date.now(), msg: JSON.parse((data as Buffer).toString()) as Msg }),
+  );
   closers.push(() => ws.terminate());
   return {
     ws,
