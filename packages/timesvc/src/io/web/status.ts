@@ -79,6 +79,7 @@ export function ntpStatus(s: StatusSources) {
     addresses: s.server()?.addresses ?? [],
     stratum: synced ? st.stratum : 16,
     ref_id: synced ? refIdText(st.referenceId, st.stratum) : 'INIT',
+    ref_id_hex: st.referenceId.toString(16).toUpperCase().padStart(8, '0'),
     root_delay_ms: st.rootDelayS * 1000,
     root_dispersion_ms: st.rootDispersionS * 1000,
     precision: st.precision,
