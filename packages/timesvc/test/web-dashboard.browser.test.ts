@@ -54,6 +54,7 @@ async function login(page: Page, user: keyof typeof PASSWORDS): Promise<void> {
   await page.fill('#password', PASSWORDS[user]);
   await page.click('#signin');
   await page.waitForSelector('#app:not([hidden])', { timeout: 15_000 });
+  assert.equal(await page.isVisible('#login'), false, 'the login form is gone once logged in');
 }
 
 test('admin: log in, state and chart move, logs shown, add a peer and see it in the sources table', async () => {
