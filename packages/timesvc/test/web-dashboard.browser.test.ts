@@ -77,6 +77,7 @@ test('admin: log in, state and chart move, logs shown, add a peer and see it in 
   await page.waitForSelector(`#sources tr[data-address="${address}"]`, { timeout: 10_000 });
   await page.waitForSelector(`#sources tr.selected[data-address="${address}"]`, { timeout: 30_000 });
   await page.waitForSelector('#logs div:has-text("reference")', { timeout: 10_000 });
+  await page.evaluate('scrollTo(0, 0)');
   await page.screenshot({ path: join(SHOTS, 'wall-admin.png') });
   assert.deepEqual(errors, []);
   await page.close();
