@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import { ConfigError, loadConfig } from '@broadcast-ops/core';
 import { z } from 'zod';
 import { parseNetwork } from './domain/access-list.ts';
+import { isPasswordHash } from './io/web/passwords.ts';
 
 /**
  * timesvc configuration (spec 3 "Resources and their fields"). Every section of the spec
@@ -208,6 +209,7 @@ const gpsdoSchema = z.strictObject({
 
 const userSchema = z.strictObject({
   username: z.string().min(1),
+  /** `npx timesvc hash-password` (scrypt, README "Web API: passwords"); the format is checked below. */
   password_hash: z.string().min(1),
   role: z.enum(['admin', 'operator', 'viewer']),
 });
@@ -246,6 +248,8 @@ export const PLACEHOLDER_SECRETS = new Set([
 
 export const configSchema = z
   .strictObject({
+    /** `production` refuses to start with the documented lab credential or JWT secret (README "Web API"). */
+    environment: z.enum(['lab', 'production']).default('lab'),
     ntp: ntpSchema.prefault({}),
     nts: ntsSchema.prefault({}),
     ptp: ptpSchema.prefault({}),
@@ -280,7 +284,19 @@ export const configSchema = z
         ['web', 'jwt_secret'],
         'a real JWT secret is required when users exist (not empty, not a placeholder)',
       );
+    } else if (c.web.users.length > 0 && Buffer.byteLength(c.web.jwt_secret) < 32) {
+      // HS256 keys shorter than the hash output weaken the MAC (RFC 7518 §3.2).
+      issue(['web', 'jwt_secret'], 'must be at least 32 bytes (HS256, RFC 7518 §3.2)');
     }
+    c.web.users.forEach((u, i) => {
+      if (!isPasswordHash(u.password_hash)) {
+        issue(['web', 'users', i, 'password_hash'], 'must be a scrypt hash from `npx timesvc hash-password`');
+      }
+    });
+    const names = c.web.users.map((u) => u.username);
+    names.forEach((n, i) => {
+      if (names.indexOf(n) !== i) issue(['web', 'users', i, 'username'], `duplicate username "${n}"`);
+    });
   });
 
 export type TimesvcConfig = z.output<typeof configSchema>;
@@ -289,6 +305,7 @@ export type TimesvcConfig = z.output<typeof configSchema>;
 export const ENV_OVERRIDES = {
   TIMESVC_JWT_SECRET: { path: 'web.jwt_secret', parse: (raw: string) => raw },
   TIMESVC_NTS_COOKIE_KEY: { path: 'nts.cookie_key', parse: (raw: string) => raw },
+  TIMESVC_ENVIRONMENT: { path: 'environment', parse: (raw: string) => raw },
 };
 
 export function loadTimesvcConfig(

@@ -3,6 +3,60 @@ import { ConfigError, Shutdown, createLogger, listeningUrl, runCli } from '@broa
 import { loadTimesvcConfig, parseHostPort } from './config.ts';
 import { queryServer } from './io/query.ts';
 import { createTimesvc } from './io/service.ts';
+import { LogRing } from './io/web/log-ring.ts';
+import { labCredentialUse } from './io/web/lab-credential.ts';
+import { hashPassword } from './io/web/passwords.ts';
+import {
+  apiGet,
+  apiTarget,
+  configWarnings,
+  formatQuery,
+  formatSources,
+  formatSourcestats,
+  formatTracking,
+  type PeerRow,
+  type TrackingStatus,
+} from './io/cli-commands.ts';
+
+const apiOptions = {
+  url: {
+    type: 'string' as const,
+    description: 'web API of the server (default $TIMESVC_URL or http://127.0.0.1:8080)',
+  },
+  user: {
+    type: 'string' as const,
+    description: 'log in as this user (default $TIMESVC_USER); password from $TIMESVC_PASSWORD',
+  },
+  token: {
+    type: 'string' as const,
+    description: 'a token from /api/auth/login instead (default $TIMESVC_TOKEN)',
+  },
+};
+
+async function fromApi(
+  values: Record<string, unknown>,
+  path: string,
+  print: (body: unknown) => string,
+): Promise<void> {
+  try {
+    const body = await apiGet<unknown>(apiTarget(values, process.env), path);
+    process.stdout.write(values['json'] ? JSON.stringify(body, null, 2) + '\n' : print(body));
+  } catch (err) {
+    process.stderr.write(`timesvc: ${(err as Error).message}\n`);
+    process.exitCode = 1;
+  }
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of process.stdin) {
+    chunks.push(chunk as Buffer);
+    size += (chunk as Buffer).length;
+    if (size > 4096) break;
+  }
+  return Buffer.concat(chunks).toString('utf8').split(/\r?\n/)[0] ?? '';
+}
 
 const configOption = {
   config: {
@@ -37,13 +91,18 @@ await runCli(
         const config = load(values);
         if (!config) return;
         const level = config.logging.level === 'warning' ? 'warn' : config.logging.level;
+        const pretty = process.env['LOG_PRETTY'] === '1' || config.logging.format === 'pretty';
+        // Every JSON log line also feeds /api/logs and /api/ws/logs (not with pretty output).
+        const logRing = new LogRing();
         const logger = createLogger({
           service: 'timesvc',
           level: process.env['LOG_LEVEL'] ?? level,
-          pretty: process.env['LOG_PRETTY'] === '1' || config.logging.format === 'pretty',
+          pretty,
+          ...(pretty ? {} : { destination: logRing.stream() }),
           redact: ['web.jwt_secret', 'nts.cookie_key', 'config.web.jwt_secret', 'config.nts.cookie_key'],
         });
-        const service = createTimesvc(config, logger);
+        const configFile = typeof values['config'] === 'string' ? values['config'] : undefined;
+        const service = createTimesvc(config, logger, { configFile, logRing });
         const shutdown = new Shutdown({ logger }).install();
         // SIGHUP re-reads the NTS-KE certificate and key (docs/nts.md "Certificates").
         const onHangup = (): void => {
@@ -78,7 +137,7 @@ await runCli(
     'check-config': {
       summary: 'Validate a config file and print the effective configuration (secrets hidden)',
       options: configOption,
-      run: ({ values }) => {
+      run: async ({ values }) => {
         const config = load(values);
         if (!config) return;
         const shown = {
@@ -87,12 +146,49 @@ await runCli(
           nts: { ...config.nts, cookie_key: config.nts.cookie_key ? '[set]' : '' },
         };
         process.stdout.write(JSON.stringify(shown, null, 2) + '\n');
+        const warnings = configWarnings(config);
+        for (const w of await labCredentialUse(config)) {
+          warnings.push(`${w}: the documented lab credential; change it before production use`);
+        }
+        for (const w of warnings) process.stderr.write(`warning: ${w}\n`);
+      },
+    },
+    sources: {
+      summary: 'Upstream sources of a running server, like chronyc sources (--json for the API body)',
+      options: { ...apiOptions, json: { type: 'boolean' as const, description: 'print the API JSON' } },
+      run: ({ values }) => fromApi(values, '/api/peers', (b) => formatSources(b as PeerRow[])),
+    },
+    sourcestats: {
+      summary: 'Sample statistics per source, like chronyc sourcestats',
+      options: { ...apiOptions, json: { type: 'boolean' as const, description: 'print the API JSON' } },
+      run: ({ values }) => fromApi(values, '/api/peers', (b) => formatSourcestats(b as PeerRow[])),
+    },
+    tracking: {
+      summary: 'The served clock of a running server, like chronyc tracking',
+      options: { ...apiOptions, json: { type: 'boolean' as const, description: 'print the API JSON' } },
+      run: ({ values }) => fromApi(values, '/api/status', (b) => formatTracking(b as TrackingStatus)),
+    },
+    'hash-password': {
+      summary:
+        'Read a password from stdin (one line) and print its scrypt hash for web.users[].password_hash',
+      run: async () => {
+        if (process.stdin.isTTY) process.stderr.write('password (input is shown; pipe it to hide it): ');
+        const password = await readStdin();
+        if (password.length < 8) {
+          process.stderr.write('timesvc hash-password: give a password of at least 8 characters on stdin\n');
+          process.exitCode = 2;
+          return;
+        }
+        process.stdout.write((await hashPassword(password)) + '\n');
       },
     },
     query: {
       summary: 'Ask an NTP server for the time once and print offset, delay, stratum, refid',
       positionals: '<host[:port]>',
-      options: { count: { type: 'string', description: 'number of queries (default 1, max 20)' } },
+      options: {
+        count: { type: 'string', description: 'number of queries (default 1, max 20)' },
+        json: { type: 'boolean', description: 'one JSON object per sample (the full decoded reply)' },
+      },
       run: async ({ positionals, values }) => {
         const hp = parseHostPort(positionals[0] ?? '', 123);
         if (!hp) {
@@ -104,7 +200,9 @@ await runCli(
         for (let i = 0; i < count; i++) {
           try {
             const r = await queryServer(hp.host, hp.port, 2000);
-            process.stdout.write(JSON.stringify(r) + '\n');
+            process.stdout.write(
+              values['json'] ? JSON.stringify(r) + '\n' : formatQuery(hp.host, hp.port, r),
+            );
           } catch (err) {
             process.stderr.write(`timesvc query: ${(err as Error).message}\n`);
             process.exitCode = 1;

@@ -4,8 +4,8 @@ import { fail } from '../errors.ts';
 import type { ClockState } from '../domain/clock-state.ts';
 
 /**
- * The web app: `GET /api/health` and `GET /metrics` (both public). The rest of the web API (auth, status,
- * config, WebSockets) is not built yet (README "Endpoints and metrics").
+ * The web app: `GET /api/health` and `GET /metrics` (both public); the rest of the web API, the streams and
+ * the dashboard are added by io/web/web-layer.ts (README "Web API").
  */
 export function buildHttpApp(options: {
   logger: Logger;
@@ -18,8 +18,19 @@ export function buildHttpApp(options: {
   clock?: () => ClockHealth;
   /** HOLDOVER stays healthy while the advertised error is below this, seconds. */
   holdoverMaxErrorS?: number;
+  /** TLS for the web port (`web.tls_enabled`): PEM certificate chain and key. */
+  https?: { cert: Buffer; key: Buffer } | undefined;
 }): FastifyInstance {
-  const app = createHttpApp({ logger: options.logger, bodyLimit: 64 * 1024 });
+  const app = createHttpApp({
+    logger: options.logger,
+    bodyLimit: 64 * 1024,
+    // Timeouts against slow clients (15 s to send a request, 60 s idle keep-alive).
+    fastify: {
+      requestTimeout: 15_000,
+      keepAliveTimeout: 60_000,
+      ...(options.https ? { https: { ...options.https, minVersion: 'TLSv1.2' as const } } : {}),
+    },
+  });
   app.get('/api/health', (_request, reply) => {
     const clock = options.clock?.();
     const status = clock ? healthStatus(clock, options.holdoverMaxErrorS ?? 0.01) : 'healthy';

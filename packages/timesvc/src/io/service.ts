@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { performance } from 'node:perf_hooks';
 import type { FastifyInstance } from 'fastify';
@@ -21,6 +22,10 @@ import { createNtsServerSide, registerNtsMetrics, type NtsServerSide } from './n
 import { PeerClient } from './peer-client.ts';
 import { LeapListFile } from './leap-list.ts';
 import { ServedClock, hiresClock, measurePrecision, type TimeSource } from './served-clock.ts';
+import { SourceStatsTracker } from '../domain/source-stats.ts';
+import { createWebLayer, type WebLayer } from './web/web-layer.ts';
+import type { LogRing } from './web/log-ring.ts';
+import type { GpsdoProvider, GpsdoStatus, PtpProvider, Satellite } from './web/providers.ts';
 
 /**
  * Wires the time service: served clock, clock manager, upstream peers, NTP server, web app. `start()`
@@ -32,6 +37,8 @@ export interface TimesvcService {
   readonly manager: ClockManager;
   readonly peers: readonly PeerClient[];
   readonly registry: Registry;
+  /** The web API, streams and dashboard (README "Web API"). */
+  readonly web: WebLayer;
   readonly app: FastifyInstance;
   server(): NtpServer | undefined;
   /** The NTS server side (cookies, NTS-KE, packet responder) when nts.enabled. */
@@ -52,6 +59,17 @@ export const VERSION = (require('../../package.json') as { version: string }).ve
 export interface TimesvcOptions {
   /** Where the served clock reads the host clock (tests inject host clock steps through it). */
   timeSource?: TimeSource;
+  /** The config file the service was loaded from (GET/PUT /api/config write it); none = embedded defaults. */
+  configFile?: string | undefined;
+  /** The ring the logger's destination feeds (/api/logs, /api/ws/logs); main.ts and tests pass it. */
+  logRing?: LogRing | undefined;
+  /** GPSDO and PTP as seen by the web layer (README "Web API: GPSDO and PTP providers"). */
+  gpsdo?: GpsdoProvider | undefined;
+  ptp?: PtpProvider | undefined;
+  /** Environment for config reloads through PUT /api/config (default process.env). */
+  environment?: NodeJS.ProcessEnv;
+  /** Period of the status stream (default 1 s; tests lengthen it to see the on-change pushes alone). */
+  statusIntervalMs?: number;
 }
 
 export function createTimesvc(
@@ -146,31 +164,35 @@ export function createTimesvc(
   const rxCorrectionMs = ntp.rx_timestamp_correction_us / 1000;
   const peerLog = logger.child({ component: 'ntp-peer' });
   const peers: PeerClient[] = [];
+  const makePeer = (p: TimesvcConfig['ntp']['upstream_peers'][number]): PeerClient | undefined => {
+    const hp = parseHostPort(p.address, 123);
+    if (!hp) return undefined; // the schema has rejected it already
+    const polls = peerPolls(p, ntp.poll_interval);
+    return new PeerClient({
+      config: { address: p.address, prefer: p.prefer, iburst: p.iburst, ...polls },
+      host: hp.host,
+      port: hp.port,
+      clock: served,
+      manager,
+      logger: peerLog,
+      precision,
+      rxCorrectionMs,
+      kernelRxTimestamps: ntp.kernel_rx_timestamps,
+      nts: p.nts_enabled
+        ? new NtsPeerSecurity({
+            host: hp.host,
+            kePort: p.nts_ke_port,
+            caFile: config.nts.ca_path || undefined,
+            logger: peerLog.child({ peer: p.address, nts: true }),
+            now: () => performance.now(),
+          })
+        : undefined,
+    });
+  };
   if (ntp.enabled) {
     for (const p of ntp.upstream_peers) {
-      const hp = parseHostPort(p.address, 123);
-      if (!hp) continue; // the schema has rejected it already
-      const polls = peerPolls(p, ntp.poll_interval);
-      const client = new PeerClient({
-        config: { address: p.address, prefer: p.prefer, iburst: p.iburst, ...polls },
-        host: hp.host,
-        port: hp.port,
-        clock: served,
-        manager,
-        logger: peerLog,
-        precision,
-        rxCorrectionMs,
-        kernelRxTimestamps: ntp.kernel_rx_timestamps,
-        nts: p.nts_enabled
-          ? new NtsPeerSecurity({
-              host: hp.host,
-              kePort: p.nts_ke_port,
-              caFile: config.nts.ca_path || undefined,
-              logger: peerLog.child({ peer: p.address, nts: true }),
-              now: () => performance.now(),
-            })
-          : undefined,
-      });
+      const client = makePeer(p);
+      if (!client) continue;
       manager.register(client);
       peers.push(client);
     }
@@ -216,6 +238,9 @@ export function createTimesvc(
       };
     },
     holdoverMaxErrorS: d.holdover_max_error,
+    https: config.web.tls_enabled
+      ? { cert: readFileSync(config.web.tls_cert), key: readFileSync(config.web.tls_key) }
+      : undefined,
   });
   // One clock-quality model: NTP's stratum/LI and PTP's class/time source from the same manager state.
   const quality = (): ClockQuality => {
@@ -243,6 +268,65 @@ export function createTimesvc(
       })
     : undefined;
   if (ptp) registerPtpMetrics(registry, () => ptp);
+  // The web layer's view of the GPSDO and the PTP announcer (README "Web API: GPSDO and PTP providers").
+  const gpsdoProvider: GpsdoProvider | undefined = gpsdo
+    ? {
+        status: () => {
+          const s = gpsdo.gpsdoStatus();
+          const lastPps = s.lastPpsUnixMs;
+          return {
+            ...(gpsdo.apiStatus() as Omit<GpsdoStatus, 'fix' | 'pps_ok'>),
+            fix: s.fix.valid,
+            pps_ok: lastPps !== undefined && Math.abs(Date.now() - lastPps) < 2000,
+          };
+        },
+        satellites: () => gpsdo.apiSatellites() as unknown as Satellite[],
+      }
+    : options.gpsdo;
+  const ptpProvider: PtpProvider | undefined = ptp
+    ? { status: () => ({ offset_ns: 0, ...ptp.status() }) }
+    : options.ptp;
+  let started = false;
+  const web = createWebLayer({
+    app,
+    config,
+    logger,
+    manager,
+    registry,
+    served,
+    startedMs,
+    version: VERSION,
+    server: () => server,
+    peers: () => peers,
+    nts: () => ntsSide,
+    stats: new SourceStatsTracker(),
+    configFile: options.configFile,
+    logRing: options.logRing,
+    gpsdo: gpsdoProvider,
+    ptp: ptpProvider,
+    environment: options.environment,
+    statusIntervalMs: options.statusIntervalMs,
+    // Live peer changes from PUT /api/config (README "Web API: configuration").
+    peerControl: {
+      add: (p) => {
+        if (!ntp.enabled) return false;
+        const client = makePeer(p);
+        if (!client) return false;
+        manager.register(client);
+        peers.push(client);
+        if (started) client.start();
+        return true;
+      },
+      remove: async (address) => {
+        const i = peers.findIndex((c) => c.peer.config.address === address);
+        const client = peers[i];
+        if (!client) return;
+        peers.splice(i, 1);
+        manager.unregister(client.id);
+        await client.close();
+      },
+    },
+  });
 
   return {
     config,
@@ -251,12 +335,14 @@ export function createTimesvc(
     peers,
     registry,
     app,
+    web,
     server: () => server,
     nts: () => ntsSide,
     gpsdo: () => gpsdo,
     ptp: () => ptp,
     clockQuality: quality,
     async start() {
+      await web.checkCredentials();
       served.start();
       leapList?.start();
       manager.start();
@@ -279,8 +365,11 @@ export function createTimesvc(
         for (const p of peers) p.start();
       }
       await ptp?.start();
+      started = true;
+      web.start();
     },
     async close() {
+      web.stop();
       await gpsdo?.close();
       await ptp?.close();
       manager.stop();

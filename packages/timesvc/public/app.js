@@ -1,0 +1,316 @@
+// timesvc dashboard: plain browser JS, same origin only (README "Web API"). Token kept in sessionStorage.
+'use strict';
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const history = []; // {t, off, jit, err} seconds, last 5 minutes
+  const WINDOW_MS = 5 * 60 * 1000;
+  let token = sessionStorage.getItem('timesvc-token');
+  let role = sessionStorage.getItem('timesvc-role');
+  let statusWs, logsWs, retry;
+
+  const fmt = (s, signed = true) => {
+    if (s === null || s === undefined || !Number.isFinite(s)) return '—';
+    const a = Math.abs(s);
+    const sign = signed ? (s < 0 ? '−' : '+') : '';
+    if (a < 1e-6) return `${sign}${(a * 1e9).toFixed(0)} ns`;
+    if (a < 1e-3) return `${sign}${(a * 1e6).toFixed(1)} µs`;
+    if (a < 1) return `${sign}${(a * 1e3).toFixed(2)} ms`;
+    return `${sign}${a.toFixed(3)} s`;
+  };
+  const api = async (method, path, body) => {
+    const res = await fetch(path, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    const json = await res.json().catch(() => ({}));
+    if (res.status === 401) logout();
+    return { ok: res.ok, status: res.status, json };
+  };
+  const kv = (el, obj, notEnabled) => {
+    el.replaceChildren();
+    if (!obj || obj.message) {
+      const d = document.createElement('div');
+      d.className = 'na';
+      d.textContent = notEnabled;
+      el.append(d);
+      return;
+    }
+    for (const [k, v] of Object.entries(obj)) {
+      if (v === null || typeof v === 'object') continue;
+      const d = document.createElement('div');
+      const a = document.createElement('span');
+      const b = document.createElement('span');
+      a.textContent = k.replaceAll('_', ' ');
+      b.textContent = String(v);
+      d.append(a, b);
+      el.append(d);
+    }
+  };
+
+  function showLogin() {
+    $('app').hidden = true;
+    $('login').hidden = false;
+  }
+  function logout() {
+    sessionStorage.clear();
+    token = null;
+    statusWs?.close();
+    logsWs?.close();
+    clearTimeout(retry);
+    showLogin();
+  }
+  $('logout').addEventListener('click', logout);
+  $('login').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    $('loginError').textContent = '';
+    const res = await fetch('/api/auth/login', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: $('user').value, password: $('password').value }),
+    });
+    const body = await res.json().catch(() => ({}));
+    if (!res.ok) {
+      $('loginError').textContent = body.message || `login failed (${res.status})`;
+      return;
+    }
+    token = body.token;
+    role = body.user.role;
+    sessionStorage.setItem('timesvc-token', token);
+    sessionStorage.setItem('timesvc-role', role);
+    sessionStorage.setItem('timesvc-user', body.user.username);
+    $('password').value = '';
+    start();
+  });
+
+  function wsUrl(path) {
+    return `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}${path}${path.includes('?') ? '&' : '?'}token=${encodeURIComponent(token)}`;
+  }
+
+  function start() {
+    $('login').hidden = true;
+    $('app').hidden = false;
+    $('whoami').textContent = `${sessionStorage.getItem('timesvc-user') || ''} ${role}`;
+    $('admin').hidden = role !== 'admin';
+    if (role === 'admin') loadConfig();
+    connectStatus();
+    connectLogs();
+  }
+
+  function connectStatus() {
+    statusWs?.close();
+    statusWs = new WebSocket(wsUrl('/api/ws/status'));
+    statusWs.onmessage = (m) => {
+      const msg = JSON.parse(m.data);
+      if (msg.type === 'status') render(msg.data);
+    };
+    statusWs.onclose = (e) => {
+      if (token && e.code !== 1000) retry = setTimeout(connectStatus, 2000);
+    };
+  }
+
+  function connectLogs() {
+    logsWs?.close();
+    $('logs').replaceChildren();
+    logsWs = new WebSocket(wsUrl(`/api/ws/logs?level=${$('logLevel').value}`));
+    logsWs.onmessage = (m) => {
+      const msg = JSON.parse(m.data);
+      if (msg.type !== 'logs') return;
+      const box = $('logs');
+      const atBottom = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
+      for (const e of msg.entries) {
+        const d = document.createElement('div');
+        d.className = e.level;
+        d.dataset.seq = e.seq;
+        d.textContent = `${e.timestamp.slice(11, 23)} ${e.level.padEnd(7)} ${e.component}: ${e.message}`;
+        box.append(d);
+      }
+      while (box.childElementCount > 500) box.firstElementChild.remove();
+      if (atBottom) box.scrollTop = box.scrollHeight;
+    };
+  }
+  $('logLevel').addEventListener('change', connectLogs);
+
+  function render(s) {
+    $('banner').hidden = !s.default_credential;
+    const c = s.clock;
+    $('state').textContent = c.state;
+    $('state').dataset.state = c.state;
+    $('offset').textContent = fmt(c.offset_ns / 1e9);
+    $('error').textContent =
+      c.estimated_error_ns === null ? 'unsynchronised' : `± ${fmt(c.estimated_error_ns / 1e9, false)}`;
+    $('stratum').textContent = s.ntp ? String(s.ntp.stratum) : '—';
+    $('reference').textContent = c.active_reference || c.last_reference || 'none';
+    const now = Date.now();
+    history.push({
+      t: now,
+      off: c.offset_ns / 1e9,
+      jit: c.jitter_ns / 1e9,
+      err: c.estimated_error_ns === null ? null : c.estimated_error_ns / 1e9,
+    });
+    while (history.length && history[0].t < now - WINDOW_MS) history.shift();
+    drawChart();
+    renderSources(s.peers || []);
+    const rate = requestRate(s.ntp);
+    kv(
+      $('ntp'),
+      s.ntp && {
+        stratum: s.ntp.stratum,
+        ref_id: s.ntp.ref_id,
+        requests_per_s: rate,
+        requests: s.ntp.request_count,
+        rx_timestamps: s.ntp.rx_timestamps,
+        root_delay_ms: s.ntp.root_delay_ms.toFixed(3),
+        root_dispersion_ms: s.ntp.root_dispersion_ms.toFixed(3),
+      },
+      'NTP not enabled',
+    );
+    kv(
+      $('nts'),
+      s.nts && s.nts.running ? { ...s.nts, ke_requests_per_s: keRate(s.nts) } : null,
+      'NTS not enabled',
+    );
+    kv($('gpsdo'), s.gpsdo, 'GPSDO not enabled');
+    kv($('ptp'), s.ptp, 'PTP not enabled');
+    kv(
+      $('satellites'),
+      s.gpsdo && !s.gpsdo.message ? { satellites_used: s.gpsdo.satellites } : null,
+      'GPS not enabled',
+    );
+  }
+
+  let lastReq, lastKe;
+  function requestRate(ntp) {
+    if (!ntp) return '—';
+    const now = Date.now();
+    const r = lastReq && now > lastReq.t ? (ntp.request_count - lastReq.n) / ((now - lastReq.t) / 1000) : 0;
+    lastReq = { t: now, n: ntp.request_count };
+    return r.toFixed(1);
+  }
+  function keRate(nts) {
+    const now = Date.now();
+    const r = lastKe && now > lastKe.t ? (nts.total_ke_requests - lastKe.n) / ((now - lastKe.t) / 1000) : 0;
+    lastKe = { t: now, n: nts.total_ke_requests };
+    return r.toFixed(1);
+  }
+
+  function renderSources(peers) {
+    const body = $('sources').querySelector('tbody');
+    body.replaceChildren();
+    if (!peers.length) {
+      const tr = document.createElement('tr');
+      const td = document.createElement('td');
+      td.colSpan = 10;
+      td.className = 'na';
+      td.textContent = 'No upstream peers';
+      tr.append(td);
+      body.append(tr);
+    }
+    for (const p of peers) {
+      const tr = document.createElement('tr');
+      tr.dataset.address = p.address;
+      if (p.selected) tr.className = 'selected';
+      const mark = p.selected
+        ? '★'
+        : p.verdict === 'candidate'
+          ? '+'
+          : p.verdict === 'falseticker'
+            ? '✗'
+            : p.reachable
+              ? '·'
+              : '?';
+      const reach = p.reach.toString(2).padStart(8, '0').replaceAll('1', '●').replaceAll('0', '○');
+      const cells = [
+        mark,
+        p.address,
+        p.stratum,
+        reach,
+        fmt(p.offset_us === null ? null : p.offset_us / 1e6),
+        fmt(p.delay_us === null ? null : p.delay_us / 1e6, false),
+        fmt(p.jitter_us === null ? null : p.jitter_us / 1e6, false),
+        p.last_sample_age_s === null ? '—' : `${Math.round(p.last_sample_age_s)} s`,
+        p.verdict_reason,
+        p.nts_enabled ? 'yes' : 'no',
+      ];
+      cells.forEach((v, i) => {
+        const td = document.createElement('td');
+        td.textContent = String(v);
+        if (i === 0) td.className = 'mark';
+        if (i === 3) td.className = 'reach';
+        td.title = i === 3 ? `reach ${p.reach_octal} (octal)` : '';
+        tr.append(td);
+      });
+      body.append(tr);
+    }
+  }
+
+  function drawChart() {
+    const cv = $('chart');
+    const w = (cv.width = cv.clientWidth * devicePixelRatio);
+    const h = (cv.height = cv.clientHeight * devicePixelRatio);
+    const g = cv.getContext('2d');
+    g.clearRect(0, 0, w, h);
+    if (history.length < 2) return;
+    const now = Date.now();
+    let max = 1e-6;
+    for (const p of history) max = Math.max(max, Math.abs(p.off) + p.jit, p.err ?? 0);
+    const x = (t) => ((t - (now - WINDOW_MS)) / WINDOW_MS) * w;
+    const y = (v) => h / 2 - (v / max) * (h / 2 - 10);
+    g.strokeStyle = '#30363d';
+    g.beginPath();
+    g.moveTo(0, h / 2);
+    g.lineTo(w, h / 2);
+    g.stroke();
+    const band = (get, colour) => {
+      g.fillStyle = colour;
+      g.beginPath();
+      history.forEach((p, i) => (i ? g.lineTo(x(p.t), y(get(p))) : g.moveTo(x(p.t), y(get(p)))));
+      for (let i = history.length - 1; i >= 0; i--) g.lineTo(x(history[i].t), y(-get(history[i])));
+      g.closePath();
+      g.fill();
+    };
+    band((p) => p.err ?? 0, 'rgba(240,136,62,0.18)');
+    band((p) => p.jit, 'rgba(210,168,255,0.35)');
+    g.strokeStyle = '#58a6ff';
+    g.lineWidth = 2 * devicePixelRatio;
+    g.beginPath();
+    history.forEach((p, i) => (i ? g.lineTo(x(p.t), y(p.off)) : g.moveTo(x(p.t), y(p.off))));
+    g.stroke();
+    g.fillStyle = '#8b949e';
+    g.font = `${12 * devicePixelRatio}px system-ui`;
+    g.fillText(`± ${fmt(max, false)}`, 6, 14 * devicePixelRatio);
+  }
+
+  async function loadConfig() {
+    const r = await api('GET', '/api/config');
+    $('configText').value = r.ok ? JSON.stringify(r.json, null, 2) : '';
+    $('configResult').textContent = r.ok ? '' : r.json.message || `error ${r.status}`;
+  }
+  $('reloadConfig').addEventListener('click', loadConfig);
+  $('saveConfig').addEventListener('click', async () => {
+    let doc;
+    try {
+      doc = JSON.parse($('configText').value);
+    } catch (err) {
+      $('configResult').textContent = `not JSON: ${err.message}`;
+      return;
+    }
+    const r = await api('PUT', '/api/config', doc);
+    $('configResult').textContent = r.json.message || `error ${r.status}`;
+  });
+  $('addPeer').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    const r = await api('POST', '/api/config/ntp/peers', {
+      address: $('peerAddress').value.trim(),
+      prefer: $('peerPrefer').checked,
+    });
+    $('configResult').textContent = r.json.message || `error ${r.status}`;
+    if (r.ok) {
+      $('peerAddress').value = '';
+      loadConfig();
+    }
+  });
+
+  if (token) start();
+  else showLogin();
+})();

@@ -1,0 +1,258 @@
+import type { TimesvcConfig } from '../config.ts';
+import type { QueryResult } from './query.ts';
+import { refIdText } from './web/status.ts';
+
+/**
+ * The operator commands of `npx timesvc` (README "Command line"): `sources`, `sourcestats` and `tracking`
+ * read a running server's web API and print tables laid out like their chronyc namesakes; `query` prints a
+ * human summary; `check-config` warns about sections that are enabled but not acted on.
+ */
+
+export interface ApiTarget {
+  url: string;
+  token?: string | undefined;
+  user?: string | undefined;
+  password?: string | undefined;
+}
+
+/** The web API address and credentials from flags, else TIMESVC_URL / TIMESVC_TOKEN / TIMESVC_USER / TIMESVC_PASSWORD. */
+export function apiTarget(values: Record<string, unknown>, env: NodeJS.ProcessEnv): ApiTarget {
+  const str = (k: string): string | undefined => (typeof values[k] === 'string' ? values[k] : undefined);
+  return {
+    url: (str('url') ?? env['TIMESVC_URL'] ?? 'http://127.0.0.1:8080').replace(/\/+$/, ''),
+    token: str('token') ?? env['TIMESVC_TOKEN'],
+    user: str('user') ?? env['TIMESVC_USER'],
+    password: env['TIMESVC_PASSWORD'],
+  };
+}
+
+export async function apiGet<T>(target: ApiTarget, path: string): Promise<T> {
+  let token = target.token;
+  if (!token && target.user) {
+    if (!target.password) throw new Error('set TIMESVC_PASSWORD (or give --token / TIMESVC_TOKEN)');
+    const res = await fetch(`${target.url}/api/auth/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: target.user, password: target.password }),
+      signal: AbortSignal.timeout(30_000),
+    });
+    const body = (await res.json().catch(() => ({}))) as { token?: string; message?: string };
+    if (!res.ok || !body.token) throw new Error(`login failed: ${res.status} ${body.message ?? ''}`.trim());
+    token = body.token;
+  }
+  const res = await fetch(`${target.url}${path}`, {
+    headers: token ? { authorization: `Bearer ${token}` } : {},
+    signal: AbortSignal.timeout(30_000),
+  });
+  const body: unknown = await res.json().catch(() => ({}));
+  if (!res.ok) {
+    const msg = (body as { message?: string }).message ?? '';
+    throw new Error(
+      `${path}: ${res.status} ${msg}${res.status === 401 ? ' (give --user with TIMESVC_PASSWORD, or --token)' : ''}`,
+    );
+  }
+  return body as T;
+}
+
+/** chronyc's compact units: 12ns, 345us, 12ms, 3s, with a sign when asked. */
+export function fmtTime(seconds: number | null | undefined, signed = true): string {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return '-';
+  const a = Math.abs(seconds);
+  const sign = signed ? (seconds < 0 ? '-' : '+') : seconds < 0 ? '-' : '';
+  const [v, u] = a < 1e-6 ? [a * 1e9, 'ns'] : a < 1e-3 ? [a * 1e6, 'us'] : a < 1 ? [a * 1e3, 'ms'] : [a, 's'];
+  return `${sign}${Math.round(v)}${u}`;
+}
+
+function fmtAge(s: number | null): string {
+  if (s === null || !Number.isFinite(s)) return '-';
+  if (s < 1000) return String(Math.round(s));
+  if (s < 60 * 1000) return `${Math.round(s / 60)}m`;
+  if (s < 3600 * 1000) return `${Math.round(s / 3600)}h`;
+  return `${Math.round(s / 86400)}d`;
+}
+
+export interface PeerRow {
+  address: string;
+  stratum: number;
+  poll: number;
+  reach: number;
+  reachable: boolean;
+  selected: boolean;
+  verdict: string;
+  offset_us: number | null;
+  jitter_us: number | null;
+  root_distance_us: number | null;
+  last_sample_age_s: number | null;
+  nts_enabled: boolean;
+  sourcestats: {
+    samples: number;
+    span_s: number;
+    frequency_ppm: number | null;
+    skew_ppm: number | null;
+    offset_us: number | null;
+    stddev_us: number | null;
+  };
+}
+
+/** chronyc's source state: * selected, + combined, - not combined, x falseticker, ? unusable. */
+export function stateMark(p: PeerRow): string {
+  if (p.selected) return '*';
+  if (!p.reachable || p.verdict === 'unusable') return '?';
+  if (p.verdict === 'candidate') return '+';
+  if (p.verdict === 'falseticker') return 'x';
+  if (p.verdict === 'too_few_samples') return '?';
+  return '-';
+}
+
+export function formatSources(peers: readonly PeerRow[]): string {
+  const lines = [
+    'MS Name/IP address         Stratum Poll Reach LastRx Last sample',
+    '===============================================================================',
+  ];
+  for (const p of peers) {
+    const off = p.offset_us === null ? null : p.offset_us / 1e6;
+    const err = p.root_distance_us === null ? null : p.root_distance_us / 1e6;
+    const name = (p.nts_enabled ? `${p.address} (NTS)` : p.address).slice(0, 27).padEnd(27);
+    lines.push(
+      `^${stateMark(p)} ${name}${String(p.stratum).padStart(2)}  ${String(p.poll).padStart(3)}   ${p.reach
+        .toString(8)
+        .padStart(
+          3,
+        )}  ${fmtAge(p.last_sample_age_s).padStart(5)}  ${fmtTime(off).padStart(7)} +/- ${fmtTime(err, false).padStart(6)}`,
+    );
+  }
+  if (peers.length === 0) lines.push('(no upstream peers configured)');
+  return lines.join('\n') + '\n';
+}
+
+export function formatSourcestats(peers: readonly PeerRow[]): string {
+  const lines = [
+    'Name/IP Address            NP  Span  Frequency  Freq Skew  Offset  Std Dev',
+    '==============================================================================',
+  ];
+  const num = (v: number | null, digits: number): string => (v === null ? '-' : v.toFixed(digits));
+  for (const p of peers) {
+    const s = p.sourcestats;
+    lines.push(
+      `${p.address.slice(0, 25).padEnd(25)} ${String(s.samples).padStart(3)} ${String(Math.round(s.span_s)).padStart(5)} ${num(
+        s.frequency_ppm,
+        3,
+      ).padStart(
+        10,
+      )} ${num(s.skew_ppm, 3).padStart(10)} ${fmtTime(s.offset_us === null ? null : s.offset_us / 1e6).padStart(7)} ${fmtTime(
+        s.stddev_us === null ? null : s.stddev_us / 1e6,
+        false,
+      ).padStart(8)}`,
+    );
+  }
+  return lines.join('\n') + '\n';
+}
+
+export interface TrackingStatus {
+  clock: {
+    state: string;
+    offset_ns: number;
+    offset_stddev_ns: number;
+    drift_ppb: number;
+    drift_error_ppb: number;
+    remaining_slew_ns: number;
+    estimated_error_ns: number | null;
+    active_reference: string | null;
+    last_sync: string | null;
+    last_update_age_s: number | null;
+    leap: string;
+  };
+  ntp: {
+    stratum: number;
+    ref_id: string;
+    ref_id_hex: string;
+    root_delay_ms: number;
+    root_dispersion_ms: number;
+  };
+}
+
+export function formatTracking(s: TrackingStatus): string {
+  const c = s.clock;
+  const sec = (ns: number | null, digits = 9): string =>
+    ns === null ? '-' : `${(ns / 1e9).toFixed(digits)} seconds`;
+  const signed = (ns: number): string => `${ns >= 0 ? '+' : '-'}${Math.abs(ns / 1e9).toFixed(9)} seconds`;
+  const leap =
+    c.leap === 'none'
+      ? 'Normal'
+      : c.leap === 'insert'
+        ? 'Insert second'
+        : c.leap === 'delete'
+          ? 'Delete second'
+          : 'Not synchronised';
+  const rows: [string, string][] = [
+    ['Reference ID', `${s.ntp.ref_id_hex} (${s.ntp.ref_id})`],
+    ['Stratum', String(s.ntp.stratum)],
+    ['Ref time (UTC)', c.last_sync ? new Date(c.last_sync).toUTCString() : '-'],
+    ['Clock state', c.state.toUpperCase()],
+    ['Reference', c.active_reference ?? '-'],
+    ['Last offset', signed(c.offset_ns)],
+    ['Offset std dev', sec(c.offset_stddev_ns)],
+    ['Slew remaining', signed(c.remaining_slew_ns)],
+    [
+      'Frequency',
+      `${Math.abs(c.drift_ppb / 1000).toFixed(3)} ppm ${c.drift_ppb >= 0 ? 'fast' : 'slow'} (served vs host clock)`,
+    ],
+    ['Skew', `${(c.drift_error_ppb / 1000).toFixed(3)} ppm`],
+    ['Root delay', `${(s.ntp.root_delay_ms / 1000).toFixed(9)} seconds`],
+    ['Root dispersion', `${(s.ntp.root_dispersion_ms / 1000).toFixed(9)} seconds`],
+    ['Estimated error', sec(c.estimated_error_ns)],
+    ['Update age', c.last_update_age_s === null ? '-' : `${c.last_update_age_s.toFixed(1)} seconds`],
+    ['Leap status', leap],
+  ];
+  return rows.map(([k, v]) => `${k.padEnd(16)}: ${v}`).join('\n') + '\n';
+}
+
+/** One line per query, readable: offset, delay, stratum, refid as text where it is ASCII. */
+export function formatQuery(host: string, port: number, r: QueryResult): string {
+  const leap = ['no warning', 'leap insert', 'leap delete', 'unsynchronised'][r.leap] ?? String(r.leap);
+  if (r.kiss) return `${host}:${port}  kiss-o'-death ${r.kiss} (stratum 0)\n`;
+  return (
+    `${host}:${port}  offset ${fmtTime(r.offsetS)}  delay ${fmtTime(r.delayS, false)}  stratum ${r.stratum}  ` +
+    `refid ${refIdText(r.packet.referenceId, r.stratum)}  root delay ${fmtTime(r.rootDelayS, false)}  root disp ${fmtTime(r.rootDispersionS, false)}  ` +
+    `poll ${r.poll}  precision 2^${r.precision}  v${r.version}  ${leap}\n`
+  );
+}
+
+/**
+ * Sections enabled but not acted on by this build, and other settings that do nothing (check-config and
+ * every start warn). The list shrinks as the services arrive.
+ */
+export const NOT_IMPLEMENTED: readonly { path: string; when: (c: TimesvcConfig) => boolean; why: string }[] =
+  [
+    {
+      path: 'nts.cipher_suite',
+      when: (c) => c.nts.cipher_suite !== '',
+      why: 'ignored: NTS-KE offers AEAD_AES_SIV_CMAC_256 only',
+    },
+    {
+      path: 'web.session_timeout',
+      when: (c) => c.web.session_timeout !== 30 * 60,
+      why: 'ignored: tokens end at web.jwt_expiry',
+    },
+    {
+      path: 'web.rate_limit_rps',
+      when: (c) => c.web.rate_limit_rps !== 100,
+      why: 'ignored: only failed logins are throttled',
+    },
+  ];
+
+export function configWarnings(c: TimesvcConfig): string[] {
+  const out = NOT_IMPLEMENTED.filter((n) => n.when(c)).map((n) => `${n.path}: ${n.why}`);
+  if (c.ntp.stratum === 1 && !c.ntp.local_stratum && !c.gpsdo.enabled) {
+    out.push(
+      'ntp.stratum: 1 is served only with a locked GPSDO (or local_stratum); from peers it is their stratum + 1',
+    );
+  }
+  if (c.gpsdo.enabled && c.ntp.upstream_peers.length === 0 && !c.ntp.local_stratum) {
+    out.push('ntp.upstream_peers: none, and the GPSDO is not acted on: the service will stay unsynchronised');
+  }
+  if (c.web.users.length === 0) {
+    out.push('web.users: none configured: every API route but health and metrics answers 401');
+  }
+  return out;
+}

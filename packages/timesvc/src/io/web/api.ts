@@ -1,0 +1,370 @@
+import { hostname } from 'node:os';
+import { isIP } from 'node:net';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { ConfigError, bearerToken, type Logger } from '@broadcast-ops/core';
+import { fail } from '../../errors.ts';
+import { allowed, ROUTES, type Permission, type Role, type RouteSpec } from '../../domain/permissions.ts';
+import type { TimesvcConfig } from '../../config.ts';
+import { Authenticator, LoginThrottle } from './auth.ts';
+import { changedPaths, type ConfigStore } from './config-store.ts';
+import { LOG_LEVELS, type LogLevel, type LogRing } from './log-ring.ts';
+import { clockStatus, fullStatus, ntpStatus, ntsStatus, peersStatus, type StatusSources } from './status.ts';
+
+/**
+ * The web API behind `/api/*` (README "Web API"): login, roles enforced on every route from the one
+ * table in domain/permissions.ts, status, peers, logs, configuration. Errors are the toolkit's one shape
+ * `{error: CODE, message}`.
+ */
+export interface WebApiContext extends StatusSources {
+  logger: Logger;
+  logs: LogRing;
+  auth: Authenticator | undefined;
+  configStore: ConfigStore;
+  /** Apply a new validated config at run time; returns the paths that need a restart. */
+  applyConfig(next: TimesvcConfig): Promise<{ applied: string[]; restartRequired: string[] }>;
+  reloadNtsCertificate(): boolean;
+}
+
+export interface Principal {
+  username: string;
+  role: Role;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    permission?: Permission;
+    changesState?: boolean;
+  }
+}
+
+const loginBody = z.strictObject({
+  username: z.string().min(1).max(128),
+  password: z.string().min(1).max(1024),
+});
+
+const peerBody = z.strictObject({
+  address: z.string().min(1).max(300),
+  prefer: z.boolean().optional(),
+  iburst: z.boolean().optional(),
+  minpoll: z.number().int().optional(),
+  maxpoll: z.number().int().optional(),
+  nts_enabled: z.boolean().optional(),
+  nts_ke_port: z.number().int().optional(),
+});
+
+/** Concurrent scrypt verifications (128 MiB each at the OWASP parameters). */
+const MAX_CONCURRENT_LOGINS = 2;
+
+/** Token from `Authorization: Bearer`, else `?token=` (browsers cannot set headers on WebSockets). */
+export function requestToken(
+  headers: Record<string, string | string[] | undefined>,
+  url: string,
+): string | undefined {
+  const auth = headers['authorization'];
+  const fromHeader = bearerToken(Array.isArray(auth) ? auth[0] : auth);
+  if (fromHeader) return fromHeader;
+  const q = url.indexOf('?');
+  if (q < 0) return undefined;
+  return new URLSearchParams(url.slice(q + 1)).get('token') ?? undefined;
+}
+
+/** Resolve the caller for a permission; throws 401/403 AppErrors. */
+export async function authorise(
+  ctx: Pick<WebApiContext, 'auth' | 'config'>,
+  permission: Permission,
+  token: string | undefined,
+): Promise<Principal | undefined> {
+  if (permission === 'public') return undefined;
+  if (permission === 'read' && ctx.config().web.read_only_mode) return undefined;
+  if (!token) throw fail('UNAUTHORIZED', 'missing authentication token');
+  if (!ctx.auth) throw fail('UNAUTHORIZED', 'invalid token');
+  const r = await ctx.auth.verify(token);
+  if (!r.ok) throw fail('UNAUTHORIZED', r.reason === 'expired' ? 'token expired' : 'invalid token');
+  if (!allowed(r.claims.role, permission)) throw fail('FORBIDDEN', 'insufficient permissions');
+  return { username: r.claims.username, role: r.claims.role };
+}
+
+/**
+ * Host header check for state-changing requests (DNS rebinding): the host must be an IP literal,
+ * `localhost`, this machine's name, or the host of an entry in `web.allowed_origins`. A browser's
+ * `Origin`, when sent, must be the same origin (or listed).
+ */
+export function hostAllowed(
+  host: string | undefined,
+  origin: string | undefined,
+  allowedOrigins: readonly string[],
+): boolean {
+  if (!host) return false;
+  const name = hostOnly(host);
+  const listed = allowedOrigins.map((o) => {
+    try {
+      return new URL(o).hostname.replace(/^\[|\]$/g, '').toLowerCase();
+    } catch {
+      return o.toLowerCase();
+    }
+  });
+  const me = hostname().toLowerCase();
+  const okHost =
+    isIP(name) !== 0 ||
+    name === 'localhost' ||
+    name === me ||
+    name === me.split('.')[0] ||
+    listed.includes(name);
+  if (!okHost) return false;
+  if (origin === undefined) return true;
+  try {
+    const o = new URL(origin);
+    return o.host.toLowerCase() === host.toLowerCase() || allowedOrigins.includes(o.origin);
+  } catch {
+    return false;
+  }
+}
+
+function hostOnly(host: string): string {
+  const h = host.trim().toLowerCase();
+  const bracket = /^\[([^\]]+)\](?::\d+)?$/.exec(h);
+  if (bracket) return bracket[1] ?? '';
+  if (isIP(h) === 6) return h;
+  return h.replace(/:\d+$/, '');
+}
+
+export function registerWebApi(app: FastifyInstance, ctx: WebApiContext): void {
+  const throttle = new LoginThrottle();
+  let verifying = 0;
+  const authLog = ctx.logger.child({ component: 'auth' });
+  const specs = new Map<string, RouteSpec>(ROUTES.map((r) => [`${r.method} ${r.url}`, r]));
+
+  app.addHook('onRequest', async (request: FastifyRequest) => {
+    const permission = request.routeOptions.config.permission;
+    if (permission === undefined) return;
+    if (request.routeOptions.config.changesState) {
+      const origin = request.headers.origin;
+      if (!hostAllowed(request.headers.host, origin, ctx.config().web.allowed_origins)) {
+        throw fail(
+          'HOST_NOT_ALLOWED',
+          `Host "${request.headers.host ?? ''}" is not allowed for this request`,
+        );
+      }
+    }
+    const principal = await authorise(ctx, permission, requestToken(request.headers, request.url));
+    (request as FastifyRequest & { principal?: Principal | undefined }).principal = principal;
+  });
+
+  const route = (
+    method: RouteSpec['method'],
+    url: string,
+    handler: (request: FastifyRequest, reply: FastifyReply) => unknown,
+    extra: { bodyLimit?: number } = {},
+  ): void => {
+    const spec = specs.get(`${method} ${url}`);
+    if (!spec) throw new Error(`route ${method} ${url} is missing from the permission table`);
+    app.route({
+      method,
+      url,
+      config: { permission: spec.permission, changesState: spec.changesState ?? false },
+      ...extra,
+      handler: async (request, reply) => handler(request, reply),
+    });
+  };
+
+  route(
+    'POST',
+    '/api/auth/login',
+    async (request, reply) => {
+      const ip = request.ip;
+      const wait = throttle.waitMs(ip);
+      if (wait > 0) {
+        throw fail('RATE_LIMITED', 'too many failed logins; try again later', {
+          headers: { 'retry-after': String(Math.ceil(wait / 1000)) },
+        });
+      }
+      const body = loginBody.safeParse(request.body);
+      if (!body.success) throw fail('BAD_REQUEST', 'invalid request body: {username, password} expected');
+      if (!ctx.auth) {
+        authLog.warn({ ip, username: body.data.username }, 'login refused: no users are configured');
+        throw fail('UNAUTHORIZED', 'invalid credentials');
+      }
+      if (verifying >= MAX_CONCURRENT_LOGINS) {
+        throw fail('RATE_LIMITED', 'login busy; try again', { headers: { 'retry-after': '1' } });
+      }
+      verifying++;
+      let user;
+      try {
+        user = await ctx.auth.check(body.data.username, body.data.password);
+      } finally {
+        verifying--;
+      }
+      if (!user) {
+        const failures = throttle.fail(ip);
+        authLog.warn({ ip, username: body.data.username, failures }, 'login failed');
+        throw fail('UNAUTHORIZED', 'invalid credentials');
+      }
+      throttle.succeed(ip);
+      const { token, expiresAt } = await ctx.auth.issue(user);
+      authLog.info({ ip, username: user.username, role: user.role }, 'login');
+      return reply.send({
+        token,
+        token_type: 'Bearer',
+        expires_in: Math.max(0, expiresAt - Math.floor(Date.now() / 1000)),
+        expires_at: new Date(expiresAt * 1000).toISOString(),
+        user: { username: user.username, role: user.role },
+      });
+    },
+    { bodyLimit: 4096 },
+  );
+
+  route('GET', '/api/auth/me', (request) => {
+    const p = (request as FastifyRequest & { principal?: Principal | undefined }).principal;
+    return { user: p ?? null, default_credential: ctx.defaultCredential() };
+  });
+  route('GET', '/api/status', () => fullStatus(ctx));
+  route('GET', '/api/status/clock', () => clockStatus(ctx));
+  route('GET', '/api/status/ntp', () => {
+    if (!ctx.config().ntp.enabled) throw fail('NOT_ENABLED', 'NTP server not enabled');
+    return ntpStatus(ctx);
+  });
+  route('GET', '/api/status/nts', () => ntsStatus(ctx) ?? notEnabled('NTS server'));
+  route('GET', '/api/status/ptp', () => ctx.ptp?.status() ?? notEnabled('PTP'));
+  route('GET', '/api/status/gpsdo', () => ctx.gpsdo?.status() ?? notEnabled('GPSDO'));
+  route('GET', '/api/satellites', () => ctx.gpsdo?.satellites() ?? notEnabled('GPSDO'));
+  route('GET', '/api/peers', () => peersStatus(ctx));
+
+  route('GET', '/api/logs', (request) => {
+    const q = request.query as Record<string, string | undefined>;
+    const limit = q['limit'] === undefined ? 100 : Number(q['limit']);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
+      throw fail('BAD_REQUEST', 'limit must be an integer from 1 to 1000');
+    }
+    const level = q['level'];
+    if (level !== undefined && !(LOG_LEVELS as readonly string[]).includes(level)) {
+      throw fail('BAD_REQUEST', `level must be one of ${LOG_LEVELS.join(', ')}`);
+    }
+    const minLevel = q['min_level'];
+    if (minLevel !== undefined && !(LOG_LEVELS as readonly string[]).includes(minLevel)) {
+      throw fail('BAD_REQUEST', `min_level must be one of ${LOG_LEVELS.join(', ')}`);
+    }
+    let sinceMs: number | undefined;
+    if (q['since'] !== undefined) {
+      sinceMs = /^\d+$/.test(q['since']) ? Number(q['since']) : Date.parse(q['since']);
+      if (!Number.isFinite(sinceMs)) throw fail('BAD_REQUEST', 'since must be RFC 3339 or Unix milliseconds');
+    }
+    return ctx.logs.query({
+      limit,
+      ...(level ? { level: level as LogLevel } : {}),
+      ...(minLevel ? { minLevel: minLevel as LogLevel } : {}),
+      ...(sinceMs !== undefined ? { sinceMs } : {}),
+    });
+  });
+
+  // The stream paths as plain HTTP: authorised like the upgrade, then told to upgrade.
+  for (const path of ['/api/ws/status', '/api/ws/logs']) {
+    route('GET', path, (_request, reply) =>
+      reply
+        .code(426)
+        .header('upgrade', 'websocket')
+        .send({ error: 'UPGRADE_REQUIRED', message: 'this is a WebSocket endpoint' }),
+    );
+  }
+
+  route('POST', '/api/nts/reload-certificate', () => {
+    if (!ctx.reloadNtsCertificate()) throw fail('NOT_ENABLED', 'NTS server not enabled');
+    return { status: 'success', message: 'NTS-KE certificate and key re-read' };
+  });
+
+  route('GET', '/api/config', () => {
+    if (!ctx.configStore.file)
+      throw fail('CONFLICT', 'the service runs on embedded defaults (no config file)');
+    return ctx.configStore.document();
+  });
+
+  const replace = async (doc: unknown, who: Principal | undefined) => {
+    if (!ctx.configStore.file)
+      throw fail('CONFLICT', 'the service runs on embedded defaults (no config file)');
+    let candidate;
+    try {
+      candidate = ctx.configStore.candidate(doc);
+    } catch (err) {
+      if (err instanceof ConfigError) {
+        throw fail('CONFIG_INVALID', err.message.replaceAll('embedded defaults: ', ''));
+      }
+      throw err;
+    }
+    try {
+      ctx.configStore.write(candidate.raw);
+    } catch (err) {
+      throw fail('CONFIG_WRITE_FAILED', `failed to save config: ${(err as Error).message}`);
+    }
+    const before = ctx.config();
+    const changed = changedPaths({ ...before, web: undefined }, { ...candidate.config, web: undefined });
+    const result = await ctx.applyConfig(candidate.config);
+    ctx.logger
+      .child({ component: 'config' })
+      .info(
+        { by: who?.username, changed, restartRequired: result.restartRequired },
+        'configuration replaced',
+      );
+    return {
+      status: 'success',
+      message: result.restartRequired.length
+        ? `saved; applied ${result.applied.join(', ') || 'nothing'}; a restart is needed for ${result.restartRequired.join(', ')}`
+        : `saved and applied${result.applied.length ? `: ${result.applied.join(', ')}` : ''}`,
+      changed,
+      applied: result.applied,
+      restart_required: result.restartRequired.length > 0,
+      restart_required_for: result.restartRequired,
+    };
+  };
+
+  route(
+    'PUT',
+    '/api/config',
+    (request) =>
+      replace(request.body, (request as FastifyRequest & { principal?: Principal | undefined }).principal),
+    { bodyLimit: 64 * 1024 },
+  );
+
+  route(
+    'POST',
+    '/api/config/ntp/peers',
+    async (request, reply) => {
+      const body = peerBody.safeParse(request.body);
+      if (!body.success) {
+        const i = body.error.issues[0];
+        throw fail('BAD_REQUEST', `${i?.path.join('.') || 'body'}: ${i?.message ?? 'invalid'}`);
+      }
+      const doc = ctx.configStore.document();
+      const ntp = (doc['ntp'] ?? {}) as Record<string, unknown>;
+      const peers = Array.isArray(ntp['upstream_peers']) ? [...(ntp['upstream_peers'] as unknown[])] : [];
+      if (peers.some((p) => (p as { address?: unknown }).address === body.data.address)) {
+        throw fail('CONFLICT', `peer ${body.data.address} is already configured`);
+      }
+      peers.push(body.data);
+      const result = await replace(
+        { ...doc, ntp: { ...ntp, upstream_peers: peers } },
+        (request as FastifyRequest & { principal?: Principal | undefined }).principal,
+      );
+      return reply.code(201).send({ ...result, peer: body.data });
+    },
+    { bodyLimit: 4096 },
+  );
+
+  route('DELETE', '/api/config/ntp/peers/:address', async (request) => {
+    const address = (request.params as { address: string }).address;
+    const doc = ctx.configStore.document();
+    const ntp = (doc['ntp'] ?? {}) as Record<string, unknown>;
+    const peers = Array.isArray(ntp['upstream_peers'])
+      ? (ntp['upstream_peers'] as { address?: unknown }[])
+      : [];
+    const kept = peers.filter((p) => p.address !== address);
+    if (kept.length === peers.length) throw fail('NOT_FOUND', `no peer ${address}`);
+    return replace(
+      { ...doc, ntp: { ...ntp, upstream_peers: kept } },
+      (request as FastifyRequest & { principal?: Principal | undefined }).principal,
+    );
+  });
+}
+
+function notEnabled(what: string): never {
+  throw fail('NOT_ENABLED', `${what} not enabled`);
+}

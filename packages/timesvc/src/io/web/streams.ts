@@ -1,0 +1,245 @@
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { isAppError, type Logger } from '@broadcast-ops/core';
+import type { ClockManager } from '../../domain/clock-manager.ts';
+import { authorise, hostAllowed, requestToken, type WebApiContext } from './api.ts';
+import { LOG_LEVELS, levelAtLeast, type LogEntry, type LogLevel, type LogRing } from './log-ring.ts';
+import type { ReferenceEvent, ReferenceEventWatcher } from './reference-events.ts';
+import { fullStatus, type StatusSources } from './status.ts';
+
+/**
+ * The WebSocket streams (README "Web API: streams"), on the web port, token by `Authorization: Bearer`
+ * or `?token=`, read permission, same-origin browsers only:
+ *
+ * `/api/ws/status` → `{type:"status", data:<GET /api/status>}` on connect, every second and at once on a
+ * clock-state change; `{type:"event", data:<reference-health event>}` when one happens.
+ *
+ * `/api/ws/logs[?level=L]` → `{type:"logs", entries:[…]}`: the last 50 entries (at or above L) on
+ * connect, then each new entry exactly once, batched every 100 ms (or per 100 entries in a burst);
+ * reference-health events are log
+ * entries too (component `reference`).
+ *
+ * A client that cannot keep up is dropped (close 1013 "too slow"), never buffered without end: at most
+ * `maxQueue` log entries wait for it and at most `maxBufferedBytes` sit in its socket buffer. Frames from
+ * clients are ignored (maxPayload 1 KiB); ping every 30 s, a client without pong is terminated.
+ */
+export const STREAM_PATHS = ['/api/ws/status', '/api/ws/logs'] as const;
+const FLUSH_BATCH = 100;
+
+export interface StreamOptions {
+  ctx: WebApiContext & StatusSources;
+  manager: ClockManager;
+  logs: LogRing;
+  events: ReferenceEventWatcher;
+  logger: Logger;
+  statusIntervalMs?: number;
+  maxQueue?: number;
+  maxBufferedBytes?: number;
+  maxClients?: number;
+  pingMs?: number;
+}
+
+interface LogClient {
+  ws: WebSocket;
+  minLevel: LogLevel | undefined;
+  queue: LogEntry[];
+  alive: boolean;
+}
+
+export class Streams {
+  readonly #o: Required<Omit<StreamOptions, 'ctx' | 'manager' | 'logs' | 'events' | 'logger'>> &
+    Pick<StreamOptions, 'ctx' | 'manager' | 'logs' | 'events' | 'logger'>;
+  readonly #wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 1024 });
+  readonly #status = new Map<WebSocket, { alive: boolean }>();
+  readonly #logs = new Set<LogClient>();
+  readonly #timers: NodeJS.Timeout[] = [];
+  readonly #off: (() => void)[] = [];
+  #server: Server | undefined;
+  /** Clients dropped for being too slow (for tests and the log). */
+  dropped = 0;
+  readonly #onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    void this.#upgrade(req, socket, head);
+  };
+
+  constructor(options: StreamOptions) {
+    this.#o = {
+      statusIntervalMs: 1000,
+      maxQueue: 1000,
+      maxBufferedBytes: 1 << 20,
+      maxClients: 64,
+      pingMs: 30_000,
+      ...options,
+    };
+  }
+
+  get clients(): { status: number; logs: number } {
+    return { status: this.#status.size, logs: this.#logs.size };
+  }
+
+  attach(server: Server): void {
+    this.#server = server;
+    server.on('upgrade', this.#onUpgrade);
+    this.#timers.push(setInterval(() => this.#pushStatus(), this.#o.statusIntervalMs));
+    this.#timers.push(setInterval(() => this.#flushLogs(), 100));
+    this.#timers.push(setInterval(() => this.#ping(), this.#o.pingMs));
+    for (const t of this.#timers) t.unref();
+    this.#off.push(
+      this.#o.manager.on((e) => {
+        if (e.type === 'state') this.#pushStatus();
+      }),
+      this.#o.events.on((e) => this.#pushEvent(e)),
+      this.#o.logs.subscribe((e) => this.#queueLog(e)),
+    );
+  }
+
+  close(): void {
+    this.#server?.off('upgrade', this.#onUpgrade);
+    for (const t of this.#timers) clearInterval(t);
+    for (const off of this.#off) off();
+    for (const ws of this.#status.keys()) ws.terminate();
+    for (const c of this.#logs) c.ws.terminate();
+    this.#wss.close();
+  }
+
+  async #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    const url = req.url ?? '';
+    const path = url.split('?')[0] ?? '';
+    const reject = (code: number, text: string, body: object): void => {
+      const json = JSON.stringify(body);
+      socket.end(
+        `HTTP/1.1 ${code} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(json)}\r\nConnection: close\r\n\r\n${json}`,
+      );
+    };
+    if (!(STREAM_PATHS as readonly string[]).includes(path)) {
+      reject(404, 'Not Found', { error: 'NOT_FOUND', message: `no stream ${path}` });
+      return;
+    }
+    const origin = req.headers.origin;
+    if (
+      origin !== undefined &&
+      !hostAllowed(req.headers.host, origin, this.#o.ctx.config().web.allowed_origins)
+    ) {
+      reject(403, 'Forbidden', { error: 'FORBIDDEN', message: 'cross-origin WebSocket refused' });
+      return;
+    }
+    try {
+      await authorise(this.#o.ctx, 'read', requestToken(req.headers, url));
+    } catch (err) {
+      if (isAppError(err)) {
+        reject(err.status, err.status === 401 ? 'Unauthorized' : 'Forbidden', err.toBody());
+        return;
+      }
+      throw err;
+    }
+    const query = new URLSearchParams(url.includes('?') ? url.slice(url.indexOf('?') + 1) : '');
+    const level = query.get('level') ?? undefined;
+    if (level !== undefined && !(LOG_LEVELS as readonly string[]).includes(level)) {
+      reject(400, 'Bad Request', {
+        error: 'BAD_REQUEST',
+        message: `level must be one of ${LOG_LEVELS.join(', ')}`,
+      });
+      return;
+    }
+    if (this.#status.size + this.#logs.size >= this.#o.maxClients) {
+      reject(503, 'Service Unavailable', { error: 'RATE_LIMITED', message: 'too many stream clients' });
+      return;
+    }
+    this.#wss.handleUpgrade(req, socket, head, (ws) => {
+      ws.on('error', () => ws.terminate());
+      if (path === '/api/ws/status') this.#addStatus(ws);
+      else this.#addLogs(ws, level as LogLevel | undefined);
+    });
+  }
+
+  #addStatus(ws: WebSocket): void {
+    const entry = { alive: true };
+    this.#status.set(ws, entry);
+    ws.on('pong', () => (entry.alive = true));
+    ws.on('close', () => this.#status.delete(ws));
+    this.#send(ws, { type: 'status', data: fullStatus(this.#o.ctx) });
+  }
+
+  #addLogs(ws: WebSocket, minLevel: LogLevel | undefined): void {
+    const client: LogClient = { ws, minLevel, queue: [], alive: true };
+    this.#logs.add(client);
+    ws.on('pong', () => (client.alive = true));
+    ws.on('close', () => this.#logs.delete(client));
+    const backlog = this.#o.logs.query({ limit: 50, ...(minLevel ? { minLevel } : {}) });
+    this.#send(ws, { type: 'logs', entries: backlog });
+  }
+
+  #send(ws: WebSocket, msg: unknown): void {
+    if (ws.readyState !== ws.OPEN) return;
+    ws.send(JSON.stringify(msg));
+  }
+
+  #tooSlow(ws: WebSocket, why: string): void {
+    // Forget the client first: the warning below is itself a log entry for the log clients.
+    this.#status.delete(ws);
+    for (const c of this.#logs) if (c.ws === ws) this.#logs.delete(c);
+    this.dropped++;
+    ws.close(1013, 'too slow');
+    // A reader that does not read will not complete the closing handshake either.
+    setTimeout(() => ws.terminate(), 1000).unref();
+    this.#o.logger.warn({ why, buffered: ws.bufferedAmount }, 'stream client too slow; dropped');
+  }
+
+  #pushStatus(): void {
+    if (this.#status.size === 0) return;
+    const text = JSON.stringify({ type: 'status', data: fullStatus(this.#o.ctx) });
+    for (const ws of [...this.#status.keys()]) {
+      if (ws.bufferedAmount > this.#o.maxBufferedBytes) this.#tooSlow(ws, 'status buffer full');
+      else if (ws.readyState === ws.OPEN) ws.send(text);
+    }
+  }
+
+  #pushEvent(e: ReferenceEvent): void {
+    const text = JSON.stringify({ type: 'event', data: e });
+    for (const ws of this.#status.keys()) if (ws.readyState === ws.OPEN) ws.send(text);
+  }
+
+  #queueLog(e: LogEntry): void {
+    for (const c of [...this.#logs]) {
+      if (c.minLevel && !levelAtLeast(e.level, c.minLevel)) continue;
+      if (c.queue.length >= this.#o.maxQueue) {
+        this.#tooSlow(c.ws, 'log queue full');
+        continue;
+      }
+      c.queue.push(e);
+      // A burst goes out in batches at once rather than waiting for the timer.
+      if (c.queue.length >= FLUSH_BATCH && c.ws.bufferedAmount <= this.#o.maxBufferedBytes) this.#flush(c);
+    }
+  }
+
+  #flush(c: LogClient): void {
+    const entries = c.queue;
+    c.queue = [];
+    this.#send(c.ws, { type: 'logs', entries });
+  }
+
+  #flushLogs(): void {
+    for (const c of [...this.#logs]) {
+      if (c.queue.length === 0) continue;
+      if (c.ws.bufferedAmount > this.#o.maxBufferedBytes) continue; // the queue bound decides
+      this.#flush(c);
+    }
+  }
+
+  #ping(): void {
+    for (const [ws, e] of this.#status) {
+      if (!e.alive) ws.terminate();
+      else {
+        e.alive = false;
+        ws.ping();
+      }
+    }
+    for (const c of this.#logs) {
+      if (!c.alive) c.ws.terminate();
+      else {
+        c.alive = false;
+        c.ws.ping();
+      }
+    }
+  }
+}

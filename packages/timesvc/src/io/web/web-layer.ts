@@ -1,0 +1,257 @@
+import type { FastifyInstance } from 'fastify';
+import { Counter, Gauge, type Logger, type Registry } from '@broadcast-ops/core';
+import type { ClockManager } from '../../domain/clock-manager.ts';
+import type { SourceStatsTracker } from '../../domain/source-stats.ts';
+import type { TimesvcConfig } from '../../config.ts';
+import type { NtpServer } from '../ntp-server.ts';
+import type { NtsServerSide } from '../nts-service.ts';
+import type { PeerClient } from '../peer-client.ts';
+import type { ServedClock } from '../served-clock.ts';
+import { registerWebApi, type WebApiContext } from './api.ts';
+import { Authenticator } from './auth.ts';
+import { ConfigStore, changedPaths } from './config-store.ts';
+import { labCredentialUse } from './lab-credential.ts';
+import { LogRing } from './log-ring.ts';
+import { registerPages } from './pages.ts';
+import type { GpsdoProvider, PtpProvider } from './providers.ts';
+import { REFERENCE_EVENT_TYPES, ReferenceEventWatcher } from './reference-events.ts';
+import { Streams } from './streams.ts';
+
+type PeerEntry = TimesvcConfig['ntp']['upstream_peers'][number];
+
+export interface WebLayerOptions {
+  app: FastifyInstance;
+  config: TimesvcConfig;
+  logger: Logger;
+  manager: ClockManager;
+  registry: Registry;
+  served: ServedClock;
+  startedMs: number;
+  version: string;
+  server: () => NtpServer | undefined;
+  peers: () => readonly PeerClient[];
+  nts: () => NtsServerSide | undefined;
+  stats: SourceStatsTracker;
+  configFile?: string | undefined;
+  logRing?: LogRing | undefined;
+  gpsdo?: GpsdoProvider | undefined;
+  ptp?: PtpProvider | undefined;
+  environment?: NodeJS.ProcessEnv | undefined;
+  statusIntervalMs?: number | undefined;
+  peerControl: { add(p: PeerEntry): boolean; remove(address: string): Promise<void> };
+}
+
+export interface WebLayer {
+  readonly logs: LogRing;
+  readonly events: ReferenceEventWatcher;
+  readonly streams: Streams;
+  readonly configStore: ConfigStore;
+  /** The running configuration (with the changes applied at run time). */
+  config(): TimesvcConfig;
+  /** Which parts of the documented lab credential are in use (after checkCredentials). */
+  labCredential(): readonly string[];
+  /** Warn about the lab credential; refuse it with `environment: production`. */
+  checkCredentials(): Promise<void>;
+  start(): void;
+  stop(): void;
+}
+
+/** The web API, streams, dashboard and their metrics around one service (README "Web API"). */
+export function createWebLayer(o: WebLayerOptions): WebLayer {
+  let running = o.config;
+  let lab: string[] = [];
+  const logs = o.logRing ?? new LogRing();
+  const configStore = new ConfigStore(o.configFile, o.environment);
+  const events = new ReferenceEventWatcher({ manager: o.manager, logger: o.logger, gpsdo: o.gpsdo });
+  const auth =
+    o.config.web.users.length > 0 && o.config.web.jwt_secret
+      ? new Authenticator({
+          secret: o.config.web.jwt_secret,
+          users: o.config.web.users,
+          expiryS: o.config.web.jwt_expiry,
+        })
+      : undefined;
+  const webLog = o.logger.child({ component: 'web' });
+
+  const ctx: WebApiContext = {
+    config: () => running,
+    manager: o.manager,
+    servedNowMs: () => o.served.servedUnixMs(),
+    monotonicMs: () => performance.now(),
+    server: o.server,
+    peers: o.peers,
+    nts: o.nts,
+    stats: o.stats,
+    startedMs: o.startedMs,
+    version: o.version,
+    gpsdo: o.gpsdo,
+    ptp: o.ptp,
+    defaultCredential: () => lab.length > 0,
+    logger: o.logger,
+    logs,
+    auth,
+    configStore,
+    reloadNtsCertificate: () => {
+      const side = o.nts();
+      if (!side) return false;
+      side.ke.reload('api');
+      return true;
+    },
+    applyConfig: async (next) => {
+      const applied: string[] = [];
+      const before = running;
+      const key = (p: PeerEntry): string => JSON.stringify(p);
+      const oldPeers = new Map(before.ntp.upstream_peers.map((p) => [key(p), p]));
+      const newPeers = new Map(next.ntp.upstream_peers.map((p) => [key(p), p]));
+      let peersChanged = false;
+      for (const [k, p] of oldPeers) {
+        if (!newPeers.has(k)) {
+          await o.peerControl.remove(p.address);
+          peersChanged = true;
+        }
+      }
+      const kept: PeerEntry[] = before.ntp.upstream_peers.filter((p) => newPeers.has(key(p)));
+      for (const [k, p] of newPeers) {
+        if (oldPeers.has(k)) continue;
+        peersChanged = true;
+        try {
+          if (o.peerControl.add(p)) kept.push(p);
+        } catch (err) {
+          webLog.warn({ peer: p.address, err: (err as Error).message }, 'peer not added');
+        }
+      }
+      if (peersChanged) applied.push('ntp.upstream_peers');
+      let logging = before.logging;
+      if (JSON.stringify(next.logging) !== JSON.stringify(before.logging)) {
+        const level = next.logging.level === 'warning' ? 'warn' : next.logging.level;
+        o.logger.level = level;
+        logging = next.logging;
+        applied.push('logging.level');
+      }
+      running = { ...before, ntp: { ...before.ntp, upstream_peers: kept }, logging };
+      const rest = changedPaths(
+        { ...before, ntp: { ...before.ntp, upstream_peers: [] }, logging: null, web: null },
+        { ...next, ntp: { ...next.ntp, upstream_peers: [] }, logging: null, web: null },
+      );
+      return { applied, restartRequired: rest };
+    },
+  };
+
+  registerWebApi(o.app, ctx);
+  registerPages(o.app);
+  registerWebMetrics(o.registry, events, o.gpsdo, o.ptp);
+  const streams = new Streams({
+    ctx,
+    manager: o.manager,
+    logs,
+    events,
+    logger: webLog,
+    ...(o.statusIntervalMs ? { statusIntervalMs: o.statusIntervalMs } : {}),
+  });
+  let statsTimer: NodeJS.Timeout | undefined;
+  let offStats: (() => void) | undefined;
+  const updateStats = (): void => o.stats.update(o.manager.snapshot().sources);
+
+  return {
+    logs,
+    events,
+    streams,
+    configStore,
+    config: () => running,
+    labCredential: () => lab,
+    async checkCredentials() {
+      lab = await labCredentialUse(o.config);
+      if (lab.length === 0) return;
+      if (o.config.environment === 'production') {
+        throw new Error(
+          `environment is production but the documented lab credential is in use (${lab.join(', ')}): ` +
+            'set your own users (npx timesvc hash-password) and TIMESVC_JWT_SECRET',
+        );
+      }
+      webLog.warn(
+        { inUse: lab },
+        'the documented lab credential is in use: anyone can log in or forge tokens; change it before production use',
+      );
+    },
+    start() {
+      events.start();
+      streams.attach(o.app.server);
+      updateStats();
+      offStats = o.manager.on(() => updateStats());
+      statsTimer = setInterval(updateStats, 1000);
+      statsTimer.unref();
+    },
+    stop() {
+      events.stop();
+      streams.close();
+      offStats?.();
+      if (statsTimer) clearInterval(statsTimer);
+    },
+  };
+}
+
+/**
+ * Metrics of the web layer and, when no owner has registered them, the spec's PTP and GPSDO metrics read
+ * from the providers (0 while a provider is absent), so every spec name is always exposed.
+ */
+function registerWebMetrics(
+  registry: Registry,
+  events: ReferenceEventWatcher,
+  gpsdo: GpsdoProvider | undefined,
+  ptp: PtpProvider | undefined,
+): void {
+  new Counter({
+    name: 'timesvc_reference_events_total',
+    help: 'Reference-health events (source lost/back, selection changed, holdover, stratum, leap, GPS fix, PPS)',
+    labelNames: ['event'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const t of REFERENCE_EVENT_TYPES) this.inc({ event: t }, events.counts.get(t) ?? 0);
+    },
+  });
+  const absent = (name: string): boolean => registry.getSingleMetric(name) === undefined;
+  const counter = (name: string, help: string, read: () => number): void => {
+    if (!absent(name)) return;
+    new Counter({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(Math.max(0, read()));
+      },
+    });
+  };
+  const gauge = (name: string, help: string, read: () => number): void => {
+    if (!absent(name)) return;
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.set(read());
+      },
+    });
+  };
+  counter(
+    'timesvc_ptp_sync_total',
+    'PTP Sync messages sent (0 while PTP is not enabled)',
+    () => ptp?.status().sync_count ?? 0,
+  );
+  counter(
+    'timesvc_ptp_announce_total',
+    'PTP Announce messages sent (0 while PTP is not enabled)',
+    () => ptp?.status().announce_count ?? 0,
+  );
+  gauge(
+    'timesvc_ptp_offset_nanoseconds',
+    'Offset of the PTP time base from the served clock, ns',
+    () => ptp?.status().offset_ns ?? 0,
+  );
+  gauge('timesvc_gpsdo_locked', 'GPSDO locked (1) or not (0; also while no GPSDO is enabled)', () =>
+    gpsdo?.status().locked ? 1 : 0,
+  );
+  gauge('timesvc_gpsdo_satellites', 'Satellites used in the GPS fix', () => gpsdo?.status().satellites ?? 0);
+  counter('timesvc_gpsdo_pps_total', 'PPS pulses seen since start', () => gpsdo?.status().pps_count ?? 0);
+}

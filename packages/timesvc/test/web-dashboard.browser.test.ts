@@ -1,0 +1,98 @@
+// The dashboard in Debian's chromium (playwright-core): log in, live state and chart, logs, add a peer as
+// admin; a viewer sees no editor. Screenshots under packages/timesvc/.tmp/test-output/dashboard/.
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, test } from 'node:test';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { requireTool } from '@broadcast-ops/core/testing';
+import { startService } from './helpers/service.ts';
+import { PASSWORDS, startWebRig, type WebRig } from './helpers/web.ts';
+
+const SHOTS = fileURLToPath(new URL('../.tmp/test-output/dashboard/', import.meta.url));
+const FLAGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+let browser: Browser;
+let rig: WebRig;
+let upstream: Awaited<ReturnType<typeof startService>>;
+
+before(async () => {
+  mkdirSync(SHOTS, { recursive: true });
+  browser = await chromium.launch({ executablePath: requireTool('chromium'), headless: true, args: FLAGS });
+  upstream = await startService({ local_stratum: true, interface: '127.0.0.1' });
+  rig = await startWebRig();
+});
+after(async () => {
+  await browser?.close();
+  await rig?.close();
+  await upstream?.service.close();
+});
+
+async function open(size: { width: number; height: number }): Promise<{ page: Page; errors: string[] }> {
+  const page = await browser.newPage({ viewport: size });
+  const errors: string[] = [];
+  page.on('pageerror', (err) => errors.push(err.message));
+  page.on('console', (m) => {
+    if (m.type() === 'error') errors.push(m.text());
+  });
+  await page.goto(rig.url + '/');
+  return { page, errors };
+}
+
+async function login(page: Page, user: keyof typeof PASSWORDS): Promise<void> {
+  await page.waitForSelector('#login:not([hidden])');
+  await page.fill('#user', user);
+  await page.fill('#password', PASSWORDS[user]);
+  await page.click('#signin');
+  await page.waitForSelector('#app:not([hidden])', { timeout: 15_000 });
+  assert.equal(await page.isVisible('#login'), false, 'the login form is gone once logged in');
+}
+
+test('admin: log in, state and chart move, logs shown, add a peer and see it in the sources table', async () => {
+  const { page, errors } = await open({ width: 1920, height: 1080 });
+  await login(page, 'admin');
+  await page.waitForSelector('#state[data-state="locked"]', { timeout: 15_000 });
+  const fontSize = await page.evaluate<number>(
+    `parseFloat(getComputedStyle(document.getElementById('state')).fontSize)`,
+  );
+  assert.ok(fontSize >= 40, `state readable across a room (${fontSize}px)`);
+  await page.waitForSelector('#logs div', { timeout: 10_000 });
+  const chart1 = await page.evaluate<string>(`document.getElementById('chart').toDataURL()`);
+  await page.waitForTimeout(2500);
+  const chart2 = await page.evaluate<string>(`document.getElementById('chart').toDataURL()`);
+  assert.notEqual(chart1, chart2, 'the chart moves');
+  assert.equal(await page.isHidden('#admin'), false, 'the admin sees the editor');
+  const address = `127.0.0.1:${upstream.port}`;
+  await page.fill('#peerAddress', address);
+  await page.click('#addPeerButton');
+  await page.waitForSelector(`#sources tr[data-address="${address}"]`, { timeout: 10_000 });
+  await page.waitForSelector(`#sources tr.selected[data-address="${address}"]`, { timeout: 30_000 });
+  await page.waitForSelector('#logs div:has-text("reference")', { timeout: 10_000 });
+  await page.evaluate('scrollTo(0, 0)');
+  await page.screenshot({ path: join(SHOTS, 'wall-admin.png') });
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test('viewer on a phone: no editor, the panels say "not enabled"', async () => {
+  const { page, errors } = await open({ width: 390, height: 844 });
+  await login(page, 'viewer');
+  await page.waitForSelector('#state[data-state="locked"]', { timeout: 15_000 });
+  assert.equal(await page.isHidden('#admin'), true, 'a viewer sees no editor');
+  assert.match((await page.textContent('#gpsdo')) ?? '', /GPSDO not enabled/);
+  assert.match((await page.textContent('#ptp')) ?? '', /PTP not enabled/);
+  const overflow = await page.evaluate<number>(`document.documentElement.scrollWidth - innerWidth`);
+  assert.ok(overflow <= 1, `no sideways scrolling on a phone (${overflow}px)`);
+  await page.screenshot({ path: join(SHOTS, 'phone-viewer.png'), fullPage: true });
+  assert.deepEqual(errors, []);
+  await page.close();
+});
