@@ -56,6 +56,7 @@ export interface PunchServerOptions {
     probeMs?: number;
     maxConnections?: number;
     maxPayload?: number;
+    registerDeadlineMs?: number;
   };
 }
 
@@ -106,6 +107,7 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     ...(ws.probeMs === undefined ? {} : { probeMs: ws.probeMs }),
     ...(ws.maxConnections === undefined ? {} : { maxConnections: ws.maxConnections }),
     onError: (err) => logger.error({ err }, 'signalling handler failed'),
+    log: logger,
   });
   const wsRejected = new Counter({
     name: 'punch_ws_rejected_total',
@@ -126,6 +128,7 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     messagesPerSecond: config.limits.wsMessagesPerSecond,
     ...(ws.maxPayload === undefined ? {} : { maxPayload: ws.maxPayload }),
     ...(ws.pingIntervalMs === undefined ? {} : { pingIntervalMs: ws.pingIntervalMs }),
+    ...(ws.registerDeadlineMs === undefined ? {} : { registerDeadlineMs: ws.registerDeadlineMs }),
     onReject: (reason) => wsRejected.inc({ reason }),
   });
   new Gauge({
