@@ -33,7 +33,9 @@ async function until(client: WsClient, type: string, pred: (m: Msg) => boolean, 
 }
 
 const peersOf = (c: WsClient): Msg[] => c.messages.filter((m) => m['type'] === 'peer');
-const killSocket = (c: WsClient): void => (c.ws as unknown as { _socket: Socket })._socket.destroy();
+const killSocket = (c: WsClient): void => {
+  (c.ws as unknown as { _socket: Socket })._socket.destroy();
+};
 
 test('presence: a peer that closes is reported at once, its health dropped, its slot kept for the grace then freed', async () => {
   const t = await startTestServer({ signalling: { healthReportMs: 0, detachedGraceMs: GRACE_MS } });

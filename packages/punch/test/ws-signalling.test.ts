@@ -171,6 +171,13 @@ describe('WebSocket signalling: a session from creation to close', () => {
         buffer: 40,
       });
       const report = await obs.next('health_report');
+      // `ends` (an added field) carries each end's latest report; B is slot b.
+      const ends = report['streams']['cam-a']['ends'];
+      delete report['streams']['cam-a']['ends'];
+      assert.deepEqual(
+        { ...ends.b, age: 0 },
+        { rtt, retransmit, bitrate: 5_000_000, dropped: 0, buffer: 40, age: 0 },
+      );
       assert.deepEqual(
         report['streams'],
         {

@@ -31,7 +31,7 @@ export interface AgentOptions {
   /** `health` interval, 1-5 s (spec). Default 2 s. */
   healthMs?: number;
   /** srt-live-transmit binary. Default: from PATH. */
-  srtBinary?: string;
+  srtBinary?: string | undefined;
 }
 
 export type AgentExit =

@@ -477,6 +477,21 @@ export class SessionBroker {
     return claimed !== null && (this.#present.get(stream)?.has(slot) ?? false);
   }
 
+  /** Claimed slots of live sessions, present and absent (for the metrics). */
+  peerCounts(): { present: number; absent: number } {
+    let present = 0;
+    let absent = 0;
+    for (const s of this.#sessions.values()) {
+      if (!isLive(s)) continue;
+      for (const st of s.streams) {
+        const p = this.presentPeers(st);
+        present += p;
+        absent += peerCount(st) - p;
+      }
+    }
+    return { present, absent };
+  }
+
   /** Claimed slots whose holder is connected: the `peers` count of the `session` message. */
   presentPeers(stream: StreamRecord): number {
     return (this.isPresent(stream, 'a') ? 1 : 0) + (this.isPresent(stream, 'b') ? 1 : 0);

@@ -4,6 +4,7 @@ import type { TokenClaims } from '../protocol/token.ts';
 import {
   encode,
   type ClientMessage,
+  type EndHealth,
   type HealthMessage,
   type RegisterMessage,
   type ServerMessage,
@@ -11,7 +12,7 @@ import {
   type WsErrorCode,
 } from '../protocol/ws-messages.ts';
 import type { BrokerEvent, ClaimResult, SessionBroker } from './broker.ts';
-import { classifyHealth, liveHealth, suggestedLatency } from './health.ts';
+import { HEALTH_MAX_AGE_MS, classifyHealth, liveHealth, suggestedLatency } from './health.ts';
 import { refuse, type Refusal } from './outcome.ts';
 import { isLive, type PeerClaim, type PeerSlot, type SessionRecord, type StreamRecord } from './session.ts';
 
@@ -69,6 +70,8 @@ export interface SignallingOptions {
    * stream, slot, ip, outcome; never a token or a passphrase.
    */
   log?: SignallingLog;
+  /** A `register` refused (for the metrics): the error code, or ADDRESS_FAMILY / STORE_FAILED. */
+  onRefused?: (code: string) => void;
 }
 
 interface HealthSample {
@@ -79,6 +82,8 @@ interface HealthSample {
   at: number;
   wall: number;
   receiver: boolean;
+  dropped: number | undefined;
+  buffer: number | undefined;
 }
 
 /** How a saved claim came about, for the log: a first claim, the same token back, or another holder. */
@@ -135,6 +140,7 @@ export class SignallingHub {
   readonly #healthFreshMs: number;
   readonly #onError: (err: unknown) => void;
   readonly #log: SignallingLog | undefined;
+  readonly #onRefused: (code: string) => void;
   /** Per connection and stream, the coordinates of the last `peer` it was sent (README "When `peer` is sent"). */
   readonly #lastPeer = new WeakMap<PeerLink, Map<string, string>>();
   /** Connections whose `register` waits for a liveness probe, with the latest `register` they sent. */
@@ -156,6 +162,7 @@ export class SignallingHub {
     this.#healthFreshMs = options.healthFreshMs ?? 10_000;
     this.#onError = options.onError ?? (() => undefined);
     this.#log = options.log;
+    this.#onRefused = options.onRefused ?? (() => undefined);
     this.#startedAt = this.#clock.monotonicMs();
     this.#unsubscribe = this.#broker.subscribe((e) => this.#onBrokerEvent(e));
   }
@@ -567,6 +574,7 @@ export class SignallingHub {
       .then((r) => {
         if (r.ok) return;
         if (r.code === 'STORE_FAILED') {
+          this.#onRefused(r.code);
           this.#log?.error(
             { session: session.name, stream: streamName, slot, ip: link.ip, outcome: r.code },
             'registration not saved; the peer was told nothing changed',
@@ -578,6 +586,7 @@ export class SignallingHub {
   }
 
   #refused(link: PeerLink, session: SessionRecord, stream: string | undefined, outcome: string): void {
+    this.#onRefused(outcome);
     this.#log?.info(
       { session: session.name, stream: stream ?? null, ip: link.ip, outcome },
       'registration refused',
@@ -686,6 +695,8 @@ export class SignallingHub {
       at,
       wall: this.#clock.now(),
       receiver: role === 'receiver',
+      dropped: msg.dropped,
+      buffer: msg.buffer,
     };
     // The view shows the receiver's latest report while it is fresh, otherwise the latest of either.
     const all = Object.values(samples).filter((s): s is HealthSample => s !== undefined);
@@ -714,6 +725,26 @@ export class SignallingHub {
     });
   }
 
+  /** Each present end's latest report (README "Health": the console shows both ends). */
+  #ends(room: Room, stream: string): Record<string, EndHealth> {
+    const out: Record<string, EndHealth> = {};
+    const now = this.#clock.monotonicMs();
+    const samples = room.health.get(stream) ?? {};
+    for (const slot of SLOTS) {
+      const s = samples[slot];
+      if (!s || now - s.at > HEALTH_MAX_AGE_MS) continue;
+      out[slot] = {
+        rtt: s.rtt,
+        retransmit: s.retransmit,
+        bitrate: s.bitrate,
+        dropped: s.dropped ?? null,
+        buffer: s.buffer ?? null,
+        age: Math.round((now - s.at) / 100) / 10,
+      };
+    }
+    return out;
+  }
+
   #sendHealthReport(name: string, room: Room): void {
     room.lastHealthReport = this.#clock.monotonicMs();
     const session = this.#broker.get(name);
@@ -729,6 +760,7 @@ export class SignallingHub {
         bitrate: h.bitrate,
         status: classifyHealth(h.rtt, h.retransmit),
         suggestedLatency: suggestedLatency(h.rtt),
+        ends: this.#ends(room, s.name),
       };
     }
     const text = encode({ type: 'health_report', streams });

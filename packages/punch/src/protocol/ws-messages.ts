@@ -230,11 +230,30 @@ export type ServerMessage =
       type: 'health_report';
       streams: Record<
         string,
-        { rtt: number; retransmit: number; bitrate: number; status: HealthStatus; suggestedLatency: number }
+        {
+          rtt: number;
+          retransmit: number;
+          bitrate: number;
+          status: HealthStatus;
+          suggestedLatency: number;
+          /** Added: each end's latest report (slot a, slot b). */
+          ends?: Record<string, EndHealth>;
+        }
       >;
     }
   | { type: 'error'; code: WsErrorCode; message: string }
   | { type: 'session_closed'; reason: 'admin_closed' | 'ttl_expired' | 'error' };
+
+/** One end's latest health report, as the console shows it. */
+export interface EndHealth {
+  rtt: number;
+  retransmit: number;
+  bitrate: number;
+  dropped: number | null;
+  buffer: number | null;
+  /** Seconds since it arrived. */
+  age: number;
+}
 
 export function encode(message: ServerMessage): string {
   return JSON.stringify(message);
