@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import jsQR from 'jsqr';
-import { PNG } from 'pngjs';
 import { chromium } from 'playwright-core';
 import { repoRoot, requireTool } from '@broadcast-ops/core/testing';
 import { startTestServer } from './helpers.ts';
@@ -25,12 +25,24 @@ const decodeQr = jsQR as unknown as (
   height: number,
 ) => { data: string } | null;
 
+/** PNG → RGBA with ffmpeg (size from the IHDR chunk, PNG spec §11.2.2), then jsqr. */
 function decodePng(buf: Buffer): string | undefined {
-  const png = PNG.sync.read(buf);
-  return decodeQr(new Uint8ClampedArray(png.data), png.width, png.height)?.data;
+  const width = buf.readUInt32BE(16);
+  const height = buf.readUInt32BE(20);
+  const rgba = execFileSync(
+    'ffmpeg',
+    ['-v', 'error', '-f', 'png_pipe', '-i', '-', '-f', 'rawvideo', '-pix_fmt', 'rgba', '-'],
+    {
+      input: buf,
+      maxBuffer: 64 * 1024 * 1024,
+    },
+  );
+  assert.equal(rgba.length, width * height * 4);
+  return decodeQr(new Uint8ClampedArray(rgba), width, height)?.data;
 }
 
 test('QR: the PNG encodes the page URL, with t= only for a valid peer token', async () => {
+  requireTool('ffmpeg');
   const t = await startTestServer();
   try {
     const s = (await t.call('POST', '/api/session', { body: { name: 'qr-1' } })).json;
