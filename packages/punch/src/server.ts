@@ -1,6 +1,7 @@
 import {
   Counter,
   Gauge,
+  Histogram,
   createMetricsRegistry,
   listeningUrl,
   systemClock,
@@ -56,6 +57,7 @@ export interface PunchServerOptions {
     probeMs?: number;
     maxConnections?: number;
     maxPayload?: number;
+    registerDeadlineMs?: number;
   };
 }
 
@@ -98,6 +100,41 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
       logger.info({ session: e.session.name, reason: e.reason }, 'session closed');
   });
   const ws = options.signalling ?? {};
+  // Metrics (README "Metrics"; sessions are counted in http-api.ts): present peers, matches, match latency, signalling refusals.
+  const refusals = new Counter({
+    name: 'punch_signalling_refusals_total',
+    help: 'register messages refused, by code (SESSION_FULL, STREAM_TAKEN, ADDRESS_FAMILY, STORE_FAILED, ...)',
+    labelNames: ['code'],
+    registers: [registry],
+  });
+  const matches = new Counter({
+    name: 'punch_matches_total',
+    help: 'Streams matched (both peers present with their coordinates exchanged), re-matches included',
+    registers: [registry],
+  });
+  const matchLatency = new Histogram({
+    name: 'punch_match_latency_seconds',
+    help: 'Time from the earlier of the two claims of a stream to its match',
+    buckets: [0.1, 0.5, 1, 5, 15, 60, 300, 1800],
+    registers: [registry],
+  });
+  broker.subscribe((e) => {
+    if (e.type !== 'peer_matched' || !e.stream.peerA || !e.stream.peerB) return;
+    matches.inc();
+    const first = Math.min(e.stream.peerA.claimedAt, e.stream.peerB.claimedAt);
+    matchLatency.observe(Math.max(0, clock.now() - first) / 1000);
+  });
+  new Gauge({
+    name: 'punch_peers',
+    help: 'Claimed peer slots, by presence (present: holder connected; absent: within the grace period)',
+    labelNames: ['presence'],
+    registers: [registry],
+    collect() {
+      const n = broker.peerCounts();
+      this.set({ presence: 'present' }, n.present);
+      this.set({ presence: 'absent' }, n.absent);
+    },
+  });
   const hub = new SignallingHub({
     broker,
     clock,
@@ -106,6 +143,8 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     ...(ws.probeMs === undefined ? {} : { probeMs: ws.probeMs }),
     ...(ws.maxConnections === undefined ? {} : { maxConnections: ws.maxConnections }),
     onError: (err) => logger.error({ err }, 'signalling handler failed'),
+    log: logger,
+    onRefused: (code) => refusals.inc({ code }),
   });
   const wsRejected = new Counter({
     name: 'punch_ws_rejected_total',
@@ -126,6 +165,7 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     messagesPerSecond: config.limits.wsMessagesPerSecond,
     ...(ws.maxPayload === undefined ? {} : { maxPayload: ws.maxPayload }),
     ...(ws.pingIntervalMs === undefined ? {} : { pingIntervalMs: ws.pingIntervalMs }),
+    ...(ws.registerDeadlineMs === undefined ? {} : { registerDeadlineMs: ws.registerDeadlineMs }),
     onReject: (reason) => wsRejected.inc({ reason }),
   });
   new Gauge({

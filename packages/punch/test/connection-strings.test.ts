@@ -136,8 +136,9 @@ describe('connection strings: parse each format and check its content', () => {
     const s = connectionStrings({ ...base, remoteIp: '2001:db8::1' });
     const u = srtUri(s['live-transmit']);
     assert.equal(u.hostname, '[2001:db8::1]');
-    assert.ok(s['studio-app'].startsWith('srt://[2001:db8::1]:7001?'));
-    assert.equal(new URL(s['studio-app']).searchParams.get('localip'), '::');
+    // OBS binds IPv4 only for rendezvous: the string says so instead of a URL that cannot work.
+    assert.match(s['studio-app'], /IPv4 only/);
+    assert.ok(!s['studio-app'].includes('srt://'));
     assert.match(s.mixer, /^Hostname: 2001:db8::1$/m);
   });
 

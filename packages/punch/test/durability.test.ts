@@ -63,11 +63,21 @@ class FailOnDemandStore implements SessionStore {
   }
 }
 
-/** Comparable view of the broker's memory (health is never persisted). */
+/**
+ * Comparable view of the broker's memory: what is persisted. Health is never persisted, and presence is
+ * memory only: after a restart no peer is connected, so a live session's streams show `waiting` with
+ * their claims kept (README "Presence"); the comparison puts both sides in that state.
+ */
 function snapshot(broker: SessionBroker, names: string[]) {
   return names.map((n) => {
     const s = broker.get(n);
-    return s ? { ...structuredClone(s), streams: s.streams.map((st) => ({ ...st, health: null })) } : null;
+    if (!s) return null;
+    const live = s.state !== 'CLOSED';
+    return {
+      ...structuredClone(s),
+      state: live ? 'WAITING' : s.state,
+      streams: s.streams.map((st) => ({ ...st, health: null, state: live ? 'waiting' : st.state })),
+    };
   });
 }
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { silentLogger, type Clock } from '@broadcast-ops/core';
+import { silentLogger, type Clock, type Logger } from '@broadcast-ops/core';
 import { tempDir } from '@broadcast-ops/core/testing';
 import { punchConfigSchema } from '../src/config.ts';
 import type { SessionStore } from '../src/domain/store.ts';
@@ -43,6 +43,7 @@ export async function startTestServer(
     secret?: string;
     tls?: { cert: Buffer; key: Buffer };
     signalling?: PunchServerOptions['signalling'];
+    logger?: Logger;
   } = {},
 ): Promise<TestServer> {
   const tmp = tempDir('punch-test-');
@@ -57,7 +58,7 @@ export async function startTestServer(
   });
   const server = createPunchServer({
     config: { ...config, secret: options.secret ?? SECRET },
-    logger: silentLogger(),
+    logger: options.logger ?? silentLogger(),
     ...(options.store ? { store: options.store } : {}),
     ...(options.turnstile ? { turnstile: options.turnstile } : {}),
     ...(options.clock ? { clock: options.clock } : {}),

@@ -176,7 +176,13 @@ describe('HTTP API on 127.0.0.1:0', () => {
     assert.equal(pv.status, 200);
     // A stream-scoped token sees only its own stream.
     assert.deepEqual(Object.keys(pv.json.streams), ['b']);
-    assert.deepEqual(pv.json.streams.b.peer_a, { ip: '198.51.100.7', port: 5000, label: 'cam B' });
+    assert.deepEqual(pv.json.streams.b.peer_a, {
+      ip: '198.51.100.7',
+      port: 5000,
+      label: 'cam B',
+      role: null,
+      present: true,
+    });
     assert.ok(!pv.text.includes(t.server.broker.get('view-1')?.passphrase ?? '-'));
   });
 
@@ -514,7 +520,10 @@ describe('HTTP API on 127.0.0.1:0', () => {
     const peerPage = await t.call('GET', `/s/page-1?t=${encodeURIComponent(peer.token)}`);
     assert.equal(peerPage.status, 200);
     assert.match(peerPage.headers.get('content-type') ?? '', /text\/html/);
-    assert.ok(peerPage.text.includes(`/s/page-1/qr?t=${encodeURIComponent(peer.token)}`));
+    // The join page is the console in its peer role: the script reads the token from the address.
+    assert.match(peerPage.text, /data-role="peer"/);
+    assert.ok(!peerPage.text.includes(peer.token), 'the token is not written into the HTML');
+    assert.match(peerPage.headers.get('content-security-policy') ?? '', /script-src 'self'/);
     const qrUrl = async (query: string) => {
       const qr = await t.call('GET', `/s/page-1/qr${query}`);
       assert.equal(qr.status, 200);
@@ -529,19 +538,18 @@ describe('HTTP API on 127.0.0.1:0', () => {
     const adminPage = await t.call('GET', `/s/page-1?t=${encodeURIComponent(s.token)}`);
     assert.equal(adminPage.status, 200);
     assert.ok(!adminPage.text.includes('qr?t='), 'no token-bearing QR on the admin page');
-    assert.match(adminPage.text, /admin<\/b> token/);
+    assert.match(adminPage.text, /data-role="admin"/);
   });
 
-  test('pages: no liveness without a token; a token the API refuses is refused here too', async () => {
+  test('pages: without a token a link hint (404 for an unknown name); a token the API refuses is refused here too', async () => {
     const s = await create('page-2');
     const joinLive = await t.call('GET', '/s/page-2');
     const joinUnknown = await t.call('GET', '/s/no-such-session');
+    // Without a token: a page that says how to get a link; an unknown name is a clear 404.
     assert.equal(joinLive.status, 200);
-    assert.equal(joinUnknown.status, 200);
-    assert.equal(
-      joinLive.text.replaceAll('page-2', 'X'),
-      joinUnknown.text.replaceAll('no-such-session', 'X'),
-    );
+    assert.match(joinLive.text, /operator/);
+    assert.equal(joinUnknown.status, 404);
+    assert.match(joinUnknown.text, /No session/);
     // A forged token is just "no token".
     const forged = await t.call('GET', `/s/page-2?t=${encodeURIComponent(s.token.slice(0, -2) + 'AA')}`);
     assert.equal(forged.text, joinLive.text);

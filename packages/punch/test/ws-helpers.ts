@@ -27,6 +27,8 @@ export interface ConnectOptions {
   ca?: Buffer;
   /** false: never answer pings (a frozen or half-open peer, as the server sees it). */
   autoPong?: boolean;
+  /** Source address (another loopback address such as 127.0.0.2: a peer that moved). */
+  localAddress?: string;
 }
 
 export function wsUrl(httpUrl: string, session: string): string {
@@ -44,6 +46,7 @@ export async function connect(httpUrl: string, session: string, o: ConnectOption
     headers,
     perMessageDeflate: false,
     autoPong: o.autoPong ?? true,
+    ...(o.localAddress ? { localAddress: o.localAddress } : {}),
     ...(o.ca ? { ca: o.ca } : {}),
   });
   const messages: Msg[] = [];

@@ -112,10 +112,18 @@ test('IPv4 and IPv6 peers are not matched: INVALID_MESSAGE, the first peer hears
   assert.equal(broker.get('s')?.streams[0]?.peerB, null);
 });
 
-test('connections per session are bounded', async () => {
+test('connections per session are bounded; peer sockets that never register do not fill the cap', async () => {
   const { hub, join } = await setup({ maxConnections: 3 });
-  for (let i = 0; i < 3; i++) join(`192.0.2.${i + 1}`, `t${i}`);
-  const extra = new FakeLink('192.0.2.9', 'x', { session: 's', role: 'admin', stream: null, exp: 0 });
+  // Unregistered peer connections (bounded by the io layer's registration deadline) are not counted.
+  for (let i = 0; i < 5; i++) join(`198.51.100.${i + 1}`, `idle${i}`);
+  const admin = (i: number) =>
+    new FakeLink(`192.0.2.${i}`, `adm${i}`, { session: 's', role: 'admin', stream: null, exp: 0 });
+  const a = join('192.0.2.100', 'peer-a');
+  hub.handle(a, msg({ type: 'register', port: 5000 }));
+  await settle();
+  assert.equal(hub.holdsSlot(a), true);
+  for (let i = 0; i < 2; i++) assert.equal(hub.attach(admin(i + 1), 's').ok, true);
+  const extra = admin(9);
   const r = hub.attach(extra, 's');
   assert.equal(r.ok, false);
   assert.equal(!r.ok && r.code, 'SESSION_FULL');
@@ -172,5 +180,7 @@ test('health_report: at most one per second per session, the later reports coale
   const last = (reports()[1]?.['streams'] as Record<string, { rtt: number; status: string }>)['default'];
   assert.deepEqual([last?.rtt, last?.status], [250, 'critical']);
   assert.ok(!peer.sent.some((m) => m['type'] === 'health_report'));
-  assert.deepEqual(broker.get('h')?.streams[0]?.health, { rtt: 250, retransmit: 0, bitrate: 1e6 });
+  const { at, ...health } = broker.get('h')?.streams[0]?.health ?? { at: NaN };
+  assert.deepEqual(health, { rtt: 250, retransmit: 0, bitrate: 1e6 });
+  assert.ok(Number.isFinite(at) && at <= clock.now());
 });

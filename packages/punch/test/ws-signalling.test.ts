@@ -129,8 +129,20 @@ describe('WebSocket signalling: a session from creation to close', () => {
     }
     const view = await t.call('GET', '/api/session/life', { token: admin });
     assert.equal(view.json.state, 'CONNECTED');
-    assert.deepEqual(view.json.streams['cam-a'].peer_a, { ip: '127.0.0.1', port: 9000, label: 'A' });
-    assert.deepEqual(view.json.streams['cam-a'].peer_b, { ip: '127.0.0.1', port: 9000, label: 'B' });
+    assert.deepEqual(view.json.streams['cam-a'].peer_a, {
+      ip: '127.0.0.1',
+      port: 9000,
+      label: 'A',
+      role: 'sender',
+      present: true,
+    });
+    assert.deepEqual(view.json.streams['cam-a'].peer_b, {
+      ip: '127.0.0.1',
+      port: 9000,
+      label: 'B',
+      role: 'receiver',
+      present: true,
+    });
     assert.equal(view.json.streams['cam-a'].state, 'connected');
 
     // Health: each band, and the worse band when RTT and retransmit disagree (boundaries are warning).
@@ -159,6 +171,13 @@ describe('WebSocket signalling: a session from creation to close', () => {
         buffer: 40,
       });
       const report = await obs.next('health_report');
+      // `ends` (an added field) carries each end's latest report; B is slot b.
+      const ends = report['streams']['cam-a']['ends'];
+      delete report['streams']['cam-a']['ends'];
+      assert.deepEqual(
+        { ...ends.b, age: 0 },
+        { rtt, retransmit, bitrate: 5_000_000, dropped: 0, buffer: 40, age: 0 },
+      );
       assert.deepEqual(
         report['streams'],
         {
@@ -177,11 +196,9 @@ describe('WebSocket signalling: a session from creation to close', () => {
     assert.ok(!a.messages.some((m) => m['type'] === 'health_report'));
     assert.ok(!b.messages.some((m) => m['type'] === 'health_report'));
     const withHealth = await t.call('GET', '/api/session/life', { token: tokA });
-    assert.deepEqual(withHealth.json.streams['cam-a'].health, {
-      rtt: 150,
-      retransmit: 3,
-      bitrate: 5_000_000,
-    });
+    const { at, age, ...health } = withHealth.json.streams['cam-a'].health;
+    assert.deepEqual(health, { rtt: 150, retransmit: 3, bitrate: 5_000_000 });
+    assert.ok(Math.abs(Date.parse(at) - Date.now()) < 60_000 && age >= 0 && age < 60, `${at} ${age}`);
     assert.deepEqual(Object.keys(withHealth.json.streams), ['cam-a']);
 
     // Tally: from the admin to both peers of the stream (and admins); refused from a peer.

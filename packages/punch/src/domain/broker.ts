@@ -33,7 +33,9 @@ export type BrokerEvent =
   | { type: 'session_created'; session: SessionRecord }
   | { type: 'session_closed'; session: SessionRecord; reason: CloseReason }
   | { type: 'session_changed'; session: SessionRecord }
-  | { type: 'peer_matched'; session: SessionRecord; stream: StreamRecord };
+  | { type: 'peer_matched'; session: SessionRecord; stream: StreamRecord }
+  /** A claimed slot's holder came (back) or left; memory only (README "Presence"). */
+  | { type: 'peer_presence'; session: SessionRecord; stream: StreamRecord; slot: PeerSlot; present: boolean };
 
 export interface CreateSessionInput {
   name: string;
@@ -113,6 +115,12 @@ export class SessionBroker {
    * name, tombstone-free) until the save succeeds: nothing may report it closed before a restart would.
    */
   readonly #closing = new Map<SessionRecord, Promise<CloseOutcome>>();
+  /**
+   * Presence: which claimed slots have a connected holder (README "Presence"). Memory only: after a restart
+   * no peer is connected, so every loaded claim is absent until its peer registers again. A stream is
+   * `ready` or `connected` only while both of its claims are present; otherwise it shows `waiting`.
+   */
+  readonly #present = new Map<StreamRecord, Set<PeerSlot>>();
   #storeHealth: StoreHealth = { state: 'ok' };
   #lastProbe = Number.NEGATIVE_INFINITY;
   #live = 0;
@@ -148,6 +156,9 @@ export class SessionBroker {
       }
       this.#live++;
       this.#folded.set(s.name.toLowerCase(), s.name);
+      // Nobody is connected to a broker that just started: claims are kept (their holders get them back,
+      // README "Reconnection") but no stream is matched until both of its peers are present again.
+      for (const st of s.streams) st.state = 'waiting';
       // A live session's state is a function of its streams; the stored row may predate the last claim.
       this.#refreshState(s);
       if (s.expiresAt <= now) expired.push(s);
@@ -393,31 +404,116 @@ export class SessionBroker {
       slot = 'b';
     } else return refuse('STREAM_TAKEN', `stream "${stream.name}" has two peers`);
     const previousState = stream.state;
-    const matched = peerCount(stream) === 2;
-    if (matched) stream.state = 'ready';
-    return this.#commitClaim(session, stream, slot, hooks, () => {
-      if (slot === 'a' && stream.peerA === full) stream.peerA = null;
-      if (slot === 'b' && stream.peerB === full) stream.peerB = null;
-      if (peerCount(stream) < 2) stream.state = previousState;
-    });
+    const wasMatched = this.#bothPresent(stream);
+    const wasPresent = this.#setPresent(stream, slot, true);
+    if (peerCount(stream) === 2 && this.#bothPresent(stream)) stream.state = 'ready';
+    // A first claim is announced by `session` alone; `peer_presence` is for a claim's holder coming back.
+    return this.#commitClaim(
+      session,
+      stream,
+      slot,
+      hooks,
+      { wasMatched, wasPresent: true, moved: true },
+      () => {
+        if (slot === 'a' && stream.peerA === full) stream.peerA = null;
+        if (slot === 'b' && stream.peerB === full) stream.peerB = null;
+        this.#setPresent(stream, slot, wasPresent);
+        if (peerCount(stream) < 2) stream.state = previousState;
+      },
+    );
   }
 
-  /** Save a claim change; on failure undo it, otherwise run the hook and emit (one synchronous block). */
+  /**
+   * Save a claim change; on failure undo it, otherwise run the hook and emit (one synchronous block).
+   * `peer_matched` follows only a change the observers must learn: the stream became matched with both
+   * peers present, or a matched claim moved to another address or port.
+   */
   async #commitClaim(
     session: SessionRecord,
     stream: StreamRecord,
     slot: PeerSlot,
     hooks: ClaimHooks,
+    before: { wasMatched: boolean; wasPresent: boolean; moved: boolean },
     undo: () => void,
   ): Promise<ClaimResult> {
     this.#refreshState(session);
-    const matched = peerCount(stream) === 2;
+    const matched = peerCount(stream) === 2 && this.#bothPresent(stream);
     const failed = await this.#saveStreams(session, undo);
     if (failed) return failed;
     hooks.onCommitted?.({ slot, matched, stream });
-    if (matched) this.#emit({ type: 'peer_matched', session, stream });
+    if (!before.wasPresent) this.#emit({ type: 'peer_presence', session, stream, slot, present: true });
+    if (matched && (!before.wasMatched || before.moved))
+      this.#emit({ type: 'peer_matched', session, stream });
     this.#emit({ type: 'session_changed', session });
     return { ok: true, slot, matched, stream };
+  }
+
+  #presentSet(stream: StreamRecord): Set<PeerSlot> {
+    let set = this.#present.get(stream);
+    if (!set) {
+      set = new Set();
+      this.#present.set(stream, set);
+    }
+    return set;
+  }
+
+  /** Set a slot's presence; returns whether it was present before. */
+  #setPresent(stream: StreamRecord, slot: PeerSlot, present: boolean): boolean {
+    const set = this.#presentSet(stream);
+    const was = set.has(slot);
+    if (present) set.add(slot);
+    else set.delete(slot);
+    return was;
+  }
+
+  #bothPresent(stream: StreamRecord): boolean {
+    const set = this.#present.get(stream);
+    return set !== undefined && set.has('a') && set.has('b');
+  }
+
+  /** Whether the holder of a claimed slot is connected (README "Presence"). */
+  isPresent(stream: StreamRecord, slot: PeerSlot): boolean {
+    const claimed = slot === 'a' ? stream.peerA : stream.peerB;
+    return claimed !== null && (this.#present.get(stream)?.has(slot) ?? false);
+  }
+
+  /** Claimed slots of live sessions, present and absent (for the metrics). */
+  peerCounts(): { present: number; absent: number } {
+    let present = 0;
+    let absent = 0;
+    for (const s of this.#sessions.values()) {
+      if (!isLive(s)) continue;
+      for (const st of s.streams) {
+        const p = this.presentPeers(st);
+        present += p;
+        absent += peerCount(st) - p;
+      }
+    }
+    return { present, absent };
+  }
+
+  /** Claimed slots whose holder is connected: the `peers` count of the `session` message. */
+  presentPeers(stream: StreamRecord): number {
+    return (this.isPresent(stream, 'a') ? 1 : 0) + (this.isPresent(stream, 'b') ? 1 : 0);
+  }
+
+  /**
+   * The holder of a claimed slot left (its connection closed or failed the liveness probe). Memory only,
+   * nothing to save: the claim stays (its holder may take it back), the stream shows `waiting` (it has no
+   * live pair) and its health is dropped. Emits `peer_presence` then `session_changed`. The slot itself is
+   * freed later with `release` (the signalling layer's grace timer).
+   */
+  markAbsent(name: string, streamName: string, slot: PeerSlot): boolean {
+    const found = this.#stream(name, streamName);
+    if ('ok' in found) return false;
+    const { session, stream } = found;
+    if (!this.#setPresent(stream, slot, false)) return false;
+    stream.state = 'waiting';
+    stream.health = null;
+    this.#refreshState(session);
+    this.#emit({ type: 'peer_presence', session, stream, slot, present: false });
+    this.#emit({ type: 'session_changed', session });
+    return true;
   }
 
   /**
@@ -441,14 +537,21 @@ export class SessionBroker {
     if (!previous) return refuse('INVALID_MESSAGE', `stream "${stream.name}": slot ${slot} is not claimed`);
     const full: PeerClaim = { ...claim, claimedAt: this.#clock.now() };
     const previousState = stream.state;
+    const wasMatched = this.#bothPresent(stream);
     if (slot === 'a') stream.peerA = full;
     else stream.peerB = full;
+    const wasPresent = this.#setPresent(stream, slot, true);
     if (stream.state === 'connected' && (previous.holder ?? null) !== (full.holder ?? null)) {
       stream.state = 'ready';
     }
-    return this.#commitClaim(session, stream, slot, hooks, () => {
+    if (stream.state === 'waiting' && peerCount(stream) === 2 && this.#bothPresent(stream)) {
+      stream.state = 'ready';
+    }
+    const moved = previous.ip !== full.ip || previous.port !== full.port;
+    return this.#commitClaim(session, stream, slot, hooks, { wasMatched, wasPresent, moved }, () => {
       if (slot === 'a' && stream.peerA === full) stream.peerA = previous;
       if (slot === 'b' && stream.peerB === full) stream.peerB = previous;
+      this.#setPresent(stream, slot, wasPresent);
       stream.state = previousState;
     });
   }
@@ -457,7 +560,7 @@ export class SessionBroker {
    * The latest health of a stream, shown in the session view. Memory only: health is not persisted (it is
    * stale after a restart anyway), so nothing is saved and nothing can be lost.
    */
-  setHealth(name: string, streamName: string, health: StreamHealth): boolean {
+  setHealth(name: string, streamName: string, health: StreamHealth | null): boolean {
     const found = this.#stream(name, streamName);
     if ('ok' in found) return false;
     found.stream.health = health;
@@ -475,11 +578,13 @@ export class SessionBroker {
     const previousState = stream.state;
     if (slot === 'a') stream.peerA = null;
     else stream.peerB = null;
+    const wasPresent = this.#setPresent(stream, slot, false);
     stream.state = 'waiting';
     this.#refreshState(session);
     return this.#commitStreamChange(session, () => {
       if (slot === 'a' && stream.peerA === null) stream.peerA = held;
       if (slot === 'b' && stream.peerB === null) stream.peerB = held;
+      this.#setPresent(stream, slot, wasPresent);
       if (peerCount(stream) === 2) stream.state = previousState;
     });
   }

@@ -1,4 +1,16 @@
 import type { HealthStatus } from '../protocol/ws-messages.ts';
+import type { StreamHealth } from './session.ts';
+
+/**
+ * A health report is current for three times the slowest recommended reporting interval (spec: 1-5 s), so
+ * one or two lost reports do not blank the display but a peer that stopped reporting is not shown as live.
+ */
+export const HEALTH_MAX_AGE_MS = 15_000;
+
+/** The stream's health if it is current at `now` (Unix epoch ms), otherwise null. */
+export function liveHealth(h: StreamHealth | null, now: number): StreamHealth | null {
+  return h && now - h.at <= HEALTH_MAX_AGE_MS ? h : null;
+}
 
 /**
  * Stream health classification (spec "Health status thresholds"): healthy below 100 ms RTT and below 1 %

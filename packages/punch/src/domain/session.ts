@@ -33,6 +33,8 @@ export interface StreamHealth {
   rtt: number;
   retransmit: number;
   bitrate: number;
+  /** Unix epoch ms when the report arrived: a report older than HEALTH_MAX_AGE_MS is not shown. */
+  at: number;
 }
 
 export interface StreamRecord {

@@ -1,9 +1,10 @@
 import { isIP } from 'node:net';
-import type { Clock, TimerHandle } from '@broadcast-ops/core';
+import type { Clock, Logger, TimerHandle } from '@broadcast-ops/core';
 import type { TokenClaims } from '../protocol/token.ts';
 import {
   encode,
   type ClientMessage,
+  type EndHealth,
   type HealthMessage,
   type RegisterMessage,
   type ServerMessage,
@@ -11,7 +12,7 @@ import {
   type WsErrorCode,
 } from '../protocol/ws-messages.ts';
 import type { BrokerEvent, ClaimResult, SessionBroker } from './broker.ts';
-import { classifyHealth, suggestedLatency } from './health.ts';
+import { HEALTH_MAX_AGE_MS, classifyHealth, liveHealth, suggestedLatency } from './health.ts';
 import { refuse, type Refusal } from './outcome.ts';
 import { isLive, type PeerClaim, type PeerSlot, type SessionRecord, type StreamRecord } from './session.ts';
 
@@ -40,6 +41,13 @@ export interface PeerLink {
   probe(timeoutMs: number): Promise<boolean>;
 }
 
+/** The log the hub writes to (a pino logger in production). */
+export interface SignallingLog {
+  info: Logger['info'];
+  warn: Logger['warn'];
+  error: Logger['error'];
+}
+
 type Pick = { slot: PeerSlot; replace: boolean } | { probe: PeerLink } | undefined;
 
 export interface SignallingOptions {
@@ -56,15 +64,30 @@ export interface SignallingOptions {
   /** A receiver's report younger than this is preferred for the session view's `health`. Default 10 s. */
   healthFreshMs?: number;
   onError?: (err: unknown) => void;
+  /**
+   * The signalling log (README "Signalling log"): one info line per registration, match, reclaim,
+   * takeover, departure and release, an error line per registration whose save failed. Fields: session,
+   * stream, slot, ip, outcome; never a token or a passphrase.
+   */
+  log?: SignallingLog;
+  /** A `register` refused (for the metrics): the error code, or ADDRESS_FAMILY / STORE_FAILED. */
+  onRefused?: (code: string) => void;
 }
 
 interface HealthSample {
   rtt: number;
   retransmit: number;
   bitrate: number;
+  /** Monotonic ms (freshness) and Unix epoch ms (shown) of arrival. */
   at: number;
+  wall: number;
   receiver: boolean;
+  dropped: number | undefined;
+  buffer: number | undefined;
 }
+
+/** How a saved claim came about, for the log: a first claim, the same token back, or another holder. */
+type ClaimKind = 'claim' | 'reclaim' | 'takeover';
 
 /** One session's live signalling state. */
 interface Room {
@@ -81,6 +104,8 @@ interface Room {
   health: Map<string, Partial<Record<PeerSlot, HealthSample | undefined>>>;
   healthTimer: TimerHandle | null;
   lastHealthReport: number;
+  /** `${stream}/${slot}` → the timer that releases a detached slot once the grace period is over. */
+  graceTimers: Map<string, TimerHandle>;
 }
 
 const SLOTS: readonly PeerSlot[] = ['a', 'b'];
@@ -114,6 +139,12 @@ export class SignallingHub {
   readonly #maxConnections: number;
   readonly #healthFreshMs: number;
   readonly #onError: (err: unknown) => void;
+  readonly #log: SignallingLog | undefined;
+  readonly #onRefused: (code: string) => void;
+  /** Per connection and stream, the coordinates of the last `peer` it was sent (README "When `peer` is sent"). */
+  readonly #lastPeer = new WeakMap<PeerLink, Map<string, string>>();
+  /** Connections whose `register` waits for a liveness probe, with the latest `register` they sent. */
+  readonly #probing = new WeakMap<PeerLink, RegisterMessage>();
   readonly #rooms = new Map<string, Room>();
   /** link → its session name. */
   readonly #sessionOf = new Map<PeerLink, string>();
@@ -130,6 +161,8 @@ export class SignallingHub {
     this.#maxConnections = options.maxConnections ?? 64;
     this.#healthFreshMs = options.healthFreshMs ?? 10_000;
     this.#onError = options.onError ?? (() => undefined);
+    this.#log = options.log;
+    this.#onRefused = options.onRefused ?? (() => undefined);
     this.#startedAt = this.#clock.monotonicMs();
     this.#unsubscribe = this.#broker.subscribe((e) => this.#onBrokerEvent(e));
   }
@@ -140,7 +173,10 @@ export class SignallingHub {
 
   stop(): void {
     this.#unsubscribe();
-    for (const room of this.#rooms.values()) room.healthTimer?.cancel();
+    for (const room of this.#rooms.values()) {
+      room.healthTimer?.cancel();
+      for (const t of room.graceTimers.values()) t.cancel();
+    }
     this.#rooms.clear();
     this.#sessionOf.clear();
   }
@@ -159,6 +195,7 @@ export class SignallingHub {
         health: new Map(),
         healthTimer: null,
         lastHealthReport: Number.NEGATIVE_INFINITY,
+        graceTimers: new Map(),
       };
       this.#rooms.set(name, room);
     }
@@ -182,20 +219,53 @@ export class SignallingHub {
     const session = this.#broker.get(sessionName);
     if (!session || !isLive(session)) return refuse('SESSION_EXPIRED', `session "${sessionName}" is closed`);
     const room = this.#room(sessionName);
-    if (room.links.size >= this.#maxConnections) {
+    if (this.#counted(room) >= this.#maxConnections) {
       return refuse('SESSION_FULL', `the session has its maximum of ${this.#maxConnections} connections`);
     }
     room.links.add(link);
     this.#sessionOf.set(link, sessionName);
-    link.send(encode(sessionMessage(session)));
+    link.send(encode(this.#sessionMessage(session)));
     return { ok: true };
   }
 
-  /** The connection is gone: its slots stay claimed (detached) so that the peer can come back. */
-  detach(link: PeerLink): void {
+  /**
+   * Connections counted against `maxConnections`: admin observers and connections holding a slot. A peer
+   * connection that has not registered yet is bounded by the registration deadline (io layer) instead, so
+   * sockets that never register cannot lock the session's peers out.
+   */
+  #counted(room: Room): number {
+    let n = 0;
+    for (const l of room.links) if (l.claims.role === 'admin' || this.#holdsSlot(room, l)) n++;
+    return n;
+  }
+
+  #holdsSlot(room: Room, link: PeerLink): boolean {
+    for (const h of room.holders.values()) if (h[0] === link || h[1] === link) return true;
+    return false;
+  }
+
+  /** Whether the connection holds a peer slot (the io layer's registration deadline asks). */
+  holdsSlot(link: PeerLink): boolean {
+    const name = this.#sessionOf.get(link);
+    const room = name === undefined ? undefined : this.#rooms.get(name);
+    return room !== undefined && this.#holdsSlot(room, link);
+  }
+
+  #sessionMessage(session: SessionRecord): ServerMessage {
+    return sessionMessage(session, (s) => this.#broker.presentPeers(s));
+  }
+
+  /**
+   * The connection is gone (closed, or terminated by the liveness check): its slots stay claimed
+   * (detached) so that the peer can come back within the grace period, but its absence is reported at once
+   * (README "Presence"): the broker marks the slot absent (stream `waiting`, `presence` and `session`
+   * messages), its health sample is dropped, and a timer releases the slot when the grace period ends.
+   */
+  detach(link: PeerLink, why = 'closed'): void {
     const name = this.#sessionOf.get(link);
     if (name === undefined) return;
     this.#sessionOf.delete(link);
+    this.#probing.delete(link);
     const room = this.#rooms.get(name);
     if (!room) return;
     room.links.delete(link);
@@ -204,10 +274,46 @@ export class SignallingHub {
       for (const slot of SLOTS) {
         if (h[slotIndex(slot)] !== link) continue;
         h[slotIndex(slot)] = null;
-        room.detachedSince.set(`${stream}/${slot}`, now);
+        const key = `${stream}/${slot}`;
+        room.detachedSince.set(key, now);
         room.ready.get(stream)?.delete(slot);
+        room.started.delete(stream);
+        const samples = room.health.get(stream);
+        if (samples) samples[slot] = undefined;
+        this.#log?.info(
+          { session: name, stream, slot, ip: link.ip, outcome: why, graceMs: this.#graceMs },
+          'peer left; slot kept for its holder during the grace period',
+        );
+        this.#broker.markAbsent(name, stream, slot);
+        this.#armGrace(name, room, stream, slot);
       }
     }
+  }
+
+  /** Release a detached slot once its holder has been gone for the grace period (README "Presence"). */
+  #armGrace(name: string, room: Room, stream: string, slot: PeerSlot): void {
+    const key = `${stream}/${slot}`;
+    room.graceTimers.get(key)?.cancel();
+    const since = room.detachedSince.get(key);
+    room.graceTimers.set(
+      key,
+      this.#clock.setTimer(this.#graceMs, () => {
+        room.graceTimers.delete(key);
+        if (this.#rooms.get(name) !== room || room.detachedSince.get(key) !== since) return;
+        if (this.#holders(room, stream)[slotIndex(slot)] !== null || room.pending.has(key)) return;
+        void this.#broker.release(name, stream, slot).then((r) => {
+          if (r.ok && r.changed) {
+            room.detachedSince.delete(key);
+            this.#log?.info(
+              { session: name, stream, slot, outcome: 'released' },
+              'slot released after the grace period',
+            );
+          } else if (!r.ok && r.code === 'STORE_FAILED') {
+            this.#log?.error({ session: name, stream, slot, outcome: r.code }, 'slot release not saved');
+          }
+        }, this.#onError);
+      }),
+    );
   }
 
   handle(link: PeerLink, message: ClientMessage): void {
@@ -327,7 +433,12 @@ export class SignallingHub {
     probed: boolean,
   ): Pick {
     const h = this.#holders(room, stream.name);
-    for (const slot of SLOTS) {
+    // Two devices sharing one token (an admin token on both ends) must each get their own slot back: the
+    // slot last claimed from this connection's address is tried first, so the pair is never crossed.
+    const order = [...SLOTS].sort(
+      (x, y) => Number(claimOf(stream, y)?.ip === link.ip) - Number(claimOf(stream, x)?.ip === link.ip),
+    );
+    for (const slot of order) {
       const c = claimOf(stream, slot);
       // A claim whose save is pending has no holder link yet; it is not a detached slot.
       if (!c || c.holder !== link.holder || room.pending.has(`${stream.name}/${slot}`)) continue;
@@ -348,6 +459,11 @@ export class SignallingHub {
   }
 
   #register(link: PeerLink, room: Room, session: SessionRecord, msg: RegisterMessage, probed = false): void {
+    if (!probed && this.#probing.has(link)) {
+      // A `register` sent again while the first waits for the old socket's probe: one answer, for the latest.
+      this.#probing.set(link, msg);
+      return;
+    }
     const clientId = typeof msg.meta['clientId'] === 'string' ? msg.meta['clientId'] : null;
     let stream: StreamRecord | undefined;
     let pick: Pick;
@@ -361,6 +477,7 @@ export class SignallingHub {
         }
       }
       if (!stream || !pick) {
+        this.#refused(link, session, undefined, 'SESSION_FULL');
         link.send(errorText('SESSION_FULL', 'every stream of this session has two peers'));
         return;
       }
@@ -369,8 +486,10 @@ export class SignallingHub {
       if (!stream) return;
       pick = this.#pickSlot(link, room, stream, clientId, probed);
       if (!pick) {
+        const full = msg.stream === undefined && session.streams.length === 1;
+        this.#refused(link, session, stream.name, full ? 'SESSION_FULL' : 'STREAM_TAKEN');
         link.send(
-          msg.stream === undefined && session.streams.length === 1
+          full
             ? errorText('SESSION_FULL', 'the session has two peers')
             : errorText('STREAM_TAKEN', `stream "${stream.name}" has two peers`),
         );
@@ -379,20 +498,24 @@ export class SignallingHub {
     }
     if ('probe' in pick) {
       const old = pick.probe;
+      this.#probing.set(link, msg);
       void old.probe(this.#probeMs).then((alive) => {
+        const latest = this.#probing.get(link) ?? msg;
+        this.#probing.delete(link);
         if (!alive && this.#sessionOf.has(old)) {
-          this.detach(old);
+          this.detach(old, 'no answer to the liveness probe');
           old.end('replaced');
         }
         const now = this.#broker.get(session.name);
         if (!this.#sessionOf.has(link) || !now || !isLive(now)) return;
-        this.#register(link, room, now, msg, true);
+        this.#register(link, room, now, latest, true);
       }, this.#onError);
       return;
     }
     const { slot, replace } = pick;
     const key = `${stream.name}/${slot}`;
     if (room.pending.has(key)) {
+      this.#refused(link, session, stream.name, 'STREAM_TAKEN');
       link.send(errorText('STREAM_TAKEN', `stream "${stream.name}": a registration is in progress`));
       return;
     }
@@ -401,6 +524,7 @@ export class SignallingHub {
     const otherClaim = claimOf(stream, other(slot));
     // SRT rendezvous needs both ends in one address family (libsrt: both IPv4 or both IPv6).
     if (otherClaim && isIP(otherClaim.ip) !== isIP(link.ip)) {
+      this.#refused(link, session, stream.name, 'ADDRESS_FAMILY');
       link.send(
         errorText(
           'INVALID_MESSAGE',
@@ -420,19 +544,69 @@ export class SignallingHub {
       holder: link.holder,
     };
     const streamName = stream.name;
+    const previousHolder = replace ? (claimOf(stream, slot)?.holder ?? null) : null;
+    const kind: ClaimKind = !replace ? 'claim' : previousHolder === link.holder ? 'reclaim' : 'takeover';
     room.pending.add(key);
     const hooks = {
-      onCommitted: (r: { slot: PeerSlot; stream: StreamRecord }) =>
-        this.#claimed(link, room, session, r.stream, r.slot),
+      onCommitted: (r: { slot: PeerSlot; stream: StreamRecord; matched: boolean }) => {
+        this.#log?.info(
+          {
+            session: session.name,
+            stream: streamName,
+            slot: r.slot,
+            ip: link.ip,
+            port: claim.port,
+            outcome: kind,
+          },
+          kind === 'claim'
+            ? 'peer registered'
+            : kind === 'reclaim'
+              ? 'peer reclaimed its slot'
+              : 'peer took over a slot whose holder was gone past the grace period',
+        );
+        this.#claimed(link, room, session, r.stream, r.slot);
+      },
     };
     const result: Promise<ClaimResult> = replace
       ? this.#broker.replaceClaim(session.name, streamName, slot, claim, hooks)
       : this.#broker.claim(session.name, streamName, claim, hooks);
     void result
       .then((r) => {
-        if (!r.ok) link.send(errorText(wsCode(r), r.message));
+        if (r.ok) return;
+        if (r.code === 'STORE_FAILED') {
+          this.#onRefused(r.code);
+          this.#log?.error(
+            { session: session.name, stream: streamName, slot, ip: link.ip, outcome: r.code },
+            'registration not saved; the peer was told nothing changed',
+          );
+        } else this.#refused(link, session, streamName, r.code);
+        link.send(errorText(wsCode(r), r.message));
       }, this.#onError)
       .finally(() => room.pending.delete(key));
+  }
+
+  #refused(link: PeerLink, session: SessionRecord, stream: string | undefined, outcome: string): void {
+    this.#onRefused(outcome);
+    this.#log?.info(
+      { session: session.name, stream: stream ?? null, ip: link.ip, outcome },
+      'registration refused',
+    );
+  }
+
+  /**
+   * Send `peer` unless this connection was already sent the same coordinates for the stream (README
+   * "When `peer` is sent"): address, port, local port, passphrase and latency. `meta` alone never re-sends.
+   */
+  #sendPeer(link: PeerLink, message: Extract<ServerMessage, { type: 'peer' }>): void {
+    const key = `${message.ip}|${message.port}|${message.localPort}|${message.passphrase}|${message.latency}`;
+    let sent = this.#lastPeer.get(link);
+    if (!sent) {
+      sent = new Map();
+      this.#lastPeer.set(link, sent);
+    }
+    if (sent.get(message.stream) === key) return;
+    sent.set(message.stream, key);
+    link.send(encode(message));
   }
 
   /** A claim is saved: attach the link to the slot and send `peer` to both sides (synchronous). */
@@ -455,7 +629,7 @@ export class SignallingHub {
       room.detachedSince.set(`${stream.name}/${slot}`, this.#clock.monotonicMs());
     }
     if (previous && previous !== link) {
-      this.detach(previous);
+      this.detach(previous, 'replaced');
       previous.end('replaced');
     }
     // A new or renewed pair: `start` follows the next pair of `ready`s; the other side's `ready` stands.
@@ -466,8 +640,8 @@ export class SignallingHub {
     const mine = claimOf(stream, slot);
     const theirs = claimOf(stream, other(slot));
     if (mine && theirs) {
-      if (h[i]) h[i].send(encode(peerMessage(session, stream, theirs, mine)));
-      h[j]?.send(encode(peerMessage(session, stream, mine, theirs)));
+      if (h[i]) this.#sendPeer(h[i], peerMessage(session, stream, theirs, mine));
+      if (h[j]) this.#sendPeer(h[j], peerMessage(session, stream, mine, theirs));
     }
     // A peer that registers after a tally was set learns it at once.
     const tally = room.tally.get(stream.name);
@@ -519,7 +693,10 @@ export class SignallingHub {
       retransmit: msg.retransmit,
       bitrate: msg.bitrate,
       at,
+      wall: this.#clock.now(),
       receiver: role === 'receiver',
+      dropped: msg.dropped,
+      buffer: msg.buffer,
     };
     // The view shows the receiver's latest report while it is fresh, otherwise the latest of either.
     const all = Object.values(samples).filter((s): s is HealthSample => s !== undefined);
@@ -529,6 +706,7 @@ export class SignallingHub {
       rtt: latest.rtt,
       retransmit: latest.retransmit,
       bitrate: latest.bitrate,
+      at: latest.wall,
     });
     this.#scheduleHealthReport(session.name, room);
   }
@@ -547,19 +725,42 @@ export class SignallingHub {
     });
   }
 
+  /** Each present end's latest report (README "Health": the console shows both ends). */
+  #ends(room: Room, stream: string): Record<string, EndHealth> {
+    const out: Record<string, EndHealth> = {};
+    const now = this.#clock.monotonicMs();
+    const samples = room.health.get(stream) ?? {};
+    for (const slot of SLOTS) {
+      const s = samples[slot];
+      if (!s || now - s.at > HEALTH_MAX_AGE_MS) continue;
+      out[slot] = {
+        rtt: s.rtt,
+        retransmit: s.retransmit,
+        bitrate: s.bitrate,
+        dropped: s.dropped ?? null,
+        buffer: s.buffer ?? null,
+        age: Math.round((now - s.at) / 100) / 10,
+      };
+    }
+    return out;
+  }
+
   #sendHealthReport(name: string, room: Room): void {
     room.lastHealthReport = this.#clock.monotonicMs();
     const session = this.#broker.get(name);
     if (!session || !isLive(session)) return;
     const streams: Extract<ServerMessage, { type: 'health_report' }>['streams'] = {};
+    const now = this.#clock.now();
     for (const s of session.streams) {
-      if (!s.health) continue;
+      const h = liveHealth(s.health, now);
+      if (!h) continue;
       streams[s.name] = {
-        rtt: s.health.rtt,
-        retransmit: s.health.retransmit,
-        bitrate: s.health.bitrate,
-        status: classifyHealth(s.health.rtt, s.health.retransmit),
-        suggestedLatency: suggestedLatency(s.health.rtt),
+        rtt: h.rtt,
+        retransmit: h.retransmit,
+        bitrate: h.bitrate,
+        status: classifyHealth(h.rtt, h.retransmit),
+        suggestedLatency: suggestedLatency(h.rtt),
+        ends: this.#ends(room, s.name),
       };
     }
     const text = encode({ type: 'health_report', streams });
@@ -599,6 +800,17 @@ export class SignallingHub {
       case 'peer_matched': {
         const { peerA, peerB } = e.stream;
         if (!peerA || !peerB) return;
+        this.#log?.info(
+          {
+            session: e.session.name,
+            stream: e.stream.name,
+            ip: peerA.ip,
+            peerIp: peerB.ip,
+            port: peerA.port,
+            outcome: 'matched',
+          },
+          'stream matched',
+        );
         const text = encode({
           type: 'peer_match',
           stream: e.stream.name,
@@ -612,13 +824,28 @@ export class SignallingHub {
         return;
       }
       case 'session_changed': {
-        const text = encode(sessionMessage(e.session));
+        const text = encode(this.#sessionMessage(e.session));
         for (const l of room.links) l.send(text);
+        return;
+      }
+      case 'peer_presence': {
+        // README "Presence": to admin observers and to the stream's peers; spec clients ignore the type.
+        const claim = claimOf(e.stream, e.slot);
+        const text = encode({
+          type: 'presence',
+          stream: e.stream.name,
+          slot: e.slot,
+          present: e.present,
+          label: claim?.label ?? '',
+        });
+        const h = this.#holders(room, e.stream.name);
+        for (const l of room.links) if (l.claims.role === 'admin' || l === h[0] || l === h[1]) l.send(text);
         return;
       }
       case 'session_closed': {
         const text = encode({ type: 'session_closed', reason: e.reason });
         room.healthTimer?.cancel();
+        for (const t of room.graceTimers.values()) t.cancel();
         this.#rooms.delete(e.session.name);
         for (const l of room.links) {
           this.#sessionOf.delete(l);
@@ -639,7 +866,7 @@ function peerMessage(
   stream: StreamRecord,
   theirs: PeerClaim,
   mine: PeerClaim,
-): ServerMessage {
+): Extract<ServerMessage, { type: 'peer' }> {
   return {
     type: 'peer',
     stream: stream.name,
@@ -652,11 +879,15 @@ function peerMessage(
   };
 }
 
-export function sessionMessage(session: SessionRecord): ServerMessage {
+/** The `session` message; `peers` counts the stream's present peers (README "Presence"). */
+export function sessionMessage(
+  session: SessionRecord,
+  presentPeers: (stream: StreamRecord) => number = (s) => (s.peerA ? 1 : 0) + (s.peerB ? 1 : 0),
+): ServerMessage {
   const streams: Record<string, { state: string; peers: number }> = {};
   let connected = 0;
   for (const s of session.streams) {
-    streams[s.name] = { state: s.state, peers: (s.peerA ? 1 : 0) + (s.peerB ? 1 : 0) };
+    streams[s.name] = { state: s.state, peers: presentPeers(s) };
     if (s.state === 'connected') connected++;
   }
   return { type: 'session', state: session.state, streams, connected, total: session.streams.length };

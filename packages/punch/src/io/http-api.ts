@@ -13,6 +13,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { PunchConfig } from '../config.ts';
 import { AccessChecker } from '../domain/access.ts';
 import type { SessionBroker } from '../domain/broker.ts';
+import { liveHealth } from '../domain/health.ts';
 import type { LimitGroup } from '../domain/rate-limiter.ts';
 import { ClientLimits } from './client-limits.ts';
 import type { PeerClaim, SessionRecord } from '../domain/session.ts';
@@ -77,21 +78,39 @@ export function errorBodyOf(e: AppError): { error: string; code: string; message
   return { error: e.code, code: e.code, message: e.message };
 }
 
-/** The public part of a claim: the spec's view shows the address and label, never `meta` or `clientId`. */
-function peerView(p: PeerClaim | null): { ip: string; port: number; label: string } | null {
-  return p ? { ip: p.ip, port: p.port, label: p.label } : null;
+/**
+ * The public part of a claim: the spec's view shows the address and label, never `meta` or `clientId`;
+ * `present` (an added field) says whether its holder is connected now (README "Presence").
+ */
+function peerView(p: PeerClaim | null, present: boolean) {
+  return p ? { ip: p.ip, port: p.port, label: p.label, role: p.role, present } : null;
 }
 
-export function sessionViewOf(session: SessionRecord, onlyStream: string | null) {
+export function sessionViewOf(
+  session: SessionRecord,
+  onlyStream: string | null,
+  broker: Pick<SessionBroker, 'isPresent'>,
+  now: number,
+) {
   const streams: Record<string, unknown> = {};
   for (const s of session.streams) {
     if (onlyStream !== null && s.name !== onlyStream) continue;
     // The spec's sample shows `waiting` and `connected`; `ready` is the matched state (README "States").
+    // Health is shown only while current (README "Health"): `at` and `age` (seconds) say how current.
+    const h = liveHealth(s.health, now);
     streams[s.name] = {
       state: s.state,
-      peer_a: peerView(s.peerA),
-      peer_b: peerView(s.peerB),
-      health: s.health,
+      peer_a: peerView(s.peerA, broker.isPresent(s, 'a')),
+      peer_b: peerView(s.peerB, broker.isPresent(s, 'b')),
+      health: h
+        ? {
+            rtt: h.rtt,
+            retransmit: h.retransmit,
+            bitrate: h.bitrate,
+            at: iso(h.at),
+            age: Math.max(0, Math.round((now - h.at) / 100) / 10),
+          }
+        : null,
     };
   }
   return {

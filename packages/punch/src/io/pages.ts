@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import QRCode from 'qrcode';
 
 /**
@@ -34,7 +35,10 @@ export function renderSessionPage(name: string, view: PageView): string {
         `<img alt="QR code of this page" src="${path}/qr?t=${encodeURIComponent(view.token)}" width="240" height="240">`;
       break;
     case 'join':
-      body = `<p>Ask the session's operator for a link with an access token (<code>?t=…</code>) to join.</p>`;
+      body =
+        `<p>This page needs the link the session's operator gave you: it ends in <code>?t=…</code> (an ` +
+        `access token). Ask the operator to issue a peer token for your stream in the Punch console and ` +
+        `send you its join link or QR code.</p>`;
       break;
   }
   return (
@@ -47,4 +51,74 @@ export function renderSessionPage(name: string, view: PageView): string {
 
 export async function renderQrSvg(text: string): Promise<string> {
   return QRCode.toString(text, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
+}
+
+/** The console's static files (plain JS and CSS, no build step), read once at start. */
+export const ASSETS: Record<string, { type: string; body: string }> = Object.fromEntries(
+  (
+    [
+      ['console.js', 'text/javascript; charset=utf-8'],
+      ['create.js', 'text/javascript; charset=utf-8'],
+      ['console.css', 'text/css; charset=utf-8'],
+    ] as const
+  ).map(([file, type]) => [
+    file,
+    { type, body: readFileSync(new URL(`./console/${file}`, import.meta.url), 'utf8') },
+  ]),
+);
+
+/** Pages load scripts and styles from this origin only; the console talks to this origin's API and WebSocket. */
+export const PAGE_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+  "base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+function shell(title: string, body: string, role = ''): string {
+  return (
+    `<!doctype html><html lang="en"><head><meta charset="utf-8">` +
+    `<meta name="viewport" content="width=device-width,initial-scale=1"><title>${escapeHtml(title)}</title>` +
+    `<link rel="stylesheet" href="/assets/console.css"></head><body data-role="${role}">${body}</body></html>`
+  );
+}
+
+/** `GET /`: create a session (name, streams, latency, TTL) and land on its console. */
+export function renderCreatePage(): string {
+  return shell(
+    'Punch: new SRT session',
+    `<header><h1>Punch: new SRT session</h1></header>` +
+      `<form class="create" id="create">` +
+      `<label for="name">Session name</label><input id="name" name="name" required maxlength="64" pattern="[A-Za-z0-9._~\\-]+" placeholder="e.g. match-day-cam1" autocomplete="off">` +
+      `<label for="streams">Streams (comma-separated, optional)</label><input id="streams" name="streams" placeholder="e.g. cam-1, cam-2">` +
+      `<label for="latency">SRT latency (ms)</label><input id="latency" name="latency" type="number" min="20" max="8000" value="200">` +
+      `<label for="ttl">Lifetime (minutes)</label><input id="ttl" name="ttl" type="number" min="1" max="1440" value="30">` +
+      `<p><button type="submit">Create session</button></p><p id="result" role="status"></p>` +
+      `<p class="muted">The console that opens holds the session's admin token in its address: keep that link to ` +
+      `yourself and invite each device with a peer token from the console.</p></form>` +
+      `<script src="/assets/create.js"></script>`,
+  );
+}
+
+/** `GET /s/<name>?t=…` with a valid token: the console (admin) or the join page (peer); data over the API. */
+export function renderConsole(name: string, role: 'admin' | 'peer'): string {
+  return shell(
+    `Punch ${name}`,
+    `<header><h1>${escapeHtml(name)}</h1><span id="state" class="badge">…</span>` +
+      `<span id="live" class="muted">${role === 'admin' ? 'connecting…' : ''}</span>` +
+      `<span id="expires" class="muted"></span></header><main id="app"></main>` +
+      `<script src="/assets/console.js"></script>`,
+    role,
+  );
+}
+
+/** `GET /s/<name>` for a name that has no live or recently closed session. */
+export function renderUnknown(name: string): string {
+  return shell(
+    'Punch: no such session',
+    `<header><h1>No session "${escapeHtml(name)}"</h1></header><main><section class="card">` +
+      `<p>There is no session of this name on this broker (it may have expired long ago, or the link is ` +
+      `mistyped).</p><p><a href="/">Create a session</a></p></section></main>`,
+  );
+}
+
+export async function renderQrPng(text: string): Promise<Buffer> {
+  return QRCode.toBuffer(text, { type: 'png', errorCorrectionLevel: 'M', margin: 2, width: 360 });
 }

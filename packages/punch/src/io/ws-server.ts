@@ -42,6 +42,11 @@ export interface SignallingServerOptions {
   maxPayload?: number;
   /** Protocol ping interval. Default 15 s. */
   pingIntervalMs?: number;
+  /**
+   * A peer-token connection that holds no slot this long after connecting is closed (4408): sockets that
+   * never register do not stay open. Admin observers are exempt. Default 10 s.
+   */
+  registerDeadlineMs?: number;
   /** A connection refused before it joined its session (for the metrics). */
   onReject?: (reason: 'rate_limited' | 'auth_failed' | 'session_expired' | 'session_full') => void;
 }
@@ -79,6 +84,7 @@ function closeCodeOf(r: AccessRefusal): number {
 
 class WsLink implements PeerLink {
   alive = true;
+  terminated = false;
   windowStart = 0;
   count = 0;
   warned = false;
@@ -135,7 +141,11 @@ export function attachSignalling(server: Server, options: SignallingServerOption
   const maxPayload = options.maxPayload ?? 16 * 1024;
   const perSecond = options.messagesPerSecond;
   const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload });
+  // Spec "Versioning": every response carries Punch-Version, the 101 Switching Protocols answer included.
+  wss.on('headers', (headers) => headers.push(`Punch-Version: ${PUNCH_VERSION}`));
+  const deadlineMs = options.registerDeadlineMs ?? 10_000;
   const links = new Map<WebSocket, WsLink>();
+  const sessionOf = new WeakMap<WsLink, string>();
   let closing = false;
 
   const sendError = (ws: WebSocket, code: WsErrorCode, message: string): void => {
@@ -179,6 +189,7 @@ export function attachSignalling(server: Server, options: SignallingServerOption
     const auth = access.authenticate(token, name, clock.now());
     if (!auth.ok) {
       options.onReject?.(auth.code === 'AUTH_FAILED' ? 'auth_failed' : 'session_expired');
+      logger.info({ session: name, ip, outcome: auth.code }, 'signalling token refused');
       sendError(ws, auth.code, auth.message);
       ws.close(closeCodeOf(auth), auth.code);
       return;
@@ -186,12 +197,14 @@ export function attachSignalling(server: Server, options: SignallingServerOption
     const live = access.liveSession(broker.get(name), name, auth.claims);
     if (!live.ok) {
       options.onReject?.('session_expired');
+      logger.info({ session: name, ip, outcome: live.code }, 'signalling token refused');
       sendError(ws, live.code, live.message);
       ws.close(closeCodeOf(live), live.code);
       return;
     }
     const link = new WsLink(ws, ip, auth.claims, tokenFingerprint(token ?? ''));
     links.set(ws, link);
+    sessionOf.set(link, name);
     ws.on('pong', () => {
       link.alive = true;
     });
@@ -204,10 +217,21 @@ export function attachSignalling(server: Server, options: SignallingServerOption
         sendError(ws, 'SERVER_ERROR', 'the message could not be handled');
       }
     });
-    ws.on('close', () => {
+    ws.on('close', (code) => {
       links.delete(ws);
-      hub.detach(link);
+      clearTimeout(deadline);
+      hub.detach(link, link.terminated ? 'terminated: no answer to ping' : `closed (${code})`);
     });
+    const deadline = setTimeout(() => {
+      if (auth.claims.role === 'admin' || hub.holdsSlot(link) || ws.readyState !== ws.OPEN) return;
+      logger.info(
+        { session: name, ip, outcome: 'no register' },
+        'signalling socket closed: no register in time',
+      );
+      sendError(ws, 'INVALID_MESSAGE', `register: a peer connection must register within ${deadlineMs} ms`);
+      ws.close(WS_CLOSE.registerTimeout, 'no register in time');
+    }, deadlineMs);
+    deadline.unref();
     const joined = hub.attach(link, name);
     if (!joined.ok) {
       options.onReject?.(joined.code === 'SESSION_FULL' ? 'session_full' : 'session_expired');
@@ -254,6 +278,11 @@ export function attachSignalling(server: Server, options: SignallingServerOption
   const heartbeat = setInterval(() => {
     for (const link of links.values()) {
       if (!link.alive) {
+        link.terminated = true;
+        logger.info(
+          { session: sessionOf.get(link) ?? null, ip: link.ip, outcome: 'terminated' },
+          'signalling socket terminated: no answer to ping',
+        );
         link.ws.terminate();
         continue;
       }

@@ -36,10 +36,19 @@ export function liveTransmitUri(p: ConnectionParams): string {
   );
 }
 
+/**
+ * Said instead of an OBS URL for IPv6 peers: OBS Studio's SRT rendezvous code (its obs-ffmpeg SRT
+ * protocol, libsrt with an `AF_INET` local bind) cannot bind an IPv6 local address, so no URL would work.
+ */
+export const STUDIO_APP_IPV4_ONLY =
+  'studio-app (OBS Studio) supports SRT rendezvous over IPv4 only: both peers here use IPv6. ' +
+  'Use the live-transmit or pipeline string, or `punch agent`, on this end instead.';
+
 /** OBS Studio ≥ 30 custom server URL: FFmpeg-style µs latency; rendezvous needs localip and localport. */
 export function studioAppUri(p: ConnectionParams): string {
+  if (isIPv6(p.remoteIp)) return STUDIO_APP_IPV4_ONLY;
   return (
-    `${srtBase(p.remoteIp, p.remotePort)}?mode=rendezvous&localip=${isIPv6(p.remoteIp) ? '::' : '0.0.0.0'}` +
+    `${srtBase(p.remoteIp, p.remotePort)}?mode=rendezvous&localip=0.0.0.0` +
     `&localport=${p.localPort}&latency=${p.latencyMs * 1000}&passphrase=${p.passphrase}` +
     `&connect_timeout=${CONNECT_TIMEOUT_MS}`
   );

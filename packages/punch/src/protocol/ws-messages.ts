@@ -143,7 +143,34 @@ function parseObject(o: Obj): ClientMessage {
 }
 
 /** Parse one text frame. Never throws. */
+/** Deepest nesting of objects and arrays a client message may have (a `meta` object is flat in practice). */
+export const MAX_DEPTH = 16;
+
+/**
+ * Nesting depth of a JSON text, scanned without recursion before anything parses or walks it, so a
+ * message nested thousands deep is refused as INVALID_MESSAGE instead of exhausting the stack.
+ */
+export function jsonDepthExceeds(text: string, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c)
+        i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > max) return true;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+  }
+  return false;
+}
+
 export function parseClientMessage(text: string): ParseResult {
+  if (jsonDepthExceeds(text, MAX_DEPTH)) {
+    return { ok: false, reason: `message: nested deeper than ${MAX_DEPTH} levels` };
+  }
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -190,6 +217,7 @@ export type ServerMessage =
       latency: number;
     }
   | { type: 'start'; stream: string }
+  | { type: 'presence'; stream: string; slot: 'a' | 'b'; present: boolean; label: string }
   | {
       type: 'session';
       state: string;
@@ -202,11 +230,30 @@ export type ServerMessage =
       type: 'health_report';
       streams: Record<
         string,
-        { rtt: number; retransmit: number; bitrate: number; status: HealthStatus; suggestedLatency: number }
+        {
+          rtt: number;
+          retransmit: number;
+          bitrate: number;
+          status: HealthStatus;
+          suggestedLatency: number;
+          /** Added: each end's latest report (slot a, slot b). */
+          ends?: Record<string, EndHealth>;
+        }
       >;
     }
   | { type: 'error'; code: WsErrorCode; message: string }
   | { type: 'session_closed'; reason: 'admin_closed' | 'ttl_expired' | 'error' };
+
+/** One end's latest health report, as the console shows it. */
+export interface EndHealth {
+  rtt: number;
+  retransmit: number;
+  bitrate: number;
+  dropped: number | null;
+  buffer: number | null;
+  /** Seconds since it arrived. */
+  age: number;
+}
 
 export function encode(message: ServerMessage): string {
   return JSON.stringify(message);
@@ -225,6 +272,7 @@ export const WS_CLOSE = {
   authFailed: 4401,
   forbidden: 4403,
   replaced: 4409,
+  registerTimeout: 4408,
   sessionExpired: 4410,
   rateLimited: 4429,
 } as const;

@@ -1,6 +1,16 @@
 import type { FastifyInstance } from 'fastify';
 import type { TokenClaims } from '../../protocol/token.ts';
-import { renderQrSvg, renderSessionPage, type PageView } from '../pages.ts';
+import {
+  ASSETS,
+  PAGE_CSP,
+  renderConsole,
+  renderCreatePage,
+  renderQrPng,
+  renderQrSvg,
+  renderSessionPage,
+  renderUnknown,
+  type PageView,
+} from '../pages.ts';
 import type { RouteContext } from '../http-api.ts';
 
 /**
@@ -23,31 +33,63 @@ export function registerPageRoutes(api: FastifyInstance, ctx: RouteContext): voi
     return live.ok ? { kind: 'valid', token: t, claims: auth.claims } : { kind: 'closed' };
   };
 
+  api.get('/', { onRequest: ctx.limit.page }, (_request, reply) => {
+    void reply
+      .header('content-security-policy', PAGE_CSP)
+      .type('text/html; charset=utf-8')
+      .send(renderCreatePage());
+  });
+
+  // Browsers ask for it on every page; no icon, and no 404 in their consoles.
+  api.get('/favicon.ico', { onRequest: ctx.limit.page }, (_request, reply) => {
+    void reply.status(204).send();
+  });
+
+  api.get<{ Params: { file: string } }>('/assets/:file', { onRequest: ctx.limit.page }, (request, reply) => {
+    const asset = Object.hasOwn(ASSETS, request.params.file) ? ASSETS[request.params.file] : undefined;
+    if (!asset) {
+      void reply.status(404).type('text/plain; charset=utf-8').send('not found');
+      return;
+    }
+    void reply.header('cache-control', 'no-cache').type(asset.type).send(asset.body);
+  });
+
   api.get<{ Params: { name: string }; Querystring: { t?: string } }>(
     '/s/:name',
     { onRequest: ctx.limit.page },
     (request, reply) => {
       const name = request.params.name;
       const a = pageAccess(name, request.query.t);
-      let view: PageView;
-      if (a.kind === 'valid')
-        view = a.claims.role === 'admin' ? { kind: 'admin' } : { kind: 'peer', token: a.token };
-      else view = { kind: a.kind === 'closed' ? 'closed' : 'join' };
-      void reply
-        .status(a.kind === 'closed' ? 410 : 200)
-        .type('text/html; charset=utf-8')
-        .send(renderSessionPage(name, view));
+      void reply.header('content-security-policy', PAGE_CSP).type('text/html; charset=utf-8');
+      if (a.kind === 'valid') {
+        void reply.send(renderConsole(name, a.claims.role === 'admin' ? 'admin' : 'peer'));
+        return;
+      }
+      const session = broker.get(name);
+      if (!session) {
+        void reply.status(404).send(renderUnknown(name));
+        return;
+      }
+      const closed = a.kind === 'closed' || session.state === 'CLOSED';
+      const view: PageView = { kind: closed ? 'closed' : 'join' };
+      void reply.status(closed ? 410 : 200).send(renderSessionPage(name, view));
     },
   );
 
-  api.get<{ Params: { name: string }; Querystring: { t?: string } }>(
+  /**
+   * The QR of the page URL: `t=` only when the caller presented a valid peer token (never an admin token:
+   * a QR is meant for an encoder). SVG, or PNG with `?format=png`.
+   */
+  api.get<{ Params: { name: string }; Querystring: { t?: string; format?: string } }>(
     '/s/:name/qr',
     { onRequest: ctx.limit.page },
     async (request, reply) => {
       const name = request.params.name;
       const a = pageAccess(name, request.query.t);
       const token = a.kind === 'valid' && a.claims.role === 'peer' ? a.token : undefined;
-      return reply.type('image/svg+xml').send(await renderQrSvg(ctx.urls(name, token).url));
+      const url = ctx.urls(name, token).url;
+      if (request.query.format === 'png') return reply.type('image/png').send(await renderQrPng(url));
+      return reply.type('image/svg+xml').send(await renderQrSvg(url));
     },
   );
 }

@@ -80,7 +80,7 @@ export function registerSessionRoutes(api: FastifyInstance, ctx: RouteContext): 
     const claims = ctx.authorize(request, request.params.name);
     const session = ctx.liveSession(request.params.name, claims);
     // A stream-scoped token sees only its stream (spec: "A token for one stream cannot access another stream").
-    return sessionViewOf(session, claims.stream);
+    return sessionViewOf(session, claims.stream, ctx.deps.broker, ctx.deps.clock.now());
   });
 
   api.delete<{ Params: { name: string } }>(

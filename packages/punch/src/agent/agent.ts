@@ -1,0 +1,431 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createSocket, type Socket } from 'node:dgram';
+import { randomBytes } from 'node:crypto';
+import { createReadStream, createWriteStream, existsSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
+import type { Logger } from '@broadcast-ops/core';
+import { WebSocket } from 'ws';
+import { parseStatsLine, type SrtSample } from './srt-stats.ts';
+
+/**
+ * The peer agent (`punch agent`, docs/agent.md): one end of an SRT link driven by the broker's signalling.
+ * It registers, waits for `peer`, sends `ready`, and on `start` runs srt-live-transmit in rendezvous mode
+ * with the coordinates, passphrase and latency it was given. While SRT runs it sends `health` every
+ * `healthMs` from the tool's JSON statistics and `status` on each SRT state change. A lost broker does not
+ * stop SRT: the agent reconnects with backoff, registers again (the broker gives its slot back) and keeps
+ * the running process unless the coordinates changed. `session_closed` stops SRT and ends the agent (0).
+ */
+export interface AgentOptions {
+  /** Broker origin, `http(s)://host:port`. */
+  broker: string;
+  session: string;
+  token: string;
+  stream?: string | undefined;
+  role: 'sender' | 'receiver';
+  /** Local UDP port for SRT (both ends bind the stream's port; the broker may assign another). */
+  port: number;
+  /** Sender: `udp://127.0.0.1:P`, `file:PATH` or `-` (stdin). Receiver: `udp://HOST:P`, `file:PATH` or `-`. */
+  media: string;
+  label?: string | undefined;
+  logger: Logger;
+  /** `health` interval, 1-5 s (spec). Default 2 s. */
+  healthMs?: number;
+  /** srt-live-transmit binary. Default: from PATH. */
+  srtBinary?: string | undefined;
+}
+
+export type AgentExit =
+  | { code: 0; reason: 'session_closed' }
+  | { code: 3; reason: 'token_refused' | 'session_expired'; message: string }
+  | { code: 4; reason: 'srt_missing'; message: string };
+
+interface Coordinates {
+  ip: string;
+  port: number;
+  localPort: number;
+  passphrase: string;
+  latency: number;
+}
+
+type SrtState = 'connecting' | 'connected' | 'disconnected' | 'error';
+
+export const SRT_INSTALL_HINT =
+  'srt-live-transmit was not found on PATH. Install it: Debian/Ubuntu `sudo apt-get install srt-tools`, ' +
+  'Fedora `sudo dnf install srt`, macOS `brew install srt`; or pass --srt <path to srt-live-transmit>.';
+
+export function findSrtLiveTransmit(explicit?: string): string | undefined {
+  if (explicit) return existsSync(explicit) ? explicit : undefined;
+  for (const dir of (process.env['PATH'] ?? '').split(delimiter)) {
+    const candidate = join(dir, 'srt-live-transmit');
+    if (dir && existsSync(candidate)) return candidate;
+  }
+  return undefined;
+}
+
+/** `srt://ip:port?…` for srt-live-transmit: latency in ms (SRTO_LATENCY), IPv6 literals in brackets. */
+export function srtUri(c: Coordinates): string {
+  const host = c.ip.includes(':') ? `[${c.ip}]` : c.ip;
+  return (
+    `srt://${host}:${c.port}?mode=rendezvous&port=${c.localPort}&latency=${c.latency}` +
+    `&passphrase=${c.passphrase}&conntimeo=120000`
+  );
+}
+
+const sameCoordinates = (a: Coordinates | null, b: Coordinates | null): boolean =>
+  a !== null &&
+  b !== null &&
+  a.ip === b.ip &&
+  a.port === b.port &&
+  a.localPort === b.localPort &&
+  a.passphrase === b.passphrase &&
+  a.latency === b.latency;
+
+export class PunchAgent {
+  readonly #o: AgentOptions;
+  readonly #log: Logger;
+  readonly #clientId = randomBytes(12).toString('base64url');
+  #ws: WebSocket | null = null;
+  #coords: Coordinates | null = null;
+  /** Coordinates the running srt-live-transmit was started with. */
+  #running: Coordinates | null = null;
+  #srt: ChildProcess | null = null;
+  #srtState: SrtState = 'disconnected';
+  #sample: SrtSample | undefined;
+  #sampleAt = 0;
+  #lastDropped = 0;
+  #healthTimer: NodeJS.Timeout | null = null;
+  #reconnectTimer: NodeJS.Timeout | null = null;
+  #backoff = 500;
+  #stopped = false;
+  #restartTimer: NodeJS.Timeout | null = null;
+  /** Receiver writing to a file or stdout: srt-live-transmit delivers to this loopback UDP socket. */
+  #sink: { socket: Socket; port: number } | null = null;
+  #done!: (exit: AgentExit) => void;
+  readonly finished: Promise<AgentExit>;
+
+  constructor(options: AgentOptions) {
+    this.#o = options;
+    this.#log = options.logger;
+    this.finished = new Promise((resolve) => {
+      this.#done = resolve;
+    });
+  }
+
+  start(): Promise<AgentExit> {
+    const bin = findSrtLiveTransmit(this.#o.srtBinary);
+    if (!bin) {
+      this.#finish({ code: 4, reason: 'srt_missing', message: SRT_INSTALL_HINT });
+      return this.finished;
+    }
+    this.#connect();
+    this.#healthTimer = setInterval(() => this.#sendHealth(), this.#o.healthMs ?? 2000);
+    return this.finished;
+  }
+
+  /** Stop everything (signals): SRT ends, the socket closes. */
+  stop(): void {
+    this.#stopped = true;
+    if (this.#healthTimer) clearInterval(this.#healthTimer);
+    if (this.#reconnectTimer) clearTimeout(this.#reconnectTimer);
+    if (this.#restartTimer) clearTimeout(this.#restartTimer);
+    this.#stopSrt();
+    this.#sink?.socket.close();
+    this.#sink = null;
+    this.#ws?.close(1000);
+  }
+
+  /**
+   * A receiver's file or stdout output goes through a loopback UDP socket of the agent, not through the
+   * tool's stdout: the tool's stdout carries its statistics (see #startSrt), which would corrupt the media.
+   */
+  async #openSink(): Promise<number> {
+    if (this.#sink) return this.#sink.port;
+    const media = this.#o.media;
+    const out = media === '-' ? process.stdout : createWriteStream(media.slice(5), { flags: 'a' });
+    const socket = createSocket({ type: 'udp4', recvBufferSize: 4 * 1024 * 1024 });
+    socket.on('message', (d) => out.write(d));
+    socket.on('error', (err) => this.#log.error({ err: err.message }, 'media sink socket failed'));
+    await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
+    this.#sink = { socket, port: socket.address().port };
+    return this.#sink.port;
+  }
+
+  #finish(exit: AgentExit): void {
+    this.stop();
+    this.#done(exit);
+  }
+
+  #send(message: Record<string, unknown>): void {
+    if (this.#ws?.readyState === WebSocket.OPEN) this.#ws.send(JSON.stringify(message));
+  }
+
+  #connect(): void {
+    if (this.#stopped) return;
+    const url = `${this.#o.broker.replace(/^http/, 'ws')}/api/ws/${encodeURIComponent(this.#o.session)}`;
+    const ws = new WebSocket(url, {
+      headers: { authorization: `Bearer ${this.#o.token}` },
+      perMessageDeflate: false,
+      maxPayload: 64 * 1024,
+      handshakeTimeout: 10_000,
+    });
+    this.#ws = ws;
+    let pingTimer: NodeJS.Timeout | null = null;
+    ws.on('open', () => {
+      this.#backoff = 500;
+      this.#log.info({ broker: this.#o.broker, session: this.#o.session }, 'connected to broker');
+      this.#send({
+        type: 'register',
+        ...(this.#o.stream ? { stream: this.#o.stream } : {}),
+        port: this.#o.port,
+        role: this.#o.role,
+        meta: { label: this.#o.label ?? this.#o.role, clientId: this.#clientId, agent: 'punch-agent' },
+      });
+      // A broker that vanished without closing (host down, cable) is noticed by our own pings.
+      let alive = true;
+      ws.on('pong', () => {
+        alive = true;
+      });
+      pingTimer = setInterval(() => {
+        if (!alive) {
+          ws.terminate();
+          return;
+        }
+        alive = false;
+        ws.ping();
+      }, 10_000);
+    });
+    ws.on('message', (data) => {
+      let m: Record<string, unknown>;
+      try {
+        m = JSON.parse((data as Buffer).toString('utf8')) as Record<string, unknown>;
+      } catch {
+        return;
+      }
+      this.#onMessage(m);
+    });
+    ws.on('error', (err) => this.#log.warn({ err: err.message }, 'broker connection error'));
+    ws.on('close', (code) => {
+      if (pingTimer) clearInterval(pingTimer);
+      if (this.#ws !== ws || this.#stopped) return;
+      this.#ws = null;
+      if (code === 4401 || code === 4403) {
+        this.#finish({
+          code: 3,
+          reason: 'token_refused',
+          message:
+            'the broker refused the token (wrong session or stream, expired, or signed with another secret); ' +
+            'ask the operator for a new join link',
+        });
+        return;
+      }
+      if (code === 4410) {
+        this.#finish({ code: 3, reason: 'session_expired', message: 'the session is closed or expired' });
+        return;
+      }
+      const wait = this.#backoff;
+      this.#backoff = Math.min(10_000, this.#backoff * 2);
+      this.#log.warn(
+        { code, retryInMs: wait, srtRunning: this.#srt !== null },
+        'broker connection lost; SRT keeps running; reconnecting',
+      );
+      this.#reconnectTimer = setTimeout(() => this.#connect(), wait);
+    });
+  }
+
+  #onMessage(m: Record<string, unknown>): void {
+    switch (m['type']) {
+      case 'peer': {
+        const c: Coordinates = {
+          ip: String(m['ip']),
+          port: Number(m['port']),
+          localPort: Number(m['localPort']),
+          passphrase: String(m['passphrase']),
+          latency: Number(m['latency']),
+        };
+        const unchanged = sameCoordinates(c, this.#running);
+        this.#log.info({ ip: c.ip, port: c.port, localPort: c.localPort, unchanged }, 'peer received');
+        this.#coords = c;
+        this.#send({ type: 'ready', ...(this.#o.stream ? { stream: this.#o.stream } : {}) });
+        if (unchanged) this.#sendStatus(this.#srtState);
+        return;
+      }
+      case 'start':
+        if (this.#coords && !sameCoordinates(this.#coords, this.#running)) void this.#startSrt(this.#coords);
+        return;
+      case 'session': {
+        // Our link is up but the broker shows the stream only matched (it restarted, or our partner came
+        // back): tell it again.
+        const streams = m['streams'] as Record<string, { state?: string }> | undefined;
+        const mine = this.#o.stream ?? Object.keys(streams ?? {})[0];
+        if (mine && streams?.[mine]?.state === 'ready' && this.#srtState === 'connected') {
+          this.#sendStatus('connected');
+        }
+        return;
+      }
+      case 'session_closed':
+        this.#log.info({ reason: m['reason'] }, 'session closed; stopping SRT');
+        this.#finish({ code: 0, reason: 'session_closed' });
+        return;
+      case 'error': {
+        const code = String(m['code']);
+        this.#log.warn({ code, message: m['message'] }, 'broker error');
+        if (code === 'AUTH_FAILED' || code === 'SESSION_EXPIRED') {
+          // The close that follows (4401/4403/4410) ends the agent with the right message.
+          return;
+        }
+        if (code === 'SESSION_FULL' || code === 'STREAM_TAKEN') {
+          // Our slot may still be held by our previous connection during its grace period: retry.
+          this.#ws?.close(1000);
+        }
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  #sendStatus(state: SrtState): void {
+    this.#send({ type: 'status', ...(this.#o.stream ? { stream: this.#o.stream } : {}), srt: state });
+  }
+
+  #setState(state: SrtState): void {
+    if (state === this.#srtState) return;
+    this.#srtState = state;
+    this.#log.info({ srt: state }, 'srt state');
+    this.#sendStatus(state);
+  }
+
+  #sendHealth(): void {
+    const s = this.#sample;
+    if (!s || this.#srtState !== 'connected' || Date.now() - this.#sampleAt > 15_000) return;
+    const dropped = Math.max(0, s.droppedTotal - this.#lastDropped);
+    this.#lastDropped = s.droppedTotal;
+    this.#send({
+      type: 'health',
+      ...(this.#o.stream ? { stream: this.#o.stream } : {}),
+      rtt: s.rtt,
+      retransmit: s.retransmit,
+      bitrate: s.bitrate,
+      dropped,
+      buffer: s.buffer,
+    });
+  }
+
+  async #startSrt(c: Coordinates): Promise<void> {
+    this.#stopSrt();
+    this.#running = c;
+    const bin = findSrtLiveTransmit(this.#o.srtBinary);
+    if (!bin) {
+      this.#finish({ code: 4, reason: 'srt_missing', message: SRT_INSTALL_HINT });
+      return;
+    }
+    const media = this.#o.media;
+    const uri = srtUri(c);
+    const pipe = media === '-' || media.startsWith('file:');
+    let local = media;
+    if (pipe) local = this.#o.role === 'sender' ? 'file://con' : `udp://127.0.0.1:${await this.#openSink()}`;
+    if (this.#stopped || this.#running !== c) return;
+    const [src, dst] = this.#o.role === 'sender' ? [local, uri] : [uri, local];
+    // Statistics every 100 packets (`-s:N` counts packets), as JSON lines on the tool's stdout. The media
+    // never uses that stdout (a receiver's file or stdout output goes through the agent's UDP sink), so the
+    // two cannot mix. (`-statsout:/dev/fd/N` does not work here: Node's stdio pipes are sockets, which
+    // cannot be opened by path, and the tool then falls back to stdout anyway.)
+    const args = ['-v', '-s:100', '-pf:json', '-chunk:1316', src, dst];
+    this.#log.info({ ip: c.ip, port: c.port, localPort: c.localPort, latency: c.latency }, 'srt started');
+    const child = spawn(bin, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    this.#srt = child;
+    this.#running = c;
+    this.#setState('connecting');
+    if (this.#o.role === 'sender') {
+      if (media === '-') process.stdin.pipe(child.stdin);
+      else if (media.startsWith('file:')) createReadStream(media.slice(5)).pipe(child.stdin);
+      else child.stdin.end();
+    } else child.stdin.end();
+    child.stdin.on('error', () => undefined);
+    const lines = (stream: NodeJS.ReadableStream, onLine: (line: string) => void): void => {
+      let buffered = '';
+      stream.on('data', (d: Buffer) => {
+        buffered = (buffered + d.toString('utf8')).slice(-65536);
+        let nl: number;
+        while ((nl = buffered.indexOf('\n')) >= 0) {
+          onLine(buffered.slice(0, nl));
+          buffered = buffered.slice(nl + 1);
+        }
+      });
+    };
+    lines(child.stdout, (line) => {
+      const sample = parseStatsLine(line, this.#o.role);
+      if (!sample) return;
+      this.#sample = sample;
+      this.#sampleAt = Date.now();
+      this.#setState('connected');
+    });
+    lines(child.stderr, (line) => {
+      if (/SRT (source|target) connected|connected$/i.test(line.trim()) && !/Connecting/i.test(line)) {
+        this.#setState('connected');
+      } else if (/disconnected|connection .*lost|Error/i.test(line)) {
+        const safe = line.replace(/passphrase=[^&\s'"]*/g, 'passphrase=***');
+        this.#log.warn({ line: safe }, 'srt-live-transmit');
+      }
+    });
+    child.on('exit', (code, signal) => {
+      if (this.#srt !== child) return;
+      this.#srt = null;
+      this.#running = null;
+      this.#setState(code === 0 || signal ? 'disconnected' : 'error');
+      this.#log.warn({ code, signal }, 'srt-live-transmit exited; restarting in 1 s');
+      if (this.#stopped || !this.#coords) return;
+      const coords = this.#coords;
+      this.#restartTimer = setTimeout(() => {
+        if (!this.#stopped && this.#srt === null) void this.#startSrt(coords);
+      }, 1000);
+    });
+  }
+
+  #stopSrt(): void {
+    const child = this.#srt;
+    this.#srt = null;
+    this.#running = null;
+    if (child && child.exitCode === null) child.kill('SIGINT');
+  }
+}
+
+/**
+ * A join link as the console gives it, `http(s)://host:port/s/<name>?t=<token>`: the broker's origin, the
+ * session and the token. The stream comes from the token's claims when it is scoped to one.
+ */
+export function parseJoinLink(link: string): {
+  broker: string;
+  session: string;
+  token: string;
+  stream?: string;
+} {
+  let url: URL;
+  try {
+    url = new URL(link);
+  } catch {
+    throw new Error(`join link: not a URL: ${link.slice(0, 80)}`);
+  }
+  const m = /^\/s\/([^/]+)\/?$/.exec(url.pathname);
+  const token = url.searchParams.get('t');
+  if (!m?.[1] || !token) throw new Error('join link: expected http(s)://host:port/s/<session>?t=<token>');
+  const stream = streamOfToken(token);
+  return {
+    broker: url.origin,
+    session: decodeURIComponent(m[1]),
+    token,
+    ...(stream ? { stream } : {}),
+  };
+}
+
+/** The `stream` claim of a token (not verified here: the broker verifies it). */
+export function streamOfToken(token: string): string | undefined {
+  const body = token.startsWith('p_') ? token.slice(2).split('.')[0] : undefined;
+  if (!body) return undefined;
+  try {
+    const claims = JSON.parse(Buffer.from(body, 'base64url').toString('utf8')) as { stream?: unknown };
+    return typeof claims.stream === 'string' ? claims.stream : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,176 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import jsQR from 'jsqr';
+import { chromium } from 'playwright-core';
+import { repoRoot, requireTool } from '@broadcast-ops/core/testing';
+import { startTestServer } from './helpers.ts';
+import { connect, type WsClient } from './ws-helpers.ts';
+
+/**
+ * The operator console in Debian's chromium (playwright-core): create a session through `/`, watch two
+ * peers appear (signalling clients that register, report `connected` and send health as `punch agent`
+ * does), the state become CONNECTED and the health update with a verdict, copy a connection string, issue
+ * a peer token with its QR, close the session. A console error or CSP violation fails the test. The
+ * screenshots are kept in .tmp/punch-console/ of the repository.
+ */
+const OUT = join(repoRoot, '.tmp/punch-console');
+
+// jsqr's type declarations do not resolve under this project's module settings: its documented signature.
+const decodeQr = jsQR as unknown as (
+  data: Uint8ClampedArray,
+  width: number,
+  height: number,
+) => { data: string } | null;
+
+/** PNG → RGBA with ffmpeg (size from the IHDR chunk, PNG spec §11.2.2), then jsqr. */
+function decodePng(buf: Buffer): string | undefined {
+  const width = buf.readUInt32BE(16);
+  const height = buf.readUInt32BE(20);
+  const rgba = execFileSync(
+    'ffmpeg',
+    ['-v', 'error', '-f', 'png_pipe', '-i', '-', '-f', 'rawvideo', '-pix_fmt', 'rgba', '-'],
+    {
+      input: buf,
+      maxBuffer: 64 * 1024 * 1024,
+    },
+  );
+  assert.equal(rgba.length, width * height * 4);
+  return decodeQr(new Uint8ClampedArray(rgba), width, height)?.data;
+}
+
+test('QR: the PNG encodes the page URL, with t= only for a valid peer token', async () => {
+  requireTool('ffmpeg');
+  const t = await startTestServer();
+  try {
+    const s = (await t.call('POST', '/api/session', { body: { name: 'qr-1' } })).json;
+    const peer = (await t.call('POST', '/api/session/qr-1/token', { token: s.token, body: {} })).json.token;
+    const png = async (q: string) => {
+      const r = await fetch(`${t.url}/s/qr-1/qr?format=png${q}`);
+      assert.equal(r.status, 200);
+      assert.equal(r.headers.get('content-type'), 'image/png');
+      return decodePng(Buffer.from(await r.arrayBuffer()));
+    };
+    const page = `${t.url.replace('127.0.0.1', 'localhost')}/s/qr-1`;
+    const bare = await png('');
+    assert.ok(bare?.endsWith('/s/qr-1'), bare);
+    assert.equal(new URL(bare ?? '').pathname, new URL(page).pathname);
+    assert.equal(await png(`&t=${encodeURIComponent(s.token)}`), bare, 'never an admin token in a QR');
+    assert.equal(await png(`&t=${encodeURIComponent(`${peer}x`)}`), bare, 'an invalid token is left out');
+    assert.equal(await png(`&t=${encodeURIComponent(peer)}`), `${bare}?t=${encodeURIComponent(peer)}`);
+  } finally {
+    await t.close();
+  }
+});
+
+test('console: create, two peers, CONNECTED, health verdict, copy, peer token with QR, close', async () => {
+  requireTool('chromium');
+  mkdirSync(OUT, { recursive: true });
+  const t = await startTestServer({ signalling: { healthReportMs: 0 } });
+  const browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+  const peers: WsClient[] = [];
+  try {
+    const context = await browser.newContext({ viewport: { width: 412, height: 915 } });
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: t.url });
+    const page = await context.newPage();
+    const problems: string[] = [];
+    page.on('console', (m) => {
+      if (m.type() === 'error') problems.push(m.text());
+    });
+    page.on('pageerror', (e) => problems.push(e.message));
+    page.on('dialog', (d) => void d.accept());
+
+    await page.goto(`${t.url}/`);
+    await page.fill('#name', 'studio-1');
+    await page.fill('#latency', '120');
+    await page.click('button[type=submit]');
+    await page.waitForURL(/\/s\/studio-1\?t=p_/);
+    const admin = new URL(page.url()).searchParams.get('t') ?? '';
+    await page.locator('#live', { hasText: 'live' }).waitFor();
+    await page.locator('[data-testid=stream-state]', { hasText: 'waiting' }).waitFor();
+
+    // Two peers join (as `punch agent` does): register, SRT up, health.
+    const tokens: string[] = [];
+    for (const label of ['Camera 1', 'Gallery']) {
+      const r = await t.call('POST', '/api/session/studio-1/token', { token: admin, body: { label } });
+      tokens.push(r.json.token as string);
+    }
+    for (const [i, tok] of tokens.entries()) {
+      const c = await connect(t.url, 'studio-1', { token: tok });
+      peers.push(c);
+      c.send({
+        type: 'register',
+        port: 9000,
+        role: i === 0 ? 'sender' : 'receiver',
+        meta: { label: i === 0 ? 'Camera 1' : 'Gallery' },
+      });
+      await c.next('session');
+    }
+    for (const c of peers) await c.next('peer');
+    peers[0]?.send({ type: 'status', srt: 'connected' });
+    await page.locator('#state', { hasText: 'CONNECTED' }).waitFor({ timeout: 10_000 });
+    await page.locator('td', { hasText: 'Camera 1' }).waitFor();
+    await page.locator('td', { hasText: 'Gallery' }).waitFor();
+    // RTT 45 ms with latency 120 ms: below 4 × RTT, the verdict says to raise it to 180 ms.
+    peers[1]?.send({ type: 'health', rtt: 45, retransmit: 0.4, bitrate: 6e6, dropped: 0, buffer: 35 });
+    await page
+      .locator('[data-testid=verdict]', { hasText: 'raise it to 180 ms' })
+      .waitFor({ timeout: 10_000 });
+    await page.locator('[data-testid=health-status]', { hasText: 'healthy' }).waitFor();
+    await page.screenshot({ path: join(OUT, 'console-connected.png'), fullPage: true });
+
+    // Copy a connection string.
+    await page.locator('summary', { hasText: 'peer A' }).click();
+    const copy = page.locator('details[open] button', { hasText: 'Copy' }).first();
+    await copy.click();
+    await page.locator('details[open] button', { hasText: 'Copied' }).first().waitFor();
+    const copied = String(await page.evaluate('navigator.clipboard.readText()'));
+    assert.match(copied, /rendezvous/);
+
+    // Issue a peer token: join link and its QR.
+    await page.fill('input[aria-label="Peer label"]', 'Camera 2');
+    await page.click('button:has-text("Issue peer token")');
+    const link = await page.locator('[data-testid=join-link]').textContent();
+    assert.match(link ?? '', /\/s\/studio-1\?t=p_/);
+    const qr = page.locator('img.qr');
+    await qr.waitFor();
+    await page.waitForFunction("document.querySelector('img.qr')?.complete === true");
+    await page.screenshot({ path: join(OUT, 'console-token.png'), fullPage: true });
+
+    // The peer's page.
+    const peerPage = await context.newPage();
+    peerPage.on('console', (m) => {
+      if (m.type() === 'error') problems.push(`peer page: ${m.text()}`);
+    });
+    await peerPage.goto(link ?? '');
+    await peerPage.locator('text=npx punch agent').first().waitFor();
+    await peerPage.screenshot({ path: join(OUT, 'peer-page.png'), fullPage: true });
+    // (Closed before the session: its next poll would get the 410 of a closed session, which chromium
+    // reports as a console error for any failed fetch.)
+    await peerPage.close();
+
+    // Close the session: both peers are told.
+    await page.click('button:has-text("Close session")');
+    await page.locator('h2', { hasText: 'Session closed' }).waitFor();
+    for (const c of peers) assert.equal((await c.next('session_closed'))['reason'], 'admin_closed');
+    assert.deepEqual(problems, [], problems.join('\n'));
+  } finally {
+    for (const c of peers) c.close();
+    await browser.close();
+    await t.close();
+  }
+});
