@@ -26,7 +26,7 @@ import {
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { substituteEnv } from '../packages/core/src/config.ts';
+import { substituteEnv } from '@broadcast-ops/core';
 
 interface StartEntry {
   args?: string[];
