@@ -9,10 +9,13 @@
  * import.meta.url (`../package.json`, `../../public/`) means the same file from either tree. Each dist/ is
  * emptied first, so a source file deleted or renamed leaves nothing stale behind. A new package is picked up
  * when it has a tsconfig.build.json; a new source file when it is under its package's src/.
+ * A project whose inputs (file list, sizes, modification times, its tsconfig chain, the compiler version)
+ * are those of its last build is skipped, so `npm start` (which builds first) costs nothing when up to date.
  *
  * Plain JavaScript on purpose: it must run before anything is compiled.
  */
-import { existsSync, readdirSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
@@ -48,6 +51,21 @@ for (const file of projects) {
   if (!config) throw new Error(`build: cannot read ${file}`);
   const outDir = config.options.outDir;
   if (!outDir) throw new Error(`build: ${file} has no outDir`);
+  const stamp = join(outDir, '.build-key');
+  const key = createHash('sha256')
+    .update(ts.version)
+    .update(JSON.stringify(config.options))
+    .update(
+      config.fileNames
+        .map((f) => {
+          const st = statSync(f);
+          return `${f}\0${st.size}\0${st.mtimeMs}`;
+        })
+        .sort()
+        .join('\n'),
+    )
+    .digest('hex');
+  if (existsSync(stamp) && readFileSync(stamp, 'utf8') === key) continue;
   // Only the compiler's own output directory is emptied, never a source directory.
   if (outDir !== dirname(file)) rmSync(outDir, { recursive: true, force: true });
   const program = ts.createProgram({ rootNames: config.fileNames, options: config.options, host });
@@ -61,6 +79,8 @@ for (const file of projects) {
   if (diagnostics.length > 0) {
     failed = true;
     process.stderr.write(ts.formatDiagnosticsWithColorAndContext(diagnostics, format));
+  } else {
+    writeFileSync(stamp, key);
   }
   if (process.env.BUILD_VERBOSE)
     console.log(

@@ -54,7 +54,7 @@ interface UrlEntry {
 interface PortEntry {
   label: string;
   proto?: 'tcp' | 'udp';
-  port?: number;
+  port?: number | string; // a string after ${VAR} substitution
   /** The stack sends to this port rather than listening on it. */
   outbound?: boolean;
   use: string;
@@ -82,6 +82,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const landingAssets = join(root, 'scripts', 'landing');
 const OFFSET_ENV = 'BROADCAST_OPS_PORT_OFFSET';
 const LANDING_PORT = 8600;
+const sourceMode = import.meta.resolve('@broadcast-ops/core').endsWith('.ts');
 
 const { values } = parseArgs({
   options: {
@@ -167,10 +168,13 @@ function discover(): Service[] {
     if (!declared || !binEntry) continue;
     const start = substituteEnv(declared, process.env, `${pkgFile} toolkit.start`) as StartEntry;
     const name = binEntry[0];
+    // Users run the compiled entry point on plain node; under the `source` condition (tests) the bin,
+    // which then runs src/ through tsx.
+    const built = join(dir, 'dist', 'main.js');
     services.push({
       name,
       dir,
-      bin: join(dir, binEntry[1]),
+      bin: !sourceMode && existsSync(built) ? built : join(dir, binEntry[1]),
       version: pkg.version ?? '',
       start: {
         ...start,
@@ -183,7 +187,9 @@ function discover(): Service[] {
         ),
         ...(start.ready ? { ready: shiftUrl(start.ready) } : {}),
         urls: (start.urls ?? []).map((u) => ({ ...u, url: shiftUrl(u.url) })),
-        ports: (start.ports ?? []).map((p) => (p.port === undefined ? p : { ...p, port: shiftPort(p.port) })),
+        ports: (start.ports ?? []).map((p) =>
+          p.port === undefined ? p : { ...p, port: shiftPort(Number(p.port)) },
+        ),
       },
     });
   }
@@ -230,7 +236,7 @@ function claims(services: Service[]): Claim[] {
     }
     for (const p of s.start.ports ?? []) {
       if (p.port !== undefined && p.proto && !p.outbound)
-        add({ service: s.name, label: p.label, proto: p.proto, port: p.port });
+        add({ service: s.name, label: p.label, proto: p.proto, port: Number(p.port) });
     }
   }
   return [...out.values()];

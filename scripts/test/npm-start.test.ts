@@ -7,6 +7,10 @@
  * The stack runs in its own network and mount namespaces (`unshare`): the default ports cannot collide with
  * anything else on the machine or with other tests, and `data/` is a bind mount of a temporary directory, so
  * the checkout's own data/ is never touched.
+ *
+ * It runs what users run: `npm start` builds (prestart) and starts the compiled services on plain node. The
+ * test runner's `--conditions=source` is taken out of NODE_OPTIONS, and each service process is checked to be
+ * `node <package>/dist/main.js` with no TypeScript loader.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -53,6 +57,32 @@ function declaredServices(): string[] {
   return names.sort();
 }
 
+/** The environment `npm start` gets: this Node first on PATH, no `source` condition from the test runner. */
+function userEnv(): NodeJS.ProcessEnv {
+  const env = childEnv(process.env, dirname(dirname(process.execPath)));
+  const options = (env['NODE_OPTIONS'] ?? '').replace(/--conditions[= ]source/g, '').trim();
+  if (options === '') delete env['NODE_OPTIONS'];
+  else env['NODE_OPTIONS'] = options;
+  delete env['BROADCAST_OPS_PORT_OFFSET'];
+  return env;
+}
+
+/** Every service process runs compiled JavaScript on plain node: `node …/packages/<pkg>/dist/main.js`. */
+function assertPlainNode(pids: number[], out: string): void {
+  assert.ok(pids.length > 0, out);
+  for (const pid of pids) {
+    const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+    assert.match(argv[1] ?? '', /\/packages\/[^/]+\/dist\/main\.js$/, `pid ${pid}: ${argv.join(' ')}`);
+    assert.doesNotMatch(
+      argv.join(' '),
+      /tsx|--import|--loader|--conditions/,
+      `pid ${pid}: ${argv.join(' ')}`,
+    );
+    const environ = readFileSync(`/proc/${pid}/environ`, 'utf8');
+    assert.doesNotMatch(environ, /NODE_OPTIONS=[^\0]*(tsx|--import|--conditions)/, `pid ${pid} NODE_OPTIONS`);
+  }
+}
+
 function killQuietly(pid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(pid, signal);
@@ -82,10 +112,8 @@ test(`npm start on Node ${process.versions.node}: all services up and a clean Ct
       const stack = startProcess(
         'setsid',
         ['unshare', ...nsFlags, '--', 'sh', '-c', inner, 'sh', data.path, repoRoot],
-        {
-          // This Node first on PATH: npm's and tsx's `#!/usr/bin/env node` run on it, and the services with them.
-          env: childEnv(process.env, dirname(dirname(process.execPath))),
-        },
+        // This Node first on PATH: npm's `#!/usr/bin/env node` runs on it, and the services with it.
+        { env: userEnv() },
       );
       const servicePids: number[] = [];
       try {
@@ -100,6 +128,9 @@ test(`npm start on Node ${process.versions.node}: all services up and a clean Ct
           );
         }
         assert.ok(stack.child.pid);
+        assertPlainNode(servicePids, out);
+        // The landing page is the first URL printed.
+        assert.match(/http:\/\/\S+/.exec(out)?.[0] ?? '', /^http:\/\/127\.0\.0\.1:8600\/$/, out);
         // Every HTTP URL the launcher printed answers, asked from inside the stack's network namespace.
         const urls = [...out.matchAll(/^\s+.+?\s(http:\/\/127\.0\.0\.1:\d+\/\S*)$/gm)].map((m) => m[1] ?? '');
         assert.ok(urls.length >= services.length, out);
@@ -148,6 +179,77 @@ test(`npm start on Node ${process.versions.node}: all services up and a clean Ct
       }
     }
   } finally {
+    data.remove();
+  }
+});
+
+test(`npm start on Node ${process.versions.node} with 9090 held by another program: the port is named, and the documented offset brings the whole stack up`, async () => {
+  requireTool('unshare');
+  requireTool('ip');
+  requireTool('setsid');
+  requireTool('npm');
+  requireTool('nsenter');
+  const services = declaredServices();
+  mkdirSync(join(repoRoot, 'data'), { recursive: true });
+  const data = tempDir('npm-start-busy-');
+  const nsFlags =
+    process.getuid?.() === 0 ? ['--net', '--mount'] : ['--user', '--map-root-user', '--net', '--mount'];
+  const nsenterFlags = process.getuid?.() === 0 ? ['--net'] : ['--user', '--net', '--preserve-credentials'];
+  // Prometheus's own default port, held by another program; then the first `npm start` must fail naming it,
+  // and `npm start -- --port-offset 1000` must bring everything up beside it.
+  const hold = `require('net').createServer().listen(9090, '127.0.0.1', () => console.log('holding 9090'))`;
+  const inner =
+    'set -e; ip link set lo up; mount --bind "$1" "$2/data"; cd "$2"; ' +
+    `"$3" -e "${hold}" & sleep 1; ` +
+    'if npm start; then echo "FIRST START DID NOT FAIL"; fi; echo "=== with offset"; exec npm start -- --port-offset 1000';
+  const stack = startProcess(
+    'setsid',
+    ['unshare', ...nsFlags, '--', 'sh', '-c', inner, 'sh', data.path, repoRoot, process.execPath],
+    { env: userEnv() },
+  );
+  const servicePids: number[] = [];
+  try {
+    await stack.waitForOutput(/Press Ctrl-C to stop|exited unexpectedly|did not become ready/, 240_000);
+    const out = stack.output();
+    const [first = '', second = ''] = out.split('=== with offset');
+    assert.doesNotMatch(first, /FIRST START DID NOT FAIL/, out);
+    assert.match(first, /^ +9090\/tcp +telemetry-bridge +Metrics/m, out);
+    assert.match(first, /npm start -- --port-offset 1000/, out);
+    for (const m of second.matchAll(/\(pid (\d+), log/g)) servicePids.push(Number(m[1]));
+    for (const name of services)
+      assert.match(second, new RegExp(`^\\s+${name}\\s+up\\s`, 'm'), `${name} not up\n${out}`);
+    assert.match(/http:\/\/\S+/.exec(second)?.[0] ?? '', /^http:\/\/127\.0\.0\.1:9600\/$/, out);
+    const urls = [...second.matchAll(/^\s+.+?\s(http:\/\/127\.0\.0\.1:\d+\/\S*)$/gm)].map((m) => m[1] ?? '');
+    assert.ok(urls.length >= services.length, out);
+    for (const url of urls) assert.notEqual(new URL(url).port, '9090', out);
+    assert.ok(
+      urls.some((u) => u.includes(':10090/')),
+      `metrics moved to 10090\n${out}`,
+    );
+    assert.ok(stack.child.pid);
+    const probe = spawnSync(
+      'nsenter',
+      [
+        ...nsenterFlags,
+        '-t',
+        String(stack.child.pid),
+        '--',
+        process.execPath,
+        '--input-type=module',
+        '-e',
+        PROBE,
+        ...urls,
+      ],
+      { encoding: 'utf8', timeout: 30_000 },
+    );
+    assert.equal(probe.status, 0, `${probe.stdout}${probe.stderr}`);
+    process.kill(-stack.child.pid, 'SIGINT');
+    await stack.exited;
+    assert.match(stack.output(), /^start-stack: exit 0$/m, stack.output());
+  } finally {
+    if (stack.child.pid && stack.child.exitCode === null) killQuietly(-stack.child.pid, 'SIGKILL');
+    for (const pid of servicePids) killQuietly(-pid, 'SIGKILL');
+    await stack.exited;
     data.remove();
   }
 });
