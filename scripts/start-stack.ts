@@ -104,7 +104,7 @@ if (values.help) {
 const packagesDir = resolve(values.packages ?? join(root, 'packages'));
 const readyTimeoutMs = Number(values['ready-timeout'] ?? 60_000);
 const logDir = join(root, 'data', 'logs');
-const offsetText = values['port-offset'] ?? process.env[OFFSET_ENV] ?? '0';
+const offsetText = values['port-offset'] ?? (process.env[OFFSET_ENV] || '0');
 const offset = Number(offsetText);
 if (!Number.isInteger(offset) || offset < -8000 || offset > 50_000) {
   console.error(

@@ -93,9 +93,10 @@ test('launcher starts declared services, serves the landing page first, and stop
 });
 
 test('a busy port is named on the console with the way to move it, and nothing starts', async () => {
-  const p = await ports();
   const holder = await listen();
   const held = (holder.address() as { port: number }).port;
+  // The held port is where the offset moves the demo's declared port 20000.
+  const p = { offset: held - 20_000 };
   const tmp = tempDir();
   const marker = join(tmp.path, 'marker');
   try {

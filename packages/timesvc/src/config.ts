@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { parseNetwork } from './domain/access-list.ts';
 
 /**
- * timesvc configuration (spec 3 "Resources and their fields"). Every section of the spec
+ * timesvc configuration (README "Configuration"). Every section of the spec
  * is accepted and validated strictly now; sections and keys marked "inert" are parsed but not acted on yet
  * (PTP, GPSDO, most of web). See README "Configuration".
  */

@@ -4,7 +4,7 @@ import type { NtpServer } from './ntp-server.ts';
 import type { PeerClient } from './peer-client.ts';
 
 /**
- * Metrics with the spec's names (spec 3 "Metrics names"; README "Endpoints and metrics"). Values are read from the live
+ * Metrics with the spec's names (README "Endpoints and metrics"). Values are read from the live
  * objects at scrape time (`collect`), so every metric is current and the NTP hot path only bumps plain
  * counters. PTP and GPSDO metrics will be registered with those services (none is registered unused).
  */
