@@ -329,6 +329,7 @@ function landingHtml(services: Service[]): string {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Broadcast-ops toolkit</title>
+<link rel="icon" href="data:,">
 <link rel="stylesheet" href="/landing.css">
 <script type="module" src="/landing.js"></script>
 </head>
