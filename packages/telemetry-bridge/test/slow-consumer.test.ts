@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import type { Socket } from 'node:net';
-import { waitFor } from '@broadcast-ops/core/testing';
+import { timingBound, waitFor } from '@broadcast-ops/core/testing';
 import { metricValue } from '@broadcast-ops/core';
 import type { BridgeClient } from '../src/client/bridge-client.ts';
 import { sleep, startTestBridge } from './helpers.ts';
@@ -130,12 +130,15 @@ test('slow consumer: coalesced then disconnected; 50 others keep every message a
     const p50After = quantile(after, 0.5);
     const p90Lag = quantile(lag, 0.9);
     const p90After = quantile(after, 0.9);
+    // Additive slack from the scheduling noise measured now, not a fixed few ms: other processes on the
+    // cores delay single deliveries by far more than the effect this looks for.
+    const slack = await timingBound(5, 2);
     assert.ok(
-      p50Lag <= 3 * p50After + 5,
+      p50Lag <= 3 * p50After + slack,
       `p50 lagging ${p50Lag.toFixed(2)} ms vs after ${p50After.toFixed(2)} ms`,
     );
     assert.ok(
-      p90Lag <= 3 * p90After + 10,
+      p90Lag <= 3 * p90After + 2 * slack,
       `p90 lagging ${p90Lag.toFixed(2)} ms vs after ${p90After.toFixed(2)} ms`,
     );
     // Flat over time: the last third of the lagging phase is not slower than the first third.
@@ -146,7 +149,7 @@ test('slow consumer: coalesced then disconnected; 50 others keep every message a
     const third = Math.floor(lag.length / 3);
     const early = quantile(lag.slice(0, third), 0.5);
     const late = quantile(lag.slice(-third), 0.5);
-    assert.ok(late <= 3 * early + 5, `p50 early ${early.toFixed(2)} ms, late ${late.toFixed(2)} ms`);
+    assert.ok(late <= 3 * early + slack, `p50 early ${early.toFixed(2)} ms, late ${late.toFixed(2)} ms`);
   } finally {
     if (ticker) clearInterval(ticker);
     await t.close();

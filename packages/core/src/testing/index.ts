@@ -65,6 +65,29 @@ export function tempDir(prefix = 'toolkit-test-'): { path: string; remove: () =>
   return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
 }
 
+/**
+ * Scheduling noise of this process right now: how late a 1 ms timer fires, the worst of `samples` tries, in
+ * ms. A timing assertion adds a multiple of it to its nominal bound (timingBound), so a loaded machine (other
+ * processes on every core) widens the bound by what the load actually costs and a quiet one keeps it tight.
+ */
+export async function schedulingNoiseMs(samples = 25): Promise<number> {
+  let worst = 0;
+  for (let i = 0; i < samples; i++) {
+    const t0 = performance.now();
+    await new Promise((r) => setTimeout(r, 1));
+    worst = Math.max(worst, performance.now() - t0 - 1);
+  }
+  return worst;
+}
+
+/**
+ * A wall-clock bound for a test: `nominalMs` plus `factor` times the scheduling noise measured now (call it
+ * right after the measured work, when the load that slowed it is still there).
+ */
+export async function timingBound(nominalMs: number, factor = 20): Promise<number> {
+  return nominalMs + factor * (await schedulingNoiseMs());
+}
+
 /** Poll `check` until it returns a truthy value or the bound runs out. */
 export async function waitFor<T>(
   check: () => T | Promise<T>,
