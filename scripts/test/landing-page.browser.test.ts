@@ -74,7 +74,9 @@ test('landing page: live health per service, no console error, readable on a pho
       await badge.filter({ hasText: /^up$/ }).waitFor({ timeout: 30_000 });
       assert.equal(await page.locator(`a[href="http://127.0.0.1:${demo}/"]`).count(), 1);
       // Nothing wider than the screen on a phone.
-      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      const overflow = await page.evaluate<number>(
+        'document.documentElement.scrollWidth - window.innerWidth',
+      );
       assert.ok(overflow <= 0, `${name}: page is ${overflow}px wider than the viewport`);
       await page.screenshot({ path: join(SHOTS, `landing-${name}.png`), fullPage: true });
       if (name === 'phone') {
