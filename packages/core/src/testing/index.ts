@@ -1,6 +1,6 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -111,6 +111,17 @@ export async function waitFor<T>(
   }
 }
 
+/**
+ * How much slower than on a quiet machine a process starts now: the run queue per core (1-minute load
+ * average / cores), at least 1, at most 10. A child's start-up (node, then tsx compiling sources) needs CPU
+ * time it shares with everything else running, so waitForOutput scales its bound by this; a process that
+ * never prints still fails, only later on a loaded machine.
+ */
+export function loadFactor(): number {
+  const perCore = (loadavg()[0] ?? 0) / Math.max(1, availableParallelism());
+  return Math.min(10, Math.max(1, perCore));
+}
+
 /** A child process with its output collected, ended by PID when the test is done. */
 export interface RunningProcess {
   child: ChildProcess;
@@ -145,7 +156,10 @@ export function startProcess(
     child,
     output: () => out,
     waitForOutput: async (pattern, timeoutMs = 10_000) =>
-      waitFor(() => pattern.exec(out), { timeoutMs, what: `output ${pattern}` }).catch((err: unknown) => {
+      waitFor(() => pattern.exec(out), {
+        timeoutMs: timeoutMs * loadFactor(),
+        what: `output ${pattern}`,
+      }).catch((err: unknown) => {
         throw new Error(`${(err as Error).message}\n--- output ---\n${out.slice(-4000)}`);
       }),
     exited,
