@@ -80,9 +80,17 @@ function toolsNeeded(text: string): string[] {
   return [...tools].sort();
 }
 
-/** Not a pure unit test: uses a system tool, starts a process, a browser or a network namespace. */
-const NOT_QUICK =
-  /requireTool\(|startProcess\(|spawn(Sync)?\(|execFile|fork\(|playwright|unshare|\.browser\./;
+/**
+ * Not a pure unit test: uses a system tool, starts a process, a browser or a network namespace, or opens a
+ * socket (a server on loopback, a client connecting to one, the test helpers that start a whole service).
+ */
+const NOT_QUICK = new RegExp(
+  [
+    String.raw`requireTool\(|startProcess\(|spawn(Sync)?\(|execFile|fork\(|playwright|unshare|\.browser\.`,
+    String.raw`\.listen\(|createServer|createSocket|new WebSocket|connect\(|startTest\w*\(`,
+    String.raw`start(Monitor|Bridge|Rig|Timesvc|Broker|Stack)\w*\(`,
+  ].join('|'),
+);
 
 const selected = files
   .map((f) => relative(root, f))
@@ -123,7 +131,7 @@ if (needed.length > 0) {
   }
 }
 
-console.log(`run-tests: ${selected.length} test files`);
+console.log(`run-tests: ${selected.length} test files${opts.quick ? ' (quick: pure unit tests)' : ''}`);
 const result = spawnSync(
   process.execPath,
   [
