@@ -2,12 +2,27 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 import prettier from 'eslint-config-prettier';
+import globals from 'globals';
 
 export default tseslint.config(
-  { ignores: ['**/node_modules/**', 'data/**', '**/*.js', '**/*.mjs', '**/*.cjs', '**/public/**'] },
-  js.configs.recommended,
-  ...tseslint.configs.strictTypeChecked,
   {
+    ignores: [
+      '**/node_modules/**',
+      'data/**',
+      'dist/**',
+      'packages/*/dist/**',
+      '**/*.js',
+      '**/*.mjs',
+      '**/*.cjs',
+      // Browser JavaScript served as plain files (no build step) is linted, by the last block below.
+      '!packages/*/public/**/*.js',
+      '!scripts/landing/**/*.js',
+    ],
+  },
+  js.configs.recommended,
+  {
+    files: ['**/*.ts'],
+    extends: [...tseslint.configs.strictTypeChecked],
     languageOptions: {
       parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
     },
@@ -40,6 +55,15 @@ export default tseslint.config(
       '@typescript-eslint/no-unsafe-member-access': 'off',
       '@typescript-eslint/no-unsafe-argument': 'off',
       '@typescript-eslint/no-unsafe-call': 'off',
+    },
+  },
+  {
+    // Pages' scripts: ES modules in the browser, recommended rules, no type information.
+    files: ['packages/*/public/**/*.js', 'scripts/landing/**/*.js'],
+    languageOptions: { sourceType: 'module', globals: { ...globals.browser } },
+    rules: {
+      'no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      eqeqeq: ['error', 'smart'],
     },
   },
   prettier,

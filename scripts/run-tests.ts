@@ -1,9 +1,17 @@
 /**
- * The one test runner: installs missing system tools (scripts/setup-tools.sh), collects every *.test.ts
- * under packages/<pkg>/test (and bench/ tests if any), runs them in one `node --test` run through tsx, and
- * fails when it finds no test, because Node 20 does not expand globs and exits 0 on zero tests.
+ * The one test runner: collects every *.test.ts under packages/<pkg>/test and scripts/test, installs the
+ * missing system tools the selected tests need (scripts/setup-tools.sh), runs them in one `node --test` run
+ * through tsx, and fails when it finds no test, because Node 20 does not expand globs and exits 0 on zero tests.
  *
- * Usage: tsx scripts/run-tests.ts [--tap <file>] [path-filter ...]   (filters are substrings of the test file path)
+ * Usage: tsx scripts/run-tests.ts [--tap <file>] [--quick] [path-filter ...]
+ *   path-filter  substrings of the test file path; only matching files run
+ *   --quick      only pure unit tests: no system tool, no child process, no browser (`npm run test:quick`)
+ *
+ * System tools: a test file needs the tools named in `requireTool('<binary>')` in it or in the test helpers
+ * it imports (relative imports, followed); only those are installed, and none when no selected test needs one.
+ *
+ * Tests run the TypeScript sources: node gets `--conditions=source` (also through NODE_OPTIONS, for the
+ * processes tests start), which resolves @broadcast-ops/* to src/ and makes the bins run src/ through tsx.
  *
  * This runs the suite on the Node that runs this script (`npm run test:unit`). `npm test` runs it on every
  * supported Node line through scripts/test-matrix.ts, which passes `--tap` to read the totals back.
@@ -11,8 +19,8 @@
  * terminal), so the output ends in the same summary on every Node line.
  */
 import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
@@ -38,12 +46,60 @@ const files: string[] = [];
 for (const pkg of readdirSync(join(root, 'packages'))) collect(join(root, 'packages', pkg, 'test'), files);
 collect(join(root, 'scripts', 'test'), files);
 const { values: opts, positionals: filters } = parseArgs({
-  options: { tap: { type: 'string' } },
+  options: { tap: { type: 'string' }, quick: { type: 'boolean' } },
   allowPositionals: true,
 });
+
+/** The text of a test file and of every local module it imports (relative imports, followed once each). */
+function sourcesOf(file: string, seen = new Set<string>()): string {
+  if (seen.has(file)) return '';
+  seen.add(file);
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
+  let all = text;
+  for (const m of text.matchAll(/from\s+'(\.{1,2}\/[^']+)'/g)) {
+    const target = resolve(dirname(file), m[1] ?? '');
+    // Only helpers under a test directory: the code under test is what the test is about, not its needs.
+    if (/\/test\//.test(relative(root, target))) all += '\n' + sourcesOf(target, seen);
+  }
+  return all;
+}
+
+/** Binaries named in `requireTool('x')` and `for (const tool of ['x', 'y'])` lists before requireTool(tool). */
+function toolsNeeded(text: string): string[] {
+  const tools = new Set<string>();
+  for (const m of text.matchAll(/requireTool\(\s*'([^']+)'/g)) tools.add(m[1] ?? '');
+  for (const m of text.matchAll(/\[([^\]]*)\]\)?\s*\n?\s*requireTool\(\s*[a-z]\w*\s*\)/g)) {
+    for (const t of (m[1] ?? '').matchAll(/'([^']+)'/g)) tools.add(t[1] ?? '');
+  }
+  tools.delete('');
+  return [...tools].sort();
+}
+
+/**
+ * Not a pure unit test: uses a system tool, starts a process, a browser or a network namespace, or opens a
+ * socket (a server on loopback, a client connecting to one, the test helpers that start a whole service).
+ */
+const NOT_QUICK = new RegExp(
+  [
+    String.raw`requireTool\(|startProcess\(|spawn(Sync)?\(|execFile|fork\(|playwright|unshare|\.browser\.`,
+    String.raw`\.listen\(|createServer|createSocket|new WebSocket|connect\(|startTest\w*\(`,
+    String.raw`start(Monitor|Bridge|Rig|Timesvc|Broker|Stack)\w*\(`,
+  ].join('|'),
+);
+
 const selected = files
   .map((f) => relative(root, f))
   .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
+  .filter(
+    (f) =>
+      !opts.quick ||
+      (!/(integration|interop)/.test(f) && !NOT_QUICK.test(f + '\n' + sourcesOf(join(root, f)))),
+  )
   .sort();
 
 if (selected.length === 0) {
@@ -53,16 +109,33 @@ if (selected.length === 0) {
   process.exit(1);
 }
 
-const setup = spawnSync('bash', [join(root, 'scripts/setup-tools.sh')], { stdio: 'inherit', cwd: root });
-if (setup.status !== 0) {
-  console.error('run-tests: system tool setup failed (see above)');
-  process.exit(1);
+// Tools scripts/system-tools.txt lists (others, e.g. npm, come with Node and are not installed from apt).
+const listed = new Set(
+  readFileSync(join(root, 'scripts/system-tools.txt'), 'utf8')
+    .split('\n')
+    .map((l) => l.trim().split(/\s+/)[0] ?? '')
+    .filter((b) => b !== '' && !b.startsWith('#')),
+);
+const needed = [...new Set(selected.flatMap((f) => toolsNeeded(sourcesOf(join(root, f)))))]
+  .filter((b) => listed.has(b))
+  .sort();
+if (needed.length > 0) {
+  console.log(`run-tests: system tools the selected tests need: ${needed.join(' ')}`);
+  const setup = spawnSync('bash', [join(root, 'scripts/setup-tools.sh'), ...needed], {
+    stdio: 'inherit',
+    cwd: root,
+  });
+  if (setup.status !== 0) {
+    console.error('run-tests: system tool setup failed (see above)');
+    process.exit(1);
+  }
 }
 
-console.log(`run-tests: ${selected.length} test files`);
+console.log(`run-tests: ${selected.length} test files${opts.quick ? ' (quick: pure unit tests)' : ''}`);
 const result = spawnSync(
   process.execPath,
   [
+    '--conditions=source',
     '--import',
     'tsx',
     '--test',
@@ -70,10 +143,19 @@ const result = spawnSync(
     '--test-reporter-destination=stdout',
     ...(opts.tap ? ['--test-reporter=tap', `--test-reporter-destination=${opts.tap}`] : []),
     `--test-concurrency=${process.env['TEST_CONCURRENCY'] ?? '2'}`,
-    // Node applies the timeout to each test file as a whole: the opt-in long scenarios need more.
-    `--test-timeout=${process.env['TIMESVC_LONG_TESTS'] === '1' ? '900000' : '180000'}`,
+    // Per file and per test: generous, so that a loaded machine (load average 10-20) slows tests down
+    // without failing them; a hung test still ends. The opt-in long timesvc scenarios need more.
+    `--test-timeout=${process.env['TIMESVC_LONG_TESTS'] === '1' ? '900000' : '600000'}`,
     ...selected,
   ],
-  { stdio: 'inherit', cwd: root, env: { ...process.env, NODE_ENV: 'test' } },
+  {
+    stdio: 'inherit',
+    cwd: root,
+    env: {
+      ...process.env,
+      NODE_ENV: 'test',
+      NODE_OPTIONS: `${process.env['NODE_OPTIONS'] ?? ''} --conditions=source`.trim(),
+    },
+  },
 );
 process.exit(result.status ?? 1);

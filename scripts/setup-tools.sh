@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# Installs the system tools listed in scripts/system-tools.txt that are missing.
+# Installs the system tools listed in scripts/system-tools.txt that are missing; with arguments, only those
+# binaries (scripts/run-tests.ts passes the tools the selected tests need). A binary not listed is an error.
 # As root on Debian: apt-get install. Otherwise: fail, naming the exact command to run. Never a silent skip.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 missing_pkgs=()
 missing_bins=()
+wanted=" $* "
+for w in "$@"; do
+  if ! grep -qE "^$w( |$)" "$here/system-tools.txt"; then
+    echo "setup-tools: $w is not listed in scripts/system-tools.txt (add a line: <binary> <Debian package>)" >&2
+    exit 1
+  fi
+done
 while read -r bin pkg extra; do
   case "$bin" in ''|'#'*) continue ;; esac
+  if [ $# -gt 0 ] && [[ "$wanted" != *" $bin "* ]]; then continue; fi
   if ! command -v "$bin" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$bin" ] && [ ! -x "/sbin/$bin" ]; then
     missing_pkgs+=("$pkg")
     # Further words on the line are packages the tool needs beside its own (e.g. GStreamer plugins).

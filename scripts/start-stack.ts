@@ -1,58 +1,156 @@
 /**
- * `npm start`: starts every service package that declares a `toolkit.start` entry in its package.json,
- * on embedded defaults and the demo configs under config/, prints each service's URLs, and stops them all
- * on Ctrl-C (SIGINT) or SIGTERM.
+ * `npm start`: starts every service package that declares a `toolkit.start` entry in its package.json, on
+ * embedded defaults and the demo configs under config/, serves a landing page (the first URL printed) with
+ * each service's live health, pages and ports, and stops them all on Ctrl-C (SIGINT) or SIGTERM.
  *
  * package.json of a service:
  * `${NAME}` and `${NAME:-default}` in these entries are taken from the environment, so a port moved by an
  * environment variable is also the port printed and polled.
  *
- *   "toolkit": { "start": { "args": ["serve", "--config", "config/x.json"],
- *                           "env": { "X": "y" },
- *                           "ready": "http://127.0.0.1:8787/api/health",
- *                           "urls": [{ "label": "REST API", "url": "http://127.0.0.1:8787/" }] } }
+ *   "toolkit": { "start": {
+ *     "title": "punch: SRT session broker", "docs": "packages/punch/README.md",
+ *     "args": ["serve", "--config", "config/x.json"], "env": { "X_PORT": "8787" },
+ *     "ready": "http://127.0.0.1:8787/api/health",
+ *     "urls": [{ "label": "Console", "url": "http://127.0.0.1:8787/", "page": true },
+ *              { "label": "Session page", "url": "http://127.0.0.1:8787/s/<name>", "template": true }],
+ *     "ports": [{ "label": "NTP", "proto": "udp", "port": 11123, "use": "what to point at it" }] } }
+ *
+ * Ports: before anything starts, every port the stack will listen on is tried; a busy one is named with the
+ * service that wants it and the way out. `--port-offset N` (or BROADCAST_OPS_PORT_OFFSET=N) moves every demo
+ * port by N: the ports in toolkit.start (URLs, `ports`, env values of *_PORT variables) and, in a copy under
+ * data/stack/, every port in the config files passed as arguments (keys named `port`, `*Port`, `*_port`, and
+ * the values of a `*Ports` object); the landing page (8600) moves with them.
  *
  * Service logs (JSON lines) go to data/logs/<service>.log; `npm start -- --verbose` also echoes them.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createSocket } from 'node:dgram';
 import {
   createWriteStream,
   existsSync,
   mkdirSync,
   readFileSync,
   readdirSync,
+  writeFileSync,
   type WriteStream,
 } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { createServer as createHttpServer, type Server } from 'node:http';
+import { createServer as createTcpServer } from 'node:net';
+import { basename, extname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { substituteEnv } from '../packages/core/src/config.ts';
+import { readConfigFile, substituteEnv } from '@broadcast-ops/core';
+
+interface UrlEntry {
+  label: string;
+  url: string;
+  /** A page for people (shown first on the landing page). */
+  page?: boolean;
+  /** Contains a placeholder such as <name>: shown, never fetched. */
+  template?: boolean;
+  note?: string;
+}
+
+interface PortEntry {
+  label: string;
+  proto?: 'tcp' | 'udp';
+  port?: number | string; // a string after ${VAR} substitution
+  /** The stack sends to this port rather than listening on it. */
+  outbound?: boolean;
+  use: string;
+}
 
 interface StartEntry {
+  title?: string;
+  docs?: string;
   args?: string[];
   env?: Record<string, string>;
   ready?: string;
-  urls?: { label: string; url: string }[];
+  urls?: UrlEntry[];
+  ports?: PortEntry[];
 }
 
 interface Service {
   name: string;
   dir: string;
   bin: string;
+  version: string;
   start: StartEntry;
 }
 
 const root = fileURLToPath(new URL('..', import.meta.url));
+const landingAssets = join(root, 'scripts', 'landing');
+const OFFSET_ENV = 'BROADCAST_OPS_PORT_OFFSET';
+const LANDING_PORT = 8600;
+const sourceMode = import.meta.resolve('@broadcast-ops/core').endsWith('.ts');
+
 const { values } = parseArgs({
   options: {
     packages: { type: 'string' },
     verbose: { type: 'boolean', short: 'v' },
     'ready-timeout': { type: 'string' },
+    'port-offset': { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
   },
 });
+if (values.help) {
+  console.log(`npm start [-- options]: the whole toolkit on demo configs, with a landing page
+
+  --port-offset <n>     move every demo port by n (also ${OFFSET_ENV}=n)
+  --verbose, -v         echo the services' logs (always in data/logs/<service>.log)
+  --ready-timeout <ms>  how long a service may take to answer its health URL (60000)`);
+  process.exit(0);
+}
 const packagesDir = resolve(values.packages ?? join(root, 'packages'));
 const readyTimeoutMs = Number(values['ready-timeout'] ?? 60_000);
 const logDir = join(root, 'data', 'logs');
+const offsetText = values['port-offset'] ?? (process.env[OFFSET_ENV] || '0');
+const offset = Number(offsetText);
+if (!Number.isInteger(offset) || offset < -8000 || offset > 50_000) {
+  console.error(
+    `start-stack: --port-offset / ${OFFSET_ENV} must be a whole number, e.g. 1000 (got "${offsetText}")`,
+  );
+  process.exit(2);
+}
+const landingPort = LANDING_PORT + offset;
+
+function shiftPort(port: number): number {
+  return port === 0 ? 0 : port + offset;
+}
+
+/** `scheme://host:PORT/...` with the port moved by the offset. */
+function shiftUrl(url: string): string {
+  return url.replace(/^(\w+:\/\/[^/:]+|\w+:\/\/\[[^\]]+\]):(\d+)/, (_m, head: string, port: string) => {
+    return `${head}:${shiftPort(Number(port))}`;
+  });
+}
+
+/** Every port in a parsed config moved by the offset (see the header for which keys count as ports). */
+function shiftConfigPorts(value: unknown, key = '', inPorts = false): unknown {
+  if (Array.isArray(value)) return value.map((v) => shiftConfigPorts(v, key, inPorts));
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [k, shiftConfigPorts(v, k, /Ports$/i.test(k))]),
+    );
+  }
+  if (typeof value === 'number' && Number.isInteger(value) && (inPorts || /(^port|Port|_port)$/.test(key)))
+    return shiftPort(value);
+  return value;
+}
+
+/** With an offset: config files among the arguments are copied to data/stack/ with their ports moved. */
+function shiftArgs(name: string, args: string[]): string[] {
+  if (offset === 0) return args;
+  return args.map((arg) => {
+    const file = resolve(root, arg);
+    if (!/\.(json|ya?ml)$/i.test(arg) || !existsSync(file)) return arg;
+    const dir = join(root, 'data', 'stack');
+    mkdirSync(dir, { recursive: true });
+    const out = join(dir, `${name}-${basename(arg, extname(arg))}.json`);
+    writeFileSync(out, JSON.stringify(shiftConfigPorts(readConfigFile(file)), null, 2) + '\n');
+    return out;
+  });
+}
 
 function discover(): Service[] {
   const services: Service[] = [];
@@ -61,21 +159,233 @@ function discover(): Service[] {
     const pkgFile = join(dir, 'package.json');
     if (!existsSync(pkgFile)) continue;
     const pkg = JSON.parse(readFileSync(pkgFile, 'utf8')) as {
+      version?: string;
       bin?: Record<string, string>;
       toolkit?: { start?: StartEntry };
     };
-    const start = pkg.toolkit?.start;
+    const declared = pkg.toolkit?.start;
     const binEntry = pkg.bin ? Object.entries(pkg.bin)[0] : undefined;
-    if (!start || !binEntry) continue;
+    if (!declared || !binEntry) continue;
+    const start = substituteEnv(declared, process.env, `${pkgFile} toolkit.start`) as StartEntry;
+    const name = binEntry[0];
+    // Users run the compiled entry point on plain node; under the `source` condition (tests) the bin,
+    // which then runs src/ through tsx.
+    const built = join(dir, 'dist', 'main.js');
     services.push({
-      name: binEntry[0],
+      name,
       dir,
-      bin: join(dir, binEntry[1]),
-      start: substituteEnv(start, process.env, `${pkgFile} toolkit.start`) as StartEntry,
+      bin: !sourceMode && existsSync(built) ? built : join(dir, binEntry[1]),
+      version: pkg.version ?? '',
+      start: {
+        ...start,
+        args: shiftArgs(name, start.args ?? []),
+        env: Object.fromEntries(
+          Object.entries(start.env ?? {}).map(([k, v]) => [
+            k,
+            /PORT$/.test(k) && /^\d+$/.test(v) ? String(shiftPort(Number(v))) : v,
+          ]),
+        ),
+        ...(start.ready ? { ready: shiftUrl(start.ready) } : {}),
+        urls: (start.urls ?? []).map((u) => ({ ...u, url: shiftUrl(u.url) })),
+        ports: (start.ports ?? []).map((p) =>
+          p.port === undefined ? p : { ...p, port: shiftPort(Number(p.port)) },
+        ),
+      },
     });
   }
   return services;
 }
+
+/** Whether 127.0.0.1:port can be bound now (a wildcard listener elsewhere also makes it busy). */
+function portFree(proto: 'tcp' | 'udp', port: number): Promise<boolean> {
+  return new Promise((res) => {
+    if (proto === 'udp') {
+      const s = createSocket('udp4');
+      s.once('error', () => res(false));
+      s.bind(port, '127.0.0.1', () => s.close(() => res(true)));
+      return;
+    }
+    const s = createTcpServer();
+    s.once('error', () => res(false));
+    s.listen({ port, host: '127.0.0.1', exclusive: true }, () => s.close(() => res(true)));
+  });
+}
+
+interface Claim {
+  service: string;
+  label: string;
+  proto: 'tcp' | 'udp';
+  port: number;
+}
+
+/** Every port the stack listens on, with who wants it. */
+function claims(services: Service[]): Claim[] {
+  const out = new Map<string, Claim>();
+  const add = (c: Claim): void => {
+    if (c.port > 0 && !out.has(`${c.proto}/${c.port}`)) out.set(`${c.proto}/${c.port}`, c);
+  };
+  add({ service: 'start-stack', label: 'landing page', proto: 'tcp', port: landingPort });
+  for (const s of services) {
+    const urls = [
+      ...(s.start.urls ?? []),
+      ...(s.start.ready ? [{ label: 'health', url: s.start.ready }] : []),
+    ];
+    for (const u of urls) {
+      const m = /^(?:https?|wss?):\/\/(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)/.exec(u.url);
+      if (m) add({ service: s.name, label: u.label, proto: 'tcp', port: Number(m[1]) });
+    }
+    for (const p of s.start.ports ?? []) {
+      if (p.port !== undefined && p.proto && !p.outbound)
+        add({ service: s.name, label: p.label, proto: p.proto, port: Number(p.port) });
+    }
+  }
+  return [...out.values()];
+}
+
+function moveHint(): string {
+  const next = offset + 1000;
+  return (
+    `Move every demo port: npm start -- --port-offset ${next}   (or ${OFFSET_ENV}=${next} npm start);\n` +
+    `the landing page and every URL printed move with it.`
+  );
+}
+
+/** The port named in an EADDRINUSE line of a service's log, if any. */
+function busyPortInLog(file: string): string | undefined {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8').slice(-20_000);
+  } catch {
+    return undefined;
+  }
+  const m = /EADDRINUSE[^\n]*?(?:address already in use\s*)?([\d.:[\]a-f]*:(\d+))/i.exec(text);
+  return m ? (m[2] ?? m[1]) : undefined;
+}
+
+// ----------------------------------------------------------------------------------------------------------
+// Landing page: server-rendered links and ports, health refreshed live by landing.js from /api/status.
+
+function escapeHtml(s: string): string {
+  return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+interface Health {
+  name: string;
+  state: 'up' | 'degraded' | 'down' | 'stopped';
+  detail: string;
+}
+
+async function healthOf(service: Service, child: ChildProcess | undefined): Promise<Health> {
+  if (!child || child.exitCode !== null || child.signalCode !== null)
+    return { name: service.name, state: 'stopped', detail: 'process not running' };
+  if (!service.start.ready) return { name: service.name, state: 'up', detail: 'running (no health URL)' };
+  const started = performance.now();
+  try {
+    const res = await fetch(service.start.ready, { signal: AbortSignal.timeout(2000) });
+    await res.arrayBuffer();
+    const ms = Math.round(performance.now() - started);
+    if (res.ok) return { name: service.name, state: 'up', detail: `HTTP ${res.status} in ${ms} ms` };
+    return { name: service.name, state: res.status >= 500 ? 'degraded' : 'up', detail: `HTTP ${res.status}` };
+  } catch (err) {
+    return { name: service.name, state: 'down', detail: `no answer: ${(err as Error).message}` };
+  }
+}
+
+function landingHtml(services: Service[]): string {
+  const cards = services
+    .map((s) => {
+      const urls = s.start.urls ?? [];
+      const link = (u: UrlEntry): string =>
+        u.template
+          ? `<li><span class="label">${escapeHtml(u.label)}</span> <code>${escapeHtml(u.url)}</code>${u.note ? ` <span class="note">${escapeHtml(u.note)}</span>` : ''}</li>`
+          : /^https?:/.test(u.url)
+            ? `<li><a href="${escapeHtml(u.url)}">${escapeHtml(u.label)}</a> <code>${escapeHtml(u.url)}</code></li>`
+            : `<li><span class="label">${escapeHtml(u.label)}</span> <code>${escapeHtml(u.url)}</code></li>`;
+      const ports = (s.start.ports ?? [])
+        .map(
+          (p) =>
+            `<li><span class="label">${escapeHtml(p.label)}</span>${p.port !== undefined ? ` <code>${p.proto ?? ''} ${p.port}</code>` : ''}<div class="use">${escapeHtml(p.use)}</div></li>`,
+        )
+        .join('');
+      return `<section class="card" data-service="${escapeHtml(s.name)}">
+  <header><h2>${escapeHtml(s.start.title ?? s.name)}</h2><span class="health" data-state="starting">starting…</span></header>
+  <p class="detail" aria-live="polite"></p>
+  <h3>Pages</h3><ul>${urls
+    .filter((u) => u.page)
+    .map(link)
+    .join('')}</ul>
+  <h3>API and monitoring</h3><ul>${urls
+    .filter((u) => !u.page)
+    .map(link)
+    .join('')}</ul>
+  ${ports ? `<h3>Other ports</h3><ul class="ports">${ports}</ul>` : ''}
+  ${s.start.docs ? `<p class="docs">Docs: <code>${escapeHtml(s.start.docs)}</code></p>` : ''}
+</section>`;
+    })
+    .join('\n');
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Broadcast-ops toolkit</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="/landing.css">
+<script type="module" src="/landing.js"></script>
+</head>
+<body>
+<main>
+<h1>Broadcast-ops toolkit</h1>
+<p class="lead">Every service <code>npm start</code> runs, with its health (refreshed every 2 s), its pages and the ports to point your equipment at. Stop everything with Ctrl-C in the terminal.</p>
+<div class="grid">
+${cards}
+</div>
+</main>
+</body>
+</html>
+`;
+}
+
+function startLanding(services: Service[], children: () => Map<string, ChildProcess>): Promise<Server> {
+  const html = landingHtml(services);
+  const assets: Record<string, string> = {
+    '/landing.js': 'text/javascript; charset=utf-8',
+    '/landing.css': 'text/css; charset=utf-8',
+  };
+  const server = createHttpServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    const headers = {
+      'content-security-policy': "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+      'x-content-type-options': 'nosniff',
+      'cache-control': 'no-store',
+    };
+    const send = (status: number, type: string, body: string | Buffer): void => {
+      res.writeHead(status, { ...headers, 'content-type': type });
+      res.end(req.method === 'HEAD' ? undefined : body);
+    };
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      send(405, 'application/json', JSON.stringify({ error: 'METHOD_NOT_ALLOWED', message: 'GET only' }));
+      return;
+    }
+    if (path === '/') return send(200, 'text/html; charset=utf-8', html);
+    const type = assets[path];
+    if (type) return send(200, type, readFileSync(join(landingAssets, path.slice(1))));
+    if (path === '/api/status') {
+      const map = children();
+      void Promise.all(services.map((s) => healthOf(s, map.get(s.name)))).then((list) =>
+        send(200, 'application/json', JSON.stringify({ services: list })),
+      );
+      return;
+    }
+    send(404, 'application/json', JSON.stringify({ error: 'NOT_FOUND', message: `no route GET ${path}` }));
+  });
+  return new Promise((res, rej) => {
+    server.once('error', rej);
+    server.listen(landingPort, '127.0.0.1', () => res(server));
+  });
+}
+
+// ----------------------------------------------------------------------------------------------------------
 
 async function ready(url: string, child: ChildProcess, deadline: number): Promise<boolean> {
   while (Date.now() < deadline && child.exitCode === null) {
@@ -95,24 +405,51 @@ if (services.length === 0) {
   console.log('start-stack: no service declares toolkit.start yet; nothing to run.');
   process.exit(0);
 }
+
+// Every port is tried before anything starts: a busy one is named here, not only in a service's log.
+const busy: Claim[] = [];
+for (const c of claims(services)) if (!(await portFree(c.proto, c.port))) busy.push(c);
+if (busy.length > 0) {
+  const w = Math.max(...busy.map((c) => `${c.port}/${c.proto}`.length));
+  const sw = Math.max(...busy.map((c) => c.service.length));
+  console.error('start-stack: ports in use by another program:');
+  for (const c of busy)
+    console.error(`  ${`${c.port}/${c.proto}`.padEnd(w)}  ${c.service.padEnd(sw)}  ${c.label}`);
+  console.error(moveHint());
+  process.exit(1);
+}
+
 mkdirSync(logDir, { recursive: true });
 
-const running: { service: Service; child: ChildProcess; log: WriteStream; exited: Promise<number | null> }[] =
-  [];
+interface Running {
+  service: Service;
+  child: ChildProcess;
+  log: WriteStream;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+const running: Running[] = [];
 let stopping = false;
+let landing: Server | undefined;
+
+function describeExit(e: { code: number | null; signal: NodeJS.Signals | null }): string {
+  return e.signal ? `signal ${e.signal}` : String(e.code);
+}
 
 async function stopAll(reason: string, code: number): Promise<never> {
   if (stopping) return new Promise<never>(() => undefined);
   stopping = true;
   console.log(`\nstart-stack: ${reason}; stopping ${running.length} service(s)`);
+  landing?.close();
+  landing?.closeAllConnections();
   for (const r of running) if (r.child.exitCode === null) r.child.kill('SIGTERM');
   const killer = setTimeout(() => {
     for (const r of running) if (r.child.exitCode === null) r.child.kill('SIGKILL');
   }, 15_000);
-  const codes = await Promise.all(running.map((r) => r.exited));
+  const exits = await Promise.all(running.map((r) => r.exited));
   clearTimeout(killer);
   running.forEach((r, i) => {
-    console.log(`start-stack: ${r.service.name} exited with ${codes[i] ?? 'signal'}`);
+    const e = exits[i] ?? { code: null, signal: null };
+    console.log(`start-stack: ${r.service.name} exited with ${describeExit(e)}`);
     r.log.end();
   });
   console.log(`start-stack: exit ${code}`);
@@ -122,8 +459,19 @@ async function stopAll(reason: string, code: number): Promise<never> {
 process.on('SIGINT', () => void stopAll('SIGINT', 0));
 process.on('SIGTERM', () => void stopAll('SIGTERM', 0));
 
+try {
+  landing = await startLanding(services, () => new Map(running.map((r) => [r.service.name, r.child])));
+} catch (err) {
+  console.error(
+    `start-stack: cannot serve the landing page on 127.0.0.1:${landingPort}: ${(err as Error).message}`,
+  );
+  console.error(moveHint());
+  process.exit(1);
+}
+
 for (const service of services) {
-  const log = createWriteStream(join(logDir, `${service.name}.log`), { flags: 'a' });
+  const logFile = join(logDir, `${service.name}.log`);
+  const log = createWriteStream(logFile, { flags: 'a' });
   const child = spawn(process.execPath, [service.bin, ...(service.start.args ?? [])], {
     cwd: root,
     env: { ...process.env, ...service.start.env },
@@ -137,14 +485,25 @@ for (const service of services) {
       if (values.verbose) process.stdout.write(`[${service.name}] ${d.toString()}`);
     });
   }
-  const exited = new Promise<number | null>((res) => child.once('exit', (c) => res(c)));
-  void exited.then((c) => {
-    if (!stopping) {
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) =>
+    child.once('exit', (code, signal) => res({ code, signal })),
+  );
+  void exited.then((e) => {
+    if (stopping) return;
+    // The log stream flushes on end; read it afterwards for the reason.
+    log.end(() => {
       console.error(
-        `start-stack: ${service.name} exited unexpectedly with ${c}; see ${join(logDir, service.name + '.log')}`,
+        `start-stack: ${service.name} exited unexpectedly with ${describeExit(e)}; see data/logs/${service.name}.log`,
       );
+      const port = busyPortInLog(logFile);
+      if (port) {
+        console.error(
+          `start-stack: ${service.name} could not listen: port ${port} is in use by another program.`,
+        );
+        console.error(moveHint());
+      }
       void stopAll(`${service.name} failed`, 1);
-    }
+    });
   });
   running.push({ service, child, log, exited });
 }
@@ -158,13 +517,32 @@ const results = await Promise.all(
   }),
 );
 if (stopping) await new Promise(() => undefined);
-console.log('\nBroadcast-ops toolkit is running:\n');
+
+// Aligned output: one label column wide enough for the longest label.
+const landingUrl = `http://127.0.0.1:${landingPort}/`;
+const labels = running.flatMap((r) => [
+  ...(r.service.start.urls ?? []).filter((u) => !u.template).map((u) => u.label),
+]);
+const labelWidth = Math.max('Landing page'.length, ...labels.map((l) => l.length)) + 2;
+const nameWidth = Math.max(...running.map((r) => r.service.name.length)) + 2;
+console.log(
+  `\nBroadcast-ops toolkit is running${offset ? ` (ports moved by ${offset})` : ''}. Start here:\n`,
+);
+console.log(`  ${'Landing page'.padEnd(labelWidth + 2)}${landingUrl}\n`);
 running.forEach((r, i) => {
   const state = results[i] ? 'up' : 'NOT READY';
   console.log(
-    `  ${r.service.name.padEnd(18)} ${state}  (pid ${r.child.pid}, log data/logs/${r.service.name}.log)`,
+    `  ${r.service.name.padEnd(nameWidth)}${state}  (pid ${r.child.pid}, log data/logs/${r.service.name}.log)`,
   );
-  for (const u of r.service.start.urls ?? []) console.log(`    ${u.label.padEnd(22)} ${u.url}`);
+  for (const u of r.service.start.urls ?? []) {
+    if (!u.template) console.log(`    ${u.label.padEnd(labelWidth)}${u.url}`);
+  }
+  for (const p of r.service.start.ports ?? []) {
+    if (p.port !== undefined)
+      console.log(
+        `    ${p.label.padEnd(labelWidth)}${p.proto ?? ''} ${p.port}${p.outbound ? ' (sent to)' : ''}`,
+      );
+  }
 });
 console.log('\nPress Ctrl-C to stop.');
 if (results.some((ok) => !ok)) await stopAll('a service did not become ready', 1);

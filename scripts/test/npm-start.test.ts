@@ -7,57 +7,34 @@
  * The stack runs in its own network and mount namespaces (`unshare`): the default ports cannot collide with
  * anything else on the machine or with other tests, and `data/` is a bind mount of a temporary directory, so
  * the checkout's own data/ is never touched.
+ *
+ * It runs what users run: `npm start` builds (prestart) and starts the compiled services on plain node. The
+ * test runner's `--conditions=source` is taken out of NODE_OPTIONS, and each service process is checked to be
+ * `node <package>/dist/main.js` with no TypeScript loader.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { repoRoot, requireTool, startProcess, tempDir } from '../../packages/core/src/testing/index.ts';
-import { childEnv } from '../node-matrix.ts';
+import { PROBE, declaredServices, killQuietly, userEnv } from './npm-start-helpers.ts';
 
 const CYCLES = 5;
 
-/**
- * Fetches each URL given; exits 1 naming those that did not answer, or answered with a server error other than
- * 503 (a health endpoint's "not healthy yet", e.g. timesvc in its first second before the clock is usable).
- */
-const PROBE = `
-const bad = [];
-for (const url of process.argv.slice(1)) {
-  try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(5000) });
-    await res.arrayBuffer();
-    if (res.status >= 500 && res.status !== 503) bad.push(url + ' ' + res.status);
-  } catch (e) {
-    bad.push(url + ' ' + e.message);
-  }
-}
-if (bad.length) { console.error(bad.join('\\n')); process.exit(1); }
-console.log('probed ' + (process.argv.length - 1) + ' URLs');
-`;
-
-/** Names of the services `npm start` launches: the packages declaring toolkit.start (see start-stack.ts). */
-function declaredServices(): string[] {
-  const names: string[] = [];
-  for (const dir of readdirSync(join(repoRoot, 'packages'))) {
-    const file = join(repoRoot, 'packages', dir, 'package.json');
-    if (!existsSync(file)) continue;
-    const pkg = JSON.parse(readFileSync(file, 'utf8')) as {
-      bin?: Record<string, string>;
-      toolkit?: { start?: unknown };
-    };
-    const bin = Object.keys(pkg.bin ?? {})[0];
-    if (pkg.toolkit?.start && bin) names.push(bin);
-  }
-  return names.sort();
-}
-
-function killQuietly(pid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(pid, signal);
-  } catch {
-    /* already gone */
+/** Every service process runs compiled JavaScript on plain node: `node …/packages/<pkg>/dist/main.js`. */
+function assertPlainNode(pids: number[], out: string): void {
+  assert.ok(pids.length > 0, out);
+  for (const pid of pids) {
+    const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+    assert.match(argv[1] ?? '', /\/packages\/[^/]+\/dist\/main\.js$/, `pid ${pid}: ${argv.join(' ')}`);
+    assert.doesNotMatch(
+      argv.join(' '),
+      /tsx|--import|--loader|--conditions/,
+      `pid ${pid}: ${argv.join(' ')}`,
+    );
+    const environ = readFileSync(`/proc/${pid}/environ`, 'utf8');
+    assert.doesNotMatch(environ, /NODE_OPTIONS=[^\0]*(tsx|--import|--conditions)/, `pid ${pid} NODE_OPTIONS`);
   }
 }
 
@@ -82,10 +59,8 @@ test(`npm start on Node ${process.versions.node}: all services up and a clean Ct
       const stack = startProcess(
         'setsid',
         ['unshare', ...nsFlags, '--', 'sh', '-c', inner, 'sh', data.path, repoRoot],
-        {
-          // This Node first on PATH: npm's and tsx's `#!/usr/bin/env node` run on it, and the services with them.
-          env: childEnv(process.env, dirname(dirname(process.execPath))),
-        },
+        // This Node first on PATH: npm's `#!/usr/bin/env node` runs on it, and the services with it.
+        { env: userEnv() },
       );
       const servicePids: number[] = [];
       try {
@@ -100,6 +75,9 @@ test(`npm start on Node ${process.versions.node}: all services up and a clean Ct
           );
         }
         assert.ok(stack.child.pid);
+        assertPlainNode(servicePids, out);
+        // The landing page is the first URL printed.
+        assert.match(/http:\/\/\S+/.exec(out)?.[0] ?? '', /^http:\/\/127\.0\.0\.1:8600\/$/, out);
         // Every HTTP URL the launcher printed answers, asked from inside the stack's network namespace.
         const urls = [...out.matchAll(/^\s+.+?\s(http:\/\/127\.0\.0\.1:\d+\/\S*)$/gm)].map((m) => m[1] ?? '');
         assert.ok(urls.length >= services.length, out);

@@ -1,59 +1,148 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { repoRoot, startProcess, tempDir } from '../../packages/core/src/testing/index.ts';
 
 const fixtures = fileURLToPath(new URL('./fixtures/packages', import.meta.url));
+const LANDING_PORT = 8600; // scripts/start-stack.ts
 
-function freePort(): Promise<number> {
+function listen(): Promise<Server> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
+    srv.listen(0, '127.0.0.1', () => resolve(srv));
   });
 }
 
-test('launcher starts declared services, prints their URLs, and stops them all on SIGINT with exit 0', async () => {
-  const port = await freePort();
+async function freePort(): Promise<number> {
+  const srv = await listen();
+  const port = (srv.address() as { port: number }).port;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+/** An offset that puts the landing page on a free port, and the demo port that lands on another free one. */
+async function ports(): Promise<{ offset: number; landing: number; demo: number; demoBase: number }> {
+  const landing = await freePort();
+  const offset = landing - LANDING_PORT;
+  let demo = await freePort();
+  while (demo === landing || demo - offset < 1 || demo - offset > 65535) demo = await freePort();
+  return { offset, landing, demo, demoBase: demo - offset };
+}
+
+function launch(env: Record<string, string>, args: string[] = []) {
+  return startProcess(
+    process.execPath,
+    ['--import', 'tsx', join(repoRoot, 'scripts/start-stack.ts'), '--packages', fixtures, ...args],
+    { env },
+  );
+}
+
+test('launcher starts declared services, serves the landing page first, and stops them all on SIGINT with exit 0', async () => {
+  const p = await ports();
   const tmp = tempDir();
   const marker = join(tmp.path, 'marker');
-  const launcher = startProcess(
-    process.execPath,
-    ['--import', 'tsx', join(repoRoot, 'scripts/start-stack.ts'), '--packages', fixtures],
-    { env: { DEMO_PORT: String(port), DEMO_MARKER: marker } },
-  );
+  // The offset comes from the environment here and moves the declared port, the URLs and the landing page.
+  const launcher = launch({
+    DEMO_PORT: String(p.demoBase),
+    DEMO_MARKER: marker,
+    BROADCAST_OPS_PORT_OFFSET: String(p.offset),
+  });
   try {
-    await launcher.waitForOutput(/Press Ctrl-C to stop/, 30_000);
+    await launcher.waitForOutput(/Press Ctrl-C to stop/, 60_000);
     const out = launcher.output();
+    const firstUrl = /http:\/\/\S+/.exec(out)?.[0];
+    assert.equal(firstUrl, `http://127.0.0.1:${p.landing}/`, out);
     assert.match(out, /demo-service\s+up/);
-    assert.match(out, new RegExp(`Demo page\\s+http://127\\.0\\.0\\.1:${port}/`));
+    assert.match(out, new RegExp(`^ {4}Demo page {2,}http://127\\.0\\.0\\.1:${p.demo}/$`, 'm'));
+    assert.doesNotMatch(out, /<id>/); // a template URL is for the landing page, not the console
     assert.doesNotMatch(out, /library-only/);
-    const body = await (await fetch(`http://127.0.0.1:${port}/`)).text();
+    const body = await (await fetch(`http://127.0.0.1:${p.demo}/`)).text();
     assert.equal(body, 'hello serve'); // env and args from toolkit.start reached the service
+    const landing = await fetch(`http://127.0.0.1:${p.landing}/`);
+    assert.equal(landing.status, 200);
+    assert.match(landing.headers.get('content-security-policy') ?? '', /default-src 'self'/);
+    const html = await landing.text();
+    assert.match(html, new RegExp(`href="http://127\\.0\\.0\\.1:${p.demo}/"`));
+    assert.match(html, /item\/&#60;id&#62;/);
+    for (const asset of ['/landing.js', '/landing.css'])
+      assert.equal((await fetch(`http://127.0.0.1:${p.landing}${asset}`)).status, 200, asset);
+    const status = (await (await fetch(`http://127.0.0.1:${p.landing}/api/status`)).json()) as {
+      services: { name: string; state: string }[];
+    };
+    assert.deepEqual(
+      status.services.map((s) => [s.name, s.state]),
+      [['demo-service', 'up']],
+    );
+    const missing = await fetch(`http://127.0.0.1:${p.landing}/nope`);
+    assert.equal(missing.status, 404);
+    assert.deepEqual(await missing.json(), { error: 'NOT_FOUND', message: 'no route GET /nope' });
     launcher.child.kill('SIGINT');
     const exit = await launcher.exited;
     assert.equal(exit.code, 0, launcher.output());
     assert.match(readFileSync(marker, 'utf8'), /^stopped \d+\n$/);
-    await assert.rejects(fetch(`http://127.0.0.1:${port}/`)); // the port is closed
+    await assert.rejects(fetch(`http://127.0.0.1:${p.demo}/`)); // the port is closed
+    await assert.rejects(fetch(`http://127.0.0.1:${p.landing}/`));
   } finally {
     await launcher.stop('SIGKILL');
     tmp.remove();
   }
 });
 
+test('a busy port is named on the console with the way to move it, and nothing starts', async () => {
+  const holder = await listen();
+  const held = (holder.address() as { port: number }).port;
+  // The held port is where the offset moves the demo's declared port 20000.
+  const p = { offset: held - 20_000 };
+  const tmp = tempDir();
+  const marker = join(tmp.path, 'marker');
+  try {
+    const launcher = launch({ DEMO_PORT: String(held - p.offset), DEMO_MARKER: marker }, [
+      '--port-offset',
+      String(p.offset),
+    ]);
+    const exit = await launcher.exited;
+    const out = launcher.output();
+    assert.equal(exit.code, 1, out);
+    assert.match(out, new RegExp(`^ +${held}/tcp +demo-service +Demo page$`, 'm'));
+    assert.match(out, /npm start -- --port-offset \d+ +\(or BROADCAST_OPS_PORT_OFFSET=\d+ npm start\)/);
+    assert.doesNotMatch(out, /Press Ctrl-C/);
+    assert.throws(() => readFileSync(marker)); // the service never ran
+  } finally {
+    await new Promise((r) => holder.close(r));
+    tmp.remove();
+  }
+});
+
 test('launcher reports a service that dies at start and exits non-zero', async () => {
-  const launcher = startProcess(
-    process.execPath,
-    ['--import', 'tsx', join(repoRoot, 'scripts/start-stack.ts'), '--packages', fixtures],
-    { env: { DEMO_PORT: 'not-a-port', DEMO_MARKER: '/dev/null' } },
-  );
+  const p = await ports();
+  const launcher = launch({ DEMO_PORT: 'not-a-port', DEMO_MARKER: '/dev/null' }, [
+    '--port-offset',
+    String(p.offset),
+  ]);
   const exit = await launcher.exited;
   assert.equal(exit.code, 1);
-  assert.match(launcher.output(), /demo-service exited unexpectedly/);
+  assert.match(launcher.output(), /demo-service exited unexpectedly with 1/);
+});
+
+test('a service killed by a signal is reported with the signal name', async () => {
+  const p = await ports();
+  const launcher = launch({ DEMO_PORT: String(p.demoBase), DEMO_MARKER: '/dev/null' }, [
+    '--port-offset',
+    String(p.offset),
+  ]);
+  try {
+    await launcher.waitForOutput(/Press Ctrl-C to stop/, 60_000);
+    const pid = Number(/\(pid (\d+), log/.exec(launcher.output())?.[1]);
+    assert.ok(pid > 0);
+    process.kill(pid, 'SIGKILL');
+    const exit = await launcher.exited;
+    assert.equal(exit.code, 1);
+    assert.match(launcher.output(), /demo-service exited unexpectedly with signal SIGKILL/);
+  } finally {
+    await launcher.stop('SIGKILL');
+  }
 });

@@ -1,4 +1,10 @@
-import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type FastifyServerOptions,
+} from 'fastify';
 import type { Logger } from 'pino';
 import { isAppError } from './errors.ts';
 
@@ -11,10 +17,28 @@ export interface HttpAppOptions {
   fastify?: Omit<FastifyServerOptions, 'logger' | 'loggerInstance' | 'bodyLimit' | 'trustProxy'>;
 }
 
+/** The one error body of every HTTP surface: `{error: CODE, message}` (AppError.toBody adds `details`). */
+export interface ErrorBody {
+  error: string;
+  message: string;
+  details?: Record<string, unknown>;
+}
+
+/** The toolkit's 404: `{error: "NOT_FOUND", message: "no route GET /path"}` (query string left out). */
+export function notFoundBody(method: string, url: string): ErrorBody {
+  return { error: 'NOT_FOUND', message: `no route ${method} ${url.split('?')[0] ?? ''}` };
+}
+
+/** Fastify not-found handler answering with notFoundBody; createHttpApp installs it unless the app sets its own. */
+export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  return reply.status(404).send(notFoundBody(request.method, request.url));
+}
+
 /**
- * A fastify instance with the toolkit's defaults: our pino logger, a body limit, and an error handler that
+ * A fastify instance with the toolkit's defaults: our pino logger, a body limit, an error handler that
  * turns AppError into `{error, message}` with its status and everything else into 500 without leaking
- * internals. Services build their app in one function and call `listen` only from main.ts.
+ * internals, and the 404 handler above (an app that calls setNotFoundHandler itself keeps its own).
+ * Services build their app in one function and call `listen` only from main.ts.
  */
 export function createHttpApp(options: HttpAppOptions): FastifyInstance {
   const serverOptions: FastifyServerOptions = {
@@ -37,6 +61,17 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
   app.addHook('onSend', (_request, reply, payload, done) => {
     if (closing) void reply.header('connection', 'close');
     done(null, payload);
+  });
+  // The default 404 is installed at boot unless the app has set its own by then (fastify allows one per
+  // context, and throws on a second).
+  let ownNotFound = false;
+  const setNotFoundHandler = app.setNotFoundHandler.bind(app);
+  Reflect.set(app, 'setNotFoundHandler', (...args: unknown[]) => {
+    ownNotFound = true;
+    return Reflect.apply(setNotFoundHandler, app, args) as FastifyInstance;
+  });
+  app.after(() => {
+    if (!ownNotFound) setNotFoundHandler(notFoundHandler);
   });
   app.setErrorHandler((err, request, reply) => {
     if (isAppError(err)) {

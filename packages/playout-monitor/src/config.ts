@@ -1,5 +1,5 @@
 /**
- * Configuration (spec 2 Part B "Configuration file"): `settings` and `servers`, validated strictly
+ * Configuration (README "Configuration"): `settings` and `servers`, validated strictly
  * (unknown keys are errors naming the key), 1 to 12 servers, unique ids.
  * Per-server input options are design additions with defaults, documented in the README.
  */

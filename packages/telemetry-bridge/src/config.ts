@@ -1,5 +1,5 @@
 /**
- * Configuration (spec 2 Part A "Configuration file": name, environment, companion, clientTransport, logging)
+ * Configuration (README "Configuration": name, environment, companion, clientTransport, logging)
  * plus the additions documented in the README (auth tokens, limits, metrics, health, event log, replay).
  * Strict: unknown keys are errors. Environment overrides are derived from the schema: the dotted camelCase
  * path in SCREAMING_SNAKE with prefix BRIDGE_ (`clientTransport.maxClients` → BRIDGE_CLIENT_TRANSPORT_MAX_CLIENTS),

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import type { Socket } from 'node:net';
-import { waitFor } from '@broadcast-ops/core/testing';
+import { loadFactor, timingBound, waitFor } from '@broadcast-ops/core/testing';
 import { metricValue } from '@broadcast-ops/core';
 import type { BridgeClient } from '../src/client/bridge-client.ts';
 import { sleep, startTestBridge } from './helpers.ts';
@@ -74,9 +74,13 @@ test('slow consumer: coalesced then disconnected; 50 others keep every message a
       if (info.coalescing && phase === 'before') phase = 'lagging';
     }, 10);
     try {
-      await waitFor(() => phase === 'lagging', { timeoutMs: 15_000, what: 'slow client coalescing' });
+      // The producer ticks every 5 ms; on a loaded machine it ticks less often and the queue fills later.
+      await waitFor(() => phase === 'lagging', {
+        timeoutMs: 15_000 * loadFactor(),
+        what: 'slow client coalescing',
+      });
       await waitFor(() => t.bridge.hub.stats().slowDisconnects === 1, {
-        timeoutMs: 15_000,
+        timeoutMs: 15_000 * loadFactor(),
         what: 'slow disconnect',
       });
       phase = 'after';
@@ -130,12 +134,15 @@ test('slow consumer: coalesced then disconnected; 50 others keep every message a
     const p50After = quantile(after, 0.5);
     const p90Lag = quantile(lag, 0.9);
     const p90After = quantile(after, 0.9);
+    // Additive slack from the scheduling noise measured now, not a fixed few ms: other processes on the
+    // cores delay single deliveries by far more than the effect this looks for.
+    const slack = await timingBound(5, 2);
     assert.ok(
-      p50Lag <= 3 * p50After + 5,
+      p50Lag <= 3 * p50After + slack,
       `p50 lagging ${p50Lag.toFixed(2)} ms vs after ${p50After.toFixed(2)} ms`,
     );
     assert.ok(
-      p90Lag <= 3 * p90After + 10,
+      p90Lag <= 3 * p90After + 2 * slack,
       `p90 lagging ${p90Lag.toFixed(2)} ms vs after ${p90After.toFixed(2)} ms`,
     );
     // Flat over time: the last third of the lagging phase is not slower than the first third.
@@ -146,7 +153,7 @@ test('slow consumer: coalesced then disconnected; 50 others keep every message a
     const third = Math.floor(lag.length / 3);
     const early = quantile(lag.slice(0, third), 0.5);
     const late = quantile(lag.slice(-third), 0.5);
-    assert.ok(late <= 3 * early + 5, `p50 early ${early.toFixed(2)} ms, late ${late.toFixed(2)} ms`);
+    assert.ok(late <= 3 * early + slack, `p50 early ${early.toFixed(2)} ms, late ${late.toFixed(2)} ms`);
   } finally {
     if (ticker) clearInterval(ticker);
     await t.close();

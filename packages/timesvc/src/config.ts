@@ -6,7 +6,7 @@ import { parseNetwork } from './domain/access-list.ts';
 import { isPasswordHash } from './io/web/passwords.ts';
 
 /**
- * timesvc configuration (spec 3 "Resources and their fields"). Every section of the spec
+ * timesvc configuration (README "Configuration"). Every section of the spec
  * is accepted and validated strictly now; sections and keys marked "inert" are parsed but not acted on yet
  * (PTP, GPSDO, most of web). See README "Configuration".
  */

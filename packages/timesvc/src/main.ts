@@ -82,7 +82,7 @@ function load(values: Record<string, unknown>): ReturnType<typeof loadTimesvcCon
 
 await runCli(
   'timesvc',
-  'NTPv4 time service with a clock manager (upstream peers, local stratum; GPSDO, NTS, PTP later)',
+  'NTPv4 and NTS time service with a clock manager (upstream peers, local stratum)',
   {
     serve: {
       summary: 'Run the time service (the default command)',

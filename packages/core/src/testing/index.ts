@@ -1,6 +1,6 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -65,6 +65,29 @@ export function tempDir(prefix = 'toolkit-test-'): { path: string; remove: () =>
   return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
 }
 
+/**
+ * Scheduling noise of this process right now: how late a 1 ms timer fires, the worst of `samples` tries, in
+ * ms. A timing assertion adds a multiple of it to its nominal bound (timingBound), so a loaded machine (other
+ * processes on every core) widens the bound by what the load actually costs and a quiet one keeps it tight.
+ */
+export async function schedulingNoiseMs(samples = 25): Promise<number> {
+  let worst = 0;
+  for (let i = 0; i < samples; i++) {
+    const t0 = performance.now();
+    await new Promise((r) => setTimeout(r, 1));
+    worst = Math.max(worst, performance.now() - t0 - 1);
+  }
+  return worst;
+}
+
+/**
+ * A wall-clock bound for a test: `nominalMs` plus `factor` times the scheduling noise measured now (call it
+ * right after the measured work, when the load that slowed it is still there).
+ */
+export async function timingBound(nominalMs: number, factor = 20): Promise<number> {
+  return nominalMs + factor * (await schedulingNoiseMs());
+}
+
 /** Poll `check` until it returns a truthy value or the bound runs out. */
 export async function waitFor<T>(
   check: () => T | Promise<T>,
@@ -86,6 +109,17 @@ export async function waitFor<T>(
     }
     await new Promise((r) => setTimeout(r, options.intervalMs ?? 20));
   }
+}
+
+/**
+ * How much slower than on a quiet machine a process starts now: the run queue per core (1-minute load
+ * average / cores), at least 1, at most 10. A child's start-up (node, then tsx compiling sources) needs CPU
+ * time it shares with everything else running, so waitForOutput scales its bound by this; a process that
+ * never prints still fails, only later on a loaded machine.
+ */
+export function loadFactor(): number {
+  const perCore = (loadavg()[0] ?? 0) / Math.max(1, availableParallelism());
+  return Math.min(10, Math.max(1, perCore));
 }
 
 /** A child process with its output collected, ended by PID when the test is done. */
@@ -122,7 +156,10 @@ export function startProcess(
     child,
     output: () => out,
     waitForOutput: async (pattern, timeoutMs = 10_000) =>
-      waitFor(() => pattern.exec(out), { timeoutMs, what: `output ${pattern}` }).catch((err: unknown) => {
+      waitFor(() => pattern.exec(out), {
+        timeoutMs: timeoutMs * loadFactor(),
+        what: `output ${pattern}`,
+      }).catch((err: unknown) => {
         throw new Error(`${(err as Error).message}\n--- output ---\n${out.slice(-4000)}`);
       }),
     exited,

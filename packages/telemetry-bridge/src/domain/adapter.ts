@@ -1,7 +1,7 @@
 /**
  * The adapter interface: how a device integration (the Companion Satellite adapter, the buttons adapter, a
  * test fake) plugs into the hub. An adapter owns a state namespace, reports its connection, publishes state
- * and events through its context, and executes commands routed to it by `target` (spec 2 Part A).
+ * and events through its context, and executes commands routed to it by `target` (README "Adapters").
  */
 import type { Clock, Logger } from '@broadcast-ops/core';
 

@@ -1,5 +1,5 @@
 /**
- * The core hub (spec 2 Part A "core hub"), assembled from modules with one job each:
+ * The core hub (README "Code map"), assembled from modules with one job each:
  * - StateStore (state-store.ts): values, owners, versions, the key index;
  * - Journal (journal.ts): the hub-wide offset, the event log feed, the replay ring, durability;
  * - MessageFactory (message-factory.ts): every outgoing message, serialised once;

@@ -1,5 +1,5 @@
 /**
- * Canonical state store (spec 2 Part A): one value per path, one owner per path, a version per key and the
+ * Canonical state store (docs/protocol.md "Ownership, stale and expiry"): one value per path, one owner per path, a version per key and the
  * hub-wide offset of the key's last change. Ownership is by namespace prefix (docs/protocol.md "Ownership"):
  * a write from anyone but the owner is refused; an unchanged value produces no delta; `null` clears the key.
  * Keys are also indexed by segment (PathIndex) so snapshots match patterns without a full scan.

@@ -1,5 +1,5 @@
 /**
- * Client WebSocket transport (spec 2 Part A "Client WebSocket"): `ws://<host>:<port>/`, no compression
+ * Client WebSocket transport (docs/protocol.md "Transport"): `ws://<host>:<port>/`, no compression
  * (permessage-deflate costs latency and memory per socket), bounded frames, protocol-level ping to find
  * half-open sockets, a connection cap. The protocol itself lives in ClientSession; this file only owns
  * sockets and timers.

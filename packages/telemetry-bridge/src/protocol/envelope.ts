@@ -1,5 +1,5 @@
 /**
- * Bridge protocol 0.1: the message envelope (spec 2 Part A "Message envelope") and the payload shapes the spec
+ * Bridge protocol 0.1: the message envelope (docs/protocol.md "Envelope") and the payload shapes the spec
  * leaves "not shown", filled as docs/protocol.md describes (after the original telemetry-bridge's protocol 0.1). Pure: text in, typed values or typed errors out.
  */
 import { z } from 'zod';

@@ -5,7 +5,7 @@ import type { NtsServerSide } from './nts-service.ts';
 import type { PeerClient } from './peer-client.ts';
 
 /**
- * Metrics with the spec's names (spec 3 "Metrics names"; README "Endpoints and metrics"). Values are read from the live
+ * Metrics with the spec's names (README "Endpoints and metrics"). Values are read from the live
  * objects at scrape time (`collect`), so every metric is current and the NTP hot path only bumps plain
  * counters. PTP and GPSDO metrics will be registered with those services (none is registered unused).
  */

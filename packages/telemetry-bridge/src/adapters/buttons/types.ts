@@ -1,7 +1,7 @@
 /**
  * Buttons adapter (namespace `buttons`, source `buttons.device`): the types and interface a real hardware
- * buttons integration implements (spec 2 Part A: "the buttons adapter is a placeholder; the full protocol is
- * future work"). docs/buttons.md describes the contract; test/buttons/contract.ts checks it.
+ * buttons integration implements; the adapter itself is a placeholder, no hardware protocol is chosen yet
+ * (docs/buttons.md, which describes the contract; test/buttons/contract.ts checks it).
  */
 import type { Adapter } from '../../domain/adapter.ts';
 

@@ -1,0 +1,96 @@
+/**
+ * The landing page `npm start` serves, in Debian's chromium: no console error or CSP violation, a card per
+ * service whose health badge turns "up" without a reload, and changes live when the service dies.
+ * Screenshots (desktop and phone) go to .tmp/test-output/landing/.
+ */
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { repoRoot, requireTool, startProcess } from '../../packages/core/src/testing/index.ts';
+
+const fixtures = fileURLToPath(new URL('./fixtures/packages', import.meta.url));
+const SHOTS = join(repoRoot, '.tmp/test-output/landing');
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+test('landing page: live health per service, no console error, readable on a phone', async () => {
+  const executablePath = requireTool('chromium');
+  mkdirSync(SHOTS, { recursive: true });
+  const landing = await freePort();
+  const offset = landing - 8600; // LANDING_PORT in scripts/start-stack.ts
+  let demo = await freePort();
+  while (demo - offset < 1) demo = await freePort();
+  const launcher = startProcess(
+    process.execPath,
+    ['--import', 'tsx', join(repoRoot, 'scripts/start-stack.ts'), '--packages', fixtures],
+    {
+      env: {
+        DEMO_PORT: String(demo - offset),
+        DEMO_MARKER: '/dev/null',
+        BROADCAST_OPS_PORT_OFFSET: String(offset),
+      },
+    },
+  );
+  const browser = await chromium.launch({
+    executablePath,
+    headless: true,
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+  const errors: string[] = [];
+  try {
+    await launcher.waitForOutput(/Press Ctrl-C to stop/, 60_000);
+    for (const [name, viewport] of [
+      ['desktop', { width: 1600, height: 1000 }],
+      ['phone', { width: 390, height: 844 }],
+    ] as const) {
+      const page = await browser.newPage({ viewport });
+      page.on('console', (m) => {
+        if (m.type() === 'error' || m.type() === 'warning') errors.push(`${name}: ${m.text()}`);
+      });
+      page.on('pageerror', (e) => errors.push(`${name}: ${e.message}`));
+      await page.goto(`http://127.0.0.1:${landing}/`);
+      const badge = page.locator('.card[data-service="demo-service"] .health');
+      await badge.filter({ hasText: /^up$/ }).waitFor({ timeout: 30_000 });
+      assert.equal(await page.locator(`a[href="http://127.0.0.1:${demo}/"]`).count(), 1);
+      // Nothing wider than the screen on a phone.
+      const overflow = await page.evaluate<number>(
+        'document.documentElement.scrollWidth - window.innerWidth',
+      );
+      assert.ok(overflow <= 0, `${name}: page is ${overflow}px wider than the viewport`);
+      await page.screenshot({ path: join(SHOTS, `landing-${name}.png`), fullPage: true });
+      if (name === 'phone') {
+        assert.deepEqual(errors, []);
+        // Live: the service dies and the badge says so without a reload. The launcher then stops the stack
+        // and its landing server too, so the page's next fetch fails (a console error expected from here).
+        const pid = Number(/\(pid (\d+), log/.exec(launcher.output())?.[1]);
+        process.kill(pid, 'SIGKILL');
+        await badge.filter({ hasText: /stopped|not answering/ }).waitFor({ timeout: 30_000 });
+      }
+      await page.close();
+    }
+  } finally {
+    await browser.close();
+    await launcher.stop('SIGKILL');
+  }
+});

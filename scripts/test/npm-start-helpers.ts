@@ -1,0 +1,58 @@
+// Shared by npm-start.test.ts and npm-start-busy-port.test.ts (no tests here).
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { repoRoot } from '../../packages/core/src/testing/index.ts';
+import { childEnv } from '../node-matrix.ts';
+
+/**
+ * Fetches each URL given; exits 1 naming those that did not answer, or answered with a server error other than
+ * 503 (a health endpoint's "not healthy yet", e.g. timesvc in its first second before the clock is usable).
+ */
+export const PROBE = `
+const bad = [];
+for (const url of process.argv.slice(1)) {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(5000) });
+    await res.arrayBuffer();
+    if (res.status >= 500 && res.status !== 503) bad.push(url + ' ' + res.status);
+  } catch (e) {
+    bad.push(url + ' ' + e.message);
+  }
+}
+if (bad.length) { console.error(bad.join('\\n')); process.exit(1); }
+console.log('probed ' + (process.argv.length - 1) + ' URLs');
+`;
+
+/** Names of the services `npm start` launches: the packages declaring toolkit.start (see start-stack.ts). */
+export function declaredServices(): string[] {
+  const names: string[] = [];
+  for (const dir of readdirSync(join(repoRoot, 'packages'))) {
+    const file = join(repoRoot, 'packages', dir, 'package.json');
+    if (!existsSync(file)) continue;
+    const pkg = JSON.parse(readFileSync(file, 'utf8')) as {
+      bin?: Record<string, string>;
+      toolkit?: { start?: unknown };
+    };
+    const bin = Object.keys(pkg.bin ?? {})[0];
+    if (pkg.toolkit?.start && bin) names.push(bin);
+  }
+  return names.sort();
+}
+
+/** The environment `npm start` gets: this Node first on PATH, no `source` condition from the test runner. */
+export function userEnv(): NodeJS.ProcessEnv {
+  const env = childEnv(process.env, dirname(dirname(process.execPath)));
+  const options = (env['NODE_OPTIONS'] ?? '').replace(/--conditions[= ]source/g, '').trim();
+  // Set, even when empty: startProcess lays this over process.env, which has the runner's NODE_OPTIONS.
+  env['NODE_OPTIONS'] = options;
+  env['BROADCAST_OPS_PORT_OFFSET'] = '';
+  return env;
+}
+
+export function killQuietly(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(pid, signal);
+  } catch {
+    /* already gone */
+  }
+}
