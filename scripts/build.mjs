@@ -15,7 +15,16 @@
  * Plain JavaScript on purpose: it must run before anything is compiled.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
@@ -28,6 +37,17 @@ const projects = [
     .filter((f) => existsSync(f)),
   join(root, 'scripts', 'tsconfig.build.json'),
 ];
+
+/**
+ * Files under src/ that are not TypeScript (a page's .js, .css, .html served from beside its module) are copied
+ * to dist/ at the same relative path, so `new URL('./console/', import.meta.url)` finds them from either tree.
+ */
+function assetsOf(dir) {
+  if (!dir || !existsSync(dir)) return [];
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile() && !e.name.endsWith('.ts'))
+    .map((e) => join(e.parentPath ?? e.path, e.name));
+}
 
 const host = ts.createCompilerHost({});
 const format = {
@@ -52,11 +72,13 @@ for (const file of projects) {
   const outDir = config.options.outDir;
   if (!outDir) throw new Error(`build: ${file} has no outDir`);
   const stamp = join(outDir, '.build-key');
+  const rootDir = config.options.rootDir;
+  const assets = outDir !== dirname(file) ? assetsOf(rootDir) : [];
   const key = createHash('sha256')
     .update(ts.version)
     .update(JSON.stringify(config.options))
     .update(
-      config.fileNames
+      [...config.fileNames, ...assets]
         .map((f) => {
           const st = statSync(f);
           return `${f}\0${st.size}\0${st.mtimeMs}`;
@@ -70,6 +92,11 @@ for (const file of projects) {
   if (outDir !== dirname(file)) rmSync(outDir, { recursive: true, force: true });
   const program = ts.createProgram({ rootNames: config.fileNames, options: config.options, host });
   const result = program.emit();
+  for (const a of assets) {
+    const target = join(outDir, relative(rootDir, a));
+    mkdirSync(dirname(target), { recursive: true });
+    copyFileSync(a, target);
+  }
   const diagnostics = [
     ...config.errors,
     ...program.getOptionsDiagnostics(),

@@ -49,6 +49,12 @@ interface UrlEntry {
   /** Contains a placeholder such as <name>: shown, never fetched. */
   template?: boolean;
   note?: string;
+  /**
+   * A file (relative to the repository) holding the token this page needs for changes, e.g. playout-monitor's
+   * generated admin token: the console line (never the landing page) shows the URL with `#token=<value>`,
+   * read once the service is ready.
+   */
+  tokenFile?: string;
 }
 
 interface PortEntry {
@@ -518,6 +524,17 @@ const results = await Promise.all(
 );
 if (stopping) await new Promise(() => undefined);
 
+/** The URL with the page's token appended when it has a token file that exists (console only). */
+function withToken(u: UrlEntry): string {
+  if (!u.tokenFile) return u.url;
+  try {
+    const token = readFileSync(join(root, u.tokenFile), 'utf8').trim();
+    return token ? `${u.url}#token=${encodeURIComponent(token)}` : u.url;
+  } catch {
+    return u.url;
+  }
+}
+
 // Aligned output: one label column wide enough for the longest label.
 const landingUrl = `http://127.0.0.1:${landingPort}/`;
 const labels = running.flatMap((r) => [
@@ -535,7 +552,7 @@ running.forEach((r, i) => {
     `  ${r.service.name.padEnd(nameWidth)}${state}  (pid ${r.child.pid}, log data/logs/${r.service.name}.log)`,
   );
   for (const u of r.service.start.urls ?? []) {
-    if (!u.template) console.log(`    ${u.label.padEnd(labelWidth)}${u.url}`);
+    if (!u.template) console.log(`    ${u.label.padEnd(labelWidth)}${withToken(u)}`);
   }
   for (const p of r.service.start.ports ?? []) {
     if (p.port !== undefined)
