@@ -2,8 +2,8 @@
  * The whole playout monitor as one process: the inputs (a `Monitor` per applied configuration), the
  * output view, and the outputs on their ports: HTTP (pages, `/health`, the device and control API) with
  * the WebSocket on `settings.webSocketPort`, Ember+ on `settings.emberPlusPort`, TSL UMD to
- * `settings.tslUmdDestinations`. A new configuration from the control API is saved, then applied by
- * starting a new set of inputs and swapping the view's store; the outputs keep running.
+ * `settings.tslUmdDestinations`. A new configuration from the control API is saved, then applied per
+ * device (Monitor.reconfigure): untouched devices keep their inputs and state; the outputs keep running.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import {
@@ -336,12 +336,10 @@ export class PlayoutService {
       restartRequired.push('settings.webSocketPort');
     if (next.settings.listenAddress !== prev.settings.listenAddress)
       restartRequired.push('settings.listenAddress');
-    // Inputs: close the old set first (they hold the OSC ports and the decks' single connections).
-    const old = this.#monitor;
-    await old.closeInputs();
-    this.#monitor = this.#newMonitor(next);
-    this.#oscPorts = await this.#monitor.startInputs();
-    this.view.attach(this.#monitor.store, staleMap(next));
+    // Inputs, per device: unchanged and renamed devices keep their connection and state; only added,
+    // removed or re-addressed devices' inputs are closed or opened (Monitor.reconfigure).
+    this.#oscPorts = await this.#monitor.reconfigure(next);
+    this.view.setStaleAfter(staleMap(next));
     this.#ws.updateIntervalMs = next.settings.updateIntervalMs;
     const s = next.settings;
     const p = prev.settings;
