@@ -6,6 +6,8 @@
  * device (Monitor.reconfigure): untouched devices keep their inputs and state; the outputs keep running.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { createSocket } from 'node:dgram';
+import { createServer, isIP } from 'node:net';
 import {
   bearerToken,
   createHttpApp,
@@ -15,7 +17,7 @@ import {
   type Logger,
 } from '@broadcast-ops/core';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { configSchema, type MonitorConfig, type ServerConfig } from './config.ts';
+import { configSchema, serverPort, type MonitorConfig, type ServerConfig } from './config.ts';
 import { OutputView } from './domain/output-view.ts';
 import { fail } from './errors.ts';
 import { writeConfigAtomically } from './io/config-file.ts';
@@ -314,6 +316,9 @@ export class PlayoutService {
     // Nothing changed: nothing to save, and the inputs keep their connections.
     if (JSON.stringify(next) === JSON.stringify(this.#config))
       return { config: this.publicConfig(), restartRequired: [] };
+    // What could fail while applying (binding a new OSC port or a moved Ember+ port) is tried first:
+    // a change that cannot be applied is refused and not saved.
+    await this.#preflight(next);
     try {
       await writeConfigAtomically(this.#o.configPath, next);
     } catch (err) {
@@ -360,6 +365,24 @@ export class PlayoutService {
     return { config: this.publicConfig(), restartRequired };
   }
 
+  async #preflight(next: MonitorConfig): Promise<void> {
+    const s = next.settings;
+    const current = new Set(
+      this.#config.servers
+        .filter((x) => x.type === 'osc_player')
+        .map((x) => serverPort(x, this.#config.settings)),
+    );
+    const sameBind = s.bindAddress === this.#config.settings.bindAddress;
+    for (const server of next.servers) {
+      if (server.type !== 'osc_player') continue;
+      const port = serverPort(server, s);
+      if (port === 0 || (sameBind && current.has(port))) continue;
+      await probe('udp', s.bindAddress, port, `servers (id ${server.id}): OSC port ${port}`);
+    }
+    if (s.emberPlusPort !== this.#config.settings.emberPlusPort && s.emberPlusPort !== 0)
+      await probe('tcp', s.listenAddress, s.emberPlusPort, `settings.emberPlusPort ${s.emberPlusPort}`);
+  }
+
   /** Stop: the final TSL packet (tallies to the shutdown state) first, then every output and input. */
   async close(): Promise<void> {
     if (this.#tick) clearInterval(this.#tick);
@@ -369,6 +392,35 @@ export class PlayoutService {
     await this.#tsl.close();
     await this.#monitor.closeInputs();
     await this.app.close();
+  }
+}
+
+/** Bind `port` for a moment; refuse the configuration (409, nothing saved) when that fails. */
+async function probe(kind: 'udp' | 'tcp', address: string, port: number, what: string): Promise<void> {
+  try {
+    if (kind === 'udp') {
+      const socket = createSocket(isIP(address) === 6 ? 'udp6' : 'udp4');
+      await new Promise<void>((resolve, reject) => {
+        socket.once('error', reject);
+        socket.bind(port, address, () => resolve());
+      }).finally(() => {
+        try {
+          socket.close();
+        } catch {
+          // never bound
+        }
+      });
+    } else {
+      const server = createServer();
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, address, () => resolve());
+      });
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? 'error';
+    throw fail('CONFIG_NOT_APPLICABLE', `${what} cannot be bound on ${address} (${code}); nothing was saved`);
   }
 }
 

@@ -3,6 +3,7 @@
 // untouched device offline or with an empty file name on any output (TSL, WebSocket, Ember+), and the
 // untouched decks keep their one connection.
 import assert from 'node:assert/strict';
+import { createSocket } from 'node:dgram';
 import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import { EmberClient, Model } from 'emberplus-connection';
@@ -188,4 +189,32 @@ test('re-addressing a device reconnects only that device', async () => {
   assert.equal(afterCounts[1], before[1], 'deck 2 kept its connection');
   assert.equal(rig.service.view.get(1)?.state, 'play');
   assert.equal(rig.service.view.get(2)?.state, 'play');
+});
+
+test('a change that cannot be applied (its OSC port is taken) is refused and not saved', async () => {
+  const holder = createSocket('udp4');
+  await new Promise<void>((resolve) => holder.bind(0, '0.0.0.0', () => resolve()));
+  const taken = holder.address().port;
+  try {
+    const fileBefore = readFileSync(rig.configPath, 'utf8');
+    const cfg = rig.service.config;
+    const next = {
+      ...cfg,
+      servers: [...cfg.servers, { id: 9, name: 'Caspar', type: 'osc_player', ip: '127.0.0.9', port: taken }],
+    };
+    const res = await fetch(`${rig.url}/api/config`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(next),
+    });
+    const body = (await res.json()) as { error: string; message: string };
+    assert.equal(res.status, 409, JSON.stringify(body));
+    assert.equal(body.error, 'CONFIG_NOT_APPLICABLE');
+    assert.match(body.message, new RegExp(`OSC port ${taken}`));
+    assert.equal(readFileSync(rig.configPath, 'utf8'), fileBefore, 'the file is unchanged');
+    assert.equal(rig.service.view.get(9), undefined, 'nothing applied');
+    assert.equal(rig.service.view.get(1)?.state, 'play');
+  } finally {
+    await new Promise<void>((resolve) => holder.close(() => resolve()));
+  }
 });
