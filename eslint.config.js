@@ -2,9 +2,21 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 import prettier from 'eslint-config-prettier';
+import globals from 'globals';
 
 export default tseslint.config(
-  { ignores: ['**/node_modules/**', 'data/**', '**/*.js', '**/*.mjs', '**/*.cjs', '**/public/**'] },
+  {
+    ignores: [
+      '**/node_modules/**',
+      'data/**',
+      '**/*.js',
+      '**/*.mjs',
+      '**/*.cjs',
+      '**/public/**',
+      // Browser scripts served as they are (no build step): linted as plain browser JavaScript below.
+      '!packages/playout-monitor/public/**',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.strictTypeChecked,
   {
@@ -40,6 +52,15 @@ export default tseslint.config(
       '@typescript-eslint/no-unsafe-member-access': 'off',
       '@typescript-eslint/no-unsafe-argument': 'off',
       '@typescript-eslint/no-unsafe-call': 'off',
+    },
+  },
+  {
+    files: ['packages/playout-monitor/public/**/*.js'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: {
+      ...tseslint.configs.disableTypeChecked.languageOptions,
+      sourceType: 'module',
+      globals: { ...globals.browser },
     },
   },
   prettier,
