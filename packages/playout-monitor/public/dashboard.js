@@ -43,5 +43,11 @@ function card(d) {
 
 connectMonitor((devices, link) => {
   banner.classList.toggle('show', !link.linkUp);
-  grid.replaceChildren(...devices.slice(0, 12).map(card));
+  const shown = devices.slice(0, 12);
+  // Columns and rows for the count (landscape screens): 1, 2, 3, 2×2, 3×2, 3×3, 4×3.
+  const n = Math.max(1, shown.length);
+  const cols = n <= 3 ? n : n <= 4 ? 2 : n <= 6 ? 3 : n <= 9 ? 3 : 4;
+  grid.style.setProperty('--cols', String(cols));
+  grid.style.setProperty('--rows', String(Math.ceil(n / cols)));
+  grid.replaceChildren(...shown.map(card));
 });

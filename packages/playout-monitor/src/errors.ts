@@ -11,6 +11,10 @@ export const ERRORS = defineErrors({
   INVALID_REQUEST: { status: 400, message: 'the request is invalid' },
   HOST_NOT_ALLOWED: { status: 421, message: 'this server does not answer to that Host name' },
   STORAGE_FULL: { status: 507, message: 'the configuration could not be saved: the disk is full' },
+  CONFIG_NOT_APPLICABLE: {
+    status: 409,
+    message: 'the configuration cannot be applied (a port it needs is taken); nothing was saved',
+  },
   CONFIG_WRITE_FAILED: { status: 500, message: 'the configuration could not be saved' },
 });
 

@@ -2,10 +2,12 @@
  * The whole playout monitor as one process: the inputs (a `Monitor` per applied configuration), the
  * output view, and the outputs on their ports: HTTP (pages, `/health`, the device and control API) with
  * the WebSocket on `settings.webSocketPort`, Ember+ on `settings.emberPlusPort`, TSL UMD to
- * `settings.tslUmdDestinations`. A new configuration from the control API is saved, then applied by
- * starting a new set of inputs and swapping the view's store; the outputs keep running.
+ * `settings.tslUmdDestinations`. A new configuration from the control API is saved, then applied per
+ * device (Monitor.reconfigure): untouched devices keep their inputs and state; the outputs keep running.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { createSocket } from 'node:dgram';
+import { createServer, isIP } from 'node:net';
 import {
   bearerToken,
   createHttpApp,
@@ -15,7 +17,7 @@ import {
   type Logger,
 } from '@broadcast-ops/core';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { configSchema, type MonitorConfig, type ServerConfig } from './config.ts';
+import { configSchema, serverPort, type MonitorConfig, type ServerConfig } from './config.ts';
 import { OutputView } from './domain/output-view.ts';
 import { fail } from './errors.ts';
 import { writeConfigAtomically } from './io/config-file.ts';
@@ -314,6 +316,9 @@ export class PlayoutService {
     // Nothing changed: nothing to save, and the inputs keep their connections.
     if (JSON.stringify(next) === JSON.stringify(this.#config))
       return { config: this.publicConfig(), restartRequired: [] };
+    // What could fail while applying (binding a new OSC port or a moved Ember+ port) is tried first:
+    // a change that cannot be applied is refused and not saved.
+    await this.#preflight(next);
     try {
       await writeConfigAtomically(this.#o.configPath, next);
     } catch (err) {
@@ -336,12 +341,10 @@ export class PlayoutService {
       restartRequired.push('settings.webSocketPort');
     if (next.settings.listenAddress !== prev.settings.listenAddress)
       restartRequired.push('settings.listenAddress');
-    // Inputs: close the old set first (they hold the OSC ports and the decks' single connections).
-    const old = this.#monitor;
-    await old.closeInputs();
-    this.#monitor = this.#newMonitor(next);
-    this.#oscPorts = await this.#monitor.startInputs();
-    this.view.attach(this.#monitor.store, staleMap(next));
+    // Inputs, per device: unchanged and renamed devices keep their connection and state; only added,
+    // removed or re-addressed devices' inputs are closed or opened (Monitor.reconfigure).
+    this.#oscPorts = await this.#monitor.reconfigure(next);
+    this.view.setStaleAfter(staleMap(next));
     this.#ws.updateIntervalMs = next.settings.updateIntervalMs;
     const s = next.settings;
     const p = prev.settings;
@@ -362,6 +365,24 @@ export class PlayoutService {
     return { config: this.publicConfig(), restartRequired };
   }
 
+  async #preflight(next: MonitorConfig): Promise<void> {
+    const s = next.settings;
+    const current = new Set(
+      this.#config.servers
+        .filter((x) => x.type === 'osc_player')
+        .map((x) => serverPort(x, this.#config.settings)),
+    );
+    const sameBind = s.bindAddress === this.#config.settings.bindAddress;
+    for (const server of next.servers) {
+      if (server.type !== 'osc_player') continue;
+      const port = serverPort(server, s);
+      if (port === 0 || (sameBind && current.has(port))) continue;
+      await probe('udp', s.bindAddress, port, `servers (id ${server.id}): OSC port ${port}`);
+    }
+    if (s.emberPlusPort !== this.#config.settings.emberPlusPort && s.emberPlusPort !== 0)
+      await probe('tcp', s.listenAddress, s.emberPlusPort, `settings.emberPlusPort ${s.emberPlusPort}`);
+  }
+
   /** Stop: the final TSL packet (tallies to the shutdown state) first, then every output and input. */
   async close(): Promise<void> {
     if (this.#tick) clearInterval(this.#tick);
@@ -371,6 +392,35 @@ export class PlayoutService {
     await this.#tsl.close();
     await this.#monitor.closeInputs();
     await this.app.close();
+  }
+}
+
+/** Bind `port` for a moment; refuse the configuration (409, nothing saved) when that fails. */
+async function probe(kind: 'udp' | 'tcp', address: string, port: number, what: string): Promise<void> {
+  try {
+    if (kind === 'udp') {
+      const socket = createSocket(isIP(address) === 6 ? 'udp6' : 'udp4');
+      await new Promise<void>((resolve, reject) => {
+        socket.once('error', reject);
+        socket.bind(port, address, () => resolve());
+      }).finally(() => {
+        try {
+          socket.close();
+        } catch {
+          // never bound
+        }
+      });
+    } else {
+      const server = createServer();
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, address, () => resolve());
+      });
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? 'error';
+    throw fail('CONFIG_NOT_APPLICABLE', `${what} cannot be bound on ${address} (${code}); nothing was saved`);
   }
 }
 

@@ -49,6 +49,47 @@ export class DeviceStore {
   }
 
   /**
+   * A new configuration, applied per device: `identities` in their configured order. A device whose id
+   * is kept keeps its state (a new name is applied as a change event); `reset` ids start again from the
+   * initial state (their input changed: a new address, port or kind); ids not listed are removed; new
+   * ids are added. Returns the change events it emitted.
+   */
+  reconfigure(identities: DeviceIdentity[], reset: ReadonlySet<number>): DeviceChange[] {
+    const now = this.#clock.now();
+    const before = new Map(this.#devices);
+    const changes: DeviceChange[] = [];
+    this.#devices.clear();
+    for (const identity of identities) {
+      const current = before.get(identity.id);
+      if (!current || reset.has(identity.id)) {
+        const next = initialState(identity, now);
+        this.#devices.set(identity.id, next);
+        changes.push({ id: identity.id, state: next, previous: current ?? next, fields: ['state', 'name'] });
+        continue;
+      }
+      if (current.name === identity.name) {
+        this.#devices.set(identity.id, current);
+        continue;
+      }
+      const next = { ...current, name: identity.name };
+      this.#devices.set(identity.id, next);
+      changes.push({ id: identity.id, state: next, previous: current, fields: ['name'] });
+    }
+    for (const change of changes) this.#emit(change);
+    return changes;
+  }
+
+  #emit(change: DeviceChange): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener(change);
+      } catch {
+        // One broken output must not stop the others nor the input that caused the change.
+      }
+    }
+  }
+
+  /**
    * Apply a reducer's patch. `fromDevice` marks data that came from the device (it refreshes `updated`);
    * state changes made by the monitor itself (a timeout) refresh `updated` only when something changed.
    */
@@ -72,13 +113,7 @@ export class DeviceStore {
     this.#devices.set(id, next);
     if (fields.length === 0) return undefined;
     const change: DeviceChange = { id, state: next, previous: current, fields };
-    for (const listener of this.#listeners) {
-      try {
-        listener(change);
-      } catch {
-        // One broken output must not stop the others nor the input that caused the change.
-      }
-    }
+    this.#emit(change);
     return change;
   }
 }

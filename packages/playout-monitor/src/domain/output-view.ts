@@ -105,6 +105,19 @@ export class OutputView {
     for (const l of this.#resetListeners) l();
   }
 
+  /** New stale timeouts (a configuration change); the devices' state and data age are kept. */
+  setStaleAfter(staleAfterMs: ReadonlyMap<number, number>): void {
+    this.#staleAfter = new Map(staleAfterMs);
+    for (const id of [...this.#shown.keys()]) {
+      if (!this.#store?.get(id)) {
+        this.#shown.delete(id);
+        this.#lastData.delete(id);
+        this.#simulations.delete(id);
+      } else this.#refresh(id);
+    }
+    for (const l of this.#resetListeners) l();
+  }
+
   get store(): DeviceStore | undefined {
     return this.#store;
   }

@@ -38,5 +38,7 @@ export function registerPages(app: FastifyInstance, dir = PUBLIC_DIR): void {
       .send(f.body);
   };
   app.get('/', serve('index.html'));
+  // Browsers ask for /favicon.ico when a page names no icon; answer with the same icon, never a 404.
+  if (files.has('favicon.svg')) app.get('/favicon.ico', serve('favicon.svg'));
   for (const name of files.keys()) app.get(`/${name}`, serve(name));
 }

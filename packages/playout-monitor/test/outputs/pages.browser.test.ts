@@ -43,11 +43,18 @@ after(async () => {
   await rig?.close();
 });
 
+/** Console errors, uncaught exceptions and CSP violations of every page opened with newPage(). */
+const problems: string[] = [];
+
 async function newPage(url: string, size = { width: 1280, height: 720 }): Promise<Page> {
   const page = await browser.newPage({ viewport: size });
-  page.on('pageerror', (err) => {
-    throw err;
+  page.on('pageerror', (err) => problems.push(`${url}: uncaught ${err.message}`));
+  page.on('console', (msg) => {
+    if (msg.type() === 'error') problems.push(`${url}: console error ${msg.text()}`);
   });
+  await page.addInitScript(
+    `document.addEventListener('securitypolicyviolation', (e) => console.error('CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI));`,
+  );
   await page.goto(url);
   return page;
 }
@@ -237,4 +244,124 @@ test('overlay: fadeTimeout=0.5 on a steady, healthy device never fades', async (
   );
   assert.deepEqual([...new Set(samples)], ['false:0.8'], samples.join(' '));
   await page.close();
+});
+
+test('dashboard: 12 devices fit 1280x720 and 1920x1080 without scrolling; 1 device fills 1080p; OFFLINE never looks like STOP on any page', async () => {
+  const own = await startRig(12);
+  extra.push({ close: () => own.close() });
+  await until(
+    () => own.service.view.list().every((d) => d.connected) || undefined,
+    10_000,
+    '12 decks connected',
+  );
+  own.service.view.simulate(1, {
+    state: 'play',
+    filename: 'A_RATHER_LONG_CLIP_NAME_FOR_THE_EVENING_NEWS.mxf',
+  });
+  own.service.view.simulate(2, { state: 'rec', filename: 'Capture_0001.mov' });
+  await own.sims[3]!.offline(); // device 4: a real offline (its deck went away)
+  await until(() => own.service.view.get(4)?.state === 'offline' || undefined, 10_000, 'device 4 offline');
+  const before = problems.length;
+  for (const size of [
+    { width: 1280, height: 720 },
+    { width: 1920, height: 1080 },
+  ]) {
+    const page = await newPage(own.url + '/dashboard.html', size);
+    await page.waitForSelector('.card[data-device="12"]', { timeout: 10_000 });
+    await page.waitForSelector('.card[data-device="4"][data-state="offline"]', { timeout: 10_000 });
+    const fit = await inPage<{
+      sw: number;
+      sh: number;
+      w: number;
+      h: number;
+      overflowing: string[];
+      tc: number;
+    }>(
+      page,
+      `(() => { const d = document.documentElement;
+        const overflowing = [...document.querySelectorAll('.card')].filter((c) =>
+          c.scrollHeight > c.clientHeight + 1 || c.scrollWidth > c.clientWidth + 1
+          || c.getBoundingClientRect().bottom > innerHeight || c.getBoundingClientRect().right > innerWidth)
+          .map((c) => c.dataset.device);
+        return { sw: d.scrollWidth, sh: d.scrollHeight, w: innerWidth, h: innerHeight, overflowing,
+          tc: parseFloat(getComputedStyle(document.querySelector('.card .tc')).fontSize) }; })()`,
+    );
+    assert.ok(
+      fit.sh <= fit.h && fit.sw <= fit.w,
+      `no scroll at ${size.width}x${size.height}: ${JSON.stringify(fit)}`,
+    );
+    assert.deepEqual(fit.overflowing, [], `every card's content fits at ${size.width}x${size.height}`);
+    assert.ok(
+      fit.tc >= (size.height >= 1080 ? 40 : 28),
+      `timecode ${fit.tc}px at ${size.width}x${size.height}`,
+    );
+    // OFFLINE and STOP differ in shape and colour, not only in their words.
+    const look = await inPage<Record<string, string>[]>(
+      page,
+      `['4', '5'].map((id) => { const s = getComputedStyle(document.querySelector('.card[data-device="' + id + '"] .state'));
+        const c = getComputedStyle(document.querySelector('.card[data-device="' + id + '"]'));
+        return { bg: s.backgroundColor, border: s.borderTopStyle, card: c.borderTopStyle,
+          text: document.querySelector('.card[data-device="' + id + '"] .state').textContent }; })`,
+    );
+    assert.equal(look[0]!['text'], 'OFFLINE');
+    assert.equal(look[1]!['text'], 'STOP');
+    assert.notEqual(look[0]!['bg'], look[1]!['bg']);
+    assert.equal(look[0]!['card'], 'dashed');
+    assert.notEqual(look[1]!['card'], 'dashed');
+    await shot(page, `dashboard-12-${size.width}x${size.height}`);
+    await page.close();
+  }
+  // One device on a 1080p screen fills it.
+  const single = await startRig(1);
+  extra.push({ close: () => single.close() });
+  await until(() => single.service.view.get(1)?.connected || undefined, 5000, 'deck connected');
+  single.service.view.simulate(1, { state: 'play', filename: 'ON AIR.mxf' });
+  const one = await newPage(single.url + '/dashboard.html', { width: 1920, height: 1080 });
+  await one.waitForSelector('.card[data-device="1"][data-state="play"]', { timeout: 10_000 });
+  const area = await inPage<{ w: number; h: number; tc: number; sh: number }>(
+    one,
+    `(() => { const r = document.querySelector('.card').getBoundingClientRect();
+      return { w: r.width, h: r.height, sh: document.documentElement.scrollHeight,
+        tc: parseFloat(getComputedStyle(document.querySelector('.card .tc')).fontSize) }; })()`,
+  );
+  assert.ok(area.w > 1800 && area.h > 1000 && area.sh <= 1080, JSON.stringify(area));
+  assert.ok(area.tc >= 150, `one device: timecode ${area.tc}px`);
+  await shot(one, 'dashboard-1-1920x1080');
+  await one.close();
+  // Fullscreen and overlay: device index 3 is the offline deck, 4 a stopped one.
+  const looks: Record<string, string>[] = [];
+  for (const index of [3, 4]) {
+    const gui = await newPage(own.url + `/gui.html?device=${index}`);
+    await gui.waitForSelector(`#full[data-device="${index + 1}"]`, { timeout: 10_000 });
+    const overlay = await newPage(own.url + `/overlay.html?device=${index}`);
+    await overlay.waitForSelector('#box[data-state]:not([data-state="none"])', { timeout: 10_000 });
+    looks.push({
+      ...(await inPage<Record<string, string>>(
+        gui,
+        `(() => { const f = getComputedStyle(document.getElementById('full'));
+          return { guiBorder: f.borderTopStyle + ' ' + f.borderTopColor, guiState: document.getElementById('state').textContent }; })()`,
+      )),
+      ...(await inPage<Record<string, string>>(
+        overlay,
+        `(() => { const b = getComputedStyle(document.getElementById('box'));
+          return { boxBar: b.borderLeftStyle + ' ' + b.borderLeftColor, boxState: document.getElementById('st').textContent }; })()`,
+      )),
+    });
+    await shot(gui, `gui-${index === 3 ? 'offline' : 'stop'}`);
+    await shot(overlay, `overlay-${index === 3 ? 'offline' : 'stop'}`, true);
+    await gui.close();
+    await overlay.close();
+  }
+  const [offline, stop] = looks;
+  assert.equal(offline!['guiState'], 'OFFLINE');
+  assert.equal(stop!['guiState'], 'STOP');
+  assert.notEqual(offline!['guiBorder'], stop!['guiBorder'], JSON.stringify(looks));
+  assert.equal(offline!['boxState'], 'OFFLINE');
+  assert.equal(stop!['boxState'], 'STOP');
+  assert.notEqual(offline!['boxBar'], stop!['boxBar'], JSON.stringify(looks));
+  assert.deepEqual(problems.slice(before), [], 'no console error or CSP violation');
+});
+
+test('no page opened through newPage logged a console error or a CSP violation', () => {
+  assert.deepEqual(problems, []);
 });
