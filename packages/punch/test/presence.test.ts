@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import type { Socket } from 'node:net';
 import { test } from 'node:test';
 import { createLogger } from '@broadcast-ops/core';
+import type { StreamRecord } from '../src/domain/session.ts';
+import { MemoryStore } from '../src/domain/store.ts';
 import { startTestServer, type TestServer } from './helpers.ts';
 import { connect, sleep, type Msg, type WsClient } from './ws-helpers.ts';
 
@@ -187,7 +189,7 @@ test('two devices on one admin token keep their own slots after both reconnect',
   }
 });
 
-test('signalling log: one line per registration, match, reclaim, takeover, departure, release, refused token and unanswered ping; no passphrase or token', async () => {
+test('signalling log: one line per registration, match, reclaim, departure, release, refused token and unanswered ping; no passphrase or token', async () => {
   const lines: string[] = [];
   const logger = createLogger({
     service: 'punch',
@@ -246,12 +248,96 @@ test('signalling log: one line per registration, match, reclaim, takeover, depar
     has(/^slot released after the grace period$/, 'released');
     has(/no register in time/);
     // Every line names the session and the client address where there is one.
-    for (const r of records.filter((x) => /registered|reclaimed|refused|left/.test(String(x['msg'])))) {
+    for (const r of records.filter((x) =>
+      /registered|reclaimed|refused|left|released/.test(String(x['msg'])),
+    )) {
       assert.equal(typeof r['ip'], 'string', JSON.stringify(r));
     }
     assert.ok(!log.includes(passphrase), 'passphrase in the log');
     assert.ok(!log.includes('p_ey'), 'a token in the log');
     for (const x of [b, c2]) x.close();
+  } finally {
+    await t.close();
+  }
+});
+
+/** A memory store whose stream writes (claims and releases) fail while `failing` is set. */
+class FailingStore extends MemoryStore {
+  failing = false;
+  override putStreams(session: string, streams: readonly StreamRecord[]): void {
+    if (this.failing) throw new Error('injected write failure');
+    super.putStreams(session, streams);
+  }
+}
+
+test('signalling log: an error line per registration or release whose save failed, an info line per takeover; each with session, stream, address and outcome, no passphrase or token', async () => {
+  const lines: string[] = [];
+  const logger = createLogger({
+    service: 'punch',
+    level: 'info',
+    destination: { write: (s: string) => lines.push(s) },
+  });
+  const store = new FailingStore();
+  const grace = 800;
+  const t = await startTestServer({ logger, store, signalling: { detachedGraceMs: grace } });
+  try {
+    const admin = (await t.call('POST', '/api/session', { body: { name: 'tk' } })).json.token as string;
+    const [ta, tb, tc] = await tokens(t, 'tk', admin, ['A', 'B', 'C']);
+    const a = await connect(t.url, 'tk', { token: ta });
+    const b = await connect(t.url, 'tk', { token: tb });
+    await a.next('session');
+    await b.next('session');
+    a.send({ type: 'register', port: 9000 });
+    await until(b, 'session', (m) => m['streams']['default']['peers'] === 1, 5000);
+    // B's registration cannot be saved (a full disk): SERVER_ERROR and an error line.
+    store.failing = true;
+    b.send({ type: 'register', port: 9000 });
+    assert.equal((await b.next('error'))['code'], 'SERVER_ERROR');
+    store.failing = false;
+    b.send({ type: 'register', port: 9000 });
+    await a.next('peer');
+    const passphrase = (await b.next('peer'))['passphrase'] as string;
+    // B leaves; the release at the end of the grace cannot be saved either, so B's claim stays, detached.
+    store.failing = true;
+    b.close();
+    await until(a, 'presence', (m) => m['present'] === false, 10_000);
+    // Wait for the grace timer's failed release (polled, not a fixed sleep: a loaded machine fires it late).
+    for (const deadline = Date.now() + 15_000; !lines.some((l) => l.includes('slot release not saved'));) {
+      assert.ok(Date.now() < deadline, 'the grace period never ended in a release attempt');
+      await sleep(50);
+    }
+    store.failing = false;
+    assert.equal(
+      t.server.broker.get('tk')?.streams[0]?.peerB?.label,
+      'B',
+      'the failed release kept the claim',
+    );
+    // C, another device, takes over the slot whose holder is gone past the grace period.
+    const c = await connect(t.url, 'tk', { token: tc });
+    c.send({ type: 'register', port: 9000 });
+    await c.next('peer', 5000);
+    await sleep(200);
+    const log = lines.join('');
+    const records = lines.map((l) => JSON.parse(l) as Msg).filter((r) => r['session'] === 'tk');
+    const line = (level: number, msg: RegExp, outcome: string): Msg => {
+      const r = records.find(
+        (x) => x['level'] === level && msg.test(String(x['msg'])) && x['outcome'] === outcome,
+      );
+      assert.ok(r, `no log line ${msg} ${outcome}:\n${records.map((x) => JSON.stringify(x)).join('\n')}`);
+      return r;
+    };
+    const fields = (r: Msg, slot: string) => {
+      assert.equal(r['stream'], 'default', JSON.stringify(r));
+      assert.equal(r['slot'], slot, JSON.stringify(r));
+      assert.equal(r['ip'], '127.0.0.1', JSON.stringify(r));
+    };
+    // pino levels: 30 info, 50 error.
+    fields(line(50, /^registration not saved/, 'STORE_FAILED'), 'b');
+    fields(line(50, /^slot release not saved$/, 'STORE_FAILED'), 'b');
+    fields(line(30, /^peer took over a slot/, 'takeover'), 'b');
+    assert.ok(!log.includes(passphrase), 'passphrase in the log');
+    assert.ok(!log.includes('p_ey'), 'a token in the log');
+    for (const x of [a, c]) x.close();
   } finally {
     await t.close();
   }

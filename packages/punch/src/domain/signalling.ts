@@ -285,13 +285,16 @@ export class SignallingHub {
           'peer left; slot kept for its holder during the grace period',
         );
         this.#broker.markAbsent(name, stream, slot);
-        this.#armGrace(name, room, stream, slot);
+        this.#armGrace(name, room, stream, slot, link.ip);
       }
     }
   }
 
-  /** Release a detached slot once its holder has been gone for the grace period (README "Presence"). */
-  #armGrace(name: string, room: Room, stream: string, slot: PeerSlot): void {
+  /**
+   * Release a detached slot once its holder has been gone for the grace period (README "Presence").
+   * `ip` is the departed holder's address, for the log lines.
+   */
+  #armGrace(name: string, room: Room, stream: string, slot: PeerSlot, ip: string): void {
     const key = `${stream}/${slot}`;
     room.graceTimers.get(key)?.cancel();
     const since = room.detachedSince.get(key);
@@ -305,11 +308,11 @@ export class SignallingHub {
           if (r.ok && r.changed) {
             room.detachedSince.delete(key);
             this.#log?.info(
-              { session: name, stream, slot, outcome: 'released' },
+              { session: name, stream, slot, ip, outcome: 'released' },
               'slot released after the grace period',
             );
           } else if (!r.ok && r.code === 'STORE_FAILED') {
-            this.#log?.error({ session: name, stream, slot, outcome: r.code }, 'slot release not saved');
+            this.#log?.error({ session: name, stream, slot, ip, outcome: r.code }, 'slot release not saved');
           }
         }, this.#onError);
       }),
