@@ -170,13 +170,93 @@
       s.nts && s.nts.running ? { ...s.nts, ke_requests_per_s: keRate(s.nts) } : null,
       'NTS not enabled',
     );
-    kv($('gpsdo'), s.gpsdo, 'GPSDO not enabled');
+    kv($('gpsdo'), gpsdoView(s.gpsdo), 'GPSDO not enabled');
     kv($('ptp'), s.ptp, 'PTP not enabled');
-    kv(
-      $('satellites'),
-      s.gpsdo && !s.gpsdo.message ? { satellites_used: s.gpsdo.satellites } : null,
-      'GPS not enabled',
-    );
+    renderSky(s.gpsdo);
+  }
+
+  // The GPSDO panel: lock duration (ns in the API, docs/gpsdo.md) as a duration people read.
+  const duration = (sec) => {
+    const d = Math.floor(sec / 86400);
+    const h = Math.floor((sec % 86400) / 3600);
+    const m = Math.floor((sec % 3600) / 60);
+    const x = Math.floor(sec % 60);
+    return d ? `${d} d ${h} h` : h ? `${h} h ${m} min` : m ? `${m} min ${x} s` : `${x} s`;
+  };
+  function gpsdoView(g) {
+    if (!g || g.message || typeof g.lock_duration !== 'number') return g;
+    const { lock_duration: ns, ...rest } = g;
+    return { ...rest, locked_for: g.locked ? duration(ns / 1e9) : '—' };
+  }
+
+  // GPS satellites as a sky plot (centre = zenith, rim = horizon, north up; filled = used in the fix) and one
+  // signal bar per satellite, from /api/satellites every 5 s: a glance tells whether the antenna sees the sky.
+  let skyAt = 0;
+  function renderSky(gpsdo) {
+    const box = $('satellites');
+    if (!gpsdo || gpsdo.message) {
+      skyAt = 0;
+      kv(box, null, 'GPS not enabled');
+      return;
+    }
+    if (Date.now() - skyAt < 5000) return;
+    skyAt = Date.now();
+    void api('GET', '/api/satellites').then((r) => {
+      if (r.ok && Array.isArray(r.json)) drawSky(box, r.json);
+    });
+  }
+  const SVG = 'http://www.w3.org/2000/svg';
+  const svgEl = (name, attrs) => {
+    const e = document.createElementNS(SVG, name);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+    return e;
+  };
+  const snrClass = (snr) =>
+    snr === null ? 'snr-none' : snr >= 35 ? 'snr-good' : snr >= 25 ? 'snr-fair' : 'snr-poor';
+  function drawSky(box, sats) {
+    box.replaceChildren();
+    box.classList.add('sky-box');
+    const used = sats.filter((x) => x.used).length;
+    const head = document.createElement('div');
+    head.className = 'sky-head';
+    head.textContent = `${used} used of ${sats.length} in view`;
+    const plot = svgEl('svg', { viewBox: '-110 -110 220 220', class: 'sky', role: 'img' });
+    plot.append(svgEl('title', {}));
+    plot.firstChild.textContent = `Sky plot: ${used} satellites used of ${sats.length} in view`;
+    for (const r of [100, 66.7, 33.3]) plot.append(svgEl('circle', { cx: 0, cy: 0, r, class: 'sky-ring' }));
+    plot.append(svgEl('line', { x1: 0, y1: -100, x2: 0, y2: 100, class: 'sky-ring' }));
+    plot.append(svgEl('line', { x1: -100, y1: 0, x2: 100, y2: 0, class: 'sky-ring' }));
+    const n = svgEl('text', { x: 0, y: -103, class: 'sky-n' });
+    n.textContent = 'N';
+    plot.append(n);
+    for (const x of sats) {
+      if (x.elevation === null || x.azimuth === null) continue;
+      const r = 100 * (1 - Math.max(0, Math.min(90, x.elevation)) / 90);
+      const a = (x.azimuth * Math.PI) / 180;
+      const cx = r * Math.sin(a);
+      const cy = -r * Math.cos(a);
+      plot.append(
+        svgEl('circle', { cx, cy, r: 9, class: `sky-sat ${snrClass(x.snr)}${x.used ? ' used' : ''}` }),
+      );
+      const t = svgEl('text', { x: cx, y: cy + 3.5, class: 'sky-prn' });
+      t.textContent = String(x.prn);
+      plot.append(t);
+    }
+    const bars = document.createElement('div');
+    bars.className = 'snr-bars';
+    for (const x of [...sats].sort((p, q) => p.prn - q.prn)) {
+      const col = document.createElement('div');
+      col.className = `snr-col${x.used ? ' used' : ''}`;
+      col.title = `PRN ${x.prn}: ${x.snr === null ? 'not tracked' : `${x.snr} dB-Hz`}${x.used ? ', used' : ''}`;
+      const bar = document.createElement('div');
+      bar.className = `snr-bar ${snrClass(x.snr)}`;
+      bar.style.height = `${Math.min(100, ((x.snr ?? 0) / 50) * 100)}%`;
+      const label = document.createElement('span');
+      label.textContent = String(x.prn);
+      col.append(bar, label);
+      bars.append(col);
+    }
+    box.append(head, plot, bars);
   }
 
   let lastReq, lastKe;

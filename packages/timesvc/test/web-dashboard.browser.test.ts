@@ -96,3 +96,38 @@ test('viewer on a phone: no editor, the panels say "not enabled"', async () => {
   assert.deepEqual(errors, []);
   await page.close();
 });
+
+test('with the dummy GPSDO: stratum 1, the GPSDO panel with its lock time, a sky plot and signal bars', async () => {
+  const gps = await startWebRig({
+    ntp: { local_stratum: false, stratum: 1, ref_id: 'GPS' },
+    gpsdo: { enabled: true, type: 'dummy' },
+  });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1920, height: 1080 } });
+    const errors: string[] = [];
+    page.on('pageerror', (err) => errors.push(err.message));
+    page.on('console', (m) => {
+      if (m.type() === 'error') errors.push(m.text());
+    });
+    await page.goto(gps.url + '/');
+    await login(page, 'viewer');
+    await page.waitForSelector('#state[data-state="locked"]', { timeout: 20_000 });
+    assert.equal((await page.textContent('#stratum'))?.trim(), '1');
+    assert.match((await page.textContent('#gpsdo')) ?? '', /locked for/);
+    await page.waitForSelector('#satellites svg.sky circle.sky-sat.used', { timeout: 15_000 });
+    const sats = gps.service.gpsdo()?.apiSatellites() ?? [];
+    assert.ok(sats.length > 0, 'the dummy receiver has satellites in view');
+    const plotted = await page.locator('#satellites svg.sky circle.sky-sat').count();
+    const bars = await page.locator('#satellites .snr-col').count();
+    assert.equal(plotted, sats.filter((x) => x['elevation'] !== null && x['azimuth'] !== null).length);
+    assert.equal(bars, sats.length);
+    const used = await page.locator('#satellites circle.sky-sat.used').count();
+    assert.equal(used, sats.filter((x) => x['used'] === true).length, 'used satellites are filled');
+    await page.locator('#satellites').scrollIntoViewIfNeeded();
+    await page.screenshot({ path: join(SHOTS, 'gpsdo-sky.png') });
+    assert.deepEqual(errors, []);
+    await page.close();
+  } finally {
+    await gps.close();
+  }
+});
