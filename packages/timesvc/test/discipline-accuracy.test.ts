@@ -11,8 +11,8 @@ import { startService } from './helpers/service.ts';
  * poll increases, against a loopback upstream at +20 ms: noiseless, and with ±25 µs and ±100 µs of
  * simulated path noise (helpers/offset-upstream.ts `noiseS`). The three runs are concurrent.
  *
- * Long: opt-in with TIMESVC_LONG_TESTS=1 (scripts/test-matrix.ts sets it for the Node line of this machine
- * only; `TIMESVC_LONG_TESTS=1 npm run test:unit -- packages/timesvc/test/discipline-accuracy` runs it).
+ * Long: opt-in with TIMESVC_LONG_TESTS=1 (`TIMESVC_LONG_TESTS=1 npm run test:unit --
+ * packages/timesvc/test/discipline-accuracy` runs it; `npm test` reports it skipped with the reason).
  */
 
 const LONG = process.env['TIMESVC_LONG_TESTS'] === '1';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { describe, it } from 'node:test';
-import { waitFor } from '@broadcast-ops/core/testing';
+import { loadFactor, waitFor } from '@broadcast-ops/core/testing';
 import { hostTimeSource, type TimeSource } from '../src/io/served-clock.ts';
 import type { TimesvcService } from '../src/io/service.ts';
 import type { ClockState } from '../src/domain/clock-state.ts';
@@ -159,7 +159,13 @@ describe('discipline loop against offset upstreams', { concurrency: true }, () =
       await sleep(25_000);
       const snap = r.service.manager.snapshot();
       console.log(`+10 ppm: drift ${snap.driftPpb.toFixed(0)} ± ${snap.driftErrorPpb.toFixed(0)} ppb`);
-      assert.ok(Math.abs(snap.driftPpb - 10_000) < 2_000, `drift ${snap.driftPpb} ppb`);
+      // ±2 ppm on a quiet machine; a loaded one delays the probes' timestamps, so the margin grows with the
+      // run queue per core (core/testing loadFactor), at most ±5 ppm so that an unacquired 0 still fails.
+      const margin = Math.min(5_000, 2_000 * loadFactor());
+      assert.ok(
+        Math.abs(snap.driftPpb - 10_000) < margin,
+        `drift ${snap.driftPpb} ppb (margin ${margin} ppb)`,
+      );
       assert.ok(Math.abs(r.probe.last!.errorS) < 0.0005);
       assertLoopProperties('+10 ppm', r);
     } finally {

@@ -1,4 +1,4 @@
-// /metrics: every metric name of the spec (spec 3 "Metrics names") with a value that follows the service.
+// /metrics: every metric name the README lists ("Endpoints and metrics") with a value that follows the service.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { queryServer } from '../src/io/query.ts';

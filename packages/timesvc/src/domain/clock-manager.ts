@@ -226,6 +226,16 @@ export class ClockManager {
 
   /** The reply fields the NTP server sends; replaced (not mutated) on every change. */
   get serverState(): ServerSystemState {
+    const s = this.#serverState;
+    // A leap announced until its instant is cleared from that instant on, also before the timer set for it has
+    // run (a busy event loop fires it late): clients must not see the announcement once the leap is passed
+    // (RFC 5905 §7.3; docs/leap-seconds.md). Served time itself steps at the instant through the correction.
+    if (
+      (s.leap === LEAP.ADD_SECOND || s.leap === LEAP.DEL_SECOND) &&
+      this.#leapIndicator(this.#clock.monotonicMs()) === LEAP.NONE
+    ) {
+      this.#serverState = { ...s, leap: LEAP.NONE };
+    }
     return this.#serverState;
   }
 

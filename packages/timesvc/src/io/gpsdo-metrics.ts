@@ -2,8 +2,8 @@ import { Counter, Gauge, type Registry } from '@broadcast-ops/core';
 import type { GpsdoSource } from './gpsdo.ts';
 
 /**
- * GPSDO metrics (spec 3 names `timesvc_gpsdo_locked`, `_satellites`, `_pps_total`, plus the reference's
- * extras `_offset_nanoseconds` and `_signal_strength`, and health counters). Read from the receiver model
+ * GPSDO metrics (the service's names `timesvc_gpsdo_locked`, `_satellites`, `_pps_total`, README "Endpoints and
+ * metrics", plus the extras `_offset_nanoseconds` and `_signal_strength`, and health counters). Read from the receiver model
  * at scrape time; registered only when a GPSDO is configured.
  */
 export function registerGpsdoMetrics(registry: Registry, gpsdo: () => GpsdoSource | undefined): void {

@@ -4,8 +4,8 @@ import type { PtpAnnouncer } from './ptp.ts';
 const PORT_STATES = { INITIALIZING: 1, FAULTY: 2, DISABLED: 3, MASTER: 6 } as const;
 
 /**
- * PTP metrics (spec 3 names `timesvc_ptp_sync_total`, `_announce_total`, `_offset_nanoseconds`; extras from
- * the reference design). A master measures no offset or path delay (only a slave does), so
+ * PTP metrics (the service's names `timesvc_ptp_sync_total`, `_announce_total`, `_offset_nanoseconds`, README
+ * "Endpoints and metrics"; extras in docs/ptp.md). A master measures no offset or path delay (only a slave does), so
  * `timesvc_ptp_offset_nanoseconds` carries no sample rather than a made-up 0 (docs/ptp.md "Metrics").
  */
 export function registerPtpMetrics(registry: Registry, ptp: () => PtpAnnouncer | undefined): void {
