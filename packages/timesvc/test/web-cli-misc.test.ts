@@ -1,13 +1,12 @@
 // check-config warnings, hash-password, the human query output (the CLI as a child process).
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { repoRoot } from '@broadcast-ops/core/testing';
 import { verifyPassword } from '../src/io/web/passwords.ts';
-import { timesvcBin } from './helpers/cli.ts';
+import { run } from './helpers/cli.ts';
 import { startService } from './helpers/service.ts';
 import { until } from './helpers/web.ts';
 
@@ -15,25 +14,6 @@ const closers: (() => Promise<void> | void)[] = [];
 after(async () => {
   for (const c of closers.reverse()) await c();
 });
-
-function run(
-  args: string[],
-  env: NodeJS.ProcessEnv = {},
-  stdin?: string,
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = execFile(
-      process.execPath,
-      [timesvcBin, ...args],
-      { cwd: repoRoot, env: { ...process.env, ...env }, timeout: 120_000, maxBuffer: 1 << 20 },
-      (err, stdout, stderr) => {
-        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-      },
-    );
-    if (stdin !== undefined) child.stdin?.end(stdin);
-    else child.stdin?.end();
-  });
-}
 
 test('check-config: the GPSDO example (GPSDO implemented) draws no not-implemented warning; stratum 1 without a GPSDO does', async () => {
   const r = await run(['check-config', '--config', join(repoRoot, 'config/timesvc.gpsdo.example.yaml')], {

@@ -1,37 +1,17 @@
 // The operator commands against a running server with one chrony upstream (chronyd -x, its own config,
 // pidfile and sockets on loopback), check-config warnings, hash-password, the human query output.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import { after, test } from 'node:test';
-import { repoRoot, tempDir } from '@broadcast-ops/core/testing';
+import { tempDir } from '@broadcast-ops/core/testing';
 import { startChronyServer } from './helpers/chrony.ts';
-import { timesvcBin } from './helpers/cli.ts';
+import { run } from './helpers/cli.ts';
 import { PASSWORDS, startWebRig, until } from './helpers/web.ts';
 
 const closers: (() => Promise<void> | void)[] = [];
 after(async () => {
   for (const c of closers.reverse()) await c();
 });
-
-function run(
-  args: string[],
-  env: NodeJS.ProcessEnv = {},
-  stdin?: string,
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = execFile(
-      process.execPath,
-      [timesvcBin, ...args],
-      { cwd: repoRoot, env: { ...process.env, ...env }, timeout: 120_000, maxBuffer: 1 << 20 },
-      (err, stdout, stderr) => {
-        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-      },
-    );
-    if (stdin !== undefined) child.stdin?.end(stdin);
-    else child.stdin?.end();
-  });
-}
 
 async function freeUdpPort(): Promise<number> {
   const s = createSocket('udp4');
