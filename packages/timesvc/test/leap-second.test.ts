@@ -164,7 +164,10 @@ describe('leap seconds against an upstream that announces and applies them', { c
       await sleepUntil(r.leapAtMs + 15_000);
       const recs = r.probe.records;
       const synced = recs.slice(recs.findIndex((x) => x.leap !== 3));
-      assert.ok(synced.length > 100);
+      // The probe asks every 200 ms; a loaded machine answers fewer. What matters is that the ramp was
+      // sampled: replies before, inside and after the smear window (checked below with the ramp itself).
+      const inWindow = synced.filter((x) => Math.abs(x.atMs - r.leapAtMs) < (windowS * 1000) / 2).length;
+      assert.ok(inWindow >= 10, `${synced.length} synchronised replies, ${inWindow} inside the smear window`);
       assert.ok(
         synced.every((x) => x.leap === 0),
         'smear mode announces no leap',
