@@ -46,8 +46,14 @@ describe('operator metrics', { concurrency: true }, () => {
       const disp = (await metric(svc, 'timesvc_ntp_root_dispersion_seconds')) ?? 0;
       const err = (await metric(svc, 'timesvc_clock_estimated_error_seconds')) ?? 0;
       assert.ok(delay >= 0.004, `root delay ${delay} includes the upstream's`);
-      assert.ok(disp > 0 && disp < 0.01, `root dispersion ${disp}`);
-      assert.ok(err >= delay / 2 + disp - 1e-9 && err < 0.02, `estimated error ${err}`);
+      assert.ok(disp > 0 && Number.isFinite(disp), `root dispersion ${disp}`);
+      // The estimated error is the advertised bound, root delay / 2 + root dispersion (README "Endpoints and
+      // metrics"); the gauges are read one after another, so allow what dispersion adds in between. How
+      // large the three are depends on the measured round trip, which a loaded machine lengthens.
+      assert.ok(
+        err >= delay / 2 + disp - 1e-9 && err <= delay / 2 + disp + 1e-3,
+        `estimated error ${err} against root delay ${delay} / 2 + root dispersion ${disp}`,
+      );
       assert.equal(await metric(svc, 'timesvc_ntp_leap_indicator'), 0);
       up.pause();
       await waitFor(() => svc.service.manager.state === 'HOLDOVER', { timeoutMs: 30_000, what: 'HOLDOVER' });
