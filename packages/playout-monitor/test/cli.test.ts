@@ -4,7 +4,7 @@ import { statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot, startProcess, tempDir, waitFor } from '@broadcast-ops/core/testing';
+import { loadFactor, repoRoot, startProcess, tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { health, makeConfig, startMonitor, waitDevice } from './helpers.ts';
 
 const BIN = join(repoRoot, 'packages/playout-monitor/bin/playout-monitor.mjs');
@@ -102,7 +102,11 @@ test('`simulate hyperdeck` is a real peer driven from stdin', async () => {
         ip: '127.0.0.1',
         port: Number(
           (
-            await waitFor(() => /127\.0\.0\.1:(\d+)/.exec(out), { timeoutMs: 10_000, what: 'simulator port' })
+            await waitFor(() => /127\.0\.0\.1:(\d+)/.exec(out), {
+              // a child's start-up shares the CPU with everything else running (core's loadFactor)
+              timeoutMs: 10_000 * loadFactor(),
+              what: 'simulator port',
+            })
           )[1],
         ),
         pollIntervalMs: 100,
