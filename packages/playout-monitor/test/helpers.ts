@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { silentLogger } from '@broadcast-ops/core';
 import { configSchema, type MonitorConfig } from '../src/config.ts';
 import { Monitor } from '../src/monitor.ts';
+import { waitFor } from '@broadcast-ops/core/testing';
 
 export const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), 'fixtures');
 
@@ -57,13 +58,17 @@ export async function waitDevice(
   pred: (d: NonNullable<ReturnType<Monitor['store']['get']>>) => boolean,
   timeoutMs = 5000,
 ): Promise<NonNullable<ReturnType<Monitor['store']['get']>>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const d = monitor.store.get(id);
-    if (d && pred(d)) return d;
-    if (Date.now() > deadline)
-      throw new Error(`device ${id} not as expected within ${timeoutMs} ms; last: ${JSON.stringify(d)}`);
-    await new Promise((r) => setTimeout(r, 10));
+  // core's waitFor: one polling loop, its bound scaled by the machine's load
+  try {
+    return await waitFor(
+      () => {
+        const d = monitor.store.get(id);
+        return d && pred(d) ? d : undefined;
+      },
+      { timeoutMs, intervalMs: 10, what: `device ${id}` },
+    );
+  } catch {
+    throw new Error(`device ${id} not as expected in time; last: ${JSON.stringify(monitor.store.get(id))}`);
   }
 }
 

@@ -88,12 +88,18 @@ export async function timingBound(nominalMs: number, factor = 20): Promise<numbe
   return nominalMs + factor * (await schedulingNoiseMs());
 }
 
-/** Poll `check` until it returns a truthy value or the bound runs out. */
+/**
+ * Poll `check` until it returns a truthy value or the bound runs out. The bound is `timeoutMs` on a quiet
+ * machine and grows with the run queue (`loadFactor`, at most 10×): a wait is a bound on how long to look,
+ * not a measurement, and what it waits for (a child's start-up, a poll, a reconnect) shares the CPU with
+ * everything else running. A condition that never comes still fails, later on a loaded machine. Tests that
+ * assert how quickly something happens measure the time themselves and judge it with `timingBound`.
+ */
 export async function waitFor<T>(
   check: () => T | Promise<T>,
   options: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
 ): Promise<NonNullable<T>> {
-  const deadline = Date.now() + (options.timeoutMs ?? 5000);
+  const deadline = Date.now() + (options.timeoutMs ?? 5000) * loadFactor();
   let last: unknown;
   for (;;) {
     try {

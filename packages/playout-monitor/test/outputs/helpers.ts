@@ -2,7 +2,7 @@
 // simulator (a real TCP peer speaking the HyperDeck protocol).
 import { createSocket, type Socket } from 'node:dgram';
 import { silentLogger } from '@broadcast-ops/core';
-import { tempDir } from '@broadcast-ops/core/testing';
+import { tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HyperdeckSimulator } from '../../src/simulators/hyperdeck-sim.ts';
@@ -90,11 +90,14 @@ export async function until<T>(
   timeoutMs = 5000,
   what = 'condition',
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  // core's waitFor: one polling loop, its bound scaled by the machine's load
+  return (
+    await waitFor(
+      async () => {
+        const v = await check();
+        return v === undefined || v === false ? undefined : { v };
+      },
+      { timeoutMs, intervalMs: 20, what },
+    )
+  ).v;
 }

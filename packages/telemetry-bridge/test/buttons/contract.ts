@@ -12,13 +12,11 @@ import { keyPath } from '../../src/adapters/buttons/types.ts';
 import { BridgeClient } from '../../src/client/bridge-client.ts';
 import { startBridge } from '../../src/service.ts';
 import { testConfig } from '../helpers.ts';
+import { waitFor } from '@broadcast-ops/core/testing';
 
 async function until(pred: () => boolean, what: string, ms = 3000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`contract: timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
+  // core's waitFor: one polling loop, its bound scaled by the machine's load
+  await waitFor(() => pred() || undefined, { timeoutMs: ms, intervalMs: 5, what: `contract: ${what}` });
 }
 
 export async function checkButtonsContract(adapter: ButtonsAdapter): Promise<void> {

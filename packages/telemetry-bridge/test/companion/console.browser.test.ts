@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { requireTool } from '@broadcast-ops/core/testing';
+import { requireTool, waitFor } from '@broadcast-ops/core/testing';
 import { DEVICE, rig, type Rig } from './harness.ts';
 import { startTestBridge } from '../helpers.ts';
 
@@ -56,11 +56,8 @@ async function open(url: string, size = { width: 1280, height: 900 }): Promise<P
 const inPage = <T>(page: Page, expression: string): Promise<T> => page.evaluate<T>(expression);
 
 async function until(pred: () => Promise<boolean> | boolean, what: string, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await pred())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  // core's waitFor: one polling loop, its bound scaled by the machine's load
+  await waitFor(async () => (await pred()) || undefined, { timeoutMs: ms, intervalMs: 50, what });
 }
 
 test('console: live surface mirror, key filter, press from the mirror reaches the Satellite server', async () => {

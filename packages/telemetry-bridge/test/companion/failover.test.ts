@@ -8,15 +8,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CompanionSimulator } from '../../src/simulators/companion-sim.ts';
 import { DEV, rig, stateOf } from './harness.ts';
+import { waitFor } from '@broadcast-ops/core/testing';
 
 const KEY0 = `companion.device.${DEV}.key.0`;
 
 async function until(pred: () => boolean, what: string, ms = 8000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
+  // core's waitFor: one polling loop, its bound scaled by the machine's load
+  await waitFor(() => pred() || undefined, { timeoutMs: ms, intervalMs: 5, what: what });
 }
 
 test('primary lost: on the secondary within 5 s, active host published, keys redrawn, commands fail fast then work; sticky failback', async (t) => {

@@ -9,6 +9,7 @@ import type { BridgeClient } from '../../src/client/bridge-client.ts';
 import { backoffDelay } from '../../src/adapters/companion/adapter.ts';
 import { freePort } from '../helpers.ts';
 import { DEV, rig, stateOf, type Rig } from './harness.ts';
+import { waitFor } from '@broadcast-ops/core/testing';
 
 const KEY0 = `companion.device.${DEV}.key.0`;
 
@@ -32,11 +33,8 @@ async function watch(c: BridgeClient): Promise<Seen> {
 }
 
 async function until(pred: () => boolean, what: string, ms = 8000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
+  // core's waitFor: one polling loop, its bound scaled by the machine's load
+  await waitFor(() => pred() || undefined, { timeoutMs: ms, intervalMs: 5, what: what });
 }
 
 /** The client saw key 0 go stale and then come back fresh with `text`. */

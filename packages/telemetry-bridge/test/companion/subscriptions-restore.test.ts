@@ -8,6 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CompanionSimulator } from '../../src/simulators/companion-sim.ts';
 import { rig, stateOf, type Rig } from './harness.ts';
+import { waitFor } from '@broadcast-ops/core/testing';
 
 const LOC = 'companion.page.2.row.1.column.3';
 
@@ -17,11 +18,8 @@ interface Seen {
 }
 
 async function until(pred: () => boolean, what: string, ms = 8000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
+  // core's waitFor: one polling loop, its bound scaled by the machine's load
+  await waitFor(() => pred() || undefined, { timeoutMs: ms, intervalMs: 5, what: what });
 }
 
 async function setUp(r: Rig): Promise<Seen> {

@@ -7,6 +7,7 @@ import { loadTimesvcConfig } from '../../src/config.ts';
 import { createTimesvc, type TimesvcOptions, type TimesvcService } from '../../src/io/service.ts';
 import { LogRing } from '../../src/io/web/log-ring.ts';
 import { hashPassword } from '../../src/io/web/passwords.ts';
+import { waitFor } from '@broadcast-ops/core/testing';
 
 /** Test hashes use scrypt's smallest accepted cost (2^14) so logins stay quick on a loaded machine. */
 const TEST_SCRYPT = { log2N: 14, r: 8, p: 1, saltBytes: 16, keyBytes: 32 };
@@ -101,11 +102,14 @@ export async function until<T>(
   ms: number,
   what: string,
 ): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  // core's waitFor: one polling loop, its bound scaled by the machine's load
+  return (
+    await waitFor(
+      async () => {
+        const v = await f();
+        return v === undefined || v === false ? undefined : { v };
+      },
+      { timeoutMs: ms, intervalMs: 50, what },
+    )
+  ).v;
 }
