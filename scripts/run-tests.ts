@@ -69,13 +69,18 @@ function sourcesOf(file: string, seen = new Set<string>()): string {
   return all;
 }
 
-/** Binaries named in `requireTool('x')` and `for (const tool of ['x', 'y'])` lists before requireTool(tool). */
+/**
+ * Binaries named in `requireTool('x')` and `for (const tool of ['x', 'y'])` lists before requireTool(tool), and
+ * chromium for `launchChromium(`.
+ */
 function toolsNeeded(text: string): string[] {
   const tools = new Set<string>();
   for (const m of text.matchAll(/requireTool\(\s*'([^']+)'/g)) tools.add(m[1] ?? '');
   for (const m of text.matchAll(/\[([^\]]*)\]\)?\s*\n?\s*requireTool\(\s*[a-z]\w*\s*\)/g)) {
     for (const t of (m[1] ?? '').matchAll(/'([^']+)'/g)) tools.add(t[1] ?? '');
   }
+  // core's testing/browser launches Debian's chromium (requireTool inside the helper).
+  if (/\blaunchChromium\(/.test(text)) tools.add('chromium');
   tools.delete('');
   return [...tools].sort();
 }

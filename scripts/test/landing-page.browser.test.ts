@@ -9,8 +9,8 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
-import { repoRoot, requireTool, startProcess } from '../../packages/core/src/testing/index.ts';
+import { repoRoot, startProcess } from '../../packages/core/src/testing/index.ts';
+import { launchChromium, watchPage } from '../../packages/core/src/testing/browser.ts';
 
 const fixtures = fileURLToPath(new URL('./fixtures/packages', import.meta.url));
 const SHOTS = join(repoRoot, '.tmp/test-output/landing');
@@ -27,7 +27,6 @@ function freePort(): Promise<number> {
 }
 
 test('landing page: live health per service, no console error, readable on a phone', async () => {
-  const executablePath = requireTool('chromium');
   mkdirSync(SHOTS, { recursive: true });
   const landing = await freePort();
   const offset = landing - 8600; // LANDING_PORT in scripts/start-stack.ts
@@ -44,19 +43,7 @@ test('landing page: live health per service, no console error, readable on a pho
       },
     },
   );
-  const browser = await chromium.launch({
-    executablePath,
-    headless: true,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  const browser = await launchChromium();
   const errors: string[] = [];
   try {
     await launcher.waitForOutput(/Press Ctrl-C to stop/, 60_000);
@@ -65,10 +52,7 @@ test('landing page: live health per service, no console error, readable on a pho
       ['phone', { width: 390, height: 844 }],
     ] as const) {
       const page = await browser.newPage({ viewport });
-      page.on('console', (m) => {
-        if (m.type() === 'error' || m.type() === 'warning') errors.push(`${name}: ${m.text()}`);
-      });
-      page.on('pageerror', (e) => errors.push(`${name}: ${e.message}`));
+      await watchPage(page, errors, { label: name, warnings: true });
       await page.goto(`http://127.0.0.1:${landing}/`);
       const badge = page.locator('.card[data-service="demo-service"] .health');
       await badge.filter({ hasText: /^up$/ }).waitFor({ timeout: 30_000 });

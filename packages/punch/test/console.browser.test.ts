@@ -4,8 +4,8 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import jsQR from 'jsqr';
-import { chromium } from 'playwright-core';
 import { repoRoot, requireTool } from '@broadcast-ops/core/testing';
+import { launchChromium, watchPage } from '@broadcast-ops/core/testing/browser';
 import { startTestServer } from './helpers.ts';
 import { connect, type WsClient } from './ws-helpers.ts';
 
@@ -66,32 +66,16 @@ test('QR: the PNG encodes the page URL, with t= only for a valid peer token', as
 });
 
 test('console: create, two peers, CONNECTED, health verdict, copy, peer token with QR, close', async () => {
-  requireTool('chromium');
   mkdirSync(OUT, { recursive: true });
   const t = await startTestServer({ signalling: { healthReportMs: 0 } });
-  const browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  const browser = await launchChromium();
   const peers: WsClient[] = [];
   try {
     const context = await browser.newContext({ viewport: { width: 412, height: 915 } });
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: t.url });
     const page = await context.newPage();
     const problems: string[] = [];
-    page.on('console', (m) => {
-      if (m.type() === 'error') problems.push(m.text());
-    });
-    page.on('pageerror', (e) => problems.push(e.message));
+    await watchPage(page, problems);
     page.on('dialog', (d) => void d.accept());
 
     await page.goto(`${t.url}/`);

@@ -5,21 +5,12 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { requireTool } from '@broadcast-ops/core/testing';
+import type { Browser, Page } from 'playwright-core';
+import { launchChromium, watchPage } from '@broadcast-ops/core/testing/browser';
 import { startService } from './helpers/service.ts';
 import { PASSWORDS, startWebRig, type WebRig } from './helpers/web.ts';
 
 const SHOTS = fileURLToPath(new URL('../.tmp/test-output/dashboard/', import.meta.url));
-const FLAGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 let browser: Browser;
 let rig: WebRig;
@@ -27,7 +18,7 @@ let upstream: Awaited<ReturnType<typeof startService>>;
 
 before(async () => {
   mkdirSync(SHOTS, { recursive: true });
-  browser = await chromium.launch({ executablePath: requireTool('chromium'), headless: true, args: FLAGS });
+  browser = await launchChromium();
   upstream = await startService({ local_stratum: true, interface: '127.0.0.1' });
   rig = await startWebRig();
 });
@@ -40,10 +31,7 @@ after(async () => {
 async function open(size: { width: number; height: number }): Promise<{ page: Page; errors: string[] }> {
   const page = await browser.newPage({ viewport: size });
   const errors: string[] = [];
-  page.on('pageerror', (err) => errors.push(err.message));
-  page.on('console', (m) => {
-    if (m.type() === 'error') errors.push(m.text());
-  });
+  await watchPage(page, errors);
   await page.goto(rig.url + '/');
   return { page, errors };
 }
@@ -105,10 +93,7 @@ test('with the dummy GPSDO: stratum 1, the GPSDO panel with its lock time, a sky
   try {
     const page = await browser.newPage({ viewport: { width: 1920, height: 1080 } });
     const errors: string[] = [];
-    page.on('pageerror', (err) => errors.push(err.message));
-    page.on('console', (m) => {
-      if (m.type() === 'error') errors.push(m.text());
-    });
+    await watchPage(page, errors);
     await page.goto(gps.url + '/');
     await login(page, 'viewer');
     await page.waitForSelector('#state[data-state="locked"]', { timeout: 20_000 });

@@ -5,21 +5,12 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { requireTool } from '@broadcast-ops/core/testing';
+import type { Browser, Page } from 'playwright-core';
+import { launchChromium, watchPage } from '@broadcast-ops/core/testing/browser';
 import { HyperdeckSimulator } from '../../src/simulators/hyperdeck-sim.ts';
 import { startRig, until, type Rig } from './helpers.ts';
 
 const SHOTS = fileURLToPath(new URL('../../.tmp/test-output/pages/', import.meta.url));
-const CHROMIUM_FLAGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 let browser: Browser;
 let rig: Rig;
@@ -27,12 +18,7 @@ const extra: { close(): Promise<void> }[] = [];
 
 before(async () => {
   mkdirSync(SHOTS, { recursive: true });
-  // headless: true adds --headless; playwright gives every launch a fresh temporary --user-data-dir.
-  browser = await chromium.launch({
-    executablePath: requireTool('chromium'),
-    headless: true,
-    args: CHROMIUM_FLAGS,
-  });
+  browser = await launchChromium();
   rig = await startRig(3, { updateIntervalMs: 100 });
   await until(() => rig.service.view.list().every((d) => d.connected) || undefined, 5000, 'decks connected');
 });
@@ -48,13 +34,7 @@ const problems: string[] = [];
 
 async function newPage(url: string, size = { width: 1280, height: 720 }): Promise<Page> {
   const page = await browser.newPage({ viewport: size });
-  page.on('pageerror', (err) => problems.push(`${url}: uncaught ${err.message}`));
-  page.on('console', (msg) => {
-    if (msg.type() === 'error') problems.push(`${url}: console error ${msg.text()}`);
-  });
-  await page.addInitScript(
-    `document.addEventListener('securitypolicyviolation', (e) => console.error('CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI));`,
-  );
+  await watchPage(page, problems, { label: url });
   await page.goto(url);
   return page;
 }

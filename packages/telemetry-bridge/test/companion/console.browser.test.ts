@@ -10,21 +10,13 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
-import { chromium, type Browser, type Page } from 'playwright-core';
-import { requireTool, waitFor } from '@broadcast-ops/core/testing';
+import type { Browser, Page } from 'playwright-core';
+import { waitFor } from '@broadcast-ops/core/testing';
+import { launchChromium, watchPage } from '@broadcast-ops/core/testing/browser';
 import { DEVICE, rig, type Rig } from './harness.ts';
 import { startTestBridge } from '../helpers.ts';
 
 const SHOTS = fileURLToPath(new URL('../../.tmp/test-output/console/', import.meta.url));
-const CHROMIUM_FLAGS = [
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 let browser: Browser;
 const problems: string[] = [];
@@ -32,11 +24,7 @@ const pages: Page[] = [];
 
 before(async () => {
   mkdirSync(SHOTS, { recursive: true });
-  browser = await chromium.launch({
-    executablePath: requireTool('chromium'),
-    headless: true,
-    args: CHROMIUM_FLAGS,
-  });
+  browser = await launchChromium();
 });
 after(async () => {
   await browser?.close();
@@ -45,10 +33,7 @@ after(async () => {
 async function open(url: string, size = { width: 1280, height: 900 }): Promise<Page> {
   const page = await browser.newPage({ viewport: size });
   pages.push(page);
-  page.on('pageerror', (err) => problems.push(`pageerror: ${err.message}`));
-  page.on('console', (m) => {
-    if (m.type() === 'error' || m.type() === 'warning') problems.push(`console ${m.type()}: ${m.text()}`);
-  });
+  await watchPage(page, problems, { warnings: true });
   await page.goto(url);
   return page;
 }
