@@ -6,6 +6,8 @@
  * Usage: tsx scripts/run-tests.ts [--tap <file>] [--quick] [path-filter ...]
  *   path-filter  substrings of the test file path; only matching files run
  *   --quick      only pure unit tests: no system tool, no child process, no browser (`npm run test:quick`)
+ *   --skip-heavy leave out the heavy interop suites (HEAVY below); the matrix runs them on this machine's Node
+ *                line only, and every line runs the unit and integration suites (README "Node.js versions")
  *
  * System tools: a test file needs the tools named in `requireTool('<binary>')` in it or in the test helpers
  * it imports (relative imports, followed); only those are installed, and none when no selected test needs one.
@@ -46,7 +48,7 @@ const files: string[] = [];
 for (const pkg of readdirSync(join(root, 'packages'))) collect(join(root, 'packages', pkg, 'test'), files);
 collect(join(root, 'scripts', 'test'), files);
 const { values: opts, positionals: filters } = parseArgs({
-  options: { tap: { type: 'string' }, quick: { type: 'boolean' } },
+  options: { tap: { type: 'string' }, quick: { type: 'boolean' }, 'skip-heavy': { type: 'boolean' } },
   allowPositionals: true,
 });
 
@@ -97,6 +99,14 @@ const NOT_QUICK = new RegExp(
   ].join('|'),
 );
 
+/**
+ * Heavy interop suites: real third-party tools in network namespaces (chrony, ptp4l, ffmpeg, GStreamer,
+ * srt-live-transmit, a HyperDeck peer), chromium, the whole stack started again and again, the task-guide
+ * walks. They prove our protocols against other implementations, which does not change with the Node line,
+ * and take most of a run's wall time, so `--skip-heavy` leaves them out.
+ */
+const HEAVY = /interop|\.browser\.test\.ts$|npm-start|agent-e2e|scripts\/test\/guides/;
+
 const selected = files
   .map((f) => relative(root, f))
   .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
@@ -106,6 +116,13 @@ const selected = files
       (!/(integration|interop)/.test(f) && !NOT_QUICK.test(f + '\n' + sourcesOf(join(root, f)))),
   )
   .sort();
+const heavySkipped = opts['skip-heavy'] ? selected.filter((f) => HEAVY.test(f)) : [];
+if (heavySkipped.length > 0) {
+  selected.splice(0, selected.length, ...selected.filter((f) => !HEAVY.test(f)));
+  console.log(
+    `run-tests: ${heavySkipped.length} heavy interop files left to this machine's Node line: ${heavySkipped.join(' ')}`,
+  );
+}
 
 if (selected.length === 0) {
   console.error(
