@@ -172,7 +172,13 @@ describe('discipline loop against offset upstreams', { concurrency: true }, () =
         Math.abs(snap.driftPpb - 10_000) < margin,
         `drift ${snap.driftPpb} ppb (margin ${margin} ppb)`,
       );
-      assert.ok(Math.abs(r.probe.last!.errorS) < 0.0005);
+      // Following the drift: within 0.5 ms at the end, plus what the probe itself cannot resolve (half its
+      // round trip, RFC 5905 §8), which a loaded machine lengthens.
+      const last = r.probe.last!;
+      assert.ok(
+        Math.abs(last.errorS) < 0.0005 + Math.max(0, last.delayS) / 2,
+        `last probe error ${last.errorS} s, probe delay ${last.delayS} s`,
+      );
       assertLoopProperties('+10 ppm', r);
     } finally {
       await r.close();
