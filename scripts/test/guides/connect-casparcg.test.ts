@@ -19,7 +19,9 @@ import {
   ensureBuilt,
   getJson,
   inlineMatching,
+  notInClone,
   readGuide,
+  repoPaths,
   startCommand,
   type Service,
 } from './helpers.ts';
@@ -97,6 +99,12 @@ test('guide "Connect your CasparCG to the playout monitor": every step walked ag
   const services: Service[] = [];
   const sockets: Socket[] = [];
   try {
+    await t.test('the files the guide names are in a fresh clone (tracked by git)', () => {
+      const paths = repoPaths(guide);
+      assert.ok(paths.length > 0, 'the guide names files');
+      assert.deepEqual(notInClone(paths), []);
+    });
+
     const entry = (): Record<string, unknown> => {
       const block = guide.fenced(guide.step(3)).find((b) => b.lang === 'json');
       assert.ok(block, 'step 3 has a json block');
@@ -252,7 +260,7 @@ test('guide "Connect your CasparCG to the playout monitor": every step walked ag
       'step 5: a clip plays: /api/devices connected with clip and times, live on the WebSocket; unknown sources counted',
       async () => {
         const step = guide.step(5);
-        assert.ok(monitor);
+        assert.ok(monitor, 'the monitor of step 3');
         const m = monitor;
         const devicesPath = inlineMatching(guide, step, /^GET \/api\/devices$/).slice(4);
         assert.equal(devicesPath, '/api/devices');
@@ -277,7 +285,7 @@ test('guide "Connect your CasparCG to the playout monitor": every step walked ag
           async () => (await devices(m)).find((x) => x.connected && x.filename && x.durationMs),
           { timeoutMs: 30_000, what: 'the device connected with clip and times' },
         );
-        assert.ok(typeof d.positionMs === 'number' && typeof d.durationMs === 'number');
+        assert.ok(typeof d.positionMs === 'number' && typeof d.durationMs === 'number', 'clip times');
         await waitFor(() => frames.some((f) => f.includes(d.filename ?? '\0')), {
           timeoutMs: 30_000,
           what: 'the clip on the WebSocket',
@@ -310,7 +318,7 @@ test('guide "Connect your CasparCG to the playout monitor": every step walked ag
           },
           { timeoutMs: 30_000, what: 'unknown-source datagrams counted' },
         );
-        assert.ok(counted);
+        assert.ok(counted, 'unknown-source datagrams counted');
         await stranger.end();
       },
     );
@@ -326,7 +334,7 @@ test('guide "Connect your CasparCG to the playout monitor": every step walked ag
           emberPort,
         );
         assert.ok(inlineMatching(guide, tail, /^settings\.tslUmdDestinations$/));
-        assert.ok(monitor);
+        assert.ok(monitor, 'the monitor of step 3');
         const m = monitor;
         await new Promise<void>((resolve, reject) => {
           const c = createConnection({ host: '127.0.0.1', port: m.ember }, () => {

@@ -152,18 +152,14 @@ export interface Service extends RunningProcess {
   end: () => Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** Process groups started and not yet ended: killed when the test process exits, however it ends. */
+/**
+ * Process groups started and not yet ended: killed when the test process exits, whatever a test left behind
+ * (each test also ends its own in `finally`). No signal handler: one would keep a wedged test process alive.
+ */
 const groups = new Set<number>();
-const killGroups = (): void => {
+process.once('exit', () => {
   for (const pid of groups) killQuietly(-pid, 'SIGKILL');
-};
-process.once('exit', killGroups);
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(signal, () => {
-    killGroups();
-    process.exit(128 + (signal === 'SIGINT' ? 2 : 15));
-  });
-}
+});
 
 export function startCommand(args: string[], env: NodeJS.ProcessEnv = {}, cwd = repoRoot): Service {
   requireTool('setsid');
@@ -258,4 +254,17 @@ export async function getJson(
     /* not JSON: the text */
   }
   return { status: res.status, body };
+}
+
+/** Repository paths a guide names (packages/…, docs/…, config/…, examples/…, scripts/…, deploy/…). */
+export function repoPaths(guide: Guide): string[] {
+  const re = /(?<![\w/.-])(?:packages|docs|config|examples|scripts|deploy)\/[\w./@-]*\w/g;
+  return [...new Set([...guide.text.matchAll(re)].map((m) => m[0]))];
+}
+
+/** Of these paths, those a fresh clone would not have: not tracked by git (or not there at all). */
+export function notInClone(paths: string[]): string[] {
+  return paths.filter(
+    (p) => spawnSync('git', ['ls-files', '--error-unmatch', '--', p], { cwd: repoRoot }).status !== 0,
+  );
 }

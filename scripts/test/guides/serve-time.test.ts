@@ -21,9 +21,11 @@ import {
   ensureBuilt,
   getJson,
   inlineMatching,
+  notInClone,
   keyPaths,
   logLine,
   readGuide,
+  repoPaths,
   runCommand,
   startCommand,
   type Service,
@@ -67,6 +69,12 @@ test('guide "Serve time to your studio LAN": every step walked against timesvc',
   const tmp = tempDir('guide-serve-time-');
   const services: Service[] = [];
   try {
+    await t.test('the files the guide names are in a fresh clone (tracked by git)', () => {
+      const paths = repoPaths(guide);
+      assert.ok(paths.length > 0, 'the guide names files');
+      assert.deepEqual(notInClone(paths), []);
+    });
+
     let demo: TimesvcStarted | undefined;
 
     await t.test(
@@ -225,7 +233,7 @@ test('guide "Serve time to your studio LAN": every step walked against timesvc',
         const nts = await startTimesvc(cfg, services, execStart);
         const ke = await logLine(nts.service, /NTS-KE listening/);
         const kePort = Number(ke['port']);
-        assert.ok(kePort > 0);
+        assert.ok(kePort > 0, 'NTS-KE port');
         // A chrony client as the guide says (`server <host> nts`), trusting the test's own certificate.
         const clientLine = inlineMatching(guide, step, /^server <host> nts$/);
         const chrony = await runCommand(
