@@ -7,9 +7,10 @@
  * The broker's port is ephemeral (PUNCH_PORT=0, read back from its start-up log line).
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { chromium, type Browser, type Page } from 'playwright-core';
 import WebSocket from 'ws';
 import { repoRoot, requireTool, tempDir, waitFor } from '../../../packages/core/src/testing/index.ts';
 import {
@@ -27,12 +28,28 @@ import {
 } from './helpers.ts';
 
 const guide = readGuide('two-encoders-through-punch.md');
+const SHOTS = join(repoRoot, '.tmp/test-output/guides');
+
+/** A page in Debian's chromium that records every console error, warning and CSP violation. */
+async function openPage(browser: Browser, url: string, errors: string[]): Promise<Page> {
+  const page = await browser.newPage({ viewport: { width: 390, height: 844 } });
+  page.on('console', (m) => {
+    if (m.type() === 'error' || m.type() === 'warning') errors.push(`${url}: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => errors.push(`${url}: ${e.message}`));
+  await page.goto(url);
+  return page;
+}
 
 /** A signalling peer: a WebSocket to /api/ws/<session> with its token, every message it receives kept. */
 interface Peer {
   ws: WebSocket;
   messages: { type: string; [k: string]: unknown }[];
-  next: (type: string) => Promise<{ type: string; [k: string]: unknown }>;
+  /** The next message of this type (after the last one returned) that passes `test`. */
+  next: (
+    type: string,
+    test?: (m: { type: string; [k: string]: unknown }) => boolean,
+  ) => Promise<{ type: string; [k: string]: unknown }>;
 }
 
 async function peer(url: string, token: string, forwardedFor: string): Promise<Peer> {
@@ -46,10 +63,10 @@ async function peer(url: string, token: string, forwardedFor: string): Promise<P
   return {
     ws,
     messages,
-    next: (type) =>
+    next: (type, test = () => true) =>
       waitFor(
         () => {
-          const i = messages.findIndex((m, k) => k >= seen && m.type === type);
+          const i = messages.findIndex((m, k) => k >= seen && m.type === type && test(m));
           if (i < 0) return undefined;
           seen = i + 1;
           return messages[i];
@@ -66,6 +83,8 @@ test('guide "Two encoders through punch": every step walked against punch', asyn
   const tmp = tempDir('guide-punch-');
   const services: Service[] = [];
   const peers: Peer[] = [];
+  const pageErrors: string[] = [];
+  let browser: Browser | undefined;
   let base = '';
   const session: { name: string; admin: string; streams: string[]; latency: number } = {
     name: '',
@@ -201,6 +220,29 @@ test('guide "Two encoders through punch": every step walked against punch', asyn
       assert.equal(svg.status, 200);
       assert.match(svg.headers.get('content-type') ?? '', /^image\/svg\+xml/);
       assert.match(await svg.text(), /<svg/);
+      // The link in a browser, as the side holding it sees it: the stream's state and the agent's steps.
+      mkdirSync(SHOTS, { recursive: true });
+      browser = await chromium.launch({
+        executablePath: requireTool('chromium'),
+        headless: true,
+        args: [
+          '--no-sandbox',
+          '--disable-gpu',
+          '--disable-quic',
+          '--no-first-run',
+          '--disable-background-networking',
+          '--disable-component-update',
+          '--disable-sync',
+        ],
+      });
+      const joinPage = await openPage(browser, url, pageErrors);
+      await joinPage.getByText('Join this stream').waitFor({ timeout: 30_000 });
+      const shown = await joinPage.locator('main').innerText();
+      assert.match(shown, /npx punch agent --link '[^']+\?t=p_/);
+      assert.match(shown, /^waiting$/im, 'the stream state');
+      await joinPage.screenshot({ path: join(SHOTS, 'punch-join-page-phone.png'), fullPage: true });
+      await joinPage.close();
+      assert.deepEqual(pageErrors, []);
     });
 
     await t.test(
@@ -215,7 +257,10 @@ test('guide "Two encoders through punch": every step walked against punch', asyn
         const b = await peer(`${wsBase}${wsPath}`, tokens[1] ?? '', '203.0.113.20');
         peers.push(a, b);
         a.ws.send(JSON.stringify({ type: 'register', port: 9000, role: 'sender' }));
-        await a.next('session');
+        // Registered: a `session` with one peer on the stream (every connection first gets the state as it is).
+        await a.next('session', (m) =>
+          Object.values(m['streams'] as Record<string, { peers: number }>).some((st) => st.peers === 1),
+        );
         b.ws.send(JSON.stringify({ type: 'register', port: 9000, role: 'receiver' }));
         const toA = (await a.next('peer')) as { ip?: string; port?: number };
         const toB = (await b.next('peer')) as { ip?: string; port?: number };
@@ -265,7 +310,20 @@ test('guide "Two encoders through punch": every step walked against punch', asyn
         const passphrase = /passphrase=([^&"]+)/.exec(uri)?.[1] ?? '';
         assert.ok(passphrase.length >= 10, 'SRT passphrases are 10-79 characters');
         assert.match(body.for_peer_b['mixer'] ?? '', new RegExp(`Passphrase: ${passphrase}`));
-        assert.ok(existsSync(join(repoRoot, 'packages/punch/docs/connection-strings.md')));
+        assert.ok(
+          existsSync(join(repoRoot, 'packages/punch/docs/connection-strings.md')),
+          'connection-strings.md',
+        );
+        // "the console shows them too": the admin console, in the browser, once both sides are in.
+        assert.ok(browser, 'the browser of step 3');
+        const console_ = await openPage(browser, `${base}/s/${session.name}?t=${session.admin}`, pageErrors);
+        const summary = console_.getByText('Connection strings for peer A');
+        await summary.waitFor({ timeout: 30_000 });
+        await summary.click(); // a closed <details>, opened as an operator opens it
+        assert.match(await console_.locator('main').innerText(), new RegExp(`passphrase=${passphrase}`));
+        await console_.screenshot({ path: join(SHOTS, 'punch-console-strings-phone.png'), fullPage: true });
+        await console_.close();
+        assert.deepEqual(pageErrors, []);
       },
     );
 
@@ -305,6 +363,7 @@ test('guide "Two encoders through punch": every step walked against punch', asyn
     );
   } finally {
     for (const p of peers) p.ws.close();
+    await browser?.close();
     await endAll(services);
     tmp.remove();
   }
