@@ -33,6 +33,7 @@ const FUTURE = [
   /\b(?:a |the )?later issues?\b/i,
   /\bfuture issues?\b/i,
   /\bin the [a-z-]+ issue\b/i,
+  /\buntil the (?:[A-Za-z+-]+ )?issue\b/i,
   new RegExp(String.raw`\b${FEATURES}(?:,? (?:and|or) ${FEATURES})* later\b`, 'i'),
   new RegExp(String.raw`\band later ${FEATURES}\b`, 'i'),
   new RegExp(String.raw`\b${FEATURES} in later\b`, 'i'),

@@ -10,9 +10,10 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import WebSocket from 'ws';
 import { repoRoot, requireTool, tempDir, waitFor } from '../../../packages/core/src/testing/index.ts';
+import { launchChromium, watchPage } from '../../../packages/core/src/testing/browser.ts';
 import {
   endAll,
   ensureBuilt,
@@ -33,10 +34,7 @@ const SHOTS = join(repoRoot, '.tmp/test-output/guides');
 /** A page in Debian's chromium that records every console error, warning and CSP violation. */
 async function openPage(browser: Browser, url: string, errors: string[]): Promise<Page> {
   const page = await browser.newPage({ viewport: { width: 390, height: 844 } });
-  page.on('console', (m) => {
-    if (m.type() === 'error' || m.type() === 'warning') errors.push(`${url}: ${m.text()}`);
-  });
-  page.on('pageerror', (e) => errors.push(`${url}: ${e.message}`));
+  await watchPage(page, errors, { label: url, warnings: true });
   await page.goto(url);
   return page;
 }
@@ -222,19 +220,7 @@ test('guide "Two encoders through punch": every step walked against punch', asyn
       assert.match(await svg.text(), /<svg/);
       // The link in a browser, as the side holding it sees it: the stream's state and the agent's steps.
       mkdirSync(SHOTS, { recursive: true });
-      browser = await chromium.launch({
-        executablePath: requireTool('chromium'),
-        headless: true,
-        args: [
-          '--no-sandbox',
-          '--disable-gpu',
-          '--disable-quic',
-          '--no-first-run',
-          '--disable-background-networking',
-          '--disable-component-update',
-          '--disable-sync',
-        ],
-      });
+      browser = await launchChromium();
       const joinPage = await openPage(browser, url, pageErrors);
       await joinPage.getByText('Join this stream').waitFor({ timeout: 30_000 });
       const shown = await joinPage.locator('main').innerText();
