@@ -90,6 +90,8 @@ export class RedisCluster {
       if (this.#upSince === null) {
         this.#upSince = performance.now();
         this.onReconnected();
+        // The owner renews at once, before any other instance may run an election.
+        if (this.#token !== null) void this.#tick();
       }
     });
     this.redis.on('close', () => {
@@ -154,7 +156,7 @@ export class RedisCluster {
     await this.redis.connect();
     await this.#sub.connect();
     await this.#sub.subscribe(this.#keys.bus(this.id));
-    await this.#tick();
+    await this.#tick(true);
     const every = Math.max(100, Math.floor(this.#leaseMs / 4));
     this.#timer = setInterval(() => void this.#tick(), every);
     this.#timer.unref();
@@ -171,7 +173,13 @@ export class RedisCluster {
     return (await this.redis.exists(this.#keys.instance(instance))) === 1;
   }
 
-  async #tick(): Promise<void> {
+  /**
+   * One round: heartbeat, then renew (owner) or try the election (others). After Redis was lost, the
+   * others wait half a lease before they run the election, so the owner (which renews at once when Redis
+   * answers again) keeps its sessions when its lease lapsed only because Redis was down. A starting
+   * instance holds no state to protect and may elect at once.
+   */
+  async #tick(starting = false): Promise<void> {
     if (this.#ticking || this.#stopped) return;
     this.#ticking = true;
     try {
@@ -196,7 +204,7 @@ export class RedisCluster {
           this.onLost();
           return;
         }
-      } else {
+      } else if (starting || this.upForMs() >= this.#leaseMs / 2) {
         const token = (await this.redis.eval(
           ELECT,
           2,
