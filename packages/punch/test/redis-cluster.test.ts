@@ -208,3 +208,41 @@ describe('two broker instances on Redis', () => {
     for (const p of peers) p.c.close();
   });
 });
+
+describe('rate limits shared by the instances (per-client counters in Redis)', () => {
+  let redis: RedisFixture;
+  const both: Instance[] = [];
+  before(async () => {
+    redis = await startRedis();
+    const env = { PUNCH_RATE_LIMIT: '4', PUNCH_RATE_LIMIT_WS_CONNECT: '3' };
+    const prefix = `rl${process.pid}:`;
+    both.push(await startInstance(redis.url, prefix, env), await startInstance(redis.url, prefix, env));
+    await settle(both);
+  });
+  after(async () => {
+    await Promise.all(both.map((i) => i.stop('SIGKILL')));
+    await redis?.remove();
+  });
+
+  test('creates and WebSocket connects are counted once across both instances', async () => {
+    const [x, y] = both as [Instance, Instance];
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const r = await (i % 2 ? x : y).call('POST', '/api/session', { body: { name: `rl-${i}` } });
+      statuses.push(r.status);
+    }
+    // 4 per minute for this client in the whole deployment, whichever instance it reached.
+    assert.deepEqual(statuses, [201, 201, 201, 201, 429, 429]);
+    const upgrades: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      try {
+        const c = await connect((i % 2 ? x : y).url, 'rl-0', { token: 'x' });
+        upgrades.push('open');
+        c.close();
+      } catch (err) {
+        upgrades.push((err as Error).message);
+      }
+    }
+    assert.deepEqual(upgrades, ['open', 'open', 'open', 'upgrade refused: 429', 'upgrade refused: 429']);
+  });
+});
