@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Redis } from 'ioredis';
+import { loadFactor } from '@broadcast-ops/core/testing';
 import { startRedis, type RedisFixture } from './redis-fixture.ts';
 import { settle, startInstance, type Instance } from './redis-instances.ts';
 import { assertQuiet, connect, sleep, type WsClient } from './ws-helpers.ts';
@@ -130,7 +131,7 @@ describe('two broker instances on Redis', () => {
     await a.next('peer');
     await b.next('peer');
     for (const c of [a, b]) {
-      assert.deepEqual(await c.next('session_closed', 15_000), {
+      assert.deepEqual(await c.next('session_closed', 15_000 * loadFactor()), {
         type: 'session_closed',
         reason: 'ttl_expired',
       });
@@ -177,7 +178,7 @@ describe('two broker instances on Redis', () => {
     const outcome = await Promise.all(
       peers.map(async (p) => {
         for (;;) {
-          const m = await p.c.next(undefined, 30_000);
+          const m = await p.c.next(undefined, 30_000 * loadFactor());
           if (m['type'] === 'error') return { ...p, won: false, code: m['code'] as string };
           if (m['type'] === 'peer') return { ...p, won: true, code: '' };
         }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, test } from 'node:test';
-import { waitFor } from '@broadcast-ops/core/testing';
+import { loadFactor, waitFor } from '@broadcast-ops/core/testing';
 import { startRedis, type RedisFixture } from './redis-fixture.ts';
 import { settle, startInstance, type Instance } from './redis-instances.ts';
 import { connect, type Msg, type WsClient } from './ws-helpers.ts';
@@ -14,6 +14,8 @@ let redis: RedisFixture;
 const instances: Instance[] = [];
 const clients: WsClient[] = [];
 let n = 0;
+/** Bounds grow with the machine's load (other suites share its cores). */
+const L = (ms: number): number => ms * loadFactor();
 
 beforeEach(async () => {
   redis = await startRedis();
@@ -53,11 +55,11 @@ async function ws(via: Instance, name: string, token: string): Promise<WsClient>
 /** A peer on `via` registers with its client id and port; resolves once its stream is matched (`peer`). */
 async function register(c: WsClient, id: string): Promise<Msg> {
   c.send({ type: 'register', port: 9000, meta: { clientId: id } });
-  return c.next('peer', 30_000);
+  return c.next('peer', L(30_000));
 }
 
 /** The next `presence` message about slot `slot` with `present`. */
-async function presence(c: WsClient, slot: string, present: boolean, timeoutMs = 30_000): Promise<Msg> {
+async function presence(c: WsClient, slot: string, present: boolean, timeoutMs = L(30_000)): Promise<Msg> {
   for (;;) {
     const m = await c.next('presence', timeoutMs);
     if (m['slot'] === slot && m['present'] === present) return m;
@@ -73,7 +75,10 @@ test('Redis stopped for a few seconds: requests fail with 503, then sessions and
 
   await redis.stop('SIGTERM');
   for (const i of [owner, relay]) {
-    await waitFor(async () => (await i.health()).status === 503, { timeoutMs: 10_000, what: 'health 503' });
+    await waitFor(async () => (await i.health()).status === 503, {
+      timeoutMs: L(10_000),
+      what: 'health 503',
+    });
     const h = await i.health();
     assert.equal(h.json.store.kind, 'redis');
     assert.equal(h.json.store.reachable, false);
@@ -88,7 +93,10 @@ test('Redis stopped for a few seconds: requests fail with 503, then sessions and
   await redis.start();
 
   for (const i of [owner, relay]) {
-    await waitFor(async () => (await i.health()).status === 200, { timeoutMs: 20_000, what: 'health 200' });
+    await waitFor(async () => (await i.health()).status === 200, {
+      timeoutMs: L(20_000),
+      what: 'health 200',
+    });
   }
   // The same owner (it renewed its lease as soon as Redis answered): nobody was disconnected.
   assert.equal((await owner.health()).json.store.role, 'owner');
@@ -98,8 +106,8 @@ test('Redis stopped for a few seconds: requests fail with 503, then sessions and
   assert.equal(view.json.streams.default.peer_b.present, true);
   a.send({ type: 'ready' });
   b.send({ type: 'ready' });
-  assert.deepEqual(await a.next('start', 15_000), { type: 'start', stream: 'default' });
-  assert.deepEqual(await b.next('start', 15_000), { type: 'start', stream: 'default' });
+  assert.deepEqual(await a.next('start', L(15_000)), { type: 'start', stream: 'default' });
+  assert.deepEqual(await b.next('start', L(15_000)), { type: 'start', stream: 'default' });
   assert.equal((await relay.call('POST', '/api/session', { body: { name: 'after-outage' } })).status, 201);
   for (const c of [a, b]) assert.ok(!c.messages.some((m) => m['type'] === 'session_closed'));
 });
@@ -137,7 +145,7 @@ test('the owner SIGKILLed: the other instance takes over; peers reconnect and ge
   await owner.stop('SIGKILL');
   // The bridged peer's socket is closed with 1012 (service restart) once the relay owns the sessions.
   assert.equal((await b.closed).code, 1012);
-  await waitFor(async () => (await relay.health()).json?.store?.role === 'owner', { timeoutMs: 30_000 });
+  await waitFor(async () => (await relay.health()).json?.store?.role === 'owner', { timeoutMs: L(30_000) });
   const view = await relay.call('GET', '/api/session/kill-owner', { token: s.admin });
   assert.equal(view.status, 200, view.text);
   assert.equal(view.json.streams.default.peer_a.present, false);
@@ -183,7 +191,7 @@ test('Redis killed and restarted from its append-only file: no acknowledged sess
   await Promise.all(instances.splice(0).map((i) => i.stop('SIGKILL')));
   const fresh = await startInstance(redis.url, `f${process.pid}-${n}:`);
   instances.push(fresh);
-  await waitFor(async () => (await fresh.health()).json?.store?.role === 'owner', { timeoutMs: 30_000 });
+  await waitFor(async () => (await fresh.health()).json?.store?.role === 'owner', { timeoutMs: L(30_000) });
   for (const c of created) {
     const v = await fresh.call('GET', `/api/session/${c.name}`, { token: c.admin });
     assert.equal(v.status, 200, `${c.name}: ${v.text}`);

@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { repoRoot, startProcess, waitFor, type RunningProcess } from '@broadcast-ops/core/testing';
+import {
+  loadFactor,
+  repoRoot,
+  startProcess,
+  waitFor,
+  type RunningProcess,
+} from '@broadcast-ops/core/testing';
 import { SECRET } from './helpers.ts';
 
 /** A `punch serve` child process on a Redis store (killed by PID by the test). */
@@ -97,7 +103,7 @@ export async function settle(
       found = { owner: owners[0] as Instance, relays: instances.filter((i) => i !== owners[0]) };
       return true;
     },
-    { timeoutMs, what: 'one owner seen by every instance' },
+    { timeoutMs: timeoutMs * loadFactor(), what: 'one owner seen by every instance' },
   );
   assert.ok(found);
   return found;

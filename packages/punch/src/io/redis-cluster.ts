@@ -57,6 +57,7 @@ export class RedisCluster {
   #leaderId: string | null = null;
   #timer: NodeJS.Timeout | null = null;
   #ticking = false;
+  #listening = false;
   #stopped = false;
   /** Monotonic ms since Redis has been answering (after a loss); null while it is not. */
   #upSince: number | null = null;
@@ -83,7 +84,12 @@ export class RedisCluster {
     };
     this.redis = new Redis(options.url, { ...common, connectionName: `punch-${this.id}` });
     // The subscriber keeps an offline queue for its own (re)subscription, never for publishing.
-    this.#sub = new Redis(options.url, { ...common, enableOfflineQueue: true, maxRetriesPerRequest: null });
+    this.#sub = new Redis(options.url, {
+      ...common,
+      enableOfflineQueue: true,
+      maxRetriesPerRequest: null,
+      autoResubscribe: false,
+    });
     this.redis.on('error', () => undefined);
     this.#sub.on('error', () => undefined);
     this.redis.on('ready', () => {
@@ -98,6 +104,19 @@ export class RedisCluster {
       if (this.#upSince !== null)
         this.#log.error('redis connection lost; requests fail with 503 until it returns');
       this.#upSince = null;
+    });
+    // The bus counts as up only once this instance's channel is subscribed again: before that, what the
+    // others publish to it is lost, so health stays 503 and the relay forwards nothing.
+    this.#sub.on('ready', () => {
+      this.#sub.subscribe(this.#keys.bus(this.id)).then(
+        () => {
+          this.#listening = true;
+        },
+        () => this.#sub.disconnect(true),
+      );
+    });
+    this.#sub.on('close', () => {
+      this.#listening = false;
     });
     this.#sub.on('message', (_channel: string, text: string) => {
       let m: BusMessage;
@@ -134,8 +153,9 @@ export class RedisCluster {
     return this.#leaderId;
   }
 
+  /** Redis answers commands and this instance's bus channel is subscribed. */
   get reachable(): boolean {
-    return this.redis.status === 'ready';
+    return this.redis.status === 'ready' && this.#listening;
   }
 
   /** How long Redis has been answering since it was last lost (ms), 0 while it is not. */
@@ -156,6 +176,7 @@ export class RedisCluster {
     await this.redis.connect();
     await this.#sub.connect();
     await this.#sub.subscribe(this.#keys.bus(this.id));
+    this.#listening = true;
     await this.#tick(true);
     const every = Math.max(100, Math.floor(this.#leaseMs / 4));
     this.#timer = setInterval(() => void this.#tick(), every);
