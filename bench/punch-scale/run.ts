@@ -3,8 +3,9 @@
  * by side in one run (packages/punch/docs/multi-instance.md), beside a bare `ws` server for memory.
  *
  * For each deployment:
- * 1. Creates per second: `--concurrency` clients (default 32) POST /api/session for `--seconds` (default
- *    3); with two instances the clients alternate between them (the relay forwards to the owner).
+ * 1. Creates per second: the pipelined raw-socket load of bench/punch-http (`--connections` 64 x
+ *    `--pipelining` 4) for `--seconds` (default 3) after a warm-up second; with two instances the
+ *    connections alternate between them (the relay forwards its half to the owner).
  * 2. Match latency as in bench/punch-ws: N sessions (default 1,000), two peer tokens each; per session
  *    peer A connects and registers, then peer B (on the other instance when there are two); t0 = before
  *    B's `register`, t1 = both got `peer`. Every earlier pair stays connected. p50/p99/max.
@@ -14,10 +15,12 @@
  * anchor. Targets of the single instance (README "Benchmark"): match p99 < 5 ms; <= 2x bare `ws` memory.
  *
  * A real `redis-server` (Debian's package) runs on a free loopback port with the documented persistence
- * (appendonly yes, appendfsync always), in a temporary directory removed at the end.
- * Usage: npm run bench:punch-scale -- (or npx tsx --conditions=source bench/punch-scale/run.ts) [--sessions 1000] [--seconds 3] [--concurrency 32]
+ * (appendonly yes, appendfsync always), in a temporary directory removed at the end; one more row runs a
+ * Redis with `appendfsync everysec`, to show the share of the fsync per write.
+ * Usage: npm run bench:punch-scale -- (or npx tsx --conditions=source bench/punch-scale/run.ts) [--sessions 1000] [--seconds 3] [--connections 64] [--pipelining 4]
  */
 import { fork, type ChildProcess } from 'node:child_process';
+import { connect, type Socket } from 'node:net';
 import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -29,12 +32,14 @@ const { values } = parseArgs({
   options: {
     sessions: { type: 'string', default: '1000' },
     seconds: { type: 'string', default: '3' },
-    concurrency: { type: 'string', default: '32' },
+    connections: { type: 'string', default: '64' },
+    pipelining: { type: 'string', default: '4' },
   },
 });
 const N = Number(values.sessions);
 const SECONDS = Number(values.seconds);
-const CONCURRENCY = Number(values.concurrency);
+const CONNECTIONS = Number(values.connections);
+const PIPELINING = Number(values.pipelining);
 const here = fileURLToPath(new URL('.', import.meta.url));
 
 interface Child {
@@ -116,6 +121,65 @@ async function post(url: string, body: unknown, token?: string): Promise<Record<
 const pct = (sorted: number[], p: number): number =>
   sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 
+const HEADER_END = Buffer.from('\r\n\r\n');
+
+/** Pipelined HTTP/1.1 creates (as bench/punch-http): 201 answers per second after a warm-up second. */
+async function createLoad(ports: number[]): Promise<number> {
+  let created = 0;
+  let measuring = false;
+  let stopping = false;
+  let k = 0;
+  const sockets: Socket[] = [];
+  const done: Promise<void>[] = [];
+  for (let c = 0; c < CONNECTIONS; c++) {
+    const port = ports[c % ports.length] ?? 0;
+    const socket = connect(port, '127.0.0.1');
+    socket.setNoDelay(true);
+    sockets.push(socket);
+    let buf: Buffer = Buffer.alloc(0);
+    const send = (): void => {
+      const body = JSON.stringify({ name: `c-${c}-${k++}`, ttl: 600 });
+      socket.write(
+        `POST /api/session HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
+          `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
+    };
+    socket.on('connect', () => {
+      for (let i = 0; i < PIPELINING; i++) send();
+    });
+    socket.on('data', (chunk: Buffer) => {
+      buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
+      for (;;) {
+        const end = buf.indexOf(HEADER_END);
+        if (end < 0) break;
+        const head = buf.toString('latin1', 0, end);
+        const m = /content-length:\s*(\d+)/i.exec(head);
+        const total = end + 4 + (m ? Number(m[1]) : 0);
+        if (buf.length < total) break;
+        if (measuring && head.slice(9, 12) === '201') created++;
+        buf = buf.subarray(total);
+        if (!stopping) send();
+      }
+    });
+    done.push(
+      new Promise((resolve) => {
+        socket.on('close', () => resolve());
+        socket.on('error', () => resolve());
+      }),
+    );
+  }
+  await new Promise((r) => setTimeout(r, 1000));
+  measuring = true;
+  const t0 = performance.now();
+  await new Promise((r) => setTimeout(r, SECONDS * 1000));
+  measuring = false;
+  const rate = created / ((performance.now() - t0) / 1000);
+  stopping = true;
+  for (const s of sockets) s.destroy();
+  await Promise.all(done);
+  return rate;
+}
+
 interface Figures {
   label: string;
   createsPerS: number;
@@ -129,24 +193,9 @@ interface Figures {
 async function measure(label: string, nodes: Child[]): Promise<Figures> {
   const bases = nodes.map((n) => `http://127.0.0.1:${n.port}`);
   const base = (i: number): string => bases[i % bases.length] ?? '';
-  // 1. creates per second, after a warm-up of the same load (JIT, connection pools)
-  let k = 0;
-  const load = async (seconds: number): Promise<number> => {
-    let created = 0;
-    const t0 = performance.now();
-    const until = t0 + seconds * 1000;
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, async (_v, c) => {
-        while (performance.now() < until) {
-          await post(`${base(c)}/api/session`, { name: `c-${k++}`, ttl: 600 });
-          created++;
-        }
-      }),
-    );
-    return created / ((performance.now() - t0) / 1000);
-  };
-  await load(1);
-  const createsPerS = await load(SECONDS);
+  // 1. creates per second: the pipelined raw-socket load of bench/punch-http, connections spread over the
+  //    instances (with two, half of the creates go through the relay, which forwards them to the owner)
+  const createsPerS = await createLoad(nodes.map((n) => n.port));
   // 2. N sessions with two peer tokens each
   const sessions: { name: string; a: string; b: string }[] = [];
   for (let i = 0; i < N; i += 50) {
@@ -198,7 +247,7 @@ async function measure(label: string, nodes: Child[]): Promise<Figures> {
 
 async function main(): Promise<void> {
   console.log(
-    `bench/punch-scale: ${N} matches per deployment, creates for ${SECONDS} s x ${CONCURRENCY} clients, node ` +
+    `bench/punch-scale: ${N} matches per deployment, creates for ${SECONDS} s on ${CONNECTIONS} connections x ${PIPELINING} pipelined, node ` +
       `${process.version}, load average ${loadavg()[0]?.toFixed(1)} on ${cpus().length} cores`,
   );
   const redis = await startRedis();
@@ -211,6 +260,17 @@ async function main(): Promise<void> {
     const one = await start(`${here}servers.ts`, ['redis', redis.url, 'one:']);
     results.push(await measure('1 x Redis', [one]));
     await one.exit();
+
+    // The same on a Redis that fsyncs once a second: what the fsync per acknowledged write costs (not
+    // the documented setting: a Redis crash can lose the last second of acknowledged writes).
+    const lax = await startRedis({ appendfsync: 'everysec' });
+    try {
+      const oneLax = await start(`${here}servers.ts`, ['redis', lax.url, 'lax:']);
+      results.push(await measure('1 x Redis, appendfsync everysec', [oneLax]));
+      await oneLax.exit();
+    } finally {
+      await lax.remove();
+    }
 
     // Two instances: the first started owns the sessions; peer B and half the creates go through the relay.
     const owner = await start(`${here}servers.ts`, ['redis', redis.url, 'two:']);

@@ -158,7 +158,8 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
         reachable,
         instance: cluster.id,
         role: cluster.isOwner ? 'owner' : 'relay',
-        owner: cluster.leader,
+        // An owner still loading the sessions serves nothing yet: no owner to report.
+        owner: cluster.isOwner && !serving ? null : cluster.leader,
       };
     },
   });

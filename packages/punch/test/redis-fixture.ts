@@ -37,7 +37,13 @@ export async function freePort(): Promise<number> {
   });
 }
 
-export async function startRedis(): Promise<RedisFixture> {
+/**
+ * `appendfsync` defaults to `always` (what the broker's docs require); the benchmark also runs `everysec`
+ * to show what the fsync per write costs.
+ */
+export async function startRedis(
+  options: { appendfsync?: 'always' | 'everysec' } = {},
+): Promise<RedisFixture> {
   const bin = requireTool('redis-server');
   const port = await freePort();
   const tmp = tempDir('punch-redis-');
@@ -59,7 +65,7 @@ export async function startRedis(): Promise<RedisFixture> {
           '--appendonly',
           'yes',
           '--appendfsync',
-          'always',
+          options.appendfsync ?? 'always',
           '--dir',
           tmp.path,
           '--logfile',

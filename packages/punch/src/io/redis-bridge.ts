@@ -172,13 +172,21 @@ export class RedisBridge {
    * Redis is back after a loss: messages of the outage may be lost, so the socket side tells the owner
    * which of its connections are still open, and the owner detaches the others.
    */
-  resync(): void {
+  resync(attempt = 0): void {
     const { cluster } = this.#o;
     const byOwner = new Map<string, string[]>();
     for (const [conn, l] of this.#local) byOwner.set(l.owner, [...(byOwner.get(l.owner) ?? []), conn]);
-    for (const [owner, conns] of byOwner) {
-      cluster.publish(owner, { t: 'sync', from: cluster.id, conns }).catch(() => undefined);
-    }
+    const sent = [...byOwner].map(([owner, conns]) =>
+      cluster.publish(owner, { t: 'sync', from: cluster.id, conns }).then(
+        () => true,
+        () => false,
+      ),
+    );
+    // The owner may not listen yet (its own connection comes back too): try again, a bounded number of times.
+    void Promise.all(sent).then((ok) => {
+      if (ok.every(Boolean) || attempt >= 20) return;
+      setTimeout(() => this.resync(attempt + 1), 500).unref();
+    });
   }
 
   // --- owner side

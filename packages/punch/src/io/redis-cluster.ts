@@ -58,11 +58,13 @@ export class RedisCluster {
   #timer: NodeJS.Timeout | null = null;
   #ticking = false;
   #listening = false;
+  /** The load that follows an election (start() waits for the one of its first round). */
+  #electing: Promise<void> | null = null;
   #stopped = false;
   /** Monotonic ms since Redis has been answering (after a loss); null while it is not. */
   #upSince: number | null = null;
   readonly #onMessage = new Set<(m: BusMessage) => void>();
-  /** Called when this instance became the owner; its promise resolves once it serves (broker loaded). */
+  /** Called when this instance became the owner (not awaited); it serves once its broker is loaded. */
   onElected: () => Promise<void> = () => Promise.resolve();
   /** Called once when this instance lost the owner lease to another instance (it must stop serving). */
   onLost: () => void = () => undefined;
@@ -181,6 +183,8 @@ export class RedisCluster {
     const every = Math.max(100, Math.floor(this.#leaseMs / 4));
     this.#timer = setInterval(() => void this.#tick(), every);
     this.#timer.unref();
+    // Listen once the sessions are loaded when this instance took the lease at start.
+    await this.#electing;
   }
 
   /** Publish to an instance's channel; throws when Redis is unreachable or nobody listens there. */
@@ -238,7 +242,8 @@ export class RedisCluster {
           this.#token = token;
           this.#log.info({ instance: this.id, lease: token }, 'this instance took the owner lease');
           this.#setLeader(this.id);
-          await this.onElected();
+          // Loading the sessions may take longer than a renewal period: the renewals go on meanwhile.
+          this.#electing = this.onElected();
           return;
         }
       }
