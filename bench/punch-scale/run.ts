@@ -252,13 +252,21 @@ async function main(): Promise<void> {
   );
   const redis = await startRedis();
   const results: Figures[] = [];
+  // Each row is printed as soon as it is measured (a later failure keeps the earlier figures).
+  const record = (r: Figures): void => {
+    results.push(r);
+    console.log(
+      `${r.label}: ${r.createsPerS.toFixed(0)} creates/s, match p50 ${r.p50.toFixed(2)} ms p99 ${r.p99.toFixed(2)} ms ` +
+        `max ${r.max.toFixed(2)} ms, idle peers ${r.held.join(' + ')}, KiB per idle peer ${r.kibPerPeer.map((k) => k.toFixed(1)).join(' / ')}`,
+    );
+  };
   try {
     const sqlite = await start(`${here}servers.ts`, ['sqlite']);
-    results.push(await measure('1 x SQLite', [sqlite]));
+    record(await measure('1 x SQLite', [sqlite]));
     await sqlite.exit();
 
     const one = await start(`${here}servers.ts`, ['redis', redis.url, 'one:']);
-    results.push(await measure('1 x Redis', [one]));
+    record(await measure('1 x Redis', [one]));
     await one.exit();
 
     // The same on a Redis that fsyncs once a second: what the fsync per acknowledged write costs (not
@@ -266,7 +274,7 @@ async function main(): Promise<void> {
     const lax = await startRedis({ appendfsync: 'everysec' });
     try {
       const oneLax = await start(`${here}servers.ts`, ['redis', lax.url, 'lax:']);
-      results.push(await measure('1 x Redis, appendfsync everysec', [oneLax]));
+      record(await measure('1 x Redis, appendfsync everysec', [oneLax]));
       await oneLax.exit();
     } finally {
       await lax.remove();
@@ -277,7 +285,7 @@ async function main(): Promise<void> {
     const relay = await start(`${here}servers.ts`, ['redis', redis.url, 'two:']);
     if (!(await owner.ask<{ owner: boolean }>('role')).owner)
       throw new Error('the first instance is not the owner');
-    results.push(await measure('2 x Redis (A on owner, B on relay)', [owner, relay]));
+    record(await measure('2 x Redis (A on owner, B on relay)', [owner, relay]));
     await relay.exit();
     await owner.exit();
   } finally {

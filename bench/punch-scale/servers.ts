@@ -29,7 +29,7 @@ async function main(): Promise<void> {
     db: join(dir, 'punch.db'),
     logLevel: 'warn',
     limits: { rateLimits: false, maxSessions: 0 },
-    ...(kind === 'redis' ? { redis: { url, prefix, leaseMs: 2_000 } } : {}),
+    ...(kind === 'redis' ? { redis: { url, prefix } } : {}),
   });
   const server = createPunchServer({ config: { ...config, secret: BENCH_SECRET }, logger: silentLogger() });
   const port = Number(new URL(await server.listen()).port);

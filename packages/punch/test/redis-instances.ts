@@ -62,7 +62,8 @@ export async function startInstance(
       PUNCH_PORT: '0',
       PUNCH_REDIS_URL: redisUrl,
       PUNCH_REDIS_PREFIX: prefix,
-      PUNCH_REDIS_LEASE_MS: '2000',
+      // Short enough for the take-over tests, long enough for a loaded machine's late timers.
+      PUNCH_REDIS_LEASE_MS: '3000',
       PUNCH_RATE_LIMIT: '100000',
       PUNCH_RATE_LIMIT_GET: '100000',
       PUNCH_RATE_LIMIT_ADMIN: '100000',

@@ -8,7 +8,7 @@ import { WS_CLOSE, encode, type ClientMessage, type WsErrorCode } from '../proto
 import type { BusMessage, RedisCluster } from './redis-cluster.ts';
 
 /**
- * The WebSocket bridge between instances (docs/multi-instance.md "Bridged peers"), after LiveKit's
+ * The WebSocket bridge between instances (docs/multi-instance.md "How it works"), after LiveKit's
  * pattern: the instance that holds a peer's socket relays it to the instance that owns the sessions over
  * the Redis bus. On the owner, a bridged socket is a `RemoteLink`: the signalling hub handles it like a
  * local connection (same checks, same message order); what the hub sends it is published to the socket's
@@ -193,7 +193,7 @@ export class RedisBridge {
 
   toSocket(link: RemoteLink, m: BusMessage): void {
     if (m.t === 'end') this.#forget(link.conn);
-    // A lost message (Redis down) is not retried: README "Redis lost" in docs/multi-instance.md.
+    // A message lost while Redis is down is not retried (docs/multi-instance.md "Failures").
     this.#o.cluster.publish(link.from, m).catch(() => undefined);
   }
 

@@ -8,7 +8,7 @@ import type { BusMessage, RedisCluster } from './redis-cluster.ts';
 
 /**
  * HTTP requests on an instance that does not own the sessions are forwarded to the owner over the Redis
- * bus (docs/multi-instance.md "Requests"): method, URL, headers, body and the client's address as this
+ * bus (docs/multi-instance.md "How it works"): method, URL, headers, body and the client's address as this
  * instance computed it (its `PUNCH_TRUST_PROXY` rules); the owner runs the request through its own app
  * (`inject`, with that address as the peer address and no `X-Forwarded-For`), so the checks, limits and
  * answers are those of a single broker. Health and metrics are answered by each instance itself.

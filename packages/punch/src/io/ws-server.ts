@@ -216,7 +216,7 @@ export function attachSignalling(server: Server, options: SignallingServerOption
     deliver(parsed.message);
   };
 
-  /** A token-checked socket relayed to the owning instance (docs/multi-instance.md "Bridged peers"). */
+  /** A token-checked socket relayed to the owning instance (docs/multi-instance.md "How it works"). */
   const onBridged = (
     ws: WebSocket,
     link: WsLink,
