@@ -3,21 +3,22 @@
  * by side in one run (packages/punch/docs/multi-instance.md), beside a bare `ws` server for memory.
  *
  * For each deployment:
- * 1. Creates per second: the pipelined raw-socket load of bench/punch-http (`--connections` 64 x
- *    `--pipelining` 4) for `--seconds` (default 3) after a warm-up second; with two instances the
- *    connections alternate between them (the relay forwards its half to the owner).
- * 2. Match latency as in bench/punch-ws: N sessions (default 1,000), two peer tokens each; per session
+ * 1. Match latency as in bench/punch-ws: N sessions (default 1,000), two peer tokens each; per session
  *    peer A connects and registers, then peer B (on the other instance when there are two); t0 = before
  *    B's `register`, t1 = both got `peer`. Every earlier pair stays connected. p50/p99/max.
- * 3. Idle peers held per instance and RSS (after a full GC, per instance) per idle peer:
+ * 2. Idle peers held per instance and RSS (after a full GC, per instance) per idle peer:
  *    (RSS with the peers - RSS before the first connection) / peers held by that instance.
+ * 3. Creates per second, measured last (its garbage would blur the memory figures): the pipelined
+ *    raw-socket load of bench/punch-http (`--connections` 64 x `--pipelining` 4) for `--seconds` (default
+ *    3) after a warm-up second; with two instances the connections alternate between them (the relay
+ *    forwards its half to the owner).
  * The bare `ws` server (bench/punch-ws/servers.ts) holds 2N idle connections in the same run: the memory
  * anchor. Targets of the single instance (README "Benchmark"): match p99 < 5 ms; <= 2x bare `ws` memory.
  *
  * A real `redis-server` (Debian's package) runs on a free loopback port with the documented persistence
  * (appendonly yes, appendfsync always), in a temporary directory removed at the end; one more row runs a
  * Redis with `appendfsync everysec`, to show the share of the fsync per write.
- * Usage: npm run bench:punch-scale -- (or npx tsx --conditions=source bench/punch-scale/run.ts) [--sessions 1000] [--seconds 3] [--connections 64] [--pipelining 4]
+ * Usage: npm run bench:punch-scale -- [--sessions 1000] [--seconds 3] [--connections 64] [--pipelining 4]
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { connect, type Socket } from 'node:net';
@@ -193,10 +194,8 @@ interface Figures {
 async function measure(label: string, nodes: Child[]): Promise<Figures> {
   const bases = nodes.map((n) => `http://127.0.0.1:${n.port}`);
   const base = (i: number): string => bases[i % bases.length] ?? '';
-  // 1. creates per second: the pipelined raw-socket load of bench/punch-http, connections spread over the
-  //    instances (with two, half of the creates go through the relay, which forwards them to the owner)
-  const createsPerS = await createLoad(nodes.map((n) => n.port));
-  // 2. N sessions with two peer tokens each
+  // 1. N sessions with two peer tokens each (matches and memory first: the create load below would leave
+  //    thousands of sessions and garbage in the heap and blur the idle-memory baseline)
   const sessions: { name: string; a: string; b: string }[] = [];
   for (let i = 0; i < N; i += 50) {
     sessions.push(
@@ -233,6 +232,9 @@ async function measure(label: string, nodes: Child[]): Promise<Figures> {
   await new Promise((r) => setTimeout(r, 500));
   const full = await Promise.all(nodes.map((n) => n.rss()));
   for (const p of peers) p.ws.terminate();
+  // 2. creates per second: the pipelined raw-socket load of bench/punch-http, connections spread over the
+  //    instances (with two, half of the creates go through the relay, which forwards them to the owner)
+  const createsPerS = await createLoad(nodes.map((n) => n.port));
   latencies.sort((x, y) => x - y);
   return {
     label,
