@@ -35,6 +35,21 @@ export const punchConfigSchema = z.strictObject({
         ctx.addIssue({ code: 'custom', message: (err as Error).message });
       }
     }),
+  /**
+   * Several instances on one Redis (docs/multi-instance.md): the Redis URL (`redis://[:password@]host:port/db`
+   * or `rediss://` for TLS) replaces the SQLite store; the prefix separates deployments sharing a Redis;
+   * the owner lease bounds how long a dead owner's sessions wait for another instance.
+   */
+  redis: z
+    .strictObject({
+      url: z
+        .string()
+        .regex(/^rediss?:\/\//, { error: 'must be a redis:// or rediss:// URL' })
+        .optional(),
+      prefix: z.string().min(1).max(64).default('punch:'),
+      leaseMs: z.number().int().min(1_000).max(120_000).default(10_000),
+    })
+    .prefault({}),
   /** PEM certificate chain and key files: with both, the broker serves HTTPS (and WSS) itself. */
   tls: z
     .strictObject({
@@ -107,6 +122,9 @@ export const PUNCH_ENV: Record<string, EnvOverride | string> = {
   PUNCH_BASE_URL: str('baseUrl'),
   PUNCH_DB: str('db'),
   PUNCH_TRUST_PROXY: str('trustProxy'),
+  PUNCH_REDIS_URL: str('redis.url'),
+  PUNCH_REDIS_PREFIX: str('redis.prefix'),
+  PUNCH_REDIS_LEASE_MS: 'redis.leaseMs',
   PUNCH_TLS_CERT: str('tls.cert'),
   PUNCH_TLS_KEY: str('tls.key'),
   LOG_LEVEL: str('logLevel'),

@@ -82,7 +82,18 @@ async function serve(values: Record<string, unknown>): Promise<void> {
   let server: PunchServer | undefined;
   let url: string;
   try {
-    server = createPunchServer({ config: { ...config, secret }, logger, ...(tls ? { tls } : {}) });
+    server = createPunchServer({
+      config: { ...config, secret },
+      logger,
+      ...(tls ? { tls } : {}),
+      // docs/multi-instance.md "Failures": an owner that lost its lease can no longer save anything; it
+      // exits (code 1) so that its supervisor restarts it as a relay to the new owner.
+      onOwnerLost: () => {
+        logger.fatal('this instance lost the owner lease to another instance; exiting to restart as a relay');
+        void server?.close().finally(() => process.exit(1));
+        setTimeout(() => process.exit(1), 5_000).unref();
+      },
+    });
     const running = server;
     new Shutdown({ logger }).install().add('broker', () => running.close());
     url = await server.listen();
@@ -97,7 +108,10 @@ async function serve(values: Record<string, unknown>): Promise<void> {
   logger.info(
     {
       url,
-      db: config.db,
+      store: config.redis.url ? 'redis' : 'sqlite',
+      db: config.redis.url ? null : config.db,
+      instance: server.cluster?.id ?? null,
+      owner: server.cluster ? server.cluster.isOwner : null,
       baseUrl: config.baseUrl ?? null,
       trustProxy: config.trustProxy,
       tls: tls !== undefined,

@@ -19,8 +19,16 @@ import { SqliteSessionStore } from './io/sqlite-store.ts';
 import { AccessChecker } from './domain/access.ts';
 import { SignallingHub } from './domain/signalling.ts';
 import { parseTrustPolicy } from './io/client-address.ts';
-import { attachSignalling, type SignallingServer } from './io/ws-server.ts';
+import { attachSignalling, tokenFingerprint, type SignallingServer } from './io/ws-server.ts';
 import { cloudflareTurnstile, type TurnstileVerifier } from './io/turnstile.ts';
+import { clientAddress } from './io/client-address.ts';
+import { RedisBridge } from './io/redis-bridge.ts';
+import { RedisCluster } from './io/redis-cluster.ts';
+import { installForwarding } from './io/redis-forward.ts';
+import { sharedLimit } from './io/redis-rate-limit.ts';
+import { RedisSessionStore } from './io/redis-store.ts';
+import { SessionStoreError } from './io/sqlite-store.ts';
+import type { LimitGroup } from './domain/rate-limiter.ts';
 import { TokenSigner } from './protocol/token.ts';
 
 /** Everything the broker process runs, wired once; main.ts only adds the environment and signals. */
@@ -33,6 +41,8 @@ export interface PunchServer {
   /** The WebSocket signalling: slot holders and presence (`hub`), sockets (`signalling`). */
   hub: SignallingHub;
   signalling: SignallingServer;
+  /** Several instances on Redis: this instance's membership (owner lease, heartbeat, bus); else undefined. */
+  cluster: RedisCluster | undefined;
   /** Load the store and listen; resolves with the URL the server answers on. */
   listen(): Promise<string>;
   close(): Promise<void>;
@@ -49,6 +59,11 @@ export interface PunchServerOptions {
   turnstile?: TurnstileVerifier;
   /** PEM certificate chain and key (main.ts reads `PUNCH_TLS_CERT`/`PUNCH_TLS_KEY`): serve HTTPS. */
   tls?: { cert: Buffer; key: Buffer };
+  /**
+   * Redis only: this instance lost the owner lease to another instance (after Redis was lost for longer
+   * than the lease). It can no longer write; main.ts exits so that a supervisor restarts it as a relay.
+   */
+  onOwnerLost?: () => void;
   /** WebSocket timings (tests shorten them); defaults in README "WebSocket signalling". */
   signalling?: {
     pingIntervalMs?: number;
@@ -64,7 +79,22 @@ export interface PunchServerOptions {
 export function createPunchServer(options: PunchServerOptions): PunchServer {
   const { config, logger } = options;
   const clock = options.clock ?? systemClock;
-  const store = options.store ?? new SqliteSessionStore(config.db);
+  const redisUrl = config.redis.url;
+  const cluster = redisUrl
+    ? new RedisCluster({ url: redisUrl, prefix: config.redis.prefix, leaseMs: config.redis.leaseMs, logger })
+    : undefined;
+  const store =
+    options.store ??
+    (cluster
+      ? new RedisSessionStore({
+          redis: cluster.redis,
+          prefix: config.redis.prefix,
+          fence: () => cluster.token,
+          tombstoneMs: config.limits.tombstoneTtl * 1000,
+        })
+      : new SqliteSessionStore(config.db));
+  /** Redis: whether this instance owns the sessions and has loaded them (SQLite: always, after listen). */
+  let serving = false;
   const broker = new SessionBroker({
     store,
     clock,
@@ -82,6 +112,22 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
       : undefined);
   const clientLimits = new ClientLimits(config.limits);
   const signer = new TokenSigner(config.secret);
+  const trust = parseTrustPolicy(config.trustProxy);
+  const perMinute: Record<LimitGroup, number> = {
+    create: config.limits.createPerMinute,
+    read: config.limits.getPerMinute,
+    admin: config.limits.adminPerMinute,
+    page: config.limits.pagePerMinute,
+    wsConnect: config.limits.wsConnectPerMinute,
+  };
+  const shared = cluster
+    ? (Object.fromEntries(
+        (Object.keys(perMinute) as LimitGroup[]).map((g) => [
+          g,
+          sharedLimit(cluster, g, perMinute[g], config.limits.ipv6PrefixBits),
+        ]),
+      ) as Record<LimitGroup, (ip: string) => Promise<number>>)
+    : undefined;
   const registry = createMetricsRegistry();
   const app = buildHttpApi({
     config,
@@ -94,6 +140,28 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     turnstile,
     tls: options.tls,
     clientLimits,
+    sharedLimits: shared ? (group, ip) => shared[group](ip) : undefined,
+    storeInfo: async () => {
+      if (!cluster) return { kind: 'sqlite' };
+      // A PING with a short bound: a stopped (not closed) Redis keeps the connection `ready`.
+      const reachable =
+        cluster.reachable &&
+        (await Promise.race([
+          cluster.redis.ping().then(
+            () => true,
+            () => false,
+          ),
+          new Promise<boolean>((r) => setTimeout(() => r(false), 1_000).unref()),
+        ]));
+      return {
+        kind: 'redis',
+        reachable,
+        instance: cluster.id,
+        role: cluster.isOwner ? 'owner' : 'relay',
+        // An owner still loading the sessions serves nothing yet: no owner to report.
+        owner: cluster.isOwner && !serving ? null : cluster.leader,
+      };
+    },
   });
   broker.subscribe((e) => {
     if (e.type === 'session_closed')
@@ -153,13 +221,61 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     registers: [registry],
   });
   // Same port as the REST API: the upgrade event of fastify's own (HTTP or HTTPS) server.
+  const access = new AccessChecker(signer);
+  const bridge = cluster
+    ? new RedisBridge({
+        cluster,
+        broker,
+        hub,
+        access,
+        clock,
+        logger,
+        holderOf: tokenFingerprint,
+        registerDeadlineMs: ws.registerDeadlineMs ?? 10_000,
+        ownerReady: () => serving,
+      })
+    : undefined;
+  if (cluster && bridge) {
+    installForwarding({
+      cluster,
+      app,
+      logger,
+      bodyLimit: config.limits.bodyLimit,
+      clientOf: (r) => clientAddress(r.socket.remoteAddress, r.headers['x-forwarded-for'], trust),
+      ownerReady: () => serving,
+    });
+    cluster.onLeaderChanged = (owner) => {
+      logger.info({ instance: cluster.id, owner }, 'owner of the sessions changed');
+      bridge.ownerChanged(owner);
+    };
+    cluster.onReconnected = () => bridge.resync();
+    cluster.onElected = async () => {
+      try {
+        await broker.start();
+        serving = true;
+        logger.info(
+          { instance: cluster.id, sessions: broker.liveSessions },
+          'sessions loaded; this instance owns them',
+        );
+      } catch (err) {
+        logger.error({ err }, 'could not load the sessions from Redis after taking the owner lease');
+        serving = false;
+        (options.onOwnerLost ?? (() => undefined))();
+      }
+    };
+    cluster.onLost = () => {
+      serving = false;
+      broker.stop();
+      (options.onOwnerLost ?? (() => undefined))();
+    };
+  }
   const signalling = attachSignalling(app.server, {
     broker,
     hub,
-    access: new AccessChecker(signer),
+    access,
     clock,
     logger,
-    trust: parseTrustPolicy(config.trustProxy),
+    trust,
     clientLimits,
     rateLimits: config.limits.rateLimits,
     messagesPerSecond: config.limits.wsMessagesPerSecond,
@@ -167,6 +283,16 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     ...(ws.pingIntervalMs === undefined ? {} : { pingIntervalMs: ws.pingIntervalMs }),
     ...(ws.registerDeadlineMs === undefined ? {} : { registerDeadlineMs: ws.registerDeadlineMs }),
     onReject: (reason) => wsRejected.inc({ reason }),
+    ...(cluster && bridge
+      ? {
+          remote: {
+            active: () => !cluster.isOwner,
+            open: (socket, name, token) => bridge.open(socket, name, token),
+          },
+          unavailable: () => !cluster.reachable || (cluster.isOwner && !serving),
+          ...(shared ? { sharedConnectLimit: shared.wsConnect } : {}),
+        }
+      : {}),
   });
   new Gauge({
     name: 'punch_ws_connections',
@@ -184,8 +310,23 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     clientLimits,
     hub,
     signalling,
+    cluster,
     async listen() {
-      await broker.start();
+      if (cluster) {
+        try {
+          await cluster.start();
+        } catch (err) {
+          const where = (redisUrl ?? '').replace(/\/\/[^@/]*@/, '//');
+          throw new SessionStoreError(
+            where,
+            `session store: cannot reach Redis at ${where} (${(err as Error).message}). Start Redis or fix PUNCH_REDIS_URL.`,
+            { cause: err },
+          );
+        }
+      } else {
+        await broker.start();
+        serving = true;
+      }
       await app.listen({ host: config.host, port: config.port });
       const url = listeningUrl(app).replace(/^http:/, `${scheme}:`);
       if (!config.baseUrl) baseUrl = defaultBaseUrl(config.host, Number(new URL(url).port), scheme);
@@ -194,10 +335,12 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     async close() {
       if (closed) return;
       closed = true;
+      bridge?.stop();
       await signalling.close();
       hub.stop();
       await app.close();
       broker.stop();
+      await cluster?.stop();
       await store.close();
     },
   };

@@ -20,7 +20,7 @@ import type { PeerClaim, SessionRecord } from '../domain/session.ts';
 import { PUNCH_VERSION, makeSchemas, type Schemas } from '../protocol/schemas.ts';
 import type { TokenClaims, TokenSigner } from '../protocol/token.ts';
 import { clientAddress, parseTrustPolicy, type TrustPolicy } from './client-address.ts';
-import { fail, orThrow } from './http-errors.ts';
+import { fail, orThrow, unavailable } from './http-errors.ts';
 import { registerOpsRoutes } from './routes/ops-routes.ts';
 import { registerPageRoutes } from './routes/page-routes.ts';
 import { registerSessionRoutes } from './routes/session-routes.ts';
@@ -45,8 +45,26 @@ export interface HttpApiDeps {
   turnstile?: TurnstileVerifier | undefined;
   /** The per-client buckets, shared with the WebSocket layer (its connect limit); default: new ones. */
   clientLimits?: ClientLimits | undefined;
+  /**
+   * Per-client limits shared by every instance (Redis counters, docs/multi-instance.md "Rate limits"):
+   * resolves to 0 when allowed, else the seconds to wait; rejects when the counters are unreachable.
+   */
+  sharedLimits?: ((group: LimitGroup, ip: string) => Promise<number>) | undefined;
+  /** What `/api/health` says about the store besides its save state (kind, Redis reachability, role). */
+  storeInfo?: (() => Promise<StoreInfo>) | undefined;
   /** PEM certificate chain and key: the app serves HTTPS (and, later, WSS on the same port). */
   tls?: { cert: Buffer; key: Buffer } | undefined;
+}
+
+/** The store in use, for `/api/health`. */
+export interface StoreInfo {
+  kind: 'sqlite' | 'redis';
+  /** Redis only: whether it answers now. */
+  reachable?: boolean;
+  /** Redis only: this instance's id, whether it owns the sessions, and the owner's id. */
+  instance?: string;
+  role?: 'owner' | 'relay';
+  owner?: string | null;
 }
 
 type Hook = (request: FastifyRequest, reply: unknown, done: (err?: Error) => void) => void;
@@ -205,6 +223,22 @@ export function buildHttpApi(deps: HttpApiDeps): FastifyInstance {
     (group: LimitGroup): Hook =>
     (request, _reply, done) => {
       if (!limits.rateLimits) return done();
+      const shared = deps.sharedLimits;
+      if (shared) {
+        shared(group, clientOf(request)).then(
+          (wait) => {
+            if (wait === 0) return done();
+            rateLimited.inc({ limit: group });
+            done(
+              fail('RATE_LIMITED', `rate limit of ${GROUP_NAMES[group]} exceeded; retry in ${wait} s`, {
+                headers: { 'retry-after': String(wait) },
+              }),
+            );
+          },
+          () => done(unavailable('the rate-limit counters (Redis) are unreachable; retry')),
+        );
+        return;
+      }
       const d = buckets.hit(group, clientOf(request), clock.monotonicMs());
       if (d.allowed) return done();
       rateLimited.inc({ limit: group });

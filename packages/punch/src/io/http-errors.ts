@@ -68,6 +68,16 @@ export function orThrow<T extends { ok: true }>(outcome: T | Refusal | AccessRef
   throw httpErrorOf(outcome);
 }
 
+/**
+ * A request that cannot be served now because the shared store (Redis) or the owning instance is
+ * unreachable (docs/multi-instance.md): SERVER_ERROR with 503 and `Retry-After`; nothing was changed.
+ */
+export function unavailable(message: string): AppError<PunchErrorCode> {
+  return new AppError<PunchErrorCode>('SERVER_ERROR', 503, message, {
+    headers: { 'retry-after': String(STORE_RETRY_AFTER_S) },
+  });
+}
+
 /** Throw the refusal of a check that returns `undefined` when allowed. */
 export function check(refusal: Refusal | AccessRefusal | undefined): void {
   if (refusal) throw httpErrorOf(refusal);

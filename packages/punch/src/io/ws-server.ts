@@ -8,9 +8,16 @@ import type { SessionBroker } from '../domain/broker.ts';
 import type { PeerLink, SignallingHub } from '../domain/signalling.ts';
 import { PUNCH_VERSION } from '../protocol/schemas.ts';
 import type { TokenClaims } from '../protocol/token.ts';
-import { WS_CLOSE, encode, parseClientMessage, type WsErrorCode } from '../protocol/ws-messages.ts';
+import {
+  WS_CLOSE,
+  encode,
+  parseClientMessage,
+  type ClientMessage,
+  type WsErrorCode,
+} from '../protocol/ws-messages.ts';
 import { clientAddress, type TrustPolicy } from './client-address.ts';
 import type { ClientLimits } from './client-limits.ts';
+import type { BridgedSocket, RemoteHandle } from './redis-bridge.ts';
 
 /**
  * `GET /api/ws/:session_name` upgraded to a WebSocket on the same port as the REST API (WSS when the
@@ -47,6 +54,21 @@ export interface SignallingServerOptions {
    * never register do not stay open. Admin observers are exempt. Default 10 s.
    */
   registerDeadlineMs?: number;
+  /**
+   * Several instances on Redis (docs/multi-instance.md): while `active()`, this instance does not own the
+   * sessions and relays each token-checked socket to the instance that does.
+   */
+  remote?: {
+    active(): boolean;
+    open(socket: BridgedSocket, name: string, token: string): RemoteHandle | null;
+  };
+  /**
+   * The WebSocket connect limit shared by every instance (Redis counters); when absent, `clientLimits`.
+   * Resolves to the seconds to wait, 0 when allowed; rejects when the counter store is unreachable.
+   */
+  sharedConnectLimit?: (ip: string) => Promise<number>;
+  /** Whether new upgrades must be refused with 503 (the shared store is unreachable). */
+  unavailable?: () => boolean;
   /** A connection refused before it joined its session (for the metrics). */
   onReject?: (reason: 'rate_limited' | 'auth_failed' | 'session_expired' | 'session_full') => void;
 }
@@ -82,7 +104,7 @@ function closeCodeOf(r: AccessRefusal): number {
   return r.reason === 'other_session' ? WS_CLOSE.forbidden : WS_CLOSE.authFailed;
 }
 
-class WsLink implements PeerLink {
+class WsLink implements PeerLink, BridgedSocket {
   alive = true;
   terminated = false;
   windowStart = 0;
@@ -127,6 +149,11 @@ class WsLink implements PeerLink {
     });
   }
 
+  closeWith(code: number, reason: string): void {
+    this.ws.close(code, reason);
+    setTimeout(() => this.ws.terminate(), 1000).unref();
+  }
+
   end(reason: 'replaced' | 'session_closed'): void {
     if (reason === 'replaced') {
       // The old socket may be half-open: no close handshake to wait for.
@@ -152,7 +179,12 @@ export function attachSignalling(server: Server, options: SignallingServerOption
     if (ws.readyState === ws.OPEN) ws.send(encode({ type: 'error', code, message }));
   };
 
-  const onMessage = (link: WsLink, data: RawData, isBinary: boolean): void => {
+  const onMessage = (
+    link: WsLink,
+    data: RawData,
+    isBinary: boolean,
+    deliver: (m: ClientMessage) => void,
+  ): void => {
     const now = clock.monotonicMs();
     if (now - link.windowStart >= 1000) {
       link.windowStart = now;
@@ -181,7 +213,40 @@ export function attachSignalling(server: Server, options: SignallingServerOption
       sendError(link.ws, 'INVALID_MESSAGE', parsed.reason);
       return;
     }
-    hub.handle(link, parsed.message);
+    deliver(parsed.message);
+  };
+
+  /** A token-checked socket relayed to the owning instance (docs/multi-instance.md "How it works"). */
+  const onBridged = (
+    ws: WebSocket,
+    link: WsLink,
+    name: string,
+    token: string,
+    remote: NonNullable<SignallingServerOptions['remote']>,
+  ): void => {
+    links.set(ws, link);
+    sessionOf.set(link, name);
+    const handle = remote.open(link, name, token);
+    if (!handle) {
+      links.delete(ws);
+      return;
+    }
+    ws.on('pong', () => {
+      link.alive = true;
+    });
+    ws.on('message', (data, isBinary) => {
+      link.alive = true;
+      try {
+        onMessage(link, data, isBinary, (m) => handle.message(m));
+      } catch (err) {
+        logger.error({ err, session: name }, 'websocket message handler failed');
+        sendError(ws, 'SERVER_ERROR', 'the message could not be handled');
+      }
+    });
+    ws.on('close', (code) => {
+      links.delete(ws);
+      handle.close(link.terminated ? 'terminated: no answer to ping' : `closed (${code})`);
+    });
   };
 
   const onConnection = (ws: WebSocket, ip: string, name: string, token: string | undefined): void => {
@@ -192,6 +257,16 @@ export function attachSignalling(server: Server, options: SignallingServerOption
       logger.info({ session: name, ip, outcome: auth.code }, 'signalling token refused');
       sendError(ws, auth.code, auth.message);
       ws.close(closeCodeOf(auth), auth.code);
+      return;
+    }
+    if (options.remote?.active()) {
+      onBridged(
+        ws,
+        new WsLink(ws, ip, auth.claims, tokenFingerprint(token ?? '')),
+        name,
+        token ?? '',
+        options.remote,
+      );
       return;
     }
     const live = access.liveSession(broker.get(name), name, auth.claims);
@@ -211,7 +286,7 @@ export function attachSignalling(server: Server, options: SignallingServerOption
     ws.on('message', (data, isBinary) => {
       link.alive = true;
       try {
-        onMessage(link, data, isBinary);
+        onMessage(link, data, isBinary, (m) => hub.handle(link, m));
       } catch (err) {
         logger.error({ err, session: name }, 'websocket message handler failed');
         sendError(ws, 'SERVER_ERROR', 'the message could not be handled');
@@ -252,7 +327,23 @@ export function attachSignalling(server: Server, options: SignallingServerOption
       reject(socket, 503, 'Service Unavailable');
       return;
     }
+    if (options.unavailable?.()) {
+      reject(socket, 503, 'Service Unavailable', { 'Retry-After': '5' });
+      return;
+    }
     const ip = clientAddress(req.socket.remoteAddress, req.headers['x-forwarded-for'], options.trust);
+    if (options.rateLimits && options.sharedConnectLimit) {
+      options.sharedConnectLimit(ip).then(
+        (wait) => {
+          if (wait > 0) {
+            options.onReject?.('rate_limited');
+            reject(socket, 429, 'Too Many Requests', { 'Retry-After': String(wait) });
+          } else upgrade(req, socket, head, m, ip);
+        },
+        () => reject(socket, 503, 'Service Unavailable', { 'Retry-After': '5' }),
+      );
+      return;
+    }
     if (options.rateLimits) {
       const d = options.clientLimits.hit('wsConnect', ip, clock.monotonicMs());
       if (!d.allowed) {
@@ -261,6 +352,16 @@ export function attachSignalling(server: Server, options: SignallingServerOption
         return;
       }
     }
+    upgrade(req, socket, head, m, ip);
+  };
+
+  const upgrade = (
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    m: RegExpExecArray,
+    ip: string,
+  ): void => {
     let name: string;
     let token: string | undefined;
     try {

@@ -170,7 +170,15 @@ export const healthResponse = z
     version: z.string(),
     uptime: z.number(),
     store: z.object({
+      kind: z.enum(['sqlite', 'redis']).meta({ description: 'The session store in use' }),
       state: z.enum(['ok', 'failing']),
+      reachable: z.boolean().optional().meta({ description: 'Redis only: whether Redis answers now' }),
+      instance: z.string().optional().meta({ description: 'Redis only: this instance' }),
+      role: z
+        .enum(['owner', 'relay'])
+        .optional()
+        .meta({ description: 'Redis only: owner of the sessions, or relay to the owner' }),
+      owner: z.string().nullable().optional().meta({ description: 'Redis only: the owning instance' }),
       error: z.string().optional().meta({ description: 'Why the last save failed (while failing)' }),
       since: z.string().optional().meta({ description: 'ISO 8601 time of the first failed save' }),
     }),

@@ -13,16 +13,24 @@ export function registerOpsRoutes(api: FastifyInstance, ctx: RouteContext): void
   const startedAt = clock.monotonicMs();
   // fastify answers HEAD from the GET route, with the same status.
   api.get('/api/health', async (_request, reply) => {
-    const store = await broker.storeHealth();
-    const degraded = store.state !== 'ok';
+    const info = ctx.deps.storeInfo ? await ctx.deps.storeInfo() : { kind: 'sqlite' as const };
+    // An instance that relays to the owner has no saves of its own: its store is as good as Redis answers.
+    const store = info.role === 'relay' ? { state: 'ok' as const } : await broker.storeHealth();
+    const lost = info.kind === 'redis' && (info.reachable !== true || info.owner === null);
+    const degraded = store.state !== 'ok' || lost;
     return reply.status(degraded ? 503 : 200).send({
       status: degraded ? 'degraded' : 'ok',
       version: PUNCH_VERSION,
       uptime: Math.floor((clock.monotonicMs() - startedAt) / 1000),
-      store:
-        store.state === 'ok'
+      store: {
+        kind: info.kind,
+        ...(store.state === 'ok'
           ? { state: 'ok' }
-          : { state: 'failing', error: store.error, since: iso(store.since) },
+          : { state: 'failing', error: store.error, since: iso(store.since) }),
+        ...(info.kind === 'redis'
+          ? { reachable: info.reachable, instance: info.instance, role: info.role, owner: info.owner }
+          : {}),
+      },
     });
   });
 
