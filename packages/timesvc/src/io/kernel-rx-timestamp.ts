@@ -35,7 +35,7 @@ export function kernelRxTimestampsAvailable(): boolean {
  * `_handle` getter is deprecated, DEP0112); if that ever changes this returns undefined and the caller falls
  * back to userspace timestamps.
  */
-function socketFd(socket: Socket): number | undefined {
+export function socketFd(socket: Socket): number | undefined {
   const sym = Object.getOwnPropertySymbols(socket).find((s) => s.description === 'state symbol');
   if (!sym) return undefined;
   const state = (socket as unknown as Record<symbol, { handle?: { fd?: unknown } } | undefined>)[sym];
