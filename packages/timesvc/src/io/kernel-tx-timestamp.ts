@@ -72,9 +72,10 @@ export function transmitTime(socket: Socket, clock: ServedClock): TransmitTime |
       const stamp = a.readTxTimestampMs(fd);
       if (stamp === undefined) return undefined;
       const now = performance.now();
-      const atMs = now - (clock.kernelRealtimeMs(now) - stamp);
+      const atMs = clock.kernelStampMonoMs(stamp);
       if (atMs < sentFromMs - MAPPING_SLACK_MS || atMs > now + MAPPING_SLACK_MS) {
         t.rejected++;
+        clock.kernelStampsReplaced++;
         return undefined;
       }
       return Math.min(now, Math.max(sentFromMs, atMs));

@@ -249,6 +249,9 @@ export interface ProbeRecord {
   errorS: number;
   /** This probe's round-trip delay, seconds. */
   delayS: number;
+  /** The reply's receive timestamp − the request's T1 (truth), and its transmit − receive timestamp, s. */
+  t21S: number;
+  t32S: number;
   /** Whether the truth had reached the server (OffsetUpstream.knowable). */
   knowable: boolean;
 }
@@ -301,6 +304,8 @@ export class Probe {
         rootDispersionS: shortToSeconds(pkt.rootDispersion),
         errorS: (t21 + t34) / 2,
         delayS: t21 - t34,
+        t21S: t21,
+        t32S: timestampDiffSeconds(pkt.transmitTimestamp, pkt.receiveTimestamp),
         // An exchange during which the truth changed measures nothing (its T1 and T4 disagree).
         knowable:
           this.truth.knowable(p.atMs, this.upstreamSocket) && !this.truth.changedBetween(p.atMs, perf),
