@@ -127,7 +127,14 @@ if (chronyProbe) {
 }
 const signedProbe = synced.map((r) => r.errorS);
 console.log(`timesvc probe signed p50 µs: ${us(q(signedProbe, 0.5))}`);
-// Exact error over time (every 30 s).
+// Exact error over time (every 10 s).
 console.log('exact served error over time (s, µs):');
-for (const e of exact.filter((_, i) => i % 300 === 0))
+for (const e of exact.filter((_, i) => i % 100 === 0))
   console.log(`  ${e.at.toFixed(0).padStart(5)} ${us(e.err)}`);
+// Probe replies beyond 0.3 ms, with the exact error at the same instant and the probe's delay.
+console.log('probe replies with |error| > 0.3 ms (s, probe error µs, exact µs, probe delay µs):');
+for (const r of synced.filter((x) => Math.abs(x.errorS) > 0.3e-3)) {
+  const mid = (r.atMs + r.recvMs) / 2;
+  const ex = (svc.clock.servedUnixMs(mid) - up.clock.servedUnixMs(mid)) / 1000;
+  console.log(`  ${((r.atMs - t0) / 1000).toFixed(1).padStart(7)} ${us(r.errorS)} ${us(ex)} ${us(r.delayS)}`);
+}
