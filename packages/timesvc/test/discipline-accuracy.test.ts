@@ -11,8 +11,10 @@ import { startService } from './helpers/service.ts';
  * poll increases, against a loopback upstream at +20 ms: noiseless, and with ±25 µs and ±100 µs of
  * simulated path noise (helpers/offset-upstream.ts `noiseS`). The three runs are concurrent.
  *
- * Long: opt-in with TIMESVC_LONG_TESTS=1 (`TIMESVC_LONG_TESTS=1 npm run test:unit --
- * packages/timesvc/test/discipline-accuracy` runs it; `npm test` reports it skipped with the reason).
+ * Long (10 minutes, the three scenarios at once): `npm test` runs it on this machine's own Node line
+ * (scripts/test-matrix.ts sets TIMESVC_LONG_TESTS=1 there) and reports it skipped on the other lines;
+ * `npm run test:unit` runs it only with TIMESVC_LONG_TESTS=1 (`TIMESVC_LONG_TESTS=1 npm run test:unit --
+ * packages/timesvc/test/discipline-accuracy`).
  */
 
 const LONG = process.env['TIMESVC_LONG_TESTS'] === '1';
@@ -28,18 +30,32 @@ interface Figures {
   p95: number;
   max: number;
   synchronised: number;
+  /** The same over the replies whose exchange passed the probe's delay gate. */
+  gated: { p50: number; p95: number; replies: number };
 }
 
+/**
+ * Error figures over the synchronised replies, raw and over the exchanges whose round trip passes the
+ * same delay gate the service applies to its own upstream (3× the lowest + 500 µs, domain/sample-run.ts):
+ * on a loaded machine a reply whose send the scheduler held for milliseconds after T3 was read shows as
+ * an error of half that delay, which says how long the probe's own exchange took, not where served time
+ * is (measured: probe −1.1 ms at a 2.1 ms round trip while the served clock was 25 µs off,
+ * docs/clock-discipline.md "Where the error came from"); any client's clock filter discards such an
+ * exchange likewise (RFC 5905 §10).
+ */
 function figures(records: readonly ProbeRecord[]): Figures {
-  const errs = records
-    .filter((r) => r.leap !== 3)
-    .map((r) => Math.abs(r.errorS))
-    .sort((a, b) => a - b);
+  const synced = records.filter((r) => r.leap !== 3);
+  const abs = (rs: readonly ProbeRecord[]): number[] =>
+    rs.map((r) => Math.abs(r.errorS)).sort((a, b) => a - b);
+  const errs = abs(synced);
+  const gate = 3 * Math.min(...synced.map((r) => r.delayS)) + 500e-6;
+  const gated = abs(synced.filter((r) => r.delayS <= gate));
   return {
     p50: quantile(errs, 0.5),
     p95: quantile(errs, 0.95),
     max: errs[errs.length - 1] ?? Number.NaN,
     synchronised: errs.length,
+    gated: { p50: quantile(gated, 0.5), p95: quantile(gated, 0.95), replies: gated.length },
   };
 }
 
@@ -69,13 +85,16 @@ async function scenario(name: string, noiseS: number, limits: { p50: number; p95
     console.log(
       `${name}: ${f.synchronised} synchronised replies over ${(DURATION_MS / 1000).toFixed(0)} s, ` +
         `error p50 ${(f.p50 * 1e3).toFixed(3)} ms, p95 ${(f.p95 * 1e3).toFixed(3)} ms, max ${(f.max * 1e3).toFixed(3)} ms; ` +
+        `over the ${f.gated.replies} exchanges within the delay gate p50 ${(f.gated.p50 * 1e3).toFixed(3)} ms, ` +
+        `p95 ${(f.gated.p95 * 1e3).toFixed(3)} ms; ` +
         `polls ${polls.join('→')}; states ${states.join('→')}; worst |error| − bound ${(c.worstBeyondBoundS * 1e6).toFixed(1)} µs`,
     );
     assert.deepEqual(states, ['SYNCING', 'LOCKED'], `${name}: the state flapped`);
     assert.equal(c.worstBackwardS, 0, `${name}: served time went backwards`);
     assert.ok(c.worstBeyondBoundS <= 0, `${name}: an error beyond its bound by ${c.worstBeyondBoundS} s`);
-    assert.ok(f.p50 <= limits.p50, `${name}: p50 ${f.p50} s > ${limits.p50} s`);
-    assert.ok(f.p95 <= limits.p95, `${name}: p95 ${f.p95} s > ${limits.p95} s`);
+    assert.ok(f.gated.replies >= 0.9 * f.synchronised, `${name}: the delay gate left out over 10 %`);
+    assert.ok(f.gated.p50 <= limits.p50, `${name}: p50 ${f.gated.p50} s > ${limits.p50} s`);
+    assert.ok(f.gated.p95 <= limits.p95, `${name}: p95 ${f.gated.p95} s > ${limits.p95} s`);
     if (DURATION_MS >= 600_000) assert.ok(polls.length > 1, `${name}: the poll never rose`);
   } finally {
     await probe.stop();
@@ -86,7 +105,12 @@ async function scenario(name: string, noiseS: number, limits: { p50: number; p95
 
 describe(
   'accuracy with the default configuration over the first 10 minutes',
-  { concurrency: true, skip: LONG ? false : 'long: set TIMESVC_LONG_TESTS=1' },
+  {
+    concurrency: true,
+    skip: LONG
+      ? false
+      : "long: runs on the machine's own Node line in npm test, or with TIMESVC_LONG_TESTS=1",
+  },
   () => {
     const timeout = DURATION_MS + 120_000;
     it('noiseless upstream at +20 ms: p50 ≤ 0.2 ms, p95 ≤ 0.5 ms, no state flap', { timeout }, () =>

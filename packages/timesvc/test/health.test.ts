@@ -5,7 +5,10 @@ import { startService } from './helpers/service.ts';
 
 test('health reflects the clock: healthy only when LOCKED or in HOLDOVER within the bound', () => {
   const h = (state: Parameters<typeof healthStatus>[0]['state'], estimatedErrorS: number): string =>
-    healthStatus({ state, estimatedErrorS, selected: undefined, hostClockSteps: 0 }, 0.01);
+    healthStatus(
+      { state, estimatedErrorS, selected: undefined, hostClockSteps: 0, kernelStampsReplaced: 0 },
+      0.01,
+    );
   assert.equal(h('LOCKED', 0.0002), 'healthy');
   assert.equal(h('HOLDOVER', 0.004), 'healthy');
   assert.equal(h('HOLDOVER', 0.02), 'degraded', 'a long holdover is still served, but not healthy');

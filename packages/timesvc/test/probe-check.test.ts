@@ -24,6 +24,8 @@ function records(served: (tMs: number) => number): ProbeRecord[] {
       rootDispersionS: 0.001,
       errorS: 0,
       delayS: 0.0003,
+      t21S: 0.00015,
+      t32S: 0,
       knowable: true,
     });
   }

@@ -496,7 +496,7 @@ export class ClockManager {
     const run = this.#runSamples(entry, now);
     const jitter = runJitter(run, 2 ** this.#o.precision);
     for (const s of run.filter((x) => x.delayS <= delayGate(run))) {
-      this.#discipline.add(s.atMs / 1000, s.offsetS, jitter);
+      this.#discipline.add(s.atMs / 1000, s.offsetS, jitter, s.delayS);
     }
     this.#delayRejects = 0;
     this.#samplesSinceReset = run.length;
@@ -541,7 +541,7 @@ export class ClockManager {
       return;
     }
     this.#delayRejects = 0;
-    const out = this.#discipline.add(sample.atMs / 1000, sample.offsetS, jitter);
+    const out = this.#discipline.add(sample.atMs / 1000, sample.offsetS, jitter, sample.delayS);
     this.#noteSample(entry, sample, jitter);
     if (out.kind === 'spike') {
       // Held back, but until the next sample tells, the served clock may be this far off: advertise it.

@@ -44,6 +44,8 @@ export interface FitPoint {
   t: number;
   /** reference − raw, seconds. */
   offset: number;
+  /** Round-trip delay of the exchange, seconds (0 where not known: every point weighs the same). */
+  delay?: number;
 }
 
 export interface Estimate {
@@ -163,10 +165,10 @@ export class Discipline {
    * Add a sample (monotonic seconds t, offset, the source's jitter as noise floor). Samples of a fresh
    * window are never spikes.
    */
-  add(t: number, offset: number, jitterS: number): AddOutcome {
+  add(t: number, offset: number, jitterS: number, delayS = 0): AddOutcome {
     this.#noiseFloorS = Math.max(1e-6, jitterS);
     if (this.#points.length === 0) {
-      this.#points.push({ t, offset });
+      this.#points.push({ t, offset, delay: delayS });
       this.#refit();
       return { kind: 'accepted', residualS: 0 };
     }
@@ -179,26 +181,43 @@ export class Discipline {
     if (this.#points.length >= 2 && Math.abs(residual) > SGATE * spread + this.predictionError(t)) {
       const held = this.#pendingSpike;
       if (held === undefined) {
-        this.#pendingSpike = { t, offset };
+        this.#pendingSpike = { t, offset, delay: delayS };
         return { kind: 'spike', residualS: residual };
       }
       // Two in a row: the reference moved. Restart the window from both samples at the new level; the
       // frequency stays only as a prior with the error it had (reset).
       this.reset(true);
-      this.#points.push(held, { t, offset });
+      this.#points.push(held, { t, offset, delay: delayS });
       this.#refit();
       return { kind: 'level', residualS: residual };
     }
     this.#pendingSpike = undefined;
     this.#recentResiduals.push(residual);
     if (this.#recentResiduals.length > 8) this.#recentResiduals.shift();
-    this.#points.push({ t, offset });
+    this.#points.push({ t, offset, delay: delayS });
     if (this.#points.length > this.#window) this.#points.shift();
     this.#refit();
     return { kind: 'accepted', residualS: residual };
   }
 
-  /** Least squares over the window; the phase is the fitted line at the newest sample. */
+  /**
+   * Weights of the window's points (mean 1). A sample's offset can be off by up to half its delay above
+   * the true one-way delays (RFC 5905 §8: θ is exact only for a symmetric path), and the excess over the
+   * window's lowest delay is what that asymmetry can be; so a point weighs 1 / (1 + excess / 2 / σ)², σ
+   * the offsets' noise, as chrony weights its regression (`sourcestats.c`: a sample's variance grows with
+   * its distance above the lowest in the register). A first datagram through cold caches or a send
+   * delayed by the scheduler then counts for little instead of a quarter of a burst.
+   */
+  #weighted(pts: readonly FitPoint[]): (FitPoint & { w: number })[] {
+    let min = Number.POSITIVE_INFINITY;
+    for (const p of pts) min = Math.min(min, p.delay ?? 0);
+    const sd = Math.max(this.#noiseFloorS, 1e-6);
+    const w = pts.map((p) => 1 / (1 + Math.max(0, (p.delay ?? 0) - min) / 2 / sd) ** 2);
+    const mean = w.reduce((a, b) => a + b, 0) / w.length;
+    return pts.map((p, i) => ({ ...p, w: (w[i] ?? 0) / mean }));
+  }
+
+  /** Weighted least squares over the window; the phase is the fitted line at the newest sample. */
   #refit(): void {
     for (;;) {
       const pts = this.#points;
@@ -206,19 +225,20 @@ export class Discipline {
       const newest = pts[n - 1];
       if (newest === undefined) return;
       const tNow = newest.t;
+      const wp = this.#weighted(pts);
       let mt = 0;
       let mo = 0;
-      for (const p of pts) {
-        mt += p.t;
-        mo += p.offset;
+      for (const p of wp) {
+        mt += p.w * p.t;
+        mo += p.w * p.offset;
       }
       mt /= n;
       mo /= n;
       let stt = 0;
       let sto = 0;
-      for (const p of pts) {
-        stt += (p.t - mt) ** 2;
-        sto += (p.t - mt) * (p.offset - mo);
+      for (const p of wp) {
+        stt += p.w * (p.t - mt) ** 2;
+        sto += p.w * (p.t - mt) * (p.offset - mo);
       }
       let freq = this.#priorFreq;
       let freqError = this.#priorFreqError;
@@ -226,7 +246,7 @@ export class Discipline {
       if (n >= 3 && stt > 0) {
         const slope = sto / stt;
         let ss = 0;
-        for (const p of pts) ss += (p.offset - mo - slope * (p.t - mt)) ** 2;
+        for (const p of wp) ss += p.w * (p.offset - mo - slope * (p.t - mt)) ** 2;
         const s = Math.max(this.#noiseFloorS, Math.sqrt(ss / (n - 2)));
         const slopeError = s / Math.sqrt(stt);
         // The window decides once its slope is better known than the prior. Its value replaces the prior
@@ -250,7 +270,7 @@ export class Discipline {
       // Phase: the mean offset projected to the newest sample with the chosen frequency.
       const phase = mo + freq * (tNow - mt);
       let ss = 0;
-      for (const p of pts) ss += (p.offset - (phase + freq * (p.t - tNow))) ** 2;
+      for (const p of wp) ss += p.w * (p.offset - (phase + freq * (p.t - tNow))) ** 2;
       const s = Math.max(this.#noiseFloorS, n > 2 ? Math.sqrt(ss / (n - 2)) : this.#noiseFloorS);
       const lever = tNow - mt;
       this.#freq = freq;

@@ -196,6 +196,17 @@ export class NtpPeer {
     return buf;
   }
 
+  /**
+   * The outstanding request left at `sentMs` (monotonic) with raw time `t1`: the kernel's transmit
+   * timestamp, later and more exact than the reading written into the request before send(). The reply
+   * is still matched against the transmit field as sent; offset and delay use this T1 (RFC 5905 §8).
+   */
+  transmitted(t1: NtpTimestamp, sentMs: number): void {
+    const o = this.#outstanding;
+    if (o === undefined) return;
+    this.#outstanding = { ...o, t1, sentMs };
+  }
+
   /** Feed one datagram from the peer; `t4` is the raw local clock taken on arrival. */
   receive(msg: Uint8Array, t4: NtpTimestamp, nowMs: number): PeerReceiveResult {
     let packet: NtpPacket;

@@ -46,6 +46,7 @@ export function buildHttpApp(options: {
             estimated_error_s: Number.isFinite(clock.estimatedErrorS) ? clock.estimatedErrorS : null,
             reference: clock.selected ?? null,
             host_clock_steps: clock.hostClockSteps,
+            kernel_timestamps_replaced: clock.kernelStampsReplaced,
           }
         : {}),
     });
@@ -66,6 +67,8 @@ export interface ClockHealth {
   estimatedErrorS: number;
   selected: string | undefined;
   hostClockSteps: number;
+  /** Kernel timestamps outside their window, replaced by the handler's reading (kernel-rx-timestamp.ts). */
+  kernelStampsReplaced: number;
 }
 
 /**

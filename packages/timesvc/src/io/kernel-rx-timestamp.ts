@@ -35,7 +35,7 @@ export function kernelRxTimestampsAvailable(): boolean {
  * `_handle` getter is deprecated, DEP0112); if that ever changes this returns undefined and the caller falls
  * back to userspace timestamps.
  */
-function socketFd(socket: Socket): number | undefined {
+export function socketFd(socket: Socket): number | undefined {
   const sym = Object.getOwnPropertySymbols(socket).find((s) => s.description === 'state symbol');
   if (!sym) return undefined;
   const state = (socket as unknown as Record<symbol, { handle?: { fd?: unknown } } | undefined>)[sym];
@@ -77,6 +77,16 @@ export interface ArrivalTime {
   at: (perf: number) => number;
 }
 
+/**
+ * The window a mapped kernel receive timestamp must lie in: [read − RX_WINDOW_MS, read], ms. Half a second:
+ * a timestamp mapped through a realtime offset that a leap second (or any step of 0.5 s or more) has made
+ * stale always falls outside it, whichever way the step went, while a datagram read that late after its
+ * arrival is late for reasons no timestamp repairs (docs/leap-seconds.md "The host's own leap").
+ */
+export const RX_WINDOW_MS = 500;
+/** Slack for the mapping's own uncertainty (the offset is measured to a few µs; served-clock.ts), ms. */
+const RX_MAPPING_SLACK_MS = 0.05;
+
 /** The one receive-timestamp path shared by the NTP server and the peer clients. */
 export function arrivalTime(
   socket: Socket,
@@ -84,19 +94,32 @@ export function arrivalTime(
   options: { kernel: boolean; correctionMs: number },
 ): ArrivalTime {
   const correctionMs = options.correctionMs;
-  const delay = options.kernel ? kernelRxDelay(socket) : undefined;
-  if (!delay) return { kernel: false, at: (perf) => perf - correctionMs };
+  const a = options.kernel ? addon() : undefined;
+  const fd = a ? socketFd(socket) : undefined;
+  if (!a || fd === undefined) return { kernel: false, at: (perf) => perf - correctionMs };
+  a.lastRxTimestampMs(fd); // enables timestamping on this socket (socket(7) SIOCGSTAMP)
   return {
     kernel: true,
     at: (perf) => {
-      const kernelNowMs = clock.kernelRealtimeMs(perf);
-      // The realtime clock read directly (whole ms, truncated) must agree with the mapping. If it does not,
-      // the host clock was stepped since the offset was measured (served-clock.ts notices within a second):
-      // a kernel timestamp in the new realtime carried by the old offset would be off by the step, so the
-      // handler's own reading is used until then.
-      const skewMs = kernelNowMs - Date.now();
-      if (skewMs < -STALE_MAPPING_MS || skewMs > 1 + STALE_MAPPING_MS) return perf - correctionMs;
-      return perf - (delay(kernelNowMs) ?? correctionMs);
+      const stamp = a.lastRxTimestampMs(fd);
+      if (stamp === undefined) return perf - correctionMs;
+      // Every mapped timestamp must lie between the read minus the window and the read itself, and the
+      // realtime clock read directly (whole ms, truncated) must agree with the mapping. Either failing
+      // means the host clock stepped (a leap second too) since the offset was measured (served-clock.ts
+      // notices within a second): the kernel's time carried by the old offset would be off by the step,
+      // so the handler's own reading is used, and counted.
+      const atMs = clock.kernelStampMonoMs(stamp);
+      const skewMs = clock.kernelRealtimeMs(perf) - clock.kernelRealtimeNowMs();
+      if (
+        atMs > perf + RX_MAPPING_SLACK_MS ||
+        atMs < perf - RX_WINDOW_MS ||
+        skewMs < -STALE_MAPPING_MS ||
+        skewMs > 1 + STALE_MAPPING_MS
+      ) {
+        clock.kernelStampsReplaced++;
+        return perf - correctionMs;
+      }
+      return Math.min(perf, atMs);
     },
   };
 }

@@ -7,6 +7,7 @@ import type { ClockManager, ReferenceSource, ReferenceStatus } from '../domain/c
 import { addressRefId } from '../domain/clock-manager.ts';
 import { NtpPeer, type PeerConfig, type PeerStatus } from '../domain/ntp-peer.ts';
 import { arrivalTime, type ArrivalTime } from './kernel-rx-timestamp.ts';
+import { transmitTime, type TransmitTime } from './kernel-tx-timestamp.ts';
 import type { NtsPeerSecurity, NtsPeerStatus } from './nts-peer.ts';
 import type { ServedClock } from './served-clock.ts';
 
@@ -36,6 +37,10 @@ export class PeerClient implements ReferenceSource {
   readonly #rxOptions: { kernel: boolean; correctionMs: number };
   /** Receive timestamps of the connected socket (kernel-rx-timestamp.ts). */
   #arrival: ArrivalTime | undefined;
+  /** Kernel transmit timestamps of the connected socket (kernel-tx-timestamp.ts), where available. */
+  #transmit: TransmitTime | undefined;
+  /** The outstanding request's send() started at this monotonic ms; its kernel stamp is still to be read. */
+  #txPendingFromMs: number | undefined;
   /** NTS for this peer (nts-peer.ts): requests wrapped, only authentic replies reach the peer logic. */
   readonly #nts: NtsPeerSecurity | undefined;
 
@@ -149,6 +154,7 @@ export class PeerClient implements ReferenceSource {
       }
       this.#socket = s;
       this.#arrival = arrivalTime(s, this.#clock, this.#rxOptions);
+      this.#transmit = this.#rxOptions.kernel ? transmitTime(s, this.#clock) : undefined;
       this.#resolved = address;
       this.#refId = addressRefId(address);
       this.#logger.info({ address }, 'peer resolved');
@@ -185,21 +191,49 @@ export class PeerClient implements ReferenceSource {
     this.peer.holdPoll = this.#manager.state !== 'LOCKED';
     // A longer poll only once the estimate would hold over it (docs/clock-discipline.md "Acquisition").
     this.peer.freezePoll = !this.#manager.pollMayRise(this.id, 2 ** (this.peer.poll + 1));
-    // T1 as late as possible: taken while building the request, sent right away.
-    const plain = this.peer.request(now, this.#clock.read(false));
+    // T1 as late as possible: taken while building the request, sent right away; then replaced by the
+    // kernel's transmit timestamp where there is one (kernel-tx-timestamp.ts).
+    const t1Ms = performance.now();
+    const plain = this.peer.request(now, this.#clock.read(false, t1Ms));
     const req = plain && this.#nts ? this.#nts.wrap(plain) : plain;
     if (req) {
+      const tx = this.#transmit;
+      tx?.beforeSend();
+      // A connected socket sends synchronously: the datagram has reached the kernel when send() returns.
       socket.send(req, (err) => {
         if (err) this.#logger.debug({ err: err.message }, 'peer send failed');
       });
+      this.#txPendingFromMs = undefined;
+      if (tx) {
+        const sentMs = tx.sent(t1Ms);
+        if (sentMs === undefined) {
+          // Queued later (a busy device queue): read soon, since a queued stamp keeps the socket
+          // reporting an error condition to the event loop until it is read, and at the latest with
+          // the reply.
+          this.#txPendingFromMs = t1Ms;
+          for (const ms of [1, 20, 200]) setTimeout(() => this.#lateTransmitStamp(), ms).unref();
+        } else this.peer.transmitted(this.#clock.read(false, sentMs), sentMs);
+      }
     }
     this.#schedule(this.peer.nextPollMs - performance.now());
+  }
+
+  #lateTransmitStamp(): void {
+    const from = this.#txPendingFromMs;
+    if (from === undefined || !this.#transmit) return;
+    const sentMs = this.#transmit.sent(from);
+    if (sentMs === undefined) return;
+    this.#txPendingFromMs = undefined;
+    this.peer.transmitted(this.#clock.read(false, sentMs), sentMs);
   }
 
   #onMessage(msg: Buffer): void {
     const perf = performance.now();
     // T4 first thing (kernel-rx-timestamp.ts); 'message' only fires once the socket, and so #arrival, is set.
     const t4 = this.#clock.read(false, this.#arrival?.at(perf) ?? perf);
+    // A transmit stamp the kernel queued only after send() returned is read now, before the reply counts.
+    this.#lateTransmitStamp();
+    this.#txPendingFromMs = undefined;
     const inner = this.#nts ? this.#nts.unwrap(msg) : msg;
     if (inner === undefined) return;
     const result = this.peer.receive(inner, t4, perf);

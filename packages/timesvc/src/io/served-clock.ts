@@ -18,6 +18,13 @@ import { ZERO_CORRECTION, correctionAt, type Correction } from '../domain/correc
 export interface TimeSource {
   wallMs: () => number;
   monoMs: () => number;
+  /**
+   * A kernel timestamp (the real CLOCK_REALTIME, Unix ms) on this source's realtime scale. The host's own
+   * source needs none (kernel timestamps are its realtime). A test's simulated host gives one so that the
+   * kernel timestamps of its sockets shift, step or leap with its realtime as a real host's would; a source
+   * without it has kernel timestamps read against the real realtime clock, measured apart.
+   */
+  kernelStampMs?: (realtimeMs: number) => number;
 }
 
 export const hostTimeSource: TimeSource = { wallMs: () => Date.now(), monoMs: () => performance.now() };
@@ -77,6 +84,10 @@ export function findEdge(src: TimeSource, maxMs = 12): { wallMs: number; monoMs:
 
 export class ServedClock {
   readonly #src: TimeSource;
+  /** The realtime clock kernel timestamps are on: the source itself, or the real host's (see TimeSource). */
+  readonly #kernelSrc: TimeSource;
+  /** Kernel timestamps not used because they lay outside their window (kernel-rx-timestamp.ts). */
+  kernelStampsReplaced = 0;
   #anchorSec = 0;
   /** Nanoseconds past #anchorSec at #anchorPerf. */
   #anchorNs = 0;
@@ -97,6 +108,8 @@ export class ServedClock {
 
   constructor(options: { source?: TimeSource; onStep?: (deltaMs: number) => void } = {}) {
     this.#src = options.source ?? hostTimeSource;
+    const src = this.#src;
+    this.#kernelSrc = src === hostTimeSource || src.kernelStampMs === undefined ? hostTimeSource : src;
     this.#onStep = options.onStep;
     // Two searches, the narrower wins: the first may run cold (JIT) and bracket the edge widely.
     const first = findEdge(this.#src, 50);
@@ -123,7 +136,10 @@ export class ServedClock {
       this.#hostOffsetMs = host.offsetMs;
       this.#hostWidthMs = host.widthMs;
     }
-    const kernel = this.#src === hostTimeSource ? host : measureOffset(hostTimeSource, this, force ? 50 : 3);
+    const kernel =
+      this.#src === hostTimeSource || this.#src.kernelStampMs
+        ? host
+        : measureOffset(hostTimeSource, this, force ? 50 : 3);
     if (force || kernel.widthMs < this.#kernelWidthMs || (stale && kernel.widthMs <= GOOD_EDGE_MS)) {
       this.#kernelOffsetMs = kernel.offsetMs;
       this.#kernelWidthMs = kernel.widthMs;
@@ -175,8 +191,8 @@ export class ServedClock {
       this.#onStep?.(this.#hostOffsetMs - before);
       return;
     }
-    const kernel = (): boolean => outside(hostTimeSource, this.#kernelOffsetMs, this.#kernelWidthMs);
-    if (this.#src !== hostTimeSource && kernel() && kernel()) {
+    const kernel = (): boolean => outside(this.#kernelSrc, this.#kernelOffsetMs, this.#kernelWidthMs);
+    if (this.#src !== hostTimeSource && !this.#src.kernelStampMs && kernel() && kernel()) {
       this.#remeasure(true);
       return;
     }
@@ -205,6 +221,20 @@ export class ServedClock {
   /** The kernel's CLOCK_REALTIME at monotonic `perf`, Unix ms (to read kernel receive timestamps). */
   kernelRealtimeMs(perf = performance.now()): number {
     return this.rawUnixMs(perf) + this.#kernelOffsetMs;
+  }
+
+  /** The kernel's CLOCK_REALTIME read directly now (whole ms), on the scale kernel timestamps map from. */
+  kernelRealtimeNowMs(): number {
+    return this.#kernelSrc.wallMs();
+  }
+
+  /**
+   * A kernel timestamp (CLOCK_REALTIME, Unix ms, as the addons return it) as monotonic ms, through the
+   * last measured realtime offset: right unless the host clock stepped since (then off by the step).
+   */
+  kernelStampMonoMs(realtimeMs: number): number {
+    const wall = this.#src.kernelStampMs ? this.#src.kernelStampMs(realtimeMs) : realtimeMs;
+    return this.#anchorPerf + (wall - this.#kernelOffsetMs - this.#anchorSec * 1000 - this.#anchorNs / 1e6);
   }
 
   /** Write the raw or served time at monotonic `perf` as an NTP timestamp into buf[offset..offset+8]. */

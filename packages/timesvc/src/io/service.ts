@@ -21,7 +21,13 @@ import { NtsPeerSecurity } from './nts-peer.ts';
 import { createNtsServerSide, registerNtsMetrics, type NtsServerSide } from './nts-service.ts';
 import { PeerClient } from './peer-client.ts';
 import { LeapListFile } from './leap-list.ts';
-import { ServedClock, hiresClock, measurePrecision, type TimeSource } from './served-clock.ts';
+import {
+  ServedClock,
+  hiresClock,
+  hostTimeSource,
+  measurePrecision,
+  type TimeSource,
+} from './served-clock.ts';
 import { SourceStatsTracker } from '../domain/source-stats.ts';
 import { createWebLayer, type WebLayer } from './web/web-layer.ts';
 import type { LogRing } from './web/log-ring.ts';
@@ -84,7 +90,10 @@ export function createTimesvc(
     ...(options.timeSource ? { source: options.timeSource } : {}),
     onStep: (deltaMs) => {
       // The host's own leap second (the OS stepping CLOCK_REALTIME by 1 s at a UTC midnight) is one case.
-      const leap = Math.abs(Math.abs(deltaMs) - 1000) < 50 && Date.now() % 86_400_000 < 120_000;
+      // Within two minutes of a UTC midnight on the host's clock, either side: after an insertion the
+      // host reads 23:59:59 again when the step is noticed.
+      const dayMs = (options.timeSource ?? hostTimeSource).wallMs() % 86_400_000;
+      const leap = Math.abs(Math.abs(deltaMs) - 1000) < 50 && Math.min(dayMs, 86_400_000 - dayMs) < 120_000;
       clockLog.warn(
         { deltaMs, hostLeapSecond: leap },
         leap
@@ -235,6 +244,7 @@ export function createTimesvc(
         estimatedErrorS: snap.estimatedErrorS,
         selected: snap.selected ?? snap.lastReference,
         hostClockSteps: served.steps,
+        kernelStampsReplaced: served.kernelStampsReplaced,
       };
     },
     holdoverMaxErrorS: d.holdover_max_error,

@@ -2,6 +2,7 @@ import { createSocket, type Socket } from 'node:dgram';
 import { performance } from 'node:perf_hooks';
 import { stepTo } from '../../src/domain/correction.ts';
 import { arrivalTime, type ArrivalTime } from '../../src/io/kernel-rx-timestamp.ts';
+import { transmitTime, type TransmitTime } from '../../src/io/kernel-tx-timestamp.ts';
 import { ServedClock } from '../../src/io/served-clock.ts';
 import {
   MODE,
@@ -174,7 +175,9 @@ export class OffsetUpstream {
 
   /** Open one more server socket (index = the order of calls, from 0); returns its index. */
   async listen(): Promise<number> {
-    const s = createSocket('udp4');
+    // Replies go to IP literals: a synchronous lookup lets send() reach the kernel before it returns, right
+    // after T3 is read (dgram's default lookup defers the send to a later tick), as a real server's would.
+    const s = createSocket({ type: 'udp4', lookup: syncLookup4 });
     const entry = {
       socket: s,
       arrival: { kernel: false, at: (p: number) => p } as ArrivalTime,
@@ -217,6 +220,20 @@ export class OffsetUpstream {
   }
 }
 
+/** dgram lookup answering the IPv4 literal synchronously. */
+function syncLookup4(
+  address: string,
+  optionsOrCb: unknown,
+  maybeCb?: (err: Error | null, address: string, family: number) => void,
+): void {
+  const cb = (typeof optionsOrCb === 'function' ? optionsOrCb : maybeCb) as (
+    err: Error | null,
+    address: string,
+    family: number,
+  ) => void;
+  cb(null, address, 4);
+}
+
 export interface ProbeRecord {
   /** Monotonic ms at which the request was sent. */
   atMs: number;
@@ -232,6 +249,9 @@ export interface ProbeRecord {
   errorS: number;
   /** This probe's round-trip delay, seconds. */
   delayS: number;
+  /** The reply's receive timestamp − the request's T1 (truth), and its transmit − receive timestamp, s. */
+  t21S: number;
+  t32S: number;
   /** Whether the truth had reached the server (OffsetUpstream.knowable). */
   knowable: boolean;
 }
@@ -245,7 +265,8 @@ export class Probe {
   #socket: Socket | undefined;
   #arrival: ArrivalTime | undefined;
   #timer: NodeJS.Timeout | undefined;
-  #pending: { t1: NtpTimestamp; atMs: number; nonce: Buffer } | undefined;
+  #pending: { t1: NtpTimestamp; atMs: number; nonce: Buffer; txFromMs?: number } | undefined;
+  #transmit: TransmitTime | undefined;
 
   constructor(
     readonly port: number,
@@ -258,12 +279,18 @@ export class Probe {
   async start(): Promise<void> {
     const s = createSocket('udp4');
     this.#socket = s;
+    // Connected: an ICMP "port unreachable" (the server under test restarting) surfaces as a socket error.
+    s.on('error', () => undefined);
     s.on('message', (msg) => {
       const perf = performance.now();
       const t4 = this.truth.truth(this.#arrival?.at(perf) ?? perf);
       const p = this.#pending;
       if (!p || msg.length < 48 || !msg.subarray(24, 32).equals(p.nonce)) return;
       this.#pending = undefined;
+      if (p.txFromMs !== undefined) {
+        const sent = this.#transmit?.sent(p.txFromMs);
+        if (sent !== undefined) p.t1 = this.truth.truth(sent);
+      }
       const pkt = decodeNtpPacket(msg);
       const t21 = timestampDiffSeconds(pkt.receiveTimestamp, p.t1);
       const t34 = timestampDiffSeconds(pkt.transmitTimestamp, t4);
@@ -277,13 +304,19 @@ export class Probe {
         rootDispersionS: shortToSeconds(pkt.rootDispersion),
         errorS: (t21 + t34) / 2,
         delayS: t21 - t34,
+        t21S: t21,
+        t32S: timestampDiffSeconds(pkt.transmitTimestamp, pkt.receiveTimestamp),
         // An exchange during which the truth changed measures nothing (its T1 and T4 disagree).
         knowable:
           this.truth.knowable(p.atMs, this.upstreamSocket) && !this.truth.changedBetween(p.atMs, perf),
       });
     });
     await new Promise<void>((resolve) => s.bind(0, '127.0.0.1', resolve));
+    // Connected: send() reaches the kernel before it returns, and T1 is the kernel's transmit timestamp
+    // (kernel-tx-timestamp.ts), so the probe's own error is only the server's send path.
+    await new Promise<void>((resolve) => s.connect(this.port, '127.0.0.1', resolve));
     this.#arrival = arrivalTime(s, this.truth.clock, { kernel: true, correctionMs: 0 });
+    this.#transmit = transmitTime(s, this.truth.clock);
     this.#timer = setInterval(() => {
       this.#send();
     }, this.intervalMs);
@@ -298,8 +331,18 @@ export class Probe {
     const t1 = this.truth.truth(atMs);
     req.writeUInt32BE(t1.seconds, 40);
     req.writeUInt32BE(t1.fraction, 44);
-    this.#pending = { t1, atMs, nonce: req.subarray(40, 48) };
-    s.send(req, this.port, '127.0.0.1');
+    const pending: { t1: NtpTimestamp; atMs: number; nonce: Buffer; txFromMs?: number } = {
+      t1,
+      atMs,
+      nonce: req.subarray(40, 48),
+    };
+    this.#pending = pending;
+    const tx = this.#transmit;
+    tx?.beforeSend();
+    s.send(req);
+    const sent = tx?.sent(atMs);
+    if (sent !== undefined) pending.t1 = this.truth.truth(sent);
+    else if (tx) pending.txFromMs = atMs;
   }
 
   /** The latest record. */

@@ -1,0 +1,66 @@
+import assert from 'node:assert/strict';
+import { createSocket } from 'node:dgram';
+import { performance } from 'node:perf_hooks';
+import { test } from 'node:test';
+import { timingBound } from '@broadcast-ops/core/testing';
+import { arrivalTime } from '../src/io/kernel-rx-timestamp.ts';
+import { kernelTxTimestampsAvailable, transmitTime } from '../src/io/kernel-tx-timestamp.ts';
+import { ServedClock } from '../src/io/served-clock.ts';
+
+/**
+ * Kernel transmit timestamps (native/tx-timestamp.c) on a connected UDP socket, as the upstream client
+ * uses them: each send's stamp lies between the reading taken before send() and its return, the next
+ * send's stamp is that datagram's (not a stale one), and receive timestamps on the same socket still work.
+ */
+
+test('the kernel transmit-timestamp addon is built (Linux)', () => {
+  assert.ok(
+    kernelTxTimestampsAvailable(),
+    'packages/timesvc/build/Release/tx_timestamp.node is missing: run `npm rebuild -w packages/timesvc`',
+  );
+});
+
+test('transmit stamps lie between the reading before send() and its return; receive stamps still work', async () => {
+  const clock = new ServedClock();
+  const echo = createSocket('udp4');
+  await new Promise<void>((r) => echo.bind(0, '127.0.0.1', r));
+  echo.on('message', (m, ri) => echo.send(m, ri.port, ri.address));
+  const s = createSocket('udp4');
+  await new Promise<void>((r) => s.connect(echo.address().port, '127.0.0.1', r));
+  const tx = transmitTime(s, clock);
+  const rx = arrivalTime(s, clock, { kernel: true, correctionMs: 0 });
+  assert.ok(tx && rx.kernel, 'kernel timestamps on the connected socket');
+  try {
+    const lags: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const replied = new Promise<{ perf: number; at: number }>((resolve) => {
+        s.once('message', () => {
+          const perf = performance.now();
+          resolve({ perf, at: rx.at(perf) });
+        });
+      });
+      tx.beforeSend();
+      const before = performance.now();
+      s.send(Buffer.alloc(48));
+      const after = performance.now();
+      const sent = tx.sent(before);
+      assert.ok(sent !== undefined, 'a stamp is queued when send() returns (loopback)');
+      assert.ok(
+        sent >= before && sent <= after,
+        `stamp ${sent - before} ms after the reading, send() took ${after - before} ms`,
+      );
+      lags.push(sent - before);
+      const r = await replied;
+      // The reply's receive timestamp is the kernel's: after the send, not later than the handler.
+      assert.ok(r.at >= sent && r.at <= r.perf, 'receive stamp between the send and the handler');
+    }
+    assert.equal(tx.rejected, 0);
+    assert.equal(clock.kernelStampsReplaced, 0);
+    assert.ok(Math.max(...lags) < (await timingBound(50)));
+    // Nothing left queued: a read now finds no stamp.
+    assert.equal(tx.sent(performance.now()), undefined);
+  } finally {
+    s.close();
+    echo.close();
+  }
+});
