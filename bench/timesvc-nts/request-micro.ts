@@ -4,7 +4,7 @@
  * (fresh cookies, S2C authenticator). For profiling (`node --cpu-prof --import tsx ...`) and for the
  * per-request figure in docs/performance.md; the socket cost is measured by bench/timesvc-nts/run.ts.
  *
- *   npx tsx bench/timesvc-nts/request-micro.ts [--ms 2000] [--plain]
+ *   npx tsx bench/timesvc-nts/request-micro.ts [--ms 2000] [--plain] [--node-gcm]
  */
 import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
@@ -14,12 +14,21 @@ import { NtsCookieJar } from '../../packages/timesvc/src/domain/nts-cookies.ts';
 import { NtsResponder } from '../../packages/timesvc/src/domain/nts-responder.ts';
 import { NtsClientSession } from '../../packages/timesvc/src/domain/nts-client-session.ts';
 import { AEAD_AES_SIV_CMAC_256 } from '../../packages/timesvc/src/protocol/nts-ke.ts';
+import { nativeCookieAead } from '../../packages/timesvc/src/io/native-cookie.ts';
 
 const { values } = parseArgs({
-  options: { ms: { type: 'string', default: '2000' }, plain: { type: 'boolean', default: false } },
+  options: {
+    ms: { type: 'string', default: '2000' },
+    plain: { type: 'boolean', default: false },
+    'node-gcm': { type: 'boolean', default: false },
+  },
 });
 const MS = Number(values.ms);
-const jar = new NtsCookieJar({ now: () => Date.now() });
+const jar = new NtsCookieJar({
+  now: () => Date.now(),
+  // As the service runs it (io/nts-service.ts): kept-key AES-GCM where the addon is built, unless --node-gcm.
+  aead: values['node-gcm'] ? undefined : nativeCookieAead(),
+});
 const nts = new NtsResponder({ cookies: jar, now: () => performance.now() });
 const keys = { aead: AEAD_AES_SIV_CMAC_256, c2s: randomBytes(32), s2c: randomBytes(32) };
 const POOL = 1024;
@@ -55,7 +64,7 @@ while (performance.now() - t0 < MS) for (let k = 0; k < 100; k++) once(n++);
 const cpu = process.cpuUsage(cpu0);
 const us = (cpu.user + cpu.system) / n;
 console.log(
-  `${values.plain ? 'plain NTP' : 'NTS'} request in process: ${us.toFixed(2)} µs CPU/request over ${n} ` +
+  `${values.plain ? 'plain NTP' : 'NTS'} request in process (cookie AES-GCM: ${values['node-gcm'] ? 'node:crypto' : 'native kept-key'}): ${us.toFixed(2)} µs CPU/request over ${n} ` +
     `(${bytes} reply bytes); load average ${loadavg()
       .map((l) => l.toFixed(2))
       .join(' ')}`,

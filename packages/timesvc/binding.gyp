@@ -7,6 +7,10 @@
     {
       "target_name": "ntp_mmsg",
       "conditions": [["OS=='linux'", { "sources": ["native/mmsg.c"] }]]
+    },
+    {
+      "target_name": "nts_cookie",
+      "conditions": [["OS=='linux'", { "sources": ["native/nts-cookie.c"] }]]
     }
   ]
 }

@@ -122,7 +122,9 @@ export const DROP_REASONS: readonly DropReason[] = [
  * `msg[offset, offset + length)` and, for a reply or a kiss, writes the 48-byte packet into
  * `out[outOffset, outOffset + 48)`. A reply has every field set except the receive timestamp (bytes
  * 32–39) and the transmit timestamp (40–47, zero), which the caller writes; a kiss is complete. Returns an
- * OUTCOME code. `address` is read only when `policy` has an access list or a rate limiter.
+ * OUTCOME code. `address` is read only when `policy` has an access list, or a rate limiter and no
+ * `addressRecord`; with `addressRecord` (the batched socket's raw source address at `recordOffset`) the
+ * rate limiter keys the client from its bytes (RateLimiter.checkBytes).
  */
 export function respondInto(
   msg: Uint8Array,
@@ -134,6 +136,8 @@ export function respondInto(
   policy: ResponderPolicy,
   out: Uint8Array,
   outOffset: number,
+  addressRecord?: Uint8Array,
+  recordOffset = 0,
 ): number {
   if (length < NTP_HEADER_LENGTH) return OUTCOME.DROP_SHORT;
   const b0 = msg[offset] ?? 0;
@@ -152,7 +156,10 @@ export function respondInto(
   }
   const denied = policy.access !== undefined && !policy.access.allows(address);
   if (policy.rateLimiter !== undefined) {
-    const decision = policy.rateLimiter.check(address, nowMs);
+    const decision =
+      addressRecord !== undefined
+        ? policy.rateLimiter.checkBytes(addressRecord, recordOffset, nowMs)
+        : policy.rateLimiter.check(address, nowMs);
     if (decision === 'drop') return OUTCOME.DROP_RATE_LIMITED;
     if (decision === 'kod') {
       kissInto(msg, offset, version, RATE, out, outOffset);

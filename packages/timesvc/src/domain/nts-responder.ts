@@ -3,16 +3,17 @@ import {
   EF,
   NONCE_MIN_LENGTH,
   UID_MIN_LENGTH,
-  authenticatorInputs,
   authenticatorLength,
-  encodeAuthenticator,
   encodeField,
-  scanNtsPacket,
+  fieldLength,
+  newNtsRequestFields,
+  scanNtsRequest,
+  writeFieldHeader,
 } from '../protocol/nts-ef.ts';
 import { LEAP, MODE, NTP_HEADER_LENGTH, asciiRefId } from '../protocol/ntp-packet.ts';
 import { AEAD_AES_SIV_CMAC_256 } from '../protocol/nts-ke.ts';
 import type { NtsCookieJar } from './nts-cookies.ts';
-import { randomBuffer } from './random-pool.ts';
+import { randomInto } from './random-pool.ts';
 
 /**
  * The NTS part of answering an NTP request (RFC 8915 §5.7). The plain responder builds the 48-byte reply
@@ -29,8 +30,17 @@ export type NtsFailure = 'malformed' | 'no_uid' | 'bad_cookie' | 'bad_aead' | 'b
 export type NtsCheck =
   /** Not an NTS request: answer it as plain NTP. */
   | { kind: 'plain' }
-  /** Authentic: seal the reply with `seal` once the header (with transmit timestamp) is final. */
-  | { kind: 'authentic'; seal: (header: Buffer) => Buffer }
+  /**
+   * Authentic: seal the reply once the header (with transmit timestamp) is final: `seal` returns it as a
+   * new buffer; `sealInto` builds it in place after the 48-byte header at out[offset] (room for
+   * `length` bytes from offset) and returns its length.
+   */
+  | {
+      kind: 'authentic';
+      length: number;
+      seal: (header: Buffer) => Buffer;
+      sealInto: (out: Uint8Array, offset: number) => number;
+    }
   /** Cookie or authenticator failed: send this NTSN kiss. */
   | { kind: 'nak'; reason: NtsFailure; packet: Buffer }
   /** Not answerable (no UID to echo, or malformed NTS fields): drop. */
@@ -74,8 +84,12 @@ export class NtsResponder {
     droppedBy: { malformed: 0, no_uid: 0, bad_cookie: 0, bad_aead: 0, bad_auth: 0, short_nonce: 0 },
   };
   readonly #o: NtsResponderOptions;
-  /** C2S hex → cipher objects; insertion order = recency (re-inserted on use). */
+  /** C2S (latin1 text of the key) → cipher objects; insertion order = recency (re-inserted on use). */
   readonly #sessions = new Map<string, Session>();
+  /** Reused for every request (check and seal run synchronously, one request at a time). */
+  readonly #fields = newNtsRequestFields();
+  /** The reply's plaintext (fresh cookies) is built here; zeroed after each seal. */
+  readonly #scratch = Buffer.alloc(4096);
 
   constructor(options: NtsResponderOptions) {
     this.#o = options;
@@ -96,7 +110,7 @@ export class NtsResponder {
   }
 
   #session(c2sKey: Buffer, s2cKey: Buffer): Session {
-    const id = c2sKey.toString('hex');
+    const id = c2sKey.toString('latin1');
     let s = this.#sessions.get(id);
     if (s && s.s2cKey.equals(s2cKey)) this.#sessions.delete(id);
     // A new entry counts as active only once a request authenticates (lastSeenMs set by the caller).
@@ -125,54 +139,87 @@ export class NtsResponder {
   /** Inspect a client request (mode and version already checked by the plain responder). */
   check(msg: Uint8Array): NtsCheck {
     if (msg.length <= NTP_HEADER_LENGTH) return { kind: 'plain' };
-    const scan = scanNtsPacket(msg);
-    if (!scan.ok) {
-      // Not parseable as extension fields: the plain responder's own checks decide.
-      return { kind: 'plain' };
-    }
-    const v = scan.view;
-    const isNts = v.uid !== undefined || v.cookies.length > 0 || v.authenticator !== undefined;
-    if (!isNts) return { kind: 'plain' };
-    if (v.uid === undefined || v.uid.length < UID_MIN_LENGTH) return this.#fail('no_uid', msg, undefined);
-    if (v.cookies.length !== 1 || v.authenticator === undefined) return this.#fail('malformed', msg, v.uid);
-    const auth = v.authenticator;
-    if (auth.nonce.length < NONCE_MIN_LENGTH) return this.#fail('short_nonce', msg, v.uid);
-    const cookie = v.cookies[0] ?? new Uint8Array(0);
+    const f = this.#fields;
+    // Not parseable as extension fields: the plain responder's own checks decide.
+    if (!scanNtsRequest(msg, f) || !f.nts) return { kind: 'plain' };
+    const uid = f.uidOffset >= 0 ? msg.subarray(f.uidOffset, f.uidOffset + f.uidLength) : undefined;
+    if (uid === undefined || uid.length < UID_MIN_LENGTH) return this.#fail('no_uid', msg, undefined);
+    if (f.cookies !== 1 || !f.authenticator) return this.#fail('malformed', msg, uid);
+    if (f.nonceLength < NONCE_MIN_LENGTH) return this.#fail('short_nonce', msg, uid);
+    const cookie = msg.subarray(f.cookieOffset, f.cookieOffset + f.cookieLength);
     const opened = this.#o.cookies.open(cookie);
-    if (!opened.ok) return this.#fail('bad_cookie', msg, v.uid);
-    if (opened.keys.aead !== AEAD_AES_SIV_CMAC_256) return this.#fail('bad_aead', msg, v.uid);
+    if (!opened.ok) return this.#fail('bad_cookie', msg, uid);
+    if (opened.keys.aead !== AEAD_AES_SIV_CMAC_256) return this.#fail('bad_aead', msg, uid);
     const session = this.#session(opened.keys.c2s, opened.keys.s2c);
-    const plaintext = session.c2s.open(authenticatorInputs(msg, v.adEnd, auth.nonce), auth.ciphertext);
+    const nonce = msg.subarray(f.nonceOffset, f.nonceOffset + f.nonceLength);
+    const plaintext = session.c2s.open(
+      [msg.subarray(0, f.adEnd), nonce],
+      msg.subarray(f.ciphertextOffset, f.ciphertextOffset + f.ciphertextLength),
+    );
     if (plaintext === undefined) {
-      return this.#fail('bad_auth', msg, v.uid);
+      return this.#fail('bad_auth', msg, uid);
     }
     session.lastSeenMs = this.#o.now();
     // Encrypted fields from the client (none defined for requests) are accepted and ignored.
-    const placeholdersOk = v.placeholders.filter((n) => n === cookie.length).length;
-    const uidField = encodeField(EF.UNIQUE_IDENTIFIER, v.uid);
+    let placeholdersOk = 0;
+    for (let i = 0; i < f.placeholders; i++) if (f.placeholderLengths[i] === cookie.length) placeholdersOk++;
+    const uidFieldLength = fieldLength(uid.length);
     const keys = opened.keys;
-    const cookieFieldLength = 4 + cookie.length;
+    const cookieFieldLength = fieldLength(cookie.length);
     let count = 1 + placeholdersOk;
     // Non-amplification (RFC 8915 §5.7): the reply never exceeds the request.
     while (
       count > 1 &&
-      NTP_HEADER_LENGTH + uidField.length + authenticatorLength(16, count * cookieFieldLength) > msg.length
+      NTP_HEADER_LENGTH + uidFieldLength + authenticatorLength(16, count * cookieFieldLength) > msg.length
     ) {
       count--;
     }
+    const length = NTP_HEADER_LENGTH + uidFieldLength + authenticatorLength(16, count * cookieFieldLength);
     const jar = this.#o.cookies;
     const s2c = session.s2c;
+    const scratch = this.#scratch;
     this.counters.authenticated++;
+    const sealInto = (out: Uint8Array, offset: number): number => {
+      // UID echoed (authenticated, not encrypted), zero-padded.
+      let at = offset + NTP_HEADER_LENGTH;
+      writeFieldHeader(out, at, EF.UNIQUE_IDENTIFIER, uidFieldLength);
+      out.set(uid, at + 4);
+      out.fill(0, at + 4 + uid.length, at + uidFieldLength);
+      at += uidFieldLength;
+      const adEnd = at;
+      // Plaintext: `count` fresh cookies, each in a Cookie field, built in the scratch buffer.
+      const plainLength = count * cookieFieldLength;
+      const plain = plainLength <= scratch.length ? scratch : Buffer.alloc(plainLength);
+      for (let i = 0, p = 0; i < count; i++, p += cookieFieldLength) {
+        writeFieldHeader(plain, p, EF.COOKIE, cookieFieldLength);
+        jar.sealInto(keys, plain, p + 4);
+        plain.fill(0, p + 4 + cookie.length, p + cookieFieldLength);
+      }
+      // Authenticator: nonce length, ciphertext length, nonce, V ‖ C (RFC 8915 §5.6).
+      const nonceAt = at + 8;
+      randomInto(out, nonceAt, 16);
+      const sealed = s2c.seal(
+        [out.subarray(offset, adEnd), out.subarray(nonceAt, nonceAt + 16)],
+        plain.subarray(0, plainLength),
+      );
+      plain.fill(0, 0, plainLength);
+      const authLength = authenticatorLength(16, plainLength);
+      writeFieldHeader(out, at, EF.AUTHENTICATOR, authLength);
+      writeFieldHeader(out, at + 4, 16, sealed.length); // nonce length, ciphertext length
+      out.set(sealed, nonceAt + 16);
+      const end = at + authLength;
+      out.fill(0, nonceAt + 16 + sealed.length, end);
+      return end - offset;
+    };
     return {
       kind: 'authentic',
+      length,
+      sealInto,
       seal: (header) => {
-        const fresh: Buffer[] = [];
-        for (let i = 0; i < count; i++) fresh.push(encodeField(EF.COOKIE, jar.seal(keys)));
-        const plain = Buffer.concat(fresh);
-        const nonce = randomBuffer(16);
-        const ad = Buffer.concat([header.subarray(0, NTP_HEADER_LENGTH), uidField]);
-        const sealed = s2c.seal(authenticatorInputs(ad, ad.length, nonce), plain);
-        return Buffer.concat([ad, encodeAuthenticator(nonce, sealed)]);
+        const out = Buffer.allocUnsafe(length);
+        header.copy(out, 0, 0, NTP_HEADER_LENGTH);
+        sealInto(out, 0);
+        return out;
       },
     };
   }

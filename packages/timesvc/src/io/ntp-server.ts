@@ -13,7 +13,7 @@ import {
 } from '../domain/ntp-responder.ts';
 import type { NtsResponder } from '../domain/nts-responder.ts';
 import { NTP_HEADER_LENGTH } from '../protocol/ntp-packet.ts';
-import { BatchSocket, TX_STAMP } from './batch-socket.ts';
+import { ADDR_BYTES, BatchSocket, TX_STAMP } from './batch-socket.ts';
 import { arrivalTime, type ArrivalTime } from './kernel-rx-timestamp.ts';
 import type { ServedClock } from './served-clock.ts';
 
@@ -293,7 +293,8 @@ export class NtpServer {
     const perf = performance.now();
     const state = o.state();
     const policy = o.policy;
-    const needAddress = policy.access !== undefined || policy.rateLimiter !== undefined;
+    // Address text only for an access list; the rate limiter keys clients from the raw address bytes.
+    const needAddress = policy.access !== undefined;
     const correctionMs = o.rxCorrectionMs ?? 0;
     // Kernel receive timestamps are CLOCK_REALTIME: carried onto the served clock's time base through the
     // kernel-realtime mapping, checked once per batch against the realtime clock read directly (whole ms):
@@ -330,6 +331,8 @@ export class NtpServer {
         policy,
         tx,
         txOff,
+        b.rxAddr,
+        i * ADDR_BYTES,
       );
       if (code >= OUTCOME.DROP_SHORT) {
         c.dropped[DROP_REASONS[code - OUTCOME.DROP_SHORT] ?? 'malformed']++;
@@ -357,10 +360,15 @@ export class NtpServer {
           // The transmit timestamp is inside the authenticated data, so it is written just before sealing;
           // the sealed reply is then sent at once (with what is queued before it), so the time between
           // its T3 and the kernel is one seal, as on the dgram path.
-          const header = b.txBuffer.subarray(txOff, txOff + NTP_HEADER_LENGTH);
+          if (nts.length > slot) {
+            c.sendErrors++; // cannot happen: a reply is never longer than its request (nts-responder.ts)
+            continue;
+          }
           clock.write(tx, txOff + 40, true);
-          out = this.#queue(b, out, i, nts.seal(header));
-          out = this.#flush(b, out);
+          b.txLen[out] = nts.sealInto(tx, txOff);
+          b.txFrom[out] = i;
+          b.txFlags[out] = 0;
+          out = this.#flush(b, out + 1);
           continue;
         }
       }
