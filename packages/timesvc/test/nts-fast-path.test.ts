@@ -4,9 +4,10 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { NtsClientSession } from '../src/domain/nts-client-session.ts';
 import { NtsCookieJar } from '../src/domain/nts-cookies.ts';
-import { NtsResponder } from '../src/domain/nts-responder.ts';
+import { NtsResponder, jsNtsSiv } from '../src/domain/nts-responder.ts';
 import { RateLimiter } from '../src/domain/rate-limiter.ts';
-import { nativeCookieAead } from '../src/io/native-cookie.ts';
+import { nativeCookieAead, nativeNtsSiv } from '../src/io/native-cookie.ts';
+import { AesSiv } from '../src/protocol/aes-siv.ts';
 import { EF, newNtsRequestFields, scanNtsPacket, scanNtsRequest } from '../src/protocol/nts-ef.ts';
 
 /**
@@ -54,14 +55,43 @@ test('fast-check: kept-key AES-GCM cookies and node:crypto cookies open each oth
   );
 });
 
-test('fresh cookies differ (a new nonce each) and the native jar answers NTS requests end to end', () => {
+test("fast-check: OpenSSL AES-SIV (addon) gives the hand-written AES-SIV's bytes, empty plaintext included", () => {
+  const native = nativeNtsSiv();
+  assert.ok(native, 'the addon provides AES-SIV');
+  fc.assert(
+    fc.property(
+      fc.uint8Array({ minLength: 32, maxLength: 32 }),
+      fc.uint8Array({ maxLength: 400 }),
+      fc.uint8Array({ minLength: 16, maxLength: 32 }),
+      fc.oneof(fc.constant(new Uint8Array(0)), fc.uint8Array({ maxLength: 1100 })),
+      fc.nat(),
+      (key, ad, nonce, plain, flip) => {
+        const a = native(key);
+        const js = jsNtsSiv(key);
+        const sealed = Buffer.from(a.seal(ad, nonce, plain));
+        assert.deepEqual(sealed, new AesSiv(key).seal([ad, nonce], plain), 'same V ‖ C');
+        assert.deepEqual(Buffer.from(js.open(ad, nonce, sealed) ?? []), Buffer.from(plain));
+        assert.deepEqual(Buffer.from(a.open(ad, nonce, sealed) ?? [0]), Buffer.from(plain));
+        const bad = Buffer.from(sealed);
+        bad[flip % bad.length] = (bad[flip % bad.length] ?? 0) ^ 1;
+        assert.equal(a.open(ad, nonce, bad), undefined, 'tampered: refused');
+        const other = Buffer.from(nonce);
+        other[0] = (other[0] ?? 0) ^ 1;
+        assert.equal(a.open(ad, other, sealed), undefined, 'another nonce: refused');
+      },
+    ),
+    { numRuns: 400, interruptAfterTimeLimit: 8000 },
+  );
+});
+
+test("fresh cookies differ (a new nonce each); with the addon's AES-GCM and AES-SIV a request is answered end to end", () => {
   const aead = nativeCookieAead();
   const jar = new NtsCookieJar({ now: Date.now, aead });
   const keys = { aead: 15, c2s: randomBytes(32), s2c: randomBytes(32) };
   const a = jar.seal(keys);
   const b = jar.seal(keys);
   assert.notDeepEqual(a.subarray(4, 16), b.subarray(4, 16));
-  const responder = new NtsResponder({ cookies: jar, now: () => 0 });
+  const responder = new NtsResponder({ cookies: jar, now: () => 0, siv: nativeNtsSiv() });
   const session = new NtsClientSession(keys, [a, b]);
   const h = Buffer.alloc(48);
   h[0] = 0x23;

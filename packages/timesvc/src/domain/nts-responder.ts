@@ -55,9 +55,27 @@ export interface NtsResponderCounters {
   droppedBy: Record<NtsFailure, number>;
 }
 
+/**
+ * AEAD_AES_SIV_CMAC_256 as the NTS authenticator uses it (RFC 8915 §5.6): S2V over [the packet before the
+ * authenticator, the nonce]. `seal` returns V ‖ C; `open` the plaintext, or undefined when V does not verify.
+ */
+export interface NtsSiv {
+  seal(ad: Uint8Array, nonce: Uint8Array, plaintext: Uint8Array): Uint8Array;
+  open(ad: Uint8Array, nonce: Uint8Array, sealed: Uint8Array): Uint8Array | undefined;
+}
+
+/** The hand-written AES-SIV (protocol/aes-siv.ts) as an NtsSiv; the default. */
+export function jsNtsSiv(key: Uint8Array): NtsSiv {
+  const siv = new AesSiv(key);
+  return {
+    seal: (ad, nonce, plaintext) => siv.seal([ad, nonce], plaintext),
+    open: (ad, nonce, sealed) => siv.open([ad, nonce], sealed),
+  };
+}
+
 interface Session {
-  c2s: AesSiv;
-  s2c: AesSiv;
+  c2s: NtsSiv;
+  s2c: NtsSiv;
   s2cKey: Buffer;
   c2sKey: Buffer;
   lastSeenMs: number;
@@ -73,6 +91,11 @@ export interface NtsResponderOptions {
   activeWindowMs?: number;
   /** Largest number of cached client key pairs (default 10,000); the oldest are evicted. */
   maxSessions?: number;
+  /**
+   * AES-SIV per client key: OpenSSL's through the addon where it is built (io/native-cookie.ts), else the
+   * hand-written one (jsNtsSiv, the default). Both give the same bytes.
+   */
+  siv?: ((key: Uint8Array) => NtsSiv) | undefined;
 }
 
 export class NtsResponder {
@@ -114,7 +137,10 @@ export class NtsResponder {
     let s = this.#sessions.get(id);
     if (s && s.s2cKey.equals(s2cKey)) this.#sessions.delete(id);
     // A new entry counts as active only once a request authenticates (lastSeenMs set by the caller).
-    else s = { c2s: new AesSiv(c2sKey), s2c: new AesSiv(s2cKey), c2sKey, s2cKey, lastSeenMs: -Infinity };
+    else {
+      const siv = this.#o.siv ?? jsNtsSiv;
+      s = { c2s: siv(c2sKey), s2c: siv(s2cKey), c2sKey, s2cKey, lastSeenMs: -Infinity };
+    }
     this.#sessions.set(id, s);
     const max = this.#o.maxSessions ?? 10_000;
     while (this.#sessions.size > max) {
@@ -153,7 +179,8 @@ export class NtsResponder {
     const session = this.#session(opened.keys.c2s, opened.keys.s2c);
     const nonce = msg.subarray(f.nonceOffset, f.nonceOffset + f.nonceLength);
     const plaintext = session.c2s.open(
-      [msg.subarray(0, f.adEnd), nonce],
+      msg.subarray(0, f.adEnd),
+      nonce,
       msg.subarray(f.ciphertextOffset, f.ciphertextOffset + f.ciphertextLength),
     );
     if (plaintext === undefined) {
@@ -199,7 +226,8 @@ export class NtsResponder {
       const nonceAt = at + 8;
       randomInto(out, nonceAt, 16);
       const sealed = s2c.seal(
-        [out.subarray(offset, adEnd), out.subarray(nonceAt, nonceAt + 16)],
+        out.subarray(offset, adEnd),
+        out.subarray(nonceAt, nonceAt + 16),
         plain.subarray(0, plainLength),
       );
       plain.fill(0, 0, plainLength);
