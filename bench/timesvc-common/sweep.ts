@@ -50,7 +50,8 @@ export function best<R extends SweepStep>(results: readonly R[], lossLimit: numb
  * Several servers swept together: at each rate every server still in the sweep gets its step before the
  * next rate, in turn, so the load of a shared machine weighs on all of them alike (a separate sweep per
  * server lets the machine's load drift between them). A server leaves the sweep after its second failed
- * step (each failed step is retried once, as in `sweep`). Results in the order of `servers`.
+ * step (each failed step is retried once, as in `sweep`). Each server first gets one unmeasured warm-up
+ * step at the first rate. Results in the order of `servers`.
  */
 export async function sweepTogether<R extends SweepStep>(
   servers: readonly { name: string; step: (rate: number) => Promise<R> }[],
@@ -60,6 +61,13 @@ export async function sweepTogether<R extends SweepStep>(
 ): Promise<R[][]> {
   const results: R[][] = servers.map(() => []);
   const failures = servers.map(() => 0);
+  // One unmeasured step per server at the first rate: a Node server's request path is compiled by the JIT
+  // in its first seconds under load, which is start-up, not the cost per request (chronyd gets it too).
+  for (const { name, step } of servers) {
+    const r = await step(rates[0] ?? 1000);
+    console.log(`  ${name.padEnd(8)} warm-up at ${rates[0]}/s (not counted): ${detail(r)}`);
+    await new Promise((res) => setTimeout(res, 300));
+  }
   for (const rate of rates) {
     for (let s = 0; s < servers.length; s++) {
       if (failures[s]! >= 2) continue;

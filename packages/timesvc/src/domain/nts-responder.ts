@@ -12,7 +12,7 @@ import {
 } from '../protocol/nts-ef.ts';
 import { LEAP, MODE, NTP_HEADER_LENGTH, asciiRefId } from '../protocol/ntp-packet.ts';
 import { AEAD_AES_SIV_CMAC_256 } from '../protocol/nts-ke.ts';
-import type { NtsCookieJar } from './nts-cookies.ts';
+import type { CookieKeys, NtsCookieJar } from './nts-cookies.ts';
 import { randomInto } from './random-pool.ts';
 
 /**
@@ -35,12 +35,7 @@ export type NtsCheck =
    * new buffer; `sealInto` builds it in place after the 48-byte header at out[offset] (room for
    * `length` bytes from offset) and returns its length.
    */
-  | {
-      kind: 'authentic';
-      length: number;
-      seal: (header: Buffer) => Buffer;
-      sealInto: (out: Uint8Array, offset: number) => number;
-    }
+  | AuthenticReply
   /** Cookie or authenticator failed: send this NTSN kiss. */
   | { kind: 'nak'; reason: NtsFailure; packet: Buffer }
   /** Not answerable (no UID to echo, or malformed NTS fields): drop. */
@@ -61,6 +56,8 @@ export interface NtsResponderCounters {
  */
 export interface NtsSiv {
   seal(ad: Uint8Array, nonce: Uint8Array, plaintext: Uint8Array): Uint8Array;
+  /** seal, written to out[at, at + 16 + plaintext.length); returns that length. */
+  sealInto(ad: Uint8Array, nonce: Uint8Array, plaintext: Uint8Array, out: Uint8Array, at: number): number;
   open(ad: Uint8Array, nonce: Uint8Array, sealed: Uint8Array): Uint8Array | undefined;
 }
 
@@ -69,6 +66,11 @@ export function jsNtsSiv(key: Uint8Array): NtsSiv {
   const siv = new AesSiv(key);
   return {
     seal: (ad, nonce, plaintext) => siv.seal([ad, nonce], plaintext),
+    sealInto: (ad, nonce, plaintext, out, at) => {
+      const sealed = siv.seal([ad, nonce], plaintext);
+      out.set(sealed, at);
+      return sealed.length;
+    },
     open: (ad, nonce, sealed) => siv.open([ad, nonce], sealed),
   };
 }
@@ -191,7 +193,6 @@ export class NtsResponder {
     let placeholdersOk = 0;
     for (let i = 0; i < f.placeholders; i++) if (f.placeholderLengths[i] === cookie.length) placeholdersOk++;
     const uidFieldLength = fieldLength(uid.length);
-    const keys = opened.keys;
     const cookieFieldLength = fieldLength(cookie.length);
     let count = 1 + placeholdersOk;
     // Non-amplification (RFC 8915 §5.7): the reply never exceeds the request.
@@ -202,54 +203,101 @@ export class NtsResponder {
       count--;
     }
     const length = NTP_HEADER_LENGTH + uidFieldLength + authenticatorLength(16, count * cookieFieldLength);
-    const jar = this.#o.cookies;
-    const s2c = session.s2c;
-    const scratch = this.#scratch;
     this.counters.authenticated++;
-    const sealInto = (out: Uint8Array, offset: number): number => {
-      // UID echoed (authenticated, not encrypted), zero-padded.
-      let at = offset + NTP_HEADER_LENGTH;
-      writeFieldHeader(out, at, EF.UNIQUE_IDENTIFIER, uidFieldLength);
-      out.set(uid, at + 4);
-      out.fill(0, at + 4 + uid.length, at + uidFieldLength);
-      at += uidFieldLength;
-      const adEnd = at;
-      // Plaintext: `count` fresh cookies, each in a Cookie field, built in the scratch buffer.
-      const plainLength = count * cookieFieldLength;
-      const plain = plainLength <= scratch.length ? scratch : Buffer.alloc(plainLength);
-      for (let i = 0, p = 0; i < count; i++, p += cookieFieldLength) {
-        writeFieldHeader(plain, p, EF.COOKIE, cookieFieldLength);
-        jar.sealInto(keys, plain, p + 4);
-        plain.fill(0, p + 4 + cookie.length, p + cookieFieldLength);
-      }
-      // Authenticator: nonce length, ciphertext length, nonce, V ‖ C (RFC 8915 §5.6).
-      const nonceAt = at + 8;
-      randomInto(out, nonceAt, 16);
-      const sealed = s2c.seal(
-        out.subarray(offset, adEnd),
-        out.subarray(nonceAt, nonceAt + 16),
-        plain.subarray(0, plainLength),
-      );
-      plain.fill(0, 0, plainLength);
-      const authLength = authenticatorLength(16, plainLength);
-      writeFieldHeader(out, at, EF.AUTHENTICATOR, authLength);
-      writeFieldHeader(out, at + 4, 16, sealed.length); // nonce length, ciphertext length
-      out.set(sealed, nonceAt + 16);
-      const end = at + authLength;
-      out.fill(0, nonceAt + 16 + sealed.length, end);
-      return end - offset;
-    };
-    return {
-      kind: 'authentic',
+    return new AuthenticReply(
       length,
-      sealInto,
-      seal: (header) => {
-        const out = Buffer.allocUnsafe(length);
-        header.copy(out, 0, 0, NTP_HEADER_LENGTH);
-        sealInto(out, 0);
-        return out;
-      },
-    };
+      uid,
+      count,
+      cookie.length,
+      opened.keys,
+      session.s2c,
+      this.#o.cookies,
+      this.#scratch,
+    );
+  }
+}
+
+/**
+ * An authentic request's reply, sealed once its header (with the transmit timestamp) is final. A class,
+ * not closures, so that answering a request creates one object and no functions.
+ */
+export class AuthenticReply {
+  readonly kind = 'authentic' as const;
+  /** Length of the sealed reply, bytes (never more than the request's: RFC 8915 §5.7). */
+  readonly length: number;
+  readonly #uid: Uint8Array;
+  readonly #count: number;
+  readonly #cookieLength: number;
+  readonly #keys: CookieKeys;
+  readonly #s2c: NtsSiv;
+  readonly #jar: NtsCookieJar;
+  readonly #scratch: Buffer;
+
+  constructor(
+    length: number,
+    uid: Uint8Array,
+    count: number,
+    cookieLength: number,
+    keys: CookieKeys,
+    s2c: NtsSiv,
+    jar: NtsCookieJar,
+    scratch: Buffer,
+  ) {
+    this.length = length;
+    this.#uid = uid;
+    this.#count = count;
+    this.#cookieLength = cookieLength;
+    this.#keys = keys;
+    this.#s2c = s2c;
+    this.#jar = jar;
+    this.#scratch = scratch;
+  }
+
+  /** Build the reply in place after the 48-byte header at out[offset]; returns its length. */
+  sealInto(out: Uint8Array, offset: number): number {
+    const uid = this.#uid;
+    const uidFieldLength = fieldLength(uid.length);
+    const cookieFieldLength = fieldLength(this.#cookieLength);
+    // UID echoed (authenticated, not encrypted), zero-padded.
+    let at = offset + NTP_HEADER_LENGTH;
+    writeFieldHeader(out, at, EF.UNIQUE_IDENTIFIER, uidFieldLength);
+    out.set(uid, at + 4);
+    out.fill(0, at + 4 + uid.length, at + uidFieldLength);
+    at += uidFieldLength;
+    const adEnd = at;
+    // Plaintext: `count` fresh cookies, each in a Cookie field, built in the scratch buffer.
+    const plainLength = this.#count * cookieFieldLength;
+    const plain = plainLength <= this.#scratch.length ? this.#scratch : Buffer.alloc(plainLength);
+    for (let i = 0, p = 0; i < this.#count; i++, p += cookieFieldLength) {
+      writeFieldHeader(plain, p, EF.COOKIE, cookieFieldLength);
+      this.#jar.sealInto(this.#keys, plain, p + 4);
+      plain.fill(0, p + 4 + this.#cookieLength, p + cookieFieldLength);
+    }
+    // Authenticator: nonce length, ciphertext length, nonce, V ‖ C (RFC 8915 §5.6).
+    const nonceAt = at + 8;
+    randomInto(out, nonceAt, 16);
+    const sealedLength = this.#s2c.sealInto(
+      out.subarray(offset, adEnd),
+      out.subarray(nonceAt, nonceAt + 16),
+      plain.subarray(0, plainLength),
+      out,
+      nonceAt + 16,
+    );
+    plain.fill(0, 0, plainLength);
+    const authLength = authenticatorLength(16, plainLength);
+    writeFieldHeader(out, at, EF.AUTHENTICATOR, authLength);
+    writeFieldHeader(out, at + 4, 16, sealedLength); // nonce length, ciphertext length
+    const end = at + authLength;
+    out.fill(0, nonceAt + 16 + sealedLength, end);
+    return end - offset;
+  }
+
+  /** The sealed reply as a new buffer, the header copied from `header`. */
+  seal(header: Buffer): Buffer {
+    const out = Buffer.allocUnsafe(this.length);
+    header.copy(out, 0, 0, NTP_HEADER_LENGTH);
+    this.sealInto(out, 0);
+    return out;
   }
 }
 

@@ -18,6 +18,7 @@ interface Addon {
 }
 
 let addon: Addon | null | undefined;
+const EMPTY = new Uint8Array(0);
 
 function load(): Addon | undefined {
   if (addon === undefined) {
@@ -67,9 +68,12 @@ export function nativeNtsSiv(): ((key: Uint8Array) => NtsSiv) | undefined {
         a.sivSeal(h, ad, nonce, plaintext, out);
         return out;
       },
+      sealInto: (ad, nonce, plaintext, out, at) =>
+        a.sivSeal(h, ad, nonce, plaintext, out.subarray(at, at + 16 + plaintext.length)),
       open: (ad, nonce, sealed) => {
         if (sealed.length < 16) return undefined;
-        const plain = Buffer.allocUnsafe(sealed.length - 16);
+        // A request authenticator has no plaintext: nothing to allocate for it.
+        const plain = sealed.length === 16 ? EMPTY : Buffer.allocUnsafe(sealed.length - 16);
         return a.sivOpen(h, ad, nonce, sealed, plain) ? plain : undefined;
       },
     };
