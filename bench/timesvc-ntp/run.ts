@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import { tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
 import { offerLoad } from '../timesvc-common/load.ts';
 import { startTimesvcCli } from '../../packages/timesvc/test/helpers/cli.ts';
-import { best as bestStep, sweep as sweepRates } from '../timesvc-common/sweep.ts';
+import { best as bestStep, loadLine, sweepTogether } from '../timesvc-common/sweep.ts';
 import {
   chronyQuery,
   medianOf,
@@ -88,14 +88,8 @@ async function loadStep(port: number, pid: number, rate: number): Promise<StepRe
   };
 }
 
-const sweep = (name: string, port: number, pid: number): Promise<StepResult[]> =>
-  sweepRates(
-    name,
-    RATES,
-    LOSS_LIMIT,
-    (rate) => loadStep(port, pid, rate),
-    (r) => `loss ${(r.loss * 100).toFixed(3)} %, server CPU ${r.cpuUsPerReq.toFixed(1)} µs/req`,
-  );
+const detail = (r: StepResult): string =>
+  `loss ${(r.loss * 100).toFixed(3)} %, server CPU ${r.cpuUsPerReq.toFixed(1)} µs/req`;
 const best = (results: StepResult[]): StepResult | undefined => bestStep(results, LOSS_LIMIT);
 
 const dir = tempDir('timesvc-bench-');
@@ -189,9 +183,19 @@ try {
   show('chronyd', offCh, medCh);
 
   console.log(`Load: ${STEP_MS} ms per step, 16 source addresses, loss limit ${LOSS_LIMIT * 100} %`);
-  const tsResults = await sweep('timesvc', tsPort, ts.pid);
-  const chResults = await sweep('chronyd', chPort, chPid);
-  const smallResults = await sweep('timesvc*', smallPort, tsSmall.pid);
+  console.log(`  at start: ${loadLine()}`);
+  // Interleaved: at each rate timesvc, chronyd and timesvc* in turn (sweep.ts sweepTogether).
+  const [tsResults = [], chResults = [], smallResults = []] = await sweepTogether(
+    [
+      { name: 'timesvc', step: (rate) => loadStep(tsPort, ts.pid, rate) },
+      { name: 'chronyd', step: (rate) => loadStep(chPort, chPid, rate) },
+      { name: 'timesvc*', step: (rate) => loadStep(smallPort, tsSmall.pid, rate) },
+    ],
+    RATES,
+    LOSS_LIMIT,
+    detail,
+  );
+  console.log(`  at end: ${loadLine()}`);
   console.log(
     `  (timesvc* = timesvc with socket_receive_buffer ${rmemDefault}, the kernel default chronyd uses)`,
   );
@@ -240,6 +244,7 @@ try {
     console.log(`  rate ratio timesvc/chronyd: ${(bt.rate / bc.rate).toFixed(2)} (target >= 0.5)`);
     console.log(`  CPU per request ratio timesvc/chronyd: ${(bt.cpuUsPerReq / bc.cpuUsPerReq).toFixed(1)}x`);
   }
+  console.log(`  highest rate at < 0.1 % loss: timesvc ${bt ? bt.rate : 0}/s, chronyd ${bc ? bc.rate : 0}/s`);
   const bs = best(smallResults);
   if (bs && bc) {
     console.log(

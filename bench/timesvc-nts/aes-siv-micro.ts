@@ -6,7 +6,9 @@
  *   - noble: @noble/ciphers `aessiv` (audited, pure JavaScript), keyed per call as its API requires;
  *   - node per-call: CMAC on a fresh `aes-128-cbc` cipher per MAC and the CTR half on a fresh `aes-128-ctr`
  *     cipher per message (the obvious node:crypto construction, no state kept between calls);
- *   - node hybrid: the hand-written CMAC, CTR half on a fresh `aes-128-ctr` cipher per message.
+ *   - node hybrid: the hand-written CMAC, CTR half on a fresh `aes-128-ctr` cipher per message;
+ *   - OpenSSL AES-128-SIV through the addon (native/nts-cookie.c; the running Node's OpenSSL, one context
+ *     per key, re-keyed per operation; S2V by hand with OpenSSL's CMAC for an empty plaintext), where built.
  * Each cell is the best of five slices (the machine is shared). Every candidate is checked against the hand-written output before timing. Two operations per size, as NTS
  * uses them (RFC 8915 §5.6, §5.7): `open` of a request authenticator (associated data = the packet before the
  * authenticator plus the 16-byte nonce, empty plaintext) and `seal` of a reply (associated data = the same,
@@ -20,6 +22,8 @@ import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { aessiv } from '@noble/ciphers/aes.js';
 import { AesCmac, AesSiv, dbl } from '../../packages/timesvc/src/protocol/aes-siv.ts';
+import type { NtsSiv } from '../../packages/timesvc/src/domain/nts-responder.ts';
+import { nativeNtsSiv } from '../../packages/timesvc/src/io/native-cookie.ts';
 
 const { values } = parseArgs({ options: { ms: { type: 'string', default: '400' } } });
 const MS = Number(values.ms);
@@ -86,6 +90,8 @@ function subkeys(key: Buffer): [Buffer, Buffer] {
 
 const handCache = new Map<Buffer, AesSiv>();
 const hybridCache = new Map<Buffer, AesCmac>();
+const nativeSiv = nativeNtsSiv();
+const nativeCache = new Map<Buffer, NtsSiv>();
 const candidates: Candidate[] = [
   {
     name: 'hand-written (aes-siv.ts)',
@@ -120,6 +126,15 @@ const candidates: Candidate[] = [
       return timingSafeEqual(t, v) ? p : undefined;
     },
   },
+  ...(nativeSiv
+    ? [
+        {
+          name: 'OpenSSL AES-SIV (addon, per key)',
+          seal: (k: Buffer, ad: Uint8Array[], p: Uint8Array) => nativeCache.get(k)!.seal(ad[0]!, ad[1]!, p),
+          open: (k: Buffer, ad: Uint8Array[], c: Uint8Array) => nativeCache.get(k)!.open(ad[0]!, ad[1]!, c),
+        },
+      ]
+    : []),
   {
     name: 'hybrid (kept CMAC, ctr per call)',
     seal: (k, ad, p) => {
@@ -170,6 +185,7 @@ for (const size of [228, 1024]) {
   const key = randomBytes(32);
   handCache.set(key, new AesSiv(key));
   hybridCache.set(key, new AesCmac(key.subarray(0, 16)));
+  if (nativeSiv) nativeCache.set(key, nativeSiv(key));
   const packet = randomBytes(size - 16 - 4 - 16); // authenticator EF header + nonce + tag follow the packet
   const nonce = randomBytes(16);
   const ad = [packet, nonce];

@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import { tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
 import { offerLoad } from '../timesvc-common/load.ts';
 import { startTimesvcCli } from '../../packages/timesvc/test/helpers/cli.ts';
-import { best as bestStep, sweep as sweepRates } from '../timesvc-common/sweep.ts';
+import { best as bestStep, loadLine, sweepTogether } from '../timesvc-common/sweep.ts';
 import { NtsClientSession } from '../../packages/timesvc/src/domain/nts-client-session.ts';
 import { ntsKeyExchange, type KeClientResult } from '../../packages/timesvc/src/io/nts-ke-client.ts';
 import { startChronyServer, type ChronyServer } from '../../packages/timesvc/test/helpers/chrony.ts';
@@ -115,20 +115,8 @@ async function loadStep(
   };
 }
 
-const sweep = (
-  name: string,
-  port: number,
-  pid: number,
-  pool: ReturnType<typeof buildPool>,
-): Promise<StepResult[]> =>
-  sweepRates(
-    name,
-    RATES,
-    LOSS_LIMIT,
-    (rate) => loadStep(port, pid, rate, pool),
-    (r) =>
-      `loss ${(r.loss * 100).toFixed(3)} %, answered ${r.answeredRate.toFixed(0)}/s, server CPU ${r.cpuUsPerReq.toFixed(1)} µs/req, ${r.verified} sampled replies verified`,
-  );
+const detail = (r: StepResult): string =>
+  `loss ${(r.loss * 100).toFixed(3)} %, answered ${r.answeredRate.toFixed(0)}/s, server CPU ${r.cpuUsPerReq.toFixed(1)} µs/req, ${r.verified} sampled replies verified`;
 const best = (results: StepResult[]): StepResult | undefined => bestStep(results, LOSS_LIMIT);
 
 const dir = tempDir('timesvc-nts-bench-');
@@ -210,9 +198,19 @@ try {
   console.log(
     `Load: ${STEP_MS} ms per step, 16 source addresses, ${POOL} distinct ${poolTs.requests[0]?.length}-byte requests, loss limit ${LOSS_LIMIT * 100} %`,
   );
-  const tsResults = await sweep('timesvc', keTs.ntpPort, tsPid, poolTs);
-  const chResults = await sweep('chronyd', keCh.ntpPort, chPid, poolCh);
-  const smallResults = await sweep('timesvc*', keSmall.ntpPort, tsSmallPid, poolSmall);
+  console.log(`  at start: ${loadLine()}`);
+  // Interleaved: at each rate timesvc, chronyd and timesvc* in turn (sweep.ts sweepTogether).
+  const [tsResults = [], chResults = [], smallResults = []] = await sweepTogether(
+    [
+      { name: 'timesvc', step: (rate) => loadStep(keTs.ntpPort, tsPid, rate, poolTs) },
+      { name: 'chronyd', step: (rate) => loadStep(keCh.ntpPort, chPid, rate, poolCh) },
+      { name: 'timesvc*', step: (rate) => loadStep(keSmall.ntpPort, tsSmallPid, rate, poolSmall) },
+    ],
+    RATES,
+    LOSS_LIMIT,
+    detail,
+  );
+  console.log(`  at end: ${loadLine()}`);
   console.log(
     `  (timesvc* = timesvc with socket_receive_buffer ${rmemDefault}, the kernel default chronyd uses)`,
   );

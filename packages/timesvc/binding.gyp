@@ -7,6 +7,14 @@
     {
       "target_name": "tx_timestamp",
       "conditions": [["OS=='linux'", { "sources": ["native/tx-timestamp.c"] }]]
+    },
+    {
+      "target_name": "ntp_mmsg",
+      "conditions": [["OS=='linux'", { "sources": ["native/mmsg.c"] }]]
+    },
+    {
+      "target_name": "nts_cookie",
+      "conditions": [["OS=='linux'", { "sources": ["native/nts-cookie.c"] }]]
     }
   ]
 }

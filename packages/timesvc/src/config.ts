@@ -112,6 +112,12 @@ const ntpSchema = z.strictObject({
    */
   kernel_rx_timestamps: bool().default(true),
   /**
+   * Batched socket path (native/mmsg.c, docs/performance.md "Batched socket path"): recvmmsg with the kernel
+   * receive timestamp of each datagram, replies with sendmmsg. On by default where the addon is built;
+   * off, or without the addon: one Node dgram receive and send per request.
+   */
+  batched_io: bool().default(true),
+  /**
    * Microseconds subtracted from receive timestamps for the event loop's wake-up latency when kernel
    * timestamps are not in use (README "Accuracy"); a client sees the served clock move by about half of it.
    */

@@ -3,8 +3,9 @@ import {
   MODE,
   NTP_HEADER_LENGTH,
   PHI,
+  TRAILER,
   asciiRefId,
-  decodeNtpPacket,
+  scanTrailer,
   secondsToShort,
   type NtpTimestamp,
 } from '../protocol/ntp-packet.ts';
@@ -78,57 +79,133 @@ export function respond(
   state: ServerSystemState,
   policy: ResponderPolicy,
 ): ResponderOutcome {
-  if (msg.length < NTP_HEADER_LENGTH) return { kind: 'drop', reason: 'short' };
-  const b0 = msg[0] ?? 0;
+  const out = Buffer.allocUnsafe(NTP_HEADER_LENGTH);
+  const code = respondInto(msg, 0, msg.length, address, nowMs, state, policy, out, 0);
+  switch (code) {
+    case OUTCOME.REPLY:
+      writeU32(out, 32, rx.seconds);
+      writeU32(out, 36, rx.fraction);
+      return { kind: 'reply', packet: out };
+    case OUTCOME.KOD_RATE:
+      return { kind: 'kod', code: 'RATE', packet: out };
+    case OUTCOME.KOD_DENY:
+      return { kind: 'kod', code: 'DENY', packet: out };
+    default:
+      return { kind: 'drop', reason: DROP_REASONS[code - OUTCOME.DROP_SHORT] ?? 'malformed' };
+  }
+}
+
+/** respondInto's outcome codes; a drop's reason is DROP_REASONS[code - OUTCOME.DROP_SHORT]. */
+export const OUTCOME = {
+  REPLY: 0,
+  KOD_RATE: 1,
+  KOD_DENY: 2,
+  DROP_SHORT: 3,
+  DROP_NOT_CLIENT: 4,
+  DROP_BAD_VERSION: 5,
+  DROP_MALFORMED: 6,
+  DROP_AUTHENTICATED: 7,
+  DROP_RATE_LIMITED: 8,
+} as const;
+
+export const DROP_REASONS: readonly DropReason[] = [
+  'short',
+  'not_client',
+  'bad_version',
+  'malformed',
+  'authenticated',
+  'rate_limited',
+];
+
+/**
+ * The allocation-free form of `respond` for the batched socket path: decides about the request at
+ * `msg[offset, offset + length)` and, for a reply or a kiss, writes the 48-byte packet into
+ * `out[outOffset, outOffset + 48)`. A reply has every field set except the receive timestamp (bytes
+ * 32–39) and the transmit timestamp (40–47, zero), which the caller writes; a kiss is complete. Returns an
+ * OUTCOME code. `address` is read only when `policy` has an access list, or a rate limiter and no
+ * `addressRecord`; with `addressRecord` (the batched socket's raw source address at `recordOffset`) the
+ * rate limiter keys the client from its bytes (RateLimiter.checkBytes).
+ */
+export function respondInto(
+  msg: Uint8Array,
+  offset: number,
+  length: number,
+  address: string,
+  nowMs: number,
+  state: ServerSystemState,
+  policy: ResponderPolicy,
+  out: Uint8Array,
+  outOffset: number,
+  addressRecord?: Uint8Array,
+  recordOffset = 0,
+): number {
+  if (length < NTP_HEADER_LENGTH) return OUTCOME.DROP_SHORT;
+  const b0 = msg[offset] ?? 0;
   const version = (b0 >>> 3) & 0x07;
   // Only client requests are answered: modes 6/7 are amplification vectors, symmetric and broadcast
   // modes are not served (README "NTP server").
-  if ((b0 & 0x07) !== MODE.CLIENT) return { kind: 'drop', reason: 'not_client' };
-  if (version < 1 || version > 4) return { kind: 'drop', reason: 'bad_version' };
-  if (msg.length > NTP_HEADER_LENGTH) {
+  if ((b0 & 0x07) !== MODE.CLIENT) return OUTCOME.DROP_NOT_CLIENT;
+  if (version < 1 || version > 4) return OUTCOME.DROP_BAD_VERSION;
+  if (length > NTP_HEADER_LENGTH) {
     // Extension fields are allowed (and ignored: RFC 7822 §3, unknown fields are skipped); a legacy MAC
     // asks for symmetric-key authentication, which we do not offer, so it is dropped rather than answered
     // with an unauthenticated reply the client would discard anyway.
-    try {
-      if (decodeNtpPacket(msg).mac !== undefined) return { kind: 'drop', reason: 'authenticated' };
-    } catch {
-      return { kind: 'drop', reason: 'malformed' };
-    }
+    const trailer = scanTrailer(msg, offset, length);
+    if (trailer === TRAILER.MAC) return OUTCOME.DROP_AUTHENTICATED;
+    if (trailer === TRAILER.MALFORMED) return OUTCOME.DROP_MALFORMED;
   }
   const denied = policy.access !== undefined && !policy.access.allows(address);
   if (policy.rateLimiter !== undefined) {
-    const decision = policy.rateLimiter.check(address, nowMs);
-    if (decision === 'drop') return { kind: 'drop', reason: 'rate_limited' };
-    if (decision === 'kod') return { kind: 'kod', code: 'RATE', packet: kiss(msg, version, RATE) };
+    const decision =
+      addressRecord !== undefined
+        ? policy.rateLimiter.checkBytes(addressRecord, recordOffset, nowMs)
+        : policy.rateLimiter.check(address, nowMs);
+    if (decision === 'drop') return OUTCOME.DROP_RATE_LIMITED;
+    if (decision === 'kod') {
+      kissInto(msg, offset, version, RATE, out, outOffset);
+      return OUTCOME.KOD_RATE;
+    }
   }
-  if (denied) return { kind: 'kod', code: 'DENY', packet: kiss(msg, version, DENY) };
-
-  const out = Buffer.allocUnsafe(NTP_HEADER_LENGTH);
-  out[0] = ((state.leap & 3) << 6) | (version << 3) | MODE.SERVER;
-  out[1] = state.stratum;
-  out[2] = msg[2] ?? 0; // poll echoed, as chrony and ntpd-rs do
-  out.writeInt8(state.precision, 3);
-  out.writeUInt32BE(secondsToShort(state.rootDelayS), 4);
+  if (denied) {
+    kissInto(msg, offset, version, DENY, out, outOffset);
+    return OUTCOME.KOD_DENY;
+  }
+  const o = outOffset;
+  out[o] = ((state.leap & 3) << 6) | (version << 3) | MODE.SERVER;
+  out[o + 1] = state.stratum;
+  out[o + 2] = msg[offset + 2] ?? 0; // poll echoed, as chrony and ntpd-rs do
+  out[o + 3] = state.precision & 0xff;
+  writeU32(out, o + 4, secondsToShort(state.rootDelayS));
   const sinceUpdate = Math.max(0, nowMs - state.updatedAtMs) / 1000;
-  out.writeUInt32BE(secondsToShort(state.rootDispersionS + (state.dispersionRateS ?? PHI) * sinceUpdate), 8);
-  out.writeUInt32BE(state.referenceId >>> 0, 12);
-  out.writeUInt32BE(state.referenceTimestamp.seconds >>> 0, 16);
-  out.writeUInt32BE(state.referenceTimestamp.fraction >>> 0, 20);
+  writeU32(out, o + 8, secondsToShort(state.rootDispersionS + (state.dispersionRateS ?? PHI) * sinceUpdate));
+  writeU32(out, o + 12, state.referenceId);
+  writeU32(out, o + 16, state.referenceTimestamp.seconds);
+  writeU32(out, o + 20, state.referenceTimestamp.fraction);
   // Origin = the client's transmit timestamp, copied as bytes: clients use it as a nonce (RFC 5905 §8, the origin check).
-  out.set(msg.subarray(40, 48), 24);
-  out.writeUInt32BE(rx.seconds >>> 0, 32);
-  out.writeUInt32BE(rx.fraction >>> 0, 36);
-  out.fill(0, 40, 48);
-  return { kind: 'reply', packet: out };
+  for (let i = 0; i < 8; i++) out[o + 24 + i] = msg[offset + 40 + i] ?? 0;
+  for (let i = 32; i < 48; i++) out[o + i] = 0;
+  return OUTCOME.REPLY;
+}
+
+function writeU32(buf: Uint8Array, at: number, v: number): void {
+  buf[at] = v >>> 24;
+  buf[at + 1] = v >>> 16;
+  buf[at + 2] = v >>> 8;
+  buf[at + 3] = v;
 }
 
 /** RFC 5905 §7.4 kiss: mode 4, LI 3, stratum 0, refid = code, origin = client transmit, rest zero. */
-function kiss(msg: Uint8Array, version: number, code: number): Buffer {
-  const out = Buffer.alloc(NTP_HEADER_LENGTH);
-  out[0] = (LEAP.UNSYNCHRONISED << 6) | (version << 3) | MODE.SERVER;
-  out[1] = 0;
-  out[2] = msg[2] ?? 0;
-  out.writeUInt32BE(code >>> 0, 12);
-  out.set(msg.subarray(40, 48), 24);
-  return out;
+function kissInto(
+  msg: Uint8Array,
+  offset: number,
+  version: number,
+  code: number,
+  out: Uint8Array,
+  o: number,
+): void {
+  for (let i = 0; i < NTP_HEADER_LENGTH; i++) out[o + i] = 0;
+  out[o] = (LEAP.UNSYNCHRONISED << 6) | (version << 3) | MODE.SERVER;
+  out[o + 2] = msg[offset + 2] ?? 0;
+  writeU32(out, o + 12, code);
+  for (let i = 0; i < 8; i++) out[o + 24 + i] = msg[offset + 40 + i] ?? 0;
 }

@@ -31,6 +31,19 @@ export type CookieOpenResult =
   | { ok: true; keys: CookieKeys; keyId: number }
   | { ok: false; reason: 'length' | 'unknown_key' | 'expired_key' | 'auth' };
 
+/**
+ * AES-256-GCM with the key schedule kept per key (io/native-cookie.ts, native/nts-cookie.c): the same
+ * bytes as node:crypto's aes-256-gcm, without a cipher object per cookie. Optional; node:crypto otherwise.
+ */
+export interface CookieAead {
+  /** A handle holding the key's contexts. */
+  key(key: Uint8Array): object;
+  /** Encrypt `plain` (68 bytes) into the cookie at out[offset], whose nonce is already written. */
+  seal(handle: object, out: Uint8Array, offset: number, plain: Uint8Array): void;
+  /** Decrypt and verify a 100-byte cookie into `plain` (68 bytes); false when the tag does not verify. */
+  open(handle: object, cookie: Uint8Array, plain: Uint8Array): boolean;
+}
+
 export interface CookieJarOptions {
   /** The secret (32+ bytes); absent = a random one per process (cookies then die with the process). */
   secret?: Uint8Array | undefined;
@@ -40,6 +53,8 @@ export interface CookieJarOptions {
   acceptDays?: number;
   /** Rotation period, ms (default one day; tests shorten it). */
   periodMs?: number;
+  /** Kept-key AES-256-GCM (io/native-cookie.ts); node:crypto when absent. */
+  aead?: CookieAead | undefined;
 }
 
 export class NtsCookieJar {
@@ -48,6 +63,10 @@ export class NtsCookieJar {
   readonly #acceptDays: number;
   readonly #periodMs: number;
   readonly #keys = new Map<number, Buffer>();
+  readonly #plain = Buffer.alloc(PLAINTEXT_LENGTH);
+  readonly #aead: CookieAead | undefined;
+  /** Key id → the native handle for that key (pruned with #keys). */
+  readonly #handles = new Map<number, object>();
   /** True when the secret came from configuration (cookies survive restarts). */
   readonly persistent: boolean;
 
@@ -60,6 +79,7 @@ export class NtsCookieJar {
     this.#now = options.now;
     this.#acceptDays = options.acceptDays ?? 2;
     this.#periodMs = options.periodMs ?? DAY_MS;
+    this.#aead = options.aead;
   }
 
   /** The key id in use now. */
@@ -74,31 +94,61 @@ export class NtsCookieJar {
       info.writeUInt32BE(id, 0);
       key = Buffer.from(hkdfSync('sha256', this.#secret, HKDF_SALT, info, 32));
       // Keep only keys that can still be used; older ones are dropped as the days pass.
-      for (const old of this.#keys.keys()) if (old < id - this.#acceptDays) this.#keys.delete(old);
+      for (const old of this.#keys.keys()) {
+        if (old < id - this.#acceptDays) {
+          this.#keys.delete(old);
+          this.#handles.delete(old);
+        }
+      }
       this.#keys.set(id, key);
     }
     return key;
   }
 
+  #handle(aead: CookieAead, id: number): object {
+    let h = this.#handles.get(id);
+    if (h === undefined) {
+      h = aead.key(this.#key(id));
+      this.#handles.set(id, h);
+    }
+    return h;
+  }
+
   seal(keys: CookieKeys): Buffer {
+    const out = Buffer.allocUnsafe(COOKIE_LENGTH);
+    this.sealInto(keys, out, 0);
+    return out;
+  }
+
+  /** Seal a fresh cookie for `keys` into out[offset, offset + COOKIE_LENGTH) (the reply being built). */
+  sealInto(keys: CookieKeys, out: Uint8Array, offset: number): void {
     if (keys.c2s.length !== 32 || keys.s2c.length !== 32) {
       throw new RangeError('cookies hold 32-byte keys (AEAD 15)');
     }
     const id = this.currentKeyId();
-    const out = Buffer.allocUnsafe(COOKIE_LENGTH);
-    out.writeUInt32BE(id, 0);
-    randomInto(out, KEY_ID_LENGTH, NONCE_LENGTH);
-    const nonce = out.subarray(KEY_ID_LENGTH, KEY_ID_LENGTH + NONCE_LENGTH);
-    const plain = Buffer.alloc(PLAINTEXT_LENGTH);
+    out[offset] = id >>> 24;
+    out[offset + 1] = id >>> 16;
+    out[offset + 2] = id >>> 8;
+    out[offset + 3] = id;
+    randomInto(out, offset + KEY_ID_LENGTH, NONCE_LENGTH);
+    const nonce = out.subarray(offset + KEY_ID_LENGTH, offset + KEY_ID_LENGTH + NONCE_LENGTH);
+    // One scratch plaintext for every seal (synchronous; overwritten with zeros after use).
+    const plain = this.#plain;
     plain.writeUInt16BE(keys.aead, 0);
     keys.s2c.copy(plain, 4);
     keys.c2s.copy(plain, 36);
+    const aead = this.#aead;
+    if (aead !== undefined) {
+      aead.seal(this.#handle(aead, id), out, offset, plain);
+      plain.fill(0);
+      return;
+    }
     const cipher = createCipheriv('aes-256-gcm', this.#key(id), nonce);
     const ct = cipher.update(plain);
+    plain.fill(0);
     cipher.final();
-    ct.copy(out, KEY_ID_LENGTH + NONCE_LENGTH);
-    cipher.getAuthTag().copy(out, COOKIE_LENGTH - TAG_LENGTH);
-    return out;
+    out.set(ct, offset + KEY_ID_LENGTH + NONCE_LENGTH);
+    out.set(cipher.getAuthTag(), offset + COOKIE_LENGTH - TAG_LENGTH);
   }
 
   open(cookie: Uint8Array): CookieOpenResult {
@@ -108,6 +158,16 @@ export class NtsCookieJar {
     const current = this.currentKeyId();
     if (id > current) return { ok: false, reason: 'unknown_key' };
     if (id < current - this.#acceptDays) return { ok: false, reason: 'expired_key' };
+    const aead = this.#aead;
+    if (aead !== undefined) {
+      const keys = Buffer.allocUnsafe(PLAINTEXT_LENGTH);
+      if (!aead.open(this.#handle(aead, id), buf, keys)) return { ok: false, reason: 'auth' };
+      return {
+        ok: true,
+        keyId: id,
+        keys: { aead: keys.readUInt16BE(0), s2c: keys.subarray(4, 36), c2s: keys.subarray(36, 68) },
+      };
+    }
     const decipher = createDecipheriv(
       'aes-256-gcm',
       this.#key(id),
@@ -116,10 +176,9 @@ export class NtsCookieJar {
     decipher.setAuthTag(buf.subarray(COOKIE_LENGTH - TAG_LENGTH));
     let plain: Buffer;
     try {
-      plain = Buffer.concat([
-        decipher.update(buf.subarray(KEY_ID_LENGTH + NONCE_LENGTH, COOKIE_LENGTH - TAG_LENGTH)),
-        decipher.final(),
-      ]);
+      // GCM: update() decrypts, final() verifies the tag (and returns nothing); plain is used only after it.
+      plain = decipher.update(buf.subarray(KEY_ID_LENGTH + NONCE_LENGTH, COOKIE_LENGTH - TAG_LENGTH));
+      decipher.final();
     } catch {
       return { ok: false, reason: 'auth' };
     }

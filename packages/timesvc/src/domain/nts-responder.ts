@@ -3,16 +3,17 @@ import {
   EF,
   NONCE_MIN_LENGTH,
   UID_MIN_LENGTH,
-  authenticatorInputs,
   authenticatorLength,
-  encodeAuthenticator,
   encodeField,
-  scanNtsPacket,
+  fieldLength,
+  newNtsRequestFields,
+  scanNtsRequest,
+  writeFieldHeader,
 } from '../protocol/nts-ef.ts';
 import { LEAP, MODE, NTP_HEADER_LENGTH, asciiRefId } from '../protocol/ntp-packet.ts';
 import { AEAD_AES_SIV_CMAC_256 } from '../protocol/nts-ke.ts';
-import type { NtsCookieJar } from './nts-cookies.ts';
-import { randomBuffer } from './random-pool.ts';
+import type { CookieKeys, NtsCookieJar } from './nts-cookies.ts';
+import { randomInto } from './random-pool.ts';
 
 /**
  * The NTS part of answering an NTP request (RFC 8915 §5.7). The plain responder builds the 48-byte reply
@@ -29,8 +30,12 @@ export type NtsFailure = 'malformed' | 'no_uid' | 'bad_cookie' | 'bad_aead' | 'b
 export type NtsCheck =
   /** Not an NTS request: answer it as plain NTP. */
   | { kind: 'plain' }
-  /** Authentic: seal the reply with `seal` once the header (with transmit timestamp) is final. */
-  | { kind: 'authentic'; seal: (header: Buffer) => Buffer }
+  /**
+   * Authentic: seal the reply once the header (with transmit timestamp) is final: `seal` returns it as a
+   * new buffer; `sealInto` builds it in place after the 48-byte header at out[offset] (room for
+   * `length` bytes from offset) and returns its length.
+   */
+  | AuthenticReply
   /** Cookie or authenticator failed: send this NTSN kiss. */
   | { kind: 'nak'; reason: NtsFailure; packet: Buffer }
   /** Not answerable (no UID to echo, or malformed NTS fields): drop. */
@@ -45,9 +50,34 @@ export interface NtsResponderCounters {
   droppedBy: Record<NtsFailure, number>;
 }
 
+/**
+ * AEAD_AES_SIV_CMAC_256 as the NTS authenticator uses it (RFC 8915 §5.6): S2V over [the packet before the
+ * authenticator, the nonce]. `seal` returns V ‖ C; `open` the plaintext, or undefined when V does not verify.
+ */
+export interface NtsSiv {
+  seal(ad: Uint8Array, nonce: Uint8Array, plaintext: Uint8Array): Uint8Array;
+  /** seal, written to out[at, at + 16 + plaintext.length); returns that length. */
+  sealInto(ad: Uint8Array, nonce: Uint8Array, plaintext: Uint8Array, out: Uint8Array, at: number): number;
+  open(ad: Uint8Array, nonce: Uint8Array, sealed: Uint8Array): Uint8Array | undefined;
+}
+
+/** The hand-written AES-SIV (protocol/aes-siv.ts) as an NtsSiv; the default. */
+export function jsNtsSiv(key: Uint8Array): NtsSiv {
+  const siv = new AesSiv(key);
+  return {
+    seal: (ad, nonce, plaintext) => siv.seal([ad, nonce], plaintext),
+    sealInto: (ad, nonce, plaintext, out, at) => {
+      const sealed = siv.seal([ad, nonce], plaintext);
+      out.set(sealed, at);
+      return sealed.length;
+    },
+    open: (ad, nonce, sealed) => siv.open([ad, nonce], sealed),
+  };
+}
+
 interface Session {
-  c2s: AesSiv;
-  s2c: AesSiv;
+  c2s: NtsSiv;
+  s2c: NtsSiv;
   s2cKey: Buffer;
   c2sKey: Buffer;
   lastSeenMs: number;
@@ -63,6 +93,11 @@ export interface NtsResponderOptions {
   activeWindowMs?: number;
   /** Largest number of cached client key pairs (default 10,000); the oldest are evicted. */
   maxSessions?: number;
+  /**
+   * AES-SIV per client key: OpenSSL's through the addon where it is built (io/native-cookie.ts), else the
+   * hand-written one (jsNtsSiv, the default). Both give the same bytes.
+   */
+  siv?: ((key: Uint8Array) => NtsSiv) | undefined;
 }
 
 export class NtsResponder {
@@ -74,8 +109,12 @@ export class NtsResponder {
     droppedBy: { malformed: 0, no_uid: 0, bad_cookie: 0, bad_aead: 0, bad_auth: 0, short_nonce: 0 },
   };
   readonly #o: NtsResponderOptions;
-  /** C2S hex → cipher objects; insertion order = recency (re-inserted on use). */
+  /** C2S (latin1 text of the key) → cipher objects; insertion order = recency (re-inserted on use). */
   readonly #sessions = new Map<string, Session>();
+  /** Reused for every request (check and seal run synchronously, one request at a time). */
+  readonly #fields = newNtsRequestFields();
+  /** The reply's plaintext (fresh cookies) is built here; zeroed after each seal. */
+  readonly #scratch = Buffer.alloc(4096);
 
   constructor(options: NtsResponderOptions) {
     this.#o = options;
@@ -96,11 +135,14 @@ export class NtsResponder {
   }
 
   #session(c2sKey: Buffer, s2cKey: Buffer): Session {
-    const id = c2sKey.toString('hex');
+    const id = c2sKey.toString('latin1');
     let s = this.#sessions.get(id);
     if (s && s.s2cKey.equals(s2cKey)) this.#sessions.delete(id);
     // A new entry counts as active only once a request authenticates (lastSeenMs set by the caller).
-    else s = { c2s: new AesSiv(c2sKey), s2c: new AesSiv(s2cKey), c2sKey, s2cKey, lastSeenMs: -Infinity };
+    else {
+      const siv = this.#o.siv ?? jsNtsSiv;
+      s = { c2s: siv(c2sKey), s2c: siv(s2cKey), c2sKey, s2cKey, lastSeenMs: -Infinity };
+    }
     this.#sessions.set(id, s);
     const max = this.#o.maxSessions ?? 10_000;
     while (this.#sessions.size > max) {
@@ -125,56 +167,137 @@ export class NtsResponder {
   /** Inspect a client request (mode and version already checked by the plain responder). */
   check(msg: Uint8Array): NtsCheck {
     if (msg.length <= NTP_HEADER_LENGTH) return { kind: 'plain' };
-    const scan = scanNtsPacket(msg);
-    if (!scan.ok) {
-      // Not parseable as extension fields: the plain responder's own checks decide.
-      return { kind: 'plain' };
-    }
-    const v = scan.view;
-    const isNts = v.uid !== undefined || v.cookies.length > 0 || v.authenticator !== undefined;
-    if (!isNts) return { kind: 'plain' };
-    if (v.uid === undefined || v.uid.length < UID_MIN_LENGTH) return this.#fail('no_uid', msg, undefined);
-    if (v.cookies.length !== 1 || v.authenticator === undefined) return this.#fail('malformed', msg, v.uid);
-    const auth = v.authenticator;
-    if (auth.nonce.length < NONCE_MIN_LENGTH) return this.#fail('short_nonce', msg, v.uid);
-    const cookie = v.cookies[0] ?? new Uint8Array(0);
+    const f = this.#fields;
+    // Not parseable as extension fields: the plain responder's own checks decide.
+    if (!scanNtsRequest(msg, f) || !f.nts) return { kind: 'plain' };
+    const uid = f.uidOffset >= 0 ? msg.subarray(f.uidOffset, f.uidOffset + f.uidLength) : undefined;
+    if (uid === undefined || uid.length < UID_MIN_LENGTH) return this.#fail('no_uid', msg, undefined);
+    if (f.cookies !== 1 || !f.authenticator) return this.#fail('malformed', msg, uid);
+    if (f.nonceLength < NONCE_MIN_LENGTH) return this.#fail('short_nonce', msg, uid);
+    const cookie = msg.subarray(f.cookieOffset, f.cookieOffset + f.cookieLength);
     const opened = this.#o.cookies.open(cookie);
-    if (!opened.ok) return this.#fail('bad_cookie', msg, v.uid);
-    if (opened.keys.aead !== AEAD_AES_SIV_CMAC_256) return this.#fail('bad_aead', msg, v.uid);
+    if (!opened.ok) return this.#fail('bad_cookie', msg, uid);
+    if (opened.keys.aead !== AEAD_AES_SIV_CMAC_256) return this.#fail('bad_aead', msg, uid);
     const session = this.#session(opened.keys.c2s, opened.keys.s2c);
-    const plaintext = session.c2s.open(authenticatorInputs(msg, v.adEnd, auth.nonce), auth.ciphertext);
+    const nonce = msg.subarray(f.nonceOffset, f.nonceOffset + f.nonceLength);
+    const plaintext = session.c2s.open(
+      msg.subarray(0, f.adEnd),
+      nonce,
+      msg.subarray(f.ciphertextOffset, f.ciphertextOffset + f.ciphertextLength),
+    );
     if (plaintext === undefined) {
-      return this.#fail('bad_auth', msg, v.uid);
+      return this.#fail('bad_auth', msg, uid);
     }
     session.lastSeenMs = this.#o.now();
     // Encrypted fields from the client (none defined for requests) are accepted and ignored.
-    const placeholdersOk = v.placeholders.filter((n) => n === cookie.length).length;
-    const uidField = encodeField(EF.UNIQUE_IDENTIFIER, v.uid);
-    const keys = opened.keys;
-    const cookieFieldLength = 4 + cookie.length;
+    let placeholdersOk = 0;
+    for (let i = 0; i < f.placeholders; i++) if (f.placeholderLengths[i] === cookie.length) placeholdersOk++;
+    const uidFieldLength = fieldLength(uid.length);
+    const cookieFieldLength = fieldLength(cookie.length);
     let count = 1 + placeholdersOk;
     // Non-amplification (RFC 8915 §5.7): the reply never exceeds the request.
     while (
       count > 1 &&
-      NTP_HEADER_LENGTH + uidField.length + authenticatorLength(16, count * cookieFieldLength) > msg.length
+      NTP_HEADER_LENGTH + uidFieldLength + authenticatorLength(16, count * cookieFieldLength) > msg.length
     ) {
       count--;
     }
-    const jar = this.#o.cookies;
-    const s2c = session.s2c;
+    const length = NTP_HEADER_LENGTH + uidFieldLength + authenticatorLength(16, count * cookieFieldLength);
     this.counters.authenticated++;
-    return {
-      kind: 'authentic',
-      seal: (header) => {
-        const fresh: Buffer[] = [];
-        for (let i = 0; i < count; i++) fresh.push(encodeField(EF.COOKIE, jar.seal(keys)));
-        const plain = Buffer.concat(fresh);
-        const nonce = randomBuffer(16);
-        const ad = Buffer.concat([header.subarray(0, NTP_HEADER_LENGTH), uidField]);
-        const sealed = s2c.seal(authenticatorInputs(ad, ad.length, nonce), plain);
-        return Buffer.concat([ad, encodeAuthenticator(nonce, sealed)]);
-      },
-    };
+    return new AuthenticReply(
+      length,
+      uid,
+      count,
+      cookie.length,
+      opened.keys,
+      session.s2c,
+      this.#o.cookies,
+      this.#scratch,
+    );
+  }
+}
+
+/**
+ * An authentic request's reply, sealed once its header (with the transmit timestamp) is final. A class,
+ * not closures, so that answering a request creates one object and no functions.
+ */
+export class AuthenticReply {
+  readonly kind = 'authentic' as const;
+  /** Length of the sealed reply, bytes (never more than the request's: RFC 8915 §5.7). */
+  readonly length: number;
+  readonly #uid: Uint8Array;
+  readonly #count: number;
+  readonly #cookieLength: number;
+  readonly #keys: CookieKeys;
+  readonly #s2c: NtsSiv;
+  readonly #jar: NtsCookieJar;
+  readonly #scratch: Buffer;
+
+  constructor(
+    length: number,
+    uid: Uint8Array,
+    count: number,
+    cookieLength: number,
+    keys: CookieKeys,
+    s2c: NtsSiv,
+    jar: NtsCookieJar,
+    scratch: Buffer,
+  ) {
+    this.length = length;
+    this.#uid = uid;
+    this.#count = count;
+    this.#cookieLength = cookieLength;
+    this.#keys = keys;
+    this.#s2c = s2c;
+    this.#jar = jar;
+    this.#scratch = scratch;
+  }
+
+  /** Build the reply in place after the 48-byte header at out[offset]; returns its length. */
+  sealInto(out: Uint8Array, offset: number): number {
+    const uid = this.#uid;
+    const uidFieldLength = fieldLength(uid.length);
+    const cookieFieldLength = fieldLength(this.#cookieLength);
+    // UID echoed (authenticated, not encrypted), zero-padded.
+    let at = offset + NTP_HEADER_LENGTH;
+    writeFieldHeader(out, at, EF.UNIQUE_IDENTIFIER, uidFieldLength);
+    out.set(uid, at + 4);
+    out.fill(0, at + 4 + uid.length, at + uidFieldLength);
+    at += uidFieldLength;
+    const adEnd = at;
+    // Plaintext: `count` fresh cookies, each in a Cookie field, built in the scratch buffer.
+    const plainLength = this.#count * cookieFieldLength;
+    const plain = plainLength <= this.#scratch.length ? this.#scratch : Buffer.alloc(plainLength);
+    for (let i = 0, p = 0; i < this.#count; i++, p += cookieFieldLength) {
+      writeFieldHeader(plain, p, EF.COOKIE, cookieFieldLength);
+      this.#jar.sealInto(this.#keys, plain, p + 4);
+      plain.fill(0, p + 4 + this.#cookieLength, p + cookieFieldLength);
+    }
+    // Authenticator: nonce length, ciphertext length, nonce, V ‖ C (RFC 8915 §5.6).
+    const nonceAt = at + 8;
+    randomInto(out, nonceAt, 16);
+    const sealedLength = this.#s2c.sealInto(
+      out.subarray(offset, adEnd),
+      out.subarray(nonceAt, nonceAt + 16),
+      plain.subarray(0, plainLength),
+      out,
+      nonceAt + 16,
+    );
+    plain.fill(0, 0, plainLength);
+    const authLength = authenticatorLength(16, plainLength);
+    writeFieldHeader(out, at, EF.AUTHENTICATOR, authLength);
+    writeFieldHeader(out, at + 4, 16, sealedLength); // nonce length, ciphertext length
+    const end = at + authLength;
+    out.fill(0, nonceAt + 16 + sealedLength, end);
+    return end - offset;
+  }
+
+  /** The sealed reply as a new buffer, the header copied from `header`. */
+  seal(header: Buffer): Buffer {
+    const out = Buffer.allocUnsafe(this.length);
+    header.copy(out, 0, 0, NTP_HEADER_LENGTH);
+    this.sealInto(out, 0);
+    return out;
   }
 }
 

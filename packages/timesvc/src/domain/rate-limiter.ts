@@ -29,7 +29,7 @@ interface Bucket {
 
 export class RateLimiter {
   readonly #opts: RateLimitOptions;
-  readonly #buckets = new Map<string, Bucket>();
+  readonly #buckets = new Map<string | number, Bucket>();
   readonly #refillPerMs: number;
 
   constructor(options: RateLimitOptions) {
@@ -46,7 +46,46 @@ export class RateLimiter {
 
   /** Decide about one request from `address` (as given by dgram: dotted IPv4 or IPv6 text). */
   check(address: string, nowMs: number): RateDecision {
-    const key = this.keyOf(address);
+    return this.checkKey(this.keyOf(address), nowMs);
+  }
+
+  /**
+   * The same decision for a client given by its raw address (the batched socket path's address record:
+   * family 4 or 6 at `offset`, the address bytes from offset + 4), without building its text: IPv4 (and
+   * IPv4-mapped IPv6) clients are keyed by the address as a number, IPv6 clients by their prefix's bytes.
+   */
+  checkBytes(record: Uint8Array, offset: number, nowMs: number): RateDecision {
+    return this.checkKey(this.keyOfBytes(record, offset), nowMs);
+  }
+
+  /** The bucket key of checkBytes. */
+  keyOfBytes(record: Uint8Array, offset: number): number | string {
+    const a = offset + 4;
+    let mapped = record[offset] !== 6;
+    if (!mapped) {
+      mapped = record[a + 10] === 0xff && record[a + 11] === 0xff;
+      for (let i = 0; i < 10 && mapped; i++) if (record[a + i] !== 0) mapped = false;
+    }
+    if (mapped) {
+      const v4 = record[offset] === 6 ? a + 12 : a;
+      return (
+        (((record[v4] ?? 0) << 24) |
+          ((record[v4 + 1] ?? 0) << 16) |
+          ((record[v4 + 2] ?? 0) << 8) |
+          (record[v4 + 3] ?? 0)) >>>
+        0
+      );
+    }
+    const bits = Math.max(0, Math.min(128, this.#opts.ipv6PrefixBits));
+    let key = '/';
+    for (let i = 0; i < 16; i++) {
+      const keep = Math.max(0, Math.min(8, bits - i * 8));
+      key += String.fromCharCode(keep === 0 ? 0 : (record[a + i] ?? 0) & (0xff << (8 - keep)) & 0xff);
+    }
+    return key;
+  }
+
+  checkKey(key: string | number, nowMs: number): RateDecision {
     let bucket = this.#buckets.get(key);
     if (bucket === undefined) {
       if (this.#buckets.size >= this.#opts.maxClients) {

@@ -3,21 +3,38 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from '@broadcast-ops/core';
 import { fail } from '../errors.ts';
 import {
+  DROP_REASONS,
+  OUTCOME,
   respond,
+  respondInto,
   type DropReason,
   type ResponderPolicy,
   type ServerSystemState,
 } from '../domain/ntp-responder.ts';
 import type { NtsResponder } from '../domain/nts-responder.ts';
+import { NTP_HEADER_LENGTH } from '../protocol/ntp-packet.ts';
+import { ADDR_BYTES, BatchSocket, TX_STAMP } from './batch-socket.ts';
 import { arrivalTime, type ArrivalTime } from './kernel-rx-timestamp.ts';
 import type { ServedClock } from './served-clock.ts';
 
 /**
- * NTP server sockets (UDP, IPv4 and IPv6 as two sockets). Thin: the receive timestamp is taken first thing
- * in the 'message' handler, the domain decides, and the transmit timestamp is written into the reply
- * immediately before send() (RFC 5905 §8: T3 as late as possible). Counters are plain numbers read by the metrics collector,
- * so the hot path does no label hashing.
+ * NTP server sockets (UDP, IPv4 and IPv6 as two sockets). Thin: the receive timestamp is the kernel's (or
+ * taken first thing on arrival), the domain decides, and the transmit timestamp is written into the reply
+ * immediately before it is handed to the kernel (RFC 5905 §8: T3 as late as possible). Counters are plain
+ * numbers read by the metrics collector, so the hot path does no label hashing.
+ *
+ * Two socket paths (docs/performance.md "Batched socket path"): batched (native/mmsg.c: recvmmsg with each
+ * datagram's kernel receive timestamp, one call into JavaScript per batch, replies by sendmmsg) wherever
+ * the addon is built and `batchedIo` is not false; otherwise Node's dgram, one receive and one send per
+ * request, with the receive timestamp from the SIOCGSTAMPNS ioctl (kernel-rx-timestamp.ts).
  */
+
+/** Batches handled per readiness callback before yielding to the event loop (it calls again if more wait). */
+const MAX_BATCHES_PER_WAKE = 4;
+/** Longest plausible wait between a kernel receive timestamp and its handling; beyond it, not trusted. */
+const MAX_RX_DELAY_MS = 1000;
+/** Disagreement between the kernel-realtime mapping and Date.now() beyond which the mapping is stale. */
+const STALE_MAPPING_MS = 2;
 
 export interface NtpServerCounters {
   requests: number;
@@ -46,6 +63,10 @@ export interface NtpServerOptions {
   kernelRxTimestamps?: boolean;
   /** NTS (RFC 8915 §5.7): requests with NTS fields are authenticated and answered sealed (nts-responder.ts). */
   nts?: NtsResponder | undefined;
+  /** Use the batched socket path where the addon is built (default true). */
+  batchedIo?: boolean;
+  /** Datagrams per batch on the batched path (default 64, at most 256). */
+  batchSize?: number;
 }
 
 export class NtpServer {
@@ -57,8 +78,11 @@ export class NtpServer {
     sendErrors: 0,
     dropped: { short: 0, not_client: 0, bad_version: 0, malformed: 0, authenticated: 0, rate_limited: 0 },
   };
+  /** Batched path: batches taken, datagrams in them, the largest batch (bounded by batchSize). */
+  readonly batchStats = { batches: 0, datagrams: 0, largest: 0 };
   readonly #o: NtpServerOptions;
   readonly #sockets: Socket[] = [];
+  readonly #batched: BatchSocket[] = [];
   /** Sockets with kernel receive timestamps. */
   #kernelRx = 0;
   readonly #onSent = (err: Error | null): void => {
@@ -71,23 +95,39 @@ export class NtpServer {
 
   /** 'kernel' when every socket has kernel receive timestamps, else 'userspace'. */
   get rxTimestamps(): 'kernel' | 'userspace' {
-    return this.#sockets.length > 0 && this.#kernelRx === this.#sockets.length ? 'kernel' : 'userspace';
+    const n = this.#sockets.length + this.#batched.length;
+    return n > 0 && this.#kernelRx === n ? 'kernel' : 'userspace';
+  }
+
+  /** 'batched' when every socket uses the batched path (native/mmsg.c), else 'dgram'. */
+  get socketPath(): 'batched' | 'dgram' {
+    return this.#batched.length > 0 && this.#sockets.length === 0 ? 'batched' : 'dgram';
   }
 
   /** Bound addresses, e.g. for tests using port 0. */
   get addresses(): { family: 'IPv4' | 'IPv6'; address: string; port: number }[] {
-    return this.#sockets.map((s) => {
-      const a = s.address();
-      return { family: a.family === 'IPv6' ? 'IPv6' : 'IPv4', address: a.address, port: a.port };
-    });
+    return [
+      ...this.#batched.map((b) => ({
+        family: b.family === 6 ? ('IPv6' as const) : ('IPv4' as const),
+        address: b.address,
+        port: b.port,
+      })),
+      ...this.#sockets.map((s) => {
+        const a = s.address();
+        return {
+          family: a.family === 'IPv6' ? ('IPv6' as const) : ('IPv4' as const),
+          address: a.address,
+          port: a.port,
+        };
+      }),
+    ];
   }
 
   async start(): Promise<void> {
     const { udp4, udp6 } = this.#o.bind;
     let port = this.#o.port;
     if (udp4 !== undefined) {
-      const s = await this.#bind('udp4', udp4, port);
-      port = s.address().port; // with port 0, IPv6 listens on the same port as IPv4
+      port = await this.#bind('udp4', udp4, port); // with port 0, IPv6 listens on the same port as IPv4
     }
     if (udp6 !== undefined) {
       try {
@@ -100,7 +140,44 @@ export class NtpServer {
     }
   }
 
-  #bind(type: 'udp4' | 'udp6', address: string, port: number): Promise<Socket> {
+  /** Bind one socket, batched where possible; resolves with the bound port. */
+  async #bind(type: 'udp4' | 'udp6', address: string, port: number): Promise<number> {
+    if (this.#o.batchedIo ?? true) {
+      const kernel = this.#o.kernelRxTimestamps ?? true;
+      let b: BatchSocket | undefined;
+      try {
+        b = BatchSocket.bind(
+          {
+            family: type === 'udp6' ? 6 : 4,
+            address,
+            port,
+            recvBufferSize: this.#o.recvBufferSize ?? 4 * 1024 * 1024,
+            timestamps: kernel,
+            ...(this.#o.batchSize !== undefined ? { batch: this.#o.batchSize } : {}),
+          },
+          (count) => {
+            if (b) this.#onBatches(b, count);
+          },
+        );
+      } catch (err) {
+        throw fail(
+          'NTP_BIND_FAILED',
+          `cannot bind NTP ${type} ${address}:${port}: ${(err as Error).message}`,
+          {
+            cause: err,
+          },
+        );
+      }
+      if (b) {
+        if (kernel) this.#kernelRx++;
+        this.#batched.push(b);
+        return b.port;
+      }
+    }
+    return (await this.#bindDgram(type, address, port)).address().port;
+  }
+
+  #bindDgram(type: 'udp4' | 'udp6', address: string, port: number): Promise<Socket> {
     // A synchronous lookup: replies go to IP literals, and without the default dns.lookup (which defers
     // to nextTick) send() reaches the kernel before it returns, right after the transmit timestamp.
     const lookup = syncLookup(type === 'udp6' ? 6 : 4) as unknown as SocketOptions['lookup'];
@@ -175,7 +252,156 @@ export class NtpServer {
     socket.send(out.packet, rinfo.port, rinfo.address, this.#onSent);
   }
 
+  /**
+   * The batched path, called with the first batch already taken: answer it, and take another only while
+   * the previous one was full (a short batch means the queue was empty a moment ago, and the next wake-up
+   * costs less than a recvmmsg that finds nothing), at most MAX_BATCHES_PER_WAKE, so timers and the web
+   * app still get their turn. Per batch: one reading of the clocks, then per datagram the decision written
+   * straight into its send slot (nothing allocated for a plain request), then one sendmmsg for the
+   * replies, the addon writing their transmit timestamps just before it.
+   */
+  #onBatches(b: BatchSocket, first: number): void {
+    let n = first;
+    if (n < 0) {
+      this.#o.logger.error({ errno: -n }, 'NTP socket receive error');
+      return;
+    }
+    for (let round = 1; ; round++) {
+      try {
+        this.#handleBatch(b, n);
+      } catch (err) {
+        // A bug must not stop the server; the batch's remaining requests are lost.
+        this.#o.logger.error({ err: (err as Error).message }, 'NTP batch handler failed');
+      }
+      if (n < b.batch || round >= MAX_BATCHES_PER_WAKE || b.closed) return;
+      n = b.recv();
+      if (n <= 0) {
+        if (n < 0) this.#o.logger.error({ errno: -n }, 'NTP socket receive error');
+        return;
+      }
+    }
+  }
+
+  #handleBatch(b: BatchSocket, n: number): void {
+    const o = this.#o;
+    const c = this.counters;
+    const clock = o.clock;
+    const stats = this.batchStats;
+    stats.batches++;
+    stats.datagrams += n;
+    if (n > stats.largest) stats.largest = n;
+    const perf = performance.now();
+    const state = o.state();
+    const policy = o.policy;
+    // Address text only for an access list; the rate limiter keys clients from the raw address bytes.
+    const needAddress = policy.access !== undefined;
+    const correctionMs = o.rxCorrectionMs ?? 0;
+    // Kernel receive timestamps are CLOCK_REALTIME: carried onto the served clock's time base through the
+    // kernel-realtime mapping, checked once per batch against the realtime clock read directly (whole ms):
+    // if they disagree the host clock was stepped and the batch falls back to the handler's own reading
+    // (as kernel-rx-timestamp.ts does per datagram on the dgram path).
+    let kernelNowMs = Number.NaN;
+    if (b.timestamps) {
+      kernelNowMs = clock.kernelRealtimeMs(perf);
+      const skewMs = kernelNowMs - Date.now();
+      if (skewMs < -STALE_MAPPING_MS || skewMs > 1 + STALE_MAPPING_MS) kernelNowMs = Number.NaN;
+    }
+    const rx = b.rxBuf;
+    const tx = b.txBuf;
+    const slot = b.slot;
+    let out = 0;
+    for (let i = 0; i < n; i++) {
+      c.requests++;
+      const len = b.rxLen[i] ?? 0;
+      if (len < 0) {
+        c.dropped.malformed++; // longer than a slot (bounded, native/mmsg.c)
+        continue;
+      }
+      const delay = kernelNowMs - (b.rxStamp[i] ?? 0); // NaN without a kernel timestamp
+      const at = delay >= 0 && delay < MAX_RX_DELAY_MS ? perf - delay : perf - correctionMs;
+      const off = i * slot;
+      const txOff = out * slot;
+      const code = respondInto(
+        rx,
+        off,
+        len,
+        needAddress ? b.sourceAddress(i) : '',
+        at,
+        state,
+        policy,
+        tx,
+        txOff,
+        b.rxAddr,
+        i * ADDR_BYTES,
+      );
+      if (code >= OUTCOME.DROP_SHORT) {
+        c.dropped[DROP_REASONS[code - OUTCOME.DROP_SHORT] ?? 'malformed']++;
+        continue;
+      }
+      b.txFrom[out] = i;
+      b.txLen[out] = NTP_HEADER_LENGTH;
+      if (code !== OUTCOME.REPLY) {
+        if (code === OUTCOME.KOD_RATE) c.kodRate++;
+        else c.kodDeny++;
+        b.txFlags[out] = 0;
+        out++;
+        continue;
+      }
+      clock.write(tx, txOff + 32, true, at);
+      if (o.nts !== undefined && len > NTP_HEADER_LENGTH) {
+        const nts = o.nts.check(rx.subarray(off, off + len));
+        if (nts.kind === 'drop') continue;
+        if (nts.kind === 'nak') {
+          out = this.#queue(b, out, i, nts.packet);
+          continue;
+        }
+        if (nts.kind === 'authentic') {
+          c.responses++;
+          // The transmit timestamp is inside the authenticated data, so it is written just before sealing;
+          // the sealed reply is then sent at once (with what is queued before it), so the time between
+          // its T3 and the kernel is one seal, as on the dgram path.
+          if (nts.length > slot) {
+            c.sendErrors++; // cannot happen: a reply is never longer than its request (nts-responder.ts)
+            continue;
+          }
+          clock.write(tx, txOff + 40, true);
+          b.txLen[out] = nts.sealInto(tx, txOff);
+          b.txFrom[out] = i;
+          b.txFlags[out] = 0;
+          out = this.#flush(b, out + 1);
+          continue;
+        }
+      }
+      c.responses++;
+      b.txFlags[out] = TX_STAMP;
+      out++;
+    }
+    this.#flush(b, out);
+  }
+
+  /** Put a finished reply (NTS) into send slot `out`; returns the next free slot. */
+  #queue(b: BatchSocket, out: number, from: number, packet: Uint8Array): number {
+    if (packet.length > b.slot) {
+      this.counters.sendErrors++;
+      return out;
+    }
+    b.txBuf.set(packet, out * b.slot);
+    b.txLen[out] = packet.length;
+    b.txFrom[out] = from;
+    b.txFlags[out] = 0;
+    return out + 1;
+  }
+
+  /** Send slots 0..count-1; the served time read here is the transmit timestamp of the TX_STAMP ones. */
+  #flush(b: BatchSocket, count: number): number {
+    if (count === 0) return 0;
+    const t3 = this.#o.clock.read(true);
+    this.counters.sendErrors += b.send(count, t3.seconds, t3.fraction);
+    return 0;
+  }
+
   async close(): Promise<void> {
+    for (const b of this.#batched.splice(0)) b.close();
     const sockets = this.#sockets.splice(0);
     this.#kernelRx = 0;
     await Promise.all(

@@ -5,6 +5,7 @@ import { NtsCookieJar, cookieSecretFromHex } from '../domain/nts-cookies.ts';
 import { NtsResponder } from '../domain/nts-responder.ts';
 import type { TimesvcConfig } from '../config.ts';
 import { NtsKeServer } from './nts-ke-server.ts';
+import { nativeCookieAead, nativeNtsSiv } from './native-cookie.ts';
 
 /**
  * The NTS server side as one unit for the service: the cookie jar (secret from TIMESVC_NTS_COOKIE_KEY or
@@ -26,11 +27,17 @@ export function createNtsServerSide(
   const nts = config.nts;
   if (!nts.enabled) return undefined;
   const log = logger.child({ component: 'nts' });
-  const cookies = new NtsCookieJar({ secret: cookieSecretFromHex(nts.cookie_key), now: Date.now });
+  const cookies = new NtsCookieJar({
+    secret: cookieSecretFromHex(nts.cookie_key),
+    now: Date.now,
+    // Kept-key AES-GCM where the addon is built (docs/performance.md "NTS request"); node:crypto otherwise.
+    aead: nativeCookieAead(),
+  });
   if (!cookies.persistent) {
     log.warn('no NTS cookie key configured: cookies are invalid after a restart (clients re-run NTS-KE)');
   }
-  const responder = new NtsResponder({ cookies, now: () => performance.now() });
+  // OpenSSL's AES-SIV where the addon is built (docs/performance.md "NTS request"); hand-written otherwise.
+  const responder = new NtsResponder({ cookies, now: () => performance.now(), siv: nativeNtsSiv() });
   const iface = config.ntp.interface;
   const bound = isIP(iface) && iface !== '0.0.0.0' && iface !== '::' ? iface : undefined;
   const ke = new NtsKeServer({

@@ -367,6 +367,7 @@ export function createTimesvc(
           nts: ntsSide?.responder,
           rxCorrectionMs,
           kernelRxTimestamps: ntp.kernel_rx_timestamps,
+          batchedIo: ntp.batched_io,
           recvBufferSize: ntp.socket_receive_buffer,
           logger: logger.child({ component: 'ntp-server' }),
         });

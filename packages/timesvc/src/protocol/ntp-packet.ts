@@ -143,6 +143,33 @@ export function decodeNtpPacket(buf: Uint8Array): NtpPacket {
   return mac === undefined ? packet : { ...packet, mac };
 }
 
+/** What follows the 48-byte header: nothing or extension fields only, a legacy MAC, or bytes that do not parse. */
+export const TRAILER = { NONE: 0, MAC: 1, MALFORMED: 2 } as const;
+
+/**
+ * The trailer check of decodeNtpPacket without decoding (and without allocating): the same rules, applied
+ * to `buf[offset, offset + length)`. For the server's hot path, which only needs to know whether a request
+ * asks for a legacy MAC or is malformed.
+ */
+export function scanTrailer(buf: Uint8Array, offset: number, length: number): number {
+  const end = offset + length;
+  let at = offset + NTP_HEADER_LENGTH;
+  while (at < end) {
+    const remaining = end - at;
+    if (remaining === 20 || remaining === 24) return TRAILER.MAC;
+    if (
+      remaining === 4 &&
+      ((buf[at] ?? 0) | (buf[at + 1] ?? 0) | (buf[at + 2] ?? 0) | (buf[at + 3] ?? 0)) === 0
+    )
+      return TRAILER.MAC;
+    if (remaining < 4) return TRAILER.MALFORMED;
+    const fieldLength = ((buf[at + 2] ?? 0) << 8) | (buf[at + 3] ?? 0);
+    if (fieldLength < 4 || fieldLength % 4 !== 0 || fieldLength > remaining) return TRAILER.MALFORMED;
+    at += fieldLength;
+  }
+  return TRAILER.NONE;
+}
+
 export function encodedLength(packet: NtpPacket): number {
   let n = NTP_HEADER_LENGTH;
   for (const ef of packet.extensions) n += 4 + ef.value.length;

@@ -145,3 +145,128 @@ export function authenticatorLength(nonceLength: number, plaintextLength: number
 export function authenticatorInputs(packet: Uint8Array, adEnd: number, nonce: Uint8Array): Uint8Array[] {
   return [packet.subarray(0, adEnd), nonce];
 }
+
+/**
+ * The NTS fields of a request as offsets into the packet: what `scanNtsPacket` finds, for the server's hot
+ * path, without an object or a view per field. One instance is reused for every request
+ * (`newNtsRequestFields`); `scanNtsRequest` fills it.
+ */
+export interface NtsRequestFields {
+  /** Any NTS field (UID, cookie or authenticator) present. */
+  nts: boolean;
+  /** Offset of the first UID's value, -1 when absent; its length (padding included, as scanNtsPacket gives). */
+  uidOffset: number;
+  uidLength: number;
+  /** Cookie fields before the authenticator; the first one's value offset and length. */
+  cookies: number;
+  cookieOffset: number;
+  cookieLength: number;
+  /** Body lengths of the Cookie Placeholder fields (the first `placeholders` entries). */
+  placeholders: number;
+  readonly placeholderLengths: Int32Array;
+  /** Authenticator present; adEnd = its field offset (else the packet length). */
+  authenticator: boolean;
+  adEnd: number;
+  nonceOffset: number;
+  nonceLength: number;
+  ciphertextOffset: number;
+  ciphertextLength: number;
+}
+
+/** Most placeholder lengths recorded; an NTP packet of the server's largest slot (2 KB) holds at most 511. */
+const MAX_PLACEHOLDERS = 512;
+
+export function newNtsRequestFields(): NtsRequestFields {
+  return {
+    nts: false,
+    uidOffset: -1,
+    uidLength: 0,
+    cookies: 0,
+    cookieOffset: -1,
+    cookieLength: 0,
+    placeholders: 0,
+    placeholderLengths: new Int32Array(MAX_PLACEHOLDERS),
+    authenticator: false,
+    adEnd: 0,
+    nonceOffset: 0,
+    nonceLength: 0,
+    ciphertextOffset: 0,
+    ciphertextLength: 0,
+  };
+}
+
+/**
+ * Fill `f` from `buf` with the rules of `scanNtsPacket` (strict RFC 7822 layout over the whole packet;
+ * fields up to the first authenticator count; a malformed authenticator or a second UID fails). Returns
+ * false where scanNtsPacket returns { ok: false }. Allocates nothing.
+ */
+export function scanNtsRequest(buf: Uint8Array, f: NtsRequestFields): boolean {
+  const end = buf.length;
+  if (end < NTP_HEADER_LENGTH) return false;
+  // Strict layout first, over every field (also those after the authenticator), as scanFields does.
+  for (let at = NTP_HEADER_LENGTH; at < end;) {
+    if (end - at < 4) return false;
+    const length = ((buf[at + 2] ?? 0) << 8) | (buf[at + 3] ?? 0);
+    if (length < 4 || length % 4 !== 0 || at + length > end) return false;
+    at += length;
+  }
+  f.nts = false;
+  f.uidOffset = -1;
+  f.uidLength = 0;
+  f.cookies = 0;
+  f.cookieOffset = -1;
+  f.cookieLength = 0;
+  f.placeholders = 0;
+  f.authenticator = false;
+  f.adEnd = end;
+  for (let at = NTP_HEADER_LENGTH; at < end;) {
+    const type = ((buf[at] ?? 0) << 8) | (buf[at + 1] ?? 0);
+    const length = ((buf[at + 2] ?? 0) << 8) | (buf[at + 3] ?? 0);
+    const value = at + 4;
+    const valueLength = length - 4;
+    if (type === EF.AUTHENTICATOR) {
+      if (valueLength < 4) return false;
+      const nonceLength = ((buf[value] ?? 0) << 8) | (buf[value + 1] ?? 0);
+      const ctLength = ((buf[value + 2] ?? 0) << 8) | (buf[value + 3] ?? 0);
+      if (4 + pad4(nonceLength) + pad4(ctLength) > valueLength) return false;
+      f.authenticator = true;
+      f.nts = true;
+      f.adEnd = at;
+      f.nonceOffset = value + 4;
+      f.nonceLength = nonceLength;
+      f.ciphertextOffset = value + 4 + pad4(nonceLength);
+      f.ciphertextLength = ctLength;
+      return true;
+    }
+    if (type === EF.UNIQUE_IDENTIFIER) {
+      if (f.uidOffset >= 0) return false;
+      f.uidOffset = value;
+      f.uidLength = valueLength;
+      f.nts = true;
+    } else if (type === EF.COOKIE) {
+      if (f.cookies === 0) {
+        f.cookieOffset = value;
+        f.cookieLength = valueLength;
+      }
+      f.cookies++;
+      f.nts = true;
+    } else if (type === EF.COOKIE_PLACEHOLDER && f.placeholders < MAX_PLACEHOLDERS) {
+      f.placeholderLengths[f.placeholders++] = valueLength;
+    }
+    at += length;
+  }
+  return true;
+}
+
+/** Write an extension field header (type, length) at `at`; the caller writes the value. */
+export function writeFieldHeader(out: Uint8Array, at: number, type: number, length: number): void {
+  out[at] = type >>> 8;
+  out[at + 1] = type & 0xff;
+  out[at + 2] = length >>> 8;
+  out[at + 3] = length & 0xff;
+}
+
+/** Padded field length for a value of `valueLength` bytes (RFC 7822: a multiple of 4). */
+export function fieldLength(valueLength: number): number {
+  return 4 + pad4(valueLength);
+}

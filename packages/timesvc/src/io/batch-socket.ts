@@ -1,0 +1,229 @@
+import { createRequire } from 'node:module';
+
+/**
+ * The batched UDP socket of the NTP server (native/mmsg.c; docs/performance.md "Batched socket path"):
+ * the addon owns the socket, libuv tells it when datagrams are waiting, and each `recv()` takes up to
+ * `batch` datagrams with one recvmmsg(2), each with its kernel receive timestamp; `send()` hands all the
+ * replies of a batch to one sendmmsg(2) per chunk of 8. All memory is allocated here, once: the receive
+ * and send slots, lengths, addresses and timestamps are shared with the addon.
+ *
+ * Where the addon is missing (not Linux, no compiler at install) `batchSocketsAvailable()` is false and
+ * the server falls back to Node's dgram sockets (ntp-server.ts).
+ */
+
+interface MmsgAddon {
+  bind(family: 4 | 6, address: string, port: number, rcvbuf: number, timestamps: boolean): number;
+  localPort(fd: number): number;
+  closeFd(fd: number): void;
+  attach(
+    fd: number,
+    batch: number,
+    slot: number,
+    rxBuf: Uint8Array,
+    rxLen: Int32Array,
+    rxAddr: Uint8Array,
+    rxStamp: Float64Array,
+    txBuf: Uint8Array,
+    txLen: Int32Array,
+    txFrom: Int32Array,
+    txFlags: Uint8Array,
+    onBatch: (count: number) => void,
+  ): object;
+  recv(handle: object): number;
+  send(handle: object, count: number, seconds: number, fraction: number): number;
+  close(handle: object): void;
+}
+
+let cached: MmsgAddon | null | undefined;
+
+function addon(): MmsgAddon | undefined {
+  if (cached === undefined) {
+    try {
+      const require = createRequire(import.meta.url);
+      cached = require('../../build/Release/ntp_mmsg.node') as MmsgAddon;
+      if (typeof cached.recv !== 'function') cached = null;
+    } catch {
+      cached = null;
+    }
+  }
+  return cached ?? undefined;
+}
+
+/** Whether the batched socket addon loaded. */
+export function batchSocketsAvailable(): boolean {
+  return addon() !== undefined;
+}
+
+/** Datagrams per recvmmsg (and replies per batch). */
+export const DEFAULT_BATCH = 64;
+/**
+ * Bytes per datagram slot. NTP requests are 48 bytes plus extension fields; an NTS request with a full set
+ * of cookie placeholders is about 1 KB. A longer datagram is reported truncated (length -1) and dropped.
+ */
+export const DEFAULT_SLOT = 2048;
+/** Bytes per address record (native/mmsg.c recv()). */
+export const ADDR_BYTES = 24;
+/** txFlags bit: the addon writes the transmit timestamp (bytes 40–47) just before sending. */
+export const TX_STAMP = 1;
+
+export interface BatchSocketOptions {
+  family: 4 | 6;
+  address: string;
+  port: number;
+  recvBufferSize: number;
+  /** Ask the kernel for SO_TIMESTAMPNS receive timestamps. */
+  timestamps: boolean;
+  batch?: number;
+  slot?: number;
+}
+
+export class BatchSocket {
+  readonly family: 4 | 6;
+  readonly address: string;
+  readonly port: number;
+  readonly batch: number;
+  readonly slot: number;
+  readonly timestamps: boolean;
+  readonly rxBuf: Uint8Array;
+  /** Length of received datagram i, or -1 when it was longer than a slot. */
+  readonly rxLen: Int32Array;
+  readonly rxAddr: Uint8Array;
+  /** Kernel receive time of datagram i, Unix ms (CLOCK_REALTIME); NaN when the kernel gave none. */
+  readonly rxStamp: Float64Array;
+  readonly txBuf: Uint8Array;
+  readonly txLen: Int32Array;
+  /** Index of the received datagram whose source reply i goes to. */
+  readonly txFrom: Int32Array;
+  readonly txFlags: Uint8Array;
+  /** rxBuf as a Buffer (same memory), for code that wants Buffer methods. */
+  readonly rxBuffer: Buffer;
+  readonly txBuffer: Buffer;
+  readonly #a: MmsgAddon;
+  #handle: object | undefined;
+
+  private constructor(a: MmsgAddon, o: BatchSocketOptions, fd: number, onBatch: (count: number) => void) {
+    this.#a = a;
+    this.family = o.family;
+    this.address = o.address;
+    this.timestamps = o.timestamps;
+    this.batch = o.batch ?? DEFAULT_BATCH;
+    this.slot = o.slot ?? DEFAULT_SLOT;
+    this.rxBuf = new Uint8Array(this.batch * this.slot);
+    this.rxLen = new Int32Array(this.batch);
+    this.rxAddr = new Uint8Array(this.batch * ADDR_BYTES);
+    this.rxStamp = new Float64Array(this.batch);
+    this.txBuf = new Uint8Array(this.batch * this.slot);
+    this.txLen = new Int32Array(this.batch);
+    this.txFrom = new Int32Array(this.batch);
+    this.txFlags = new Uint8Array(this.batch);
+    this.rxBuffer = Buffer.from(this.rxBuf.buffer, this.rxBuf.byteOffset, this.rxBuf.byteLength);
+    this.txBuffer = Buffer.from(this.txBuf.buffer, this.txBuf.byteOffset, this.txBuf.byteLength);
+    try {
+      this.port = a.localPort(fd);
+      this.#handle = a.attach(
+        fd,
+        this.batch,
+        this.slot,
+        this.rxBuf,
+        this.rxLen,
+        this.rxAddr,
+        this.rxStamp,
+        this.txBuf,
+        this.txLen,
+        this.txFrom,
+        this.txFlags,
+        onBatch,
+      );
+    } catch (err) {
+      a.closeFd(fd);
+      throw err;
+    }
+  }
+
+  /**
+   * Bind a batched socket; `onBatch(count)` is called from the event loop with a batch of `count` received
+   * datagrams already in the rx arrays (the addon took them when the socket became readable); more may be
+   * taken with recv(), else the next wake-up brings them. Undefined without the addon. Throws (with
+   * `errno`) when the address cannot be bound.
+   */
+  static bind(o: BatchSocketOptions, onBatch: (count: number) => void): BatchSocket | undefined {
+    const a = addon();
+    if (!a) return undefined;
+    const batch = o.batch ?? DEFAULT_BATCH;
+    const slot = o.slot ?? DEFAULT_SLOT;
+    if (!Number.isInteger(batch) || batch < 1 || batch > 256 || !Number.isInteger(slot) || slot < 48) {
+      throw new RangeError('batch must be 1-256 and slot at least 48 bytes');
+    }
+    const fd = a.bind(o.family, o.address, o.port, o.recvBufferSize, o.timestamps);
+    return new BatchSocket(a, o, fd, onBatch);
+  }
+
+  get closed(): boolean {
+    return this.#handle === undefined;
+  }
+
+  /** Take up to `batch` waiting datagrams; returns how many (0: none waiting), or -errno. */
+  recv(): number {
+    return this.#handle === undefined ? 0 : this.#a.recv(this.#handle);
+  }
+
+  /**
+   * Send replies 0..count-1 (txLen, txFrom, txFlags set); (seconds, fraction) is the served time read just
+   * before the call, for the TX_STAMP replies. Returns how many could not be sent.
+   */
+  send(count: number, seconds: number, fraction: number): number {
+    return this.#handle === undefined ? count : this.#a.send(this.#handle, count, seconds, fraction);
+  }
+
+  /** Source address of received datagram i as text (dotted IPv4, or IPv6 as Node prints it). */
+  sourceAddress(i: number): string {
+    const a = this.rxAddr;
+    const o = i * ADDR_BYTES;
+    if (a[o] === 4) return `${a[o + 4]}.${a[o + 5]}.${a[o + 6]}.${a[o + 7]}`;
+    return ipv6Text(a, o + 4);
+  }
+
+  /** Source port of received datagram i. */
+  sourcePort(i: number): number {
+    const o = i * ADDR_BYTES;
+    return ((this.rxAddr[o + 2] ?? 0) << 8) | (this.rxAddr[o + 3] ?? 0);
+  }
+
+  close(): void {
+    const h = this.#handle;
+    this.#handle = undefined;
+    if (h !== undefined) this.#a.close(h);
+  }
+}
+
+/** RFC 5952 text of the IPv6 address at a[o, o + 16): lower case, the longest run of zero groups as "::". */
+export function ipv6Text(a: Uint8Array, o: number): string {
+  const g: number[] = [];
+  for (let i = 0; i < 8; i++) g.push(((a[o + 2 * i] ?? 0) << 8) | (a[o + 2 * i + 1] ?? 0));
+  // IPv4-mapped addresses are printed with a dotted tail, as Node does (::ffff:192.0.2.1).
+  if (g[0] === 0 && g[1] === 0 && g[2] === 0 && g[3] === 0 && g[4] === 0 && g[5] === 0xffff) {
+    return `::ffff:${a[o + 12]}.${a[o + 13]}.${a[o + 14]}.${a[o + 15]}`;
+  }
+  let bestStart = -1;
+  let bestLen = 0;
+  for (let i = 0; i < 8;) {
+    if (g[i] !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && g[j] === 0) j++;
+    if (j - i > bestLen && j - i >= 2) {
+      bestStart = i;
+      bestLen = j - i;
+    }
+    i = j;
+  }
+  const hex = (from: number, to: number): string =>
+    g
+      .slice(from, to)
+      .map((v) => v.toString(16))
+      .join(':');
+  if (bestStart < 0) return hex(0, 8);
+  return `${hex(0, bestStart)}::${hex(bestStart + bestLen, 8)}`;
+}
