@@ -3,8 +3,8 @@
  *
  * A timestamp read in JavaScript before send() is early by the time the datagram takes through Node, libuv
  * and the socket layer (tens of µs, more under load), and the client's offset is off by half that. With
- * SO_TIMESTAMPING and SOF_TIMESTAMPING_TX_SOFTWARE (Documentation/networking/timestamping.rst in the Linux
- * sources) the kernel stamps the datagram when the device takes it and queues the stamp on the socket's
+ * SO_TIMESTAMPING and SOF_TIMESTAMPING_TX_SOFTWARE (the Linux socket timestamping interface, socket(7)) the
+ * kernel stamps the datagram when the device takes it and queues the stamp on the socket's
  * error queue; OPT_TSONLY queues the stamp without a copy of the datagram. chronyd uses the same mechanism
  * for its client requests.
  *

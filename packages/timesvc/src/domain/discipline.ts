@@ -204,8 +204,8 @@ export class Discipline {
    * Weights of the window's points (mean 1). A sample's offset can be off by up to half its delay above
    * the true one-way delays (RFC 5905 §8: θ is exact only for a symmetric path), and the excess over the
    * window's lowest delay is what that asymmetry can be; so a point weighs 1 / (1 + excess / 2 / σ)², σ
-   * the offsets' noise, as chrony weights its regression (`sourcestats.c`: a sample's variance grows with
-   * its distance above the lowest in the register). A first datagram through cold caches or a send
+   * the offsets' noise, as chrony weights its regression by a sample's distance above the lowest in the
+   * register (docs/clock-discipline.md "Discipline"). A first datagram through cold caches or a send
    * delayed by the scheduler then counts for little instead of a quarter of a burst.
    */
   #weighted(pts: readonly FitPoint[]): (FitPoint & { w: number })[] {
