@@ -108,18 +108,32 @@ export function arrivalTime(
       // means the host clock stepped (a leap second too) since the offset was measured (served-clock.ts
       // notices within a second): the kernel's time carried by the old offset would be off by the step,
       // so the handler's own reading is used, and counted.
-      const atMs = clock.kernelStampMonoMs(stamp);
-      const skewMs = clock.kernelRealtimeMs(perf) - clock.kernelRealtimeNowMs();
-      if (
-        atMs > perf + RX_MAPPING_SLACK_MS ||
-        atMs < perf - RX_WINDOW_MS ||
-        skewMs < -STALE_MAPPING_MS ||
-        skewMs > 1 + STALE_MAPPING_MS
-      ) {
+      const atMs = kernelMappingFresh(clock, perf) ? checkedKernelStamp(clock, stamp, perf) : undefined;
+      if (atMs === undefined) {
         clock.kernelStampsReplaced++;
         return perf - correctionMs;
       }
-      return Math.min(perf, atMs);
+      return atMs;
     },
   };
+}
+
+/**
+ * Whether the kernel-realtime mapping still agrees with the realtime clock read directly (whole ms,
+ * truncated) at monotonic `perf`: false once the host clock stepped (a leap second too) and served-clock.ts
+ * has not yet noticed. Checked once per read, or once per batch on the batched path.
+ */
+export function kernelMappingFresh(clock: ServedClock, perf: number): boolean {
+  const skewMs = clock.kernelRealtimeMs(perf) - clock.kernelRealtimeNowMs();
+  return skewMs >= -STALE_MAPPING_MS && skewMs <= 1 + STALE_MAPPING_MS;
+}
+
+/**
+ * A kernel receive timestamp (CLOCK_REALTIME, ms) on the monotonic scale, or undefined when it does not lie
+ * in [read − RX_WINDOW_MS, read]: the one rule for the dgram path and the batched path.
+ */
+export function checkedKernelStamp(clock: ServedClock, stampMs: number, perf: number): number | undefined {
+  const atMs = clock.kernelStampMonoMs(stampMs);
+  if (atMs > perf + RX_MAPPING_SLACK_MS || atMs < perf - RX_WINDOW_MS) return undefined;
+  return Math.min(perf, atMs);
 }

@@ -14,7 +14,12 @@ import {
 import type { NtsResponder } from '../domain/nts-responder.ts';
 import { NTP_HEADER_LENGTH } from '../protocol/ntp-packet.ts';
 import { ADDR_BYTES, BatchSocket, TX_STAMP } from './batch-socket.ts';
-import { arrivalTime, type ArrivalTime } from './kernel-rx-timestamp.ts';
+import {
+  arrivalTime,
+  checkedKernelStamp,
+  kernelMappingFresh,
+  type ArrivalTime,
+} from './kernel-rx-timestamp.ts';
 import type { ServedClock } from './served-clock.ts';
 
 /**
@@ -31,10 +36,6 @@ import type { ServedClock } from './served-clock.ts';
 
 /** Batches handled per readiness callback before yielding to the event loop (it calls again if more wait). */
 const MAX_BATCHES_PER_WAKE = 4;
-/** Longest plausible wait between a kernel receive timestamp and its handling; beyond it, not trusted. */
-const MAX_RX_DELAY_MS = 1000;
-/** Disagreement between the kernel-realtime mapping and Date.now() beyond which the mapping is stale. */
-const STALE_MAPPING_MS = 2;
 
 export interface NtpServerCounters {
   requests: number;
@@ -296,16 +297,12 @@ export class NtpServer {
     // Address text only for an access list; the rate limiter keys clients from the raw address bytes.
     const needAddress = policy.access !== undefined;
     const correctionMs = o.rxCorrectionMs ?? 0;
-    // Kernel receive timestamps are CLOCK_REALTIME: carried onto the served clock's time base through the
-    // kernel-realtime mapping, checked once per batch against the realtime clock read directly (whole ms):
-    // if they disagree the host clock was stepped and the batch falls back to the handler's own reading
-    // (as kernel-rx-timestamp.ts does per datagram on the dgram path).
-    let kernelNowMs = Number.NaN;
-    if (b.timestamps) {
-      kernelNowMs = clock.kernelRealtimeMs(perf);
-      const skewMs = kernelNowMs - Date.now();
-      if (skewMs < -STALE_MAPPING_MS || skewMs > 1 + STALE_MAPPING_MS) kernelNowMs = Number.NaN;
-    }
+    // Kernel receive timestamps are CLOCK_REALTIME: carried onto the served clock's time base by the same
+    // rules as the dgram path (kernel-rx-timestamp.ts): the mapping checked once per batch against the
+    // realtime clock read directly, each timestamp within [read − window, read]; a timestamp that fails
+    // (the host clock stepped, a leap second too) gives way to the handler's own reading, counted.
+    const kernel = b.timestamps;
+    const fresh = kernel && kernelMappingFresh(clock, perf);
     const rx = b.rxBuf;
     const tx = b.txBuf;
     const slot = b.slot;
@@ -317,8 +314,12 @@ export class NtpServer {
         c.dropped.malformed++; // longer than a slot (bounded, native/mmsg.c)
         continue;
       }
-      const delay = kernelNowMs - (b.rxStamp[i] ?? 0); // NaN without a kernel timestamp
-      const at = delay >= 0 && delay < MAX_RX_DELAY_MS ? perf - delay : perf - correctionMs;
+      let at = perf - correctionMs;
+      if (kernel) {
+        const stamped = fresh ? checkedKernelStamp(clock, b.rxStamp[i] ?? 0, perf) : undefined;
+        if (stamped === undefined) clock.kernelStampsReplaced++;
+        else at = stamped;
+      }
       const off = i * slot;
       const txOff = out * slot;
       const code = respondInto(
