@@ -3,7 +3,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { requireTool, startProcess, tempDir, waitFor } from '@broadcast-ops/core/testing';
+import { requireTool, schedulingNoiseMs, startProcess, tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { chronyNtsClientConf, makeCertificate, startNtsService } from './helpers/nts.ts';
 
 function chronyc(sock: string, ...args: string[]): string {
@@ -64,7 +64,15 @@ test('chronyd -x as NTS client: NTS-KE, cookies, authenticated polls with no NAK
       `chrony NTS client: sources ${line}; last measured offset ${(lastS * 1e6).toFixed(1)} µs ± ${(errS * 1e6).toFixed(1)} µs`,
     );
     assert.ok(Number.isFinite(lastS) && Number.isFinite(errS) && errS > 0, `sources line ${line}`);
-    assert.ok(Math.abs(lastS) <= errS + 50e-6, `last offset ${lastS} s outside chrony's error ±${errS} s`);
+    // On a loaded machine a reply can leave later than the transmit timestamp written into it (T3 is
+    // read before the send; README "Accuracy"), which one exchange cannot tell from an offset: the margin
+    // grows by the scheduling noise measured now (core/testing), 260 µs against ±142 µs was seen with two
+    // CPU hogs. The accuracy of served time is judged by the accuracy test and bench/timesvc-discipline.
+    const marginS = 50e-6 + (await schedulingNoiseMs()) / 1000;
+    assert.ok(
+      Math.abs(lastS) <= errS + marginS,
+      `last offset ${lastS} s outside chrony's error ±${errS} s + ${marginS} s`,
+    );
     const ntsSide = service.nts();
     assert.ok(ntsSide);
     assert.ok(ntsSide.ke.counters.success >= 1);

@@ -85,7 +85,7 @@ export interface ArrivalTime {
  */
 export const RX_WINDOW_MS = 500;
 /** Slack for the mapping's own uncertainty (the offset is measured to a few µs; served-clock.ts), ms. */
-const RX_MAPPING_SLACK_MS = 0.05;
+export const RX_MAPPING_SLACK_MS = 0.05;
 
 /** The one receive-timestamp path shared by the NTP server and the peer clients. */
 export function arrivalTime(
@@ -108,7 +108,7 @@ export function arrivalTime(
       // means the host clock stepped (a leap second too) since the offset was measured (served-clock.ts
       // notices within a second): the kernel's time carried by the old offset would be off by the step,
       // so the handler's own reading is used, and counted.
-      const atMs = kernelMappingFresh(clock, perf) ? checkedKernelStamp(clock, stamp, perf) : undefined;
+      const atMs = kernelMappingFresh(clock) ? checkedKernelStamp(clock, stamp, perf) : undefined;
       if (atMs === undefined) {
         clock.kernelStampsReplaced++;
         return perf - correctionMs;
@@ -120,11 +120,13 @@ export function arrivalTime(
 
 /**
  * Whether the kernel-realtime mapping still agrees with the realtime clock read directly (whole ms,
- * truncated) at monotonic `perf`: false once the host clock stepped (a leap second too) and served-clock.ts
- * has not yet noticed. Checked once per read, or once per batch on the batched path.
+ * truncated): false once the host clock stepped (a leap second too) and served-clock.ts has not yet noticed.
+ * Both clocks are read here, next to each other: a handler that ran late (a loaded machine) must not look
+ * like a stale mapping. Checked once per read, or once per batch on the batched path.
  */
-export function kernelMappingFresh(clock: ServedClock, perf: number): boolean {
-  const skewMs = clock.kernelRealtimeMs(perf) - clock.kernelRealtimeNowMs();
+export function kernelMappingFresh(clock: ServedClock): boolean {
+  const wallMs = clock.kernelRealtimeNowMs();
+  const skewMs = clock.kernelRealtimeMs(performance.now()) - wallMs;
   return skewMs >= -STALE_MAPPING_MS && skewMs <= 1 + STALE_MAPPING_MS;
 }
 

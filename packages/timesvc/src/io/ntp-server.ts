@@ -302,7 +302,7 @@ export class NtpServer {
     // realtime clock read directly, each timestamp within [read − window, read]; a timestamp that fails
     // (the host clock stepped, a leap second too) gives way to the handler's own reading, counted.
     const kernel = b.timestamps;
-    const fresh = kernel && kernelMappingFresh(clock, perf);
+    const fresh = kernel && kernelMappingFresh(clock);
     const rx = b.rxBuf;
     const tx = b.txBuf;
     const slot = b.slot;
