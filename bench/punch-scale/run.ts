@@ -26,7 +26,7 @@ import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { WebSocket } from 'ws';
+import { json, open, percentile, type Peer } from '../punch-ws/client.ts';
 import { startRedis } from '../../packages/punch/test/redis-fixture.ts';
 
 const { values } = parseArgs({
@@ -75,52 +75,6 @@ async function start(script: string, args: string[]): Promise<Child> {
     },
   };
 }
-
-interface Peer {
-  ws: WebSocket;
-  waitFor(type: string): Promise<void>;
-}
-
-function open(url: string, token?: string): Promise<Peer> {
-  const ws = new WebSocket(url, {
-    perMessageDeflate: false,
-    ...(token ? { headers: { authorization: `Bearer ${token}` } } : {}),
-  });
-  const waiting = new Map<string, () => void>();
-  const seen = new Set<string>();
-  ws.on('message', (data) => {
-    const type = /^\{"type":"([a-z_]+)"/.exec((data as Buffer).toString('utf8'))?.[1] ?? '';
-    seen.add(type);
-    const w = waiting.get(type);
-    if (w) {
-      waiting.delete(type);
-      w();
-    }
-  });
-  return new Promise((resolve, reject) => {
-    ws.once('open', () =>
-      resolve({
-        ws,
-        waitFor: (type) =>
-          seen.has(type) ? Promise.resolve() : new Promise<void>((r) => waiting.set(type, r)),
-      }),
-    );
-    ws.once('error', reject);
-  });
-}
-
-async function post(url: string, body: unknown, token?: string): Promise<Record<string, unknown>> {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-    body: JSON.stringify(body),
-  });
-  if (res.status !== 201) throw new Error(`${url}: ${res.status} ${await res.text()}`);
-  return (await res.json()) as Record<string, unknown>;
-}
-
-const pct = (sorted: number[], p: number): number =>
-  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 
 const HEADER_END = Buffer.from('\r\n\r\n');
 
@@ -202,9 +156,9 @@ async function measure(label: string, nodes: Child[]): Promise<Figures> {
       ...(await Promise.all(
         Array.from({ length: Math.min(50, N - i) }, async (_v, j) => {
           const name = `m-${i + j}`;
-          const admin = (await post(`${base(0)}/api/session`, { name, ttl: 3600 }))['token'] as string;
+          const admin = (await json(`${base(0)}/api/session`, { name, ttl: 3600 }))['token'] as string;
           const tok = async (l: string) =>
-            (await post(`${base(0)}/api/session/${name}/token`, { label: l }, admin))['token'] as string;
+            (await json(`${base(0)}/api/session/${name}/token`, { label: l }, admin))['token'] as string;
           return { name, a: await tok('A'), b: await tok('B') };
         }),
       )),
@@ -239,8 +193,8 @@ async function measure(label: string, nodes: Child[]): Promise<Figures> {
   return {
     label,
     createsPerS,
-    p50: pct(latencies, 50),
-    p99: pct(latencies, 99),
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
     max: latencies.at(-1) ?? NaN,
     held,
     kibPerPeer: nodes.map((_n, i) => ((full[i] ?? 0) - (idle[i] ?? 0)) / Math.max(1, held[i] ?? 0) / 1024),

@@ -20,7 +20,7 @@ import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { WebSocket } from 'ws';
+import { json, open, percentile, type Peer } from './client.ts';
 
 const { values } = parseArgs({
   options: { sessions: { type: 'string', default: '1000' }, store: { type: 'string', default: 'sqlite' } },
@@ -61,55 +61,6 @@ async function start(kind: 'broker' | 'bare'): Promise<Child> {
       await done;
     },
   };
-}
-
-interface Peer {
-  ws: WebSocket;
-  waitFor(type: string): Promise<void>;
-}
-
-function open(url: string, token?: string): Promise<Peer> {
-  const ws = new WebSocket(url, {
-    perMessageDeflate: false,
-    ...(token ? { headers: { authorization: `Bearer ${token}` } } : {}),
-  });
-  const waiting = new Map<string, () => void>();
-  const seen = new Set<string>();
-  ws.on('message', (data) => {
-    const s = (data as Buffer).toString('utf8');
-    // Only the type matters here; a prefix test keeps the client's cost out of the measurement.
-    const type = /^\{"type":"([a-z_]+)"/.exec(s)?.[1] ?? '';
-    seen.add(type);
-    const w = waiting.get(type);
-    if (w) {
-      waiting.delete(type);
-      w();
-    }
-  });
-  return new Promise((resolve, reject) => {
-    ws.once('open', () =>
-      resolve({
-        ws,
-        waitFor: (type) =>
-          seen.has(type) ? Promise.resolve() : new Promise<void>((r) => waiting.set(type, r)),
-      }),
-    );
-    ws.once('error', reject);
-  });
-}
-
-async function json(url: string, body: unknown, token?: string): Promise<Record<string, unknown>> {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-    body: JSON.stringify(body),
-  });
-  if (res.status !== 201) throw new Error(`${url}: ${res.status} ${await res.text()}`);
-  return (await res.json()) as Record<string, unknown>;
-}
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 }
 
 async function main(): Promise<void> {
