@@ -10,13 +10,18 @@
  *   this checkout's node_modules is never touched.
  * - Cached under $BROADCAST_OPS_CACHE (default ~/.cache/broadcast-ops): the unpacked Node builds, and each
  *   version's tree with its node_modules per install key (the two most recently used kept).
+ * - While the host line's suite runs, a child process (`--prepare-only`) fetches the other lines' Node builds
+ *   and runs their `npm ci`, one after the other, so that a cold run (CI) does not wait for the installs
+ *   after the tests; its output is printed once the host suite ended. The tree locks (node-matrix.ts `lock`)
+ *   keep the suite that follows from using a tree before its install finished.
  *
  * Usage: tsx scripts/test-matrix.ts [--node 20|22|24|host|<x.y.z>]... [path-filter ...]
  *        TEST_NODE=24 npm test           (the same selection through the environment, comma-separated)
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import {
@@ -95,7 +100,7 @@ function runSuite(target: Target, filters: string[]): Outcome {
 }
 
 const { values, positionals: filters } = parseArgs({
-  options: { node: { type: 'string', multiple: true } },
+  options: { node: { type: 'string', multiple: true }, 'prepare-only': { type: 'boolean' } },
   allowPositionals: true,
 });
 let targets: Target[];
@@ -106,8 +111,70 @@ try {
   console.error(`test-matrix: ${(e as Error).message}`);
   process.exit(2);
 }
+
+/** The registry Node and the installed tree of each non-host target; problems are reported by the suite run. */
+function prepareOnly(list: Target[]): void {
+  for (const t of list.filter((x) => !x.host)) {
+    try {
+      const nodeDir = ensureNode(cacheDir, t.version);
+      prepareTree(root, cacheDir, t.version, nodeDir).release();
+    } catch (e) {
+      console.log(`test-matrix: node v${t.version}: ${(e as Error).message}`);
+    }
+  }
+}
+
+/** Starts `--prepare-only` for the non-host targets in a child writing to a log file; resolves when it ends. */
+function prepareInBackground(list: Target[]): { log: string; done: Promise<number> } | null {
+  const others = list.filter((t) => !t.host);
+  if (others.length === 0 || !list.some((t) => t.host)) return null;
+  const dir = mkdtempSync(join(tmpdir(), 'test-matrix-prepare-'));
+  const log = join(dir, 'prepare.log');
+  const fd = openSync(log, 'w');
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      fileURLToPath(import.meta.url),
+      '--prepare-only',
+      ...others.flatMap((t) => ['--node', t.version]),
+    ],
+    { cwd: root, env: process.env, stdio: ['ignore', fd, fd] },
+  );
+  closeSync(fd);
+  const done = new Promise<number>((resolve) => {
+    child.on('error', () => resolve(1));
+    child.on('exit', (code) => resolve(code ?? 1));
+  });
+  return { log, done };
+}
+
+if (values['prepare-only']) {
+  prepareOnly(targets);
+  process.exit(0);
+}
+
 const startedAll = Date.now();
-const outcomes = targets.map((t) => runSuite(t, filters));
+const background = prepareInBackground(targets);
+const outcomes: Outcome[] = [];
+let waited = background === null;
+// The host line first, so that the installs run beside it.
+for (const t of [...targets.filter((x) => x.host), ...targets.filter((x) => !x.host)]) {
+  if (!t.host && !waited && background) {
+    // The host suite has ended: wait for the installs, then show what they printed.
+    waited = true;
+    const started = Date.now();
+    const code = await background.done;
+    const more = ((Date.now() - started) / 1000).toFixed(0);
+    console.log(
+      `\n======== installs of the other Node lines (beside the host suite, then ${more} s more; exit ${code}) ========`,
+    );
+    process.stdout.write(readFileSync(background.log, 'utf8'));
+    rmSync(dirname(background.log), { recursive: true, force: true });
+  }
+  outcomes.push(runSuite(t, filters));
+}
 
 console.log('\n======== test-matrix summary ========');
 let passed = 0;

@@ -5,33 +5,22 @@
  */
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { repoRoot, startProcess } from '../../packages/core/src/testing/index.ts';
 import { launchChromium, watchPage } from '../../packages/core/src/testing/browser.ts';
+import { freePort } from '@broadcast-ops/core/testing';
 
 const fixtures = fileURLToPath(new URL('./fixtures/packages', import.meta.url));
 const SHOTS = join(repoRoot, '.tmp/test-output/landing');
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
 test('landing page: live health per service, no console error, readable on a phone', async () => {
   mkdirSync(SHOTS, { recursive: true });
-  const landing = await freePort();
+  const landing = await freePort('tcp');
   const offset = landing - 8600; // LANDING_PORT in scripts/start-stack.ts
-  let demo = await freePort();
-  while (demo - offset < 1) demo = await freePort();
+  let demo = await freePort('tcp');
+  while (demo - offset < 1) demo = await freePort('tcp');
   const launcher = startProcess(
     process.execPath,
     ['--import', 'tsx', join(repoRoot, 'scripts/start-stack.ts'), '--packages', fixtures],

@@ -1,21 +1,12 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot, startProcess, tempDir, waitFor } from '@broadcast-ops/core/testing';
+import { freePort, repoRoot, startProcess, tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { health, makeConfig, startMonitor, waitDevice } from './helpers.ts';
 
 const BIN = join(repoRoot, 'packages/playout-monitor/bin/playout-monitor.mjs');
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const port = (s.address() as { port: number }).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 test('help lists the commands; a bad config exits 2 naming the key', async () => {
   const help = startProcess(process.execPath, [BIN, 'help']);
@@ -39,7 +30,12 @@ test('help lists the commands; a bad config exits 2 naming the key', async () =>
 
 test('--with-simulators (the npm start demo): all three devices connect; SIGTERM exits 0', async () => {
   const dir = tempDir('pm-cli-');
-  const [http, osc, vmix, deck] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  const [http, osc, vmix, deck] = [
+    await freePort('tcp'),
+    await freePort('tcp'),
+    await freePort('tcp'),
+    await freePort('tcp'),
+  ];
   const file = join(dir.path, 'demo.json');
   writeFileSync(
     file,

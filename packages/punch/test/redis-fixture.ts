@@ -1,6 +1,6 @@
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import {
+  freePort,
   repoRoot,
   requireTool,
   startProcess,
@@ -25,22 +25,6 @@ export interface RedisFixture {
   remove(): Promise<void>;
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      const port = typeof a === 'object' && a ? a.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-/**
- * `appendfsync` defaults to `always` (what the broker's docs require); the benchmark also runs `everysec`
- * to show what the fsync per write costs.
- */
 export async function startRedis(
   options: { appendfsync?: 'always' | 'everysec' } = {},
 ): Promise<RedisFixture> {

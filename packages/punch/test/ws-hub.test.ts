@@ -184,3 +184,21 @@ test('health_report: at most one per second per session, the later reports coale
   assert.deepEqual(health, { rtt: 250, retransmit: 0, bitrate: 1e6 });
   assert.ok(Number.isFinite(at) && at <= clock.now());
 });
+
+test('two peers that register at the same moment both get a slot (one save still pending is no refusal)', async () => {
+  const { hub, join } = await setup();
+  const a = join('203.0.113.1', 'tok-a');
+  const b = join('198.51.100.2', 'tok-b');
+  // No wait between the two: A's claim is still being saved when B's register arrives.
+  hub.handle(a, msg({ type: 'register', port: 5000 }));
+  hub.handle(b, msg({ type: 'register', port: 5000 }));
+  await settle();
+  await settle();
+  assert.deepEqual(
+    b.sent.filter((m) => m['type'] === 'error'),
+    [],
+  );
+  assert.equal(a.last('peer')?.['ip'], '198.51.100.2');
+  assert.equal(b.last('peer')?.['ip'], '203.0.113.1');
+  assert.equal(hub.holdsSlot(a) && hub.holdsSlot(b), true);
+});

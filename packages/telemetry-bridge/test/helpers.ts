@@ -1,5 +1,4 @@
 /** Shared test fixtures: a strict fake adapter and an in-process bridge on port 0. */
-import { createServer } from 'node:net';
 import { silentLogger, type Clock, type Logger } from '@broadcast-ops/core';
 import type { Hub } from '../src/domain/hub.ts';
 import { ClientSession, type SessionTransport } from '../src/io/client-session.ts';
@@ -153,14 +152,8 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/** A port that was free a moment ago, for a bridge that must come back on the same port after a restart. */
-export async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
+/** A port for a bridge that must come back on the same port after a restart (core's, below the ephemeral range). */
+export { freePort } from '@broadcast-ops/core/testing';
 
 /** A client session on an in-memory hub, handshaken as `name` (no authentication, long idle timeout). */
 export function openSession(hub: Hub, clock: Clock, t: SessionTransport, name: string): ClientSession {

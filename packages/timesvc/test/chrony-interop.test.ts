@@ -5,22 +5,12 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { metricValue } from '@broadcast-ops/core';
-import { requireTool, startProcess, tempDir, waitFor } from '@broadcast-ops/core/testing';
+import { freePort, requireTool, startProcess, tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { refIdToIpv4 } from '../src/protocol/ntp-packet.ts';
 import { queryServer } from '../src/io/query.ts';
 import { chronyQuery, medianOf, startChronyServer } from './helpers/chrony.ts';
 import { startService } from './helpers/service.ts';
 import { OffsetUpstream, Probe, checkProbe } from './helpers/offset-upstream.ts';
-
-/** A free UDP port on loopback for chronyd (it cannot be told to use port 0 and report it). */
-async function freeUdpPort(): Promise<number> {
-  const { createSocket } = await import('node:dgram');
-  const s = createSocket('udp4');
-  await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
-  const port = s.address().port;
-  await new Promise<void>((r) => s.close(r));
-  return port;
-}
 
 test('chronyd -Q measures timesvc within 1 ms (median of 5 runs), over IPv4 and IPv6', async () => {
   const { service, port } = await startService({ local_stratum: true, stratum: 5 });
@@ -93,7 +83,7 @@ test('a long-running chronyd -x client selects timesvc as its source (chronyc so
 
 test('timesvc with a local chronyd as upstream peer reaches LOCKED and serves stratum+1, refid = chrony', async () => {
   const dir = tempDir('timesvc-chrony-upstream-');
-  const chronyPort = await freeUdpPort();
+  const chronyPort = await freePort('udp');
   const chrony = await startChronyServer(dir.path, chronyPort, { stratum: 6 });
   const { service, port } = await startService({
     upstream_peers: [{ address: `127.0.0.1:${chronyPort}`, iburst: true, minpoll: 0, maxpoll: 0 }],
@@ -127,7 +117,7 @@ test('timesvc with a local chronyd as upstream peer reaches LOCKED and serves st
 
 test('an IPv6 upstream (chronyd on [::1]) is used; the refid is the first 4 bytes of MD5(address)', async () => {
   const dir = tempDir('timesvc-chrony-upstream6-');
-  const chronyPort = await freeUdpPort();
+  const chronyPort = await freePort('udp');
   const chrony = await startChronyServer(dir.path, chronyPort, { stratum: 5 });
   const { service, port } = await startService({
     upstream_peers: [{ address: `[::1]:${chronyPort}`, minpoll: 0, maxpoll: 0 }],
@@ -173,7 +163,7 @@ test('chronyd -Q measures the +20 ms that timesvc serves while following an offs
 test('timesvc behind a chronyd -x that follows an offset upstream: serves the upstream time (+20 ms) within its bound', async () => {
   const dir = tempDir('timesvc-chrony-offset-');
   const up = await OffsetUpstream.start(0.02);
-  const chronyPort = await freeUdpPort();
+  const chronyPort = await freePort('udp');
   // chronyd -x serves its corrected time (the offset it measured), not the host clock: the bench checks this too.
   const chrony = await startChronyServer(dir.path, chronyPort, {
     stratum: null,

@@ -3,22 +3,13 @@ import { closeSync, existsSync, openSync, writeFileSync, writeSync } from 'node:
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { silentLogger } from '@broadcast-ops/core';
-import { requireTool, startProcess, tempDir, waitFor } from '@broadcast-ops/core/testing';
+import { freePort, requireTool, startProcess, tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { configSchema } from '../src/config.ts';
 import { queryServer } from '../src/io/query.ts';
 import { createTimesvc } from '../src/io/service.ts';
 import { buildNmea } from '../src/protocol/nmea.ts';
 import { formatPpsAssert } from '../src/protocol/pps.ts';
 import { chronyQuery, startChronyServer } from './helpers/chrony.ts';
-
-async function freeUdpPort(): Promise<number> {
-  const { createSocket } = await import('node:dgram');
-  const s = createSocket('udp4');
-  await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
-  const port = s.address().port;
-  await new Promise<void>((r) => s.close(r));
-  return port;
-}
 
 /** One second of a u-blox-like receiver: RMC, GGA, GSA and a GSV cycle for the second `unixS`. */
 function nmeaSecond(unixS: number): string {
@@ -54,7 +45,7 @@ test(
       `pty,raw,echo=0,link=${ttyA}`,
       `pty,raw,echo=0,link=${ttyB}`,
     ]);
-    const chronyPort = await freeUdpPort();
+    const chronyPort = await freePort('udp');
     const chrony = await startChronyServer(dir.path, chronyPort, { stratum: 8 });
     let timer: NodeJS.Timeout | undefined;
     let fd: number | undefined;

@@ -1,9 +1,8 @@
 // The operator commands against a running server with one chrony upstream (chronyd -x, its own config,
 // pidfile and sockets on loopback), check-config warnings, hash-password, the human query output.
 import assert from 'node:assert/strict';
-import { createSocket } from 'node:dgram';
 import { after, test } from 'node:test';
-import { tempDir } from '@broadcast-ops/core/testing';
+import { freePort, tempDir } from '@broadcast-ops/core/testing';
 import { startChronyServer } from './helpers/chrony.ts';
 import { run } from './helpers/cli.ts';
 import { PASSWORDS, startWebRig, until } from './helpers/web.ts';
@@ -13,18 +12,10 @@ after(async () => {
   for (const c of closers.reverse()) await c();
 });
 
-async function freeUdpPort(): Promise<number> {
-  const s = createSocket('udp4');
-  await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
-  const port = s.address().port;
-  await new Promise<void>((r) => s.close(r));
-  return port;
-}
-
 test('sources, sourcestats and tracking against a running server with one chrony upstream', async () => {
   const dir = tempDir('timesvc-cli-chrony-');
   closers.push(() => dir.remove());
-  const chronyPort = await freeUdpPort();
+  const chronyPort = await freePort('udp');
   const chrony = await startChronyServer(dir.path, chronyPort, { stratum: 6 });
   closers.push(() => chrony.stop());
   const rig = await startWebRig({

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { createSocket, type Socket } from 'node:dgram';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { createConnection } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import WebSocket from 'ws';
@@ -25,6 +25,7 @@ import {
   startCommand,
   type Service,
 } from './helpers.ts';
+import { freePort } from '@broadcast-ops/core/testing';
 
 const guide = readGuide('connect-casparcg.md');
 
@@ -43,14 +44,6 @@ interface Monitor {
   url: string;
   osc: number;
   ember: number;
-}
-
-async function freeTcpPort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
 }
 
 /** `npx playout-monitor --config <file>` plus the extra arguments; URL and ports from its start-up log line. */
@@ -137,8 +130,8 @@ test('guide "Connect your CasparCG to the playout monitor": every step walked ag
         assert.equal(caspar.type, 'osc_player');
 
         // The demo as npm start runs it (--with-simulators), its listening ports moved: "CasparCG 1" plays.
-        const vmix = await freeTcpPort();
-        const deck = await freeTcpPort();
+        const vmix = await freePort('tcp');
+        const deck = await freePort('tcp');
         const moved = {
           settings: settings(),
           servers: demo.servers.map((s) =>

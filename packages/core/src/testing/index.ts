@@ -1,5 +1,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { createSocket } from 'node:dgram';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -126,6 +128,59 @@ export async function waitFor<T>(
 export function loadFactor(): number {
   const perCore = (loadavg()[0] ?? 0) / Math.max(1, availableParallelism());
   return Math.min(10, Math.max(1, perCore));
+}
+
+/** The kernel's ephemeral port range (Linux `net.ipv4.ip_local_port_range`), else the Linux default. */
+export function ephemeralPortRange(): [number, number] {
+  try {
+    const [lo, hi] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/);
+    const range: [number, number] = [Number(lo), Number(hi)];
+    if (range.every((n) => Number.isInteger(n) && n > 0)) return range;
+  } catch {
+    /* not Linux: the default below */
+  }
+  return [32768, 60999];
+}
+
+/** Whether `port` can be bound on 127.0.0.1 now (TCP, and UDP too for `both`). */
+async function bindable(port: number, kind: 'tcp' | 'udp' | 'both'): Promise<boolean> {
+  if (kind !== 'udp') {
+    const ok = await new Promise<boolean>((resolve) => {
+      const srv = createServer();
+      srv.once('error', () => resolve(false));
+      srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+    });
+    if (!ok) return false;
+  }
+  if (kind !== 'tcp') {
+    return new Promise<boolean>((resolve) => {
+      const s = createSocket('udp4');
+      s.once('error', () => resolve(false));
+      s.bind(port, '127.0.0.1', () => s.close(() => resolve(true)));
+    });
+  }
+  return true;
+}
+
+/**
+ * A loopback port for a server that must be given its port (redis-server, chronyd) or must come back on the
+ * same port after a restart. Picked at random BELOW the kernel's ephemeral range and checked free: a port
+ * taken with `listen(0)` and released lies inside that range, so any outgoing connection of a test running
+ * beside it may get it as its local port before the server binds it (or, while the server is down, a client
+ * reconnecting to it may connect to itself), and the server then fails with EADDRINUSE. Below the range only
+ * an explicit bind can collide, which the check and the random pick make unlikely. Bounded: 200 tries.
+ * `range`: [first, last + 1) to pick from (tests of this helper).
+ */
+export async function freePort(
+  kind: 'tcp' | 'udp' | 'both' = 'tcp',
+  range: [number, number] = [10_000, Math.max(11_000, ephemeralPortRange()[0])],
+): Promise<number> {
+  const [lo, hi] = range;
+  for (let i = 0; i < 200; i++) {
+    const port = lo + Math.floor(Math.random() * (hi - lo));
+    if (await bindable(port, kind)) return port;
+  }
+  throw new Error(`no free ${kind} port on 127.0.0.1 between ${lo} and ${hi} after 200 tries`);
 }
 
 /** A child process with its output collected, ended by PID when the test is done. */

@@ -1,10 +1,9 @@
 import { execFileSync } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import { writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { silentLogger } from '@broadcast-ops/core';
-import { requireTool } from '@broadcast-ops/core/testing';
+import { freePort as coreFreePort, requireTool } from '@broadcast-ops/core/testing';
 import { configSchema, type TimesvcConfig } from '../../src/config.ts';
 import { NtsPeerSecurity, type NtsPeerOptions } from '../../src/io/nts-peer.ts';
 import { createTimesvc, type TimesvcService } from '../../src/io/service.ts';
@@ -86,20 +85,9 @@ export function chronyNtsClientConf(
   ];
 }
 
-/** A free loopback port for a daemon that cannot be told to use port 0 and report it (chronyd). */
-export async function freePort(kind: 'tcp' | 'udp'): Promise<number> {
-  if (kind === 'udp') {
-    const s = createSocket('udp4');
-    await new Promise<void>((r) => s.bind(0, '127.0.0.1', r));
-    const port = s.address().port;
-    await new Promise<void>((r) => s.close(r));
-    return port;
-  }
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const a = srv.address();
-  await new Promise<void>((r) => srv.close(() => r()));
-  return typeof a === 'object' && a ? a.port : 0;
+/** A free loopback port for a daemon that cannot be told to use port 0 and report it (chronyd): core's. */
+export function freePort(kind: 'tcp' | 'udp'): Promise<number> {
+  return coreFreePort(kind);
 }
 
 /** The upstream-peer NTS component for a local NTS-KE server at 127.0.0.1:`kePort` trusting `cert`. */
