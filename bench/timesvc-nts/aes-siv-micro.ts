@@ -7,8 +7,9 @@
  *   - node per-call: CMAC on a fresh `aes-128-cbc` cipher per MAC and the CTR half on a fresh `aes-128-ctr`
  *     cipher per message (the obvious node:crypto construction, no state kept between calls);
  *   - node hybrid: the hand-written CMAC, CTR half on a fresh `aes-128-ctr` cipher per message;
- *   - OpenSSL AES-128-SIV through the addon (native/nts-cookie.c; the running Node's OpenSSL, one context
- *     per key, re-keyed per operation; S2V by hand with OpenSSL's CMAC for an empty plaintext), where built.
+ *   - OpenSSL AES-128-SIV through the addon (native/nts-cookie.c; the running Node's OpenSSL, one keyed
+ *     template context per key, copied per operation; S2V by hand with OpenSSL's CMAC for an empty
+ *     plaintext), where built.
  * Each cell is the best of five slices (the machine is shared). Every candidate is checked against the hand-written output before timing. Two operations per size, as NTS
  * uses them (RFC 8915 §5.6, §5.7): `open` of a request authenticator (associated data = the packet before the
  * authenticator plus the 16-byte nonce, empty plaintext) and `seal` of a reply (associated data = the same,
