@@ -432,6 +432,8 @@ interface Running {
   child: ChildProcess;
   log: WriteStream;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Resolves once an unexpected exit has been reported (reason and log; at once when stopping). */
+  reported: Promise<void>;
 }
 const running: Running[] = [];
 let stopping = false;
@@ -494,24 +496,24 @@ for (const service of services) {
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) =>
     child.once('exit', (code, signal) => res({ code, signal })),
   );
-  void exited.then((e) => {
+  const reported = exited.then(async (e) => {
     if (stopping) return;
     // The log stream flushes on end; read it afterwards for the reason.
-    log.end(() => {
+    await new Promise<void>((done) => log.end(done));
+    if (stopping) return;
+    console.error(
+      `start-stack: ${service.name} exited unexpectedly with ${describeExit(e)}; see data/logs/${service.name}.log`,
+    );
+    const port = busyPortInLog(logFile);
+    if (port) {
       console.error(
-        `start-stack: ${service.name} exited unexpectedly with ${describeExit(e)}; see data/logs/${service.name}.log`,
+        `start-stack: ${service.name} could not listen: port ${port} is in use by another program.`,
       );
-      const port = busyPortInLog(logFile);
-      if (port) {
-        console.error(
-          `start-stack: ${service.name} could not listen: port ${port} is in use by another program.`,
-        );
-        console.error(moveHint());
-      }
-      void stopAll(`${service.name} failed`, 1);
-    });
+      console.error(moveHint());
+    }
+    void stopAll(`${service.name} failed`, 1);
   });
-  running.push({ service, child, log, exited });
+  running.push({ service, child, log, exited, reported });
 }
 
 const deadline = Date.now() + readyTimeoutMs;
@@ -562,4 +564,11 @@ running.forEach((r, i) => {
   }
 });
 console.log('\nPress Ctrl-C to stop.');
-if (results.some((ok) => !ok)) await stopAll('a service did not become ready', 1);
+if (results.some((ok) => !ok)) {
+  // A service that died is reported by its exit handler (with the reason from its log), which stops the
+  // stack; on a loaded machine its log may still be flushing when the readiness check ends.
+  const dead = running.filter((r) => r.child.exitCode !== null || r.child.signalCode !== null);
+  if (dead.length > 0)
+    await Promise.race([Promise.all(dead.map((r) => r.reported)), new Promise((r) => setTimeout(r, 10_000))]);
+  await stopAll('a service did not become ready', 1);
+}
