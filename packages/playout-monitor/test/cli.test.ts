@@ -30,9 +30,10 @@ test('help lists the commands; a bad config exits 2 naming the key', async () =>
 
 test('--with-simulators (the npm start demo): all three devices connect; SIGTERM exits 0', async () => {
   const dir = tempDir('pm-cli-');
+  // The CasparCG OSC input is UDP: its port must be free for both.
   const [http, osc, vmix, deck] = [
     await freePort('tcp'),
-    await freePort('tcp'),
+    await freePort('both'),
     await freePort('tcp'),
     await freePort('tcp'),
   ];
