@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { repoRoot, startProcess, tempDir } from '../../packages/core/src/testing/index.ts';
+import { freePort, repoRoot, startProcess, tempDir } from '../../packages/core/src/testing/index.ts';
 
 const fixtures = fileURLToPath(new URL('./fixtures/packages', import.meta.url));
 const LANDING_PORT = 8600; // scripts/start-stack.ts
@@ -15,13 +15,6 @@ function listen(): Promise<Server> {
     srv.once('error', reject);
     srv.listen(0, '127.0.0.1', () => resolve(srv));
   });
-}
-
-async function freePort(): Promise<number> {
-  const srv = await listen();
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
 }
 
 /** An offset that puts the landing page on a free port, and the demo port that lands on another free one. */

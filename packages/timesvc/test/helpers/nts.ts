@@ -3,7 +3,7 @@ import { createSocket } from 'node:dgram';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { silentLogger } from '@broadcast-ops/core';
-import { freePort as coreFreePort, requireTool } from '@broadcast-ops/core/testing';
+import { requireTool } from '@broadcast-ops/core/testing';
 import { configSchema, type TimesvcConfig } from '../../src/config.ts';
 import { NtsPeerSecurity, type NtsPeerOptions } from '../../src/io/nts-peer.ts';
 import { createTimesvc, type TimesvcService } from '../../src/io/service.ts';
@@ -85,10 +85,8 @@ export function chronyNtsClientConf(
   ];
 }
 
-/** A free loopback port for a daemon that cannot be told to use port 0 and report it (chronyd): core's. */
-export function freePort(kind: 'tcp' | 'udp'): Promise<number> {
-  return coreFreePort(kind);
-}
+/** A free loopback port for a daemon that cannot be told to use port 0 and report it (chronyd). */
+export { freePort } from '@broadcast-ops/core/testing';
 
 /** The upstream-peer NTS component for a local NTS-KE server at 127.0.0.1:`kePort` trusting `cert`. */
 export function localNtsPeerSecurity(
