@@ -10,11 +10,11 @@
     },
     {
       "target_name": "ntp_mmsg",
-      "conditions": [["OS=='linux'", { "sources": ["native/mmsg.c"] }]]
+      "conditions": [["OS=='linux'", { "sources": ["native/mmsg.c", "native/ntp-fast.c", "native/ntp-nts.c", "native/nts-crypto.c"], "libraries": ["-lpthread", "-lm"] }]]
     },
     {
       "target_name": "nts_cookie",
-      "conditions": [["OS=='linux'", { "sources": ["native/nts-cookie.c"] }]]
+      "conditions": [["OS=='linux'", { "sources": ["native/nts-cookie.c", "native/nts-crypto.c"] }]]
     }
   ]
 }

@@ -16,9 +16,20 @@
  * Transmit timestamps (RFC 5905 §8 T3): for slots flagged by JavaScript, the addon writes bytes 40-47 of
  * the reply itself, immediately before each sendmmsg() chunk of at most TX_CHUNK datagrams, as the served
  * time JavaScript read just before the call plus the CLOCK_MONOTONIC time elapsed since the call began.
+ *
+ * Native responder (docs/performance.md "Native responder"): after startNative() the socket is no longer
+ * watched by libuv but read by a thread of its own, which answers plain requests itself (ntp-fast.c: the
+ * same decisions and bytes as the JavaScript responder, over the served clock handed over as one linear
+ * piece) and queues the rest (requests with extension fields, anything while it has no valid piece of the
+ * served clock) in a bounded ring for the JavaScript thread, which it wakes with uv_async_send(); JavaScript
+ * then takes them from the ring with the same onBatch()/recv() as above.
  */
 #define _GNU_SOURCE /* recvmmsg, sendmmsg */
 #include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <node_api.h>
@@ -30,11 +41,64 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "ntp-fast.h"
+#include "ntp-nts.h"
+
 #define MAX_BATCH 256
 #define ADDR_BYTES 24
 /* Replies per sendmmsg() between two readings of the clock (bounds the T3 error, docs/performance.md). */
 #define TX_CHUNK 8
 #define CTRL_BYTES 64
+/* Datagrams the native thread may queue for JavaScript; more are dropped and counted (bounded memory). */
+#define RING 512
+/* A request closer than this to the end of the served clock's linear piece is left to JavaScript. */
+#define PIECE_GUARD_MS 1.0
+/* Kernel receive timestamps older than this (ms) are not used (src/io/kernel-rx-timestamp.ts RX_WINDOW_MS). */
+#define RX_WINDOW_MS 500.0
+#define RX_SLACK_MS 0.05
+
+/* Counters of the native thread, in stats() order. */
+enum {
+  ST_REQUESTS, ST_RESPONSES, ST_KOD_RATE, ST_KOD_DENY, ST_SEND_ERRORS,
+  ST_DROP_SHORT, ST_DROP_NOT_CLIENT, ST_DROP_BAD_VERSION, ST_DROP_MALFORMED, ST_DROP_AUTHENTICATED,
+  ST_DROP_RATE_LIMITED, ST_DROP_OVERLOAD, ST_FORWARDED, ST_KERNEL_REPLACED, ST_BATCHES, ST_DATAGRAMS,
+  ST_LARGEST, ST_NTS_AUTHENTIC, ST_COUNT
+};
+
+/* Everything the native thread owns; allocated by startNative(). */
+typedef struct {
+  pthread_t thread;
+  int stop_fd;
+  int started;
+  int64_t origin_ns;   /* CLOCK_MONOTONIC ns at which performance.now() reads 0 */
+  int timestamps;
+  double correction_ms;
+  nf_policy_t policy;
+  int nts_on;           /* the server answers NTS: extension fields go through ntp-nts.c */
+  nn_t *nts;            /* NTS keys and sessions (nts_on) */
+  pthread_mutex_t keys_lock; /* guards nts against setNtsKeys */
+  uint8_t *big;         /* batch * slot: NTS replies */
+  pthread_mutex_t lock; /* guards served, the ring indices */
+  nf_served_t served;
+  /* the thread's receive and send state */
+  uint8_t *buf;         /* batch * slot */
+  struct sockaddr_in6 names[MAX_BATCH];
+  struct mmsghdr msgs[MAX_BATCH];
+  struct iovec iov[MAX_BATCH];
+  uint8_t ctrl[MAX_BATCH][CTRL_BYTES];
+  uint8_t out[MAX_BATCH][48];
+  struct mmsghdr tx_msgs[MAX_BATCH];
+  struct iovec tx_iov[MAX_BATCH];
+  uint8_t stamp_me[MAX_BATCH];
+  /* the ring to JavaScript */
+  uint8_t *ring_buf;    /* RING * slot */
+  int32_t ring_len[RING];
+  uint8_t ring_addr[RING][ADDR_BYTES];
+  double ring_stamp[RING];
+  struct sockaddr_in6 ring_name[RING];
+  int ring_head, ring_count;
+  uint64_t stats[ST_COUNT];
+} native_t;
 
 typedef struct {
   int fd;
@@ -54,6 +118,9 @@ typedef struct {
   napi_env env;
   uv_poll_t poll;
   int closing;
+  native_t *native;
+  uv_async_t async_wake;
+  int open_handles; /* libuv handles still to close before the endpoint is freed */
   struct sockaddr_in6 names[MAX_BATCH];
   struct mmsghdr rx_msgs[MAX_BATCH];
   struct iovec rx_iov[MAX_BATCH];
@@ -174,11 +241,10 @@ static napi_value CloseFd(napi_env env, napi_callback_info info) {
 }
 
 static int take_batch(endpoint_t *ep);
+static void native_free(native_t *nv);
 
-static void on_poll(uv_poll_t *handle, int status, int events) {
-  endpoint_t *ep = (endpoint_t *)handle->data;
-  (void)events;
-  (void)status; /* an error is seen by the next recv() */
+/* Take a batch (from the socket, or from the native thread's ring) and hand it to JavaScript. */
+static void deliver(endpoint_t *ep) {
   if (ep->closing) return;
   /* The first batch is taken here, so a wake-up costs one crossing into JavaScript and none back for it. */
   int n = take_batch(ep); /* negative: -errno, for JavaScript to log */
@@ -200,11 +266,28 @@ static void on_poll(uv_poll_t *handle, int status, int events) {
     }
   }
   napi_close_handle_scope(env, scope);
+  /* Whatever JavaScript left in the ring (it takes at most a few batches per wake-up) gets another turn. */
+  if (ep->native && !ep->closing) {
+    pthread_mutex_lock(&ep->native->lock);
+    int left = ep->native->ring_count;
+    pthread_mutex_unlock(&ep->native->lock);
+    if (left > 0) uv_async_send(&ep->async_wake);
+  }
 }
+
+static void on_poll(uv_poll_t *handle, int status, int events) {
+  (void)events;
+  (void)status; /* an error is seen by the next recv() */
+  deliver((endpoint_t *)handle->data);
+}
+
+static void on_wake(uv_async_t *handle) { deliver((endpoint_t *)handle->data); }
 
 static void on_closed(uv_handle_t *handle) {
   endpoint_t *ep = (endpoint_t *)handle->data;
+  if (--ep->open_handles > 0) return;
   close(ep->fd);
+  if (ep->native) native_free(ep->native);
   free(ep);
 }
 
@@ -312,50 +395,651 @@ static endpoint_t *endpoint_of(napi_env env, napi_value v) {
  * (CLOCK_REALTIME), or NaN when the datagram carried none. Returns the count, 0 when none is waiting, or
  * -errno.
  */
-static int take_batch(endpoint_t *ep) {
-  for (int i = 0; i < ep->batch; i++) {
-    struct msghdr *h = &ep->rx_msgs[i].msg_hdr;
-    h->msg_name = &ep->names[i];
-    h->msg_namelen = sizeof ep->names[i];
-    h->msg_iov = &ep->rx_iov[i];
+/* The address record of a source (the layout above). */
+static void fill_record(const struct sockaddr_in6 *name, uint8_t *a) {
+  memset(a, 0, ADDR_BYTES);
+  if (name->sin6_family == AF_INET) {
+    const struct sockaddr_in *s = (const struct sockaddr_in *)name;
+    a[0] = 4;
+    memcpy(a + 2, &s->sin_port, 2);
+    memcpy(a + 4, &s->sin_addr, 4);
+  } else {
+    a[0] = 6;
+    memcpy(a + 2, &name->sin6_port, 2);
+    memcpy(a + 4, &name->sin6_addr, 16);
+    uint32_t scope = name->sin6_scope_id;
+    memcpy(a + 20, &scope, 4);
+  }
+}
+
+/* The kernel receive timestamp of a received message (SCM_TIMESTAMPNS), or 0 when it carried none. */
+static int cmsg_stamp(struct msghdr *h, struct timespec *ts) {
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(h); c != NULL; c = CMSG_NXTHDR(h, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+      memcpy(ts, CMSG_DATA(c), sizeof *ts);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* One recvmmsg() into msgs[0..batch) over names, iov and ctrl; the count, 0 when none waits, or -errno. */
+static int recv_into(int fd, int batch, struct mmsghdr *msgs, struct sockaddr_in6 *names, struct iovec *iov,
+                     uint8_t (*ctrl)[CTRL_BYTES]) {
+  for (int i = 0; i < batch; i++) {
+    struct msghdr *h = &msgs[i].msg_hdr;
+    h->msg_name = &names[i];
+    h->msg_namelen = sizeof names[i];
+    h->msg_iov = &iov[i];
     h->msg_iovlen = 1;
-    h->msg_control = ep->ctrl[i];
+    h->msg_control = ctrl[i];
     h->msg_controllen = CTRL_BYTES;
     h->msg_flags = 0;
   }
   int n;
   do {
-    n = recvmmsg(ep->fd, ep->rx_msgs, (unsigned)ep->batch, MSG_DONTWAIT, NULL);
+    n = recvmmsg(fd, msgs, (unsigned)batch, MSG_DONTWAIT, NULL);
   } while (n < 0 && errno == EINTR);
   if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+  return n;
+}
+
+static int drain_ring(endpoint_t *ep);
+
+static int take_batch(endpoint_t *ep) {
+  if (ep->native) return drain_ring(ep);
+  int n = recv_into(ep->fd, ep->batch, ep->rx_msgs, ep->names, ep->rx_iov, ep->ctrl);
   for (int i = 0; i < n; i++) {
     struct msghdr *h = &ep->rx_msgs[i].msg_hdr;
     ep->rx_len[i] = (h->msg_flags & MSG_TRUNC) ? -1 : (int32_t)ep->rx_msgs[i].msg_len;
-    uint8_t *a = ep->rx_addr + (size_t)i * ADDR_BYTES;
-    memset(a, 0, ADDR_BYTES);
-    if (ep->names[i].sin6_family == AF_INET) {
-      struct sockaddr_in *s = (struct sockaddr_in *)&ep->names[i];
-      a[0] = 4;
-      memcpy(a + 2, &s->sin_port, 2);
-      memcpy(a + 4, &s->sin_addr, 4);
-    } else {
-      a[0] = 6;
-      memcpy(a + 2, &ep->names[i].sin6_port, 2);
-      memcpy(a + 4, &ep->names[i].sin6_addr, 16);
-      uint32_t scope = ep->names[i].sin6_scope_id;
-      memcpy(a + 20, &scope, 4);
-    }
-    double stamp = 0.0 / 0.0;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(h); c != NULL; c = CMSG_NXTHDR(h, c)) {
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
-        struct timespec ts;
-        memcpy(&ts, CMSG_DATA(c), sizeof ts);
-        stamp = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-      }
-    }
-    ep->rx_stamp[i] = stamp;
+    fill_record(&ep->names[i], ep->rx_addr + (size_t)i * ADDR_BYTES);
+    struct timespec ts;
+    ep->rx_stamp[i] = cmsg_stamp(h, &ts) ? (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6 : 0.0 / 0.0;
   }
   return n;
+}
+
+/* ---- The native thread ---- */
+
+#define STAT_ADD(nv, k, v) __atomic_store_n(&(nv)->stats[k], (nv)->stats[k] + (uint64_t)(v), __ATOMIC_RELAXED)
+
+static int64_t clock_ns(clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Copy received datagram i of the thread's batch into the ring for JavaScript; 0 when the ring is full. */
+static int ring_put(endpoint_t *ep, native_t *nv, int i, int32_t len, const uint8_t *rec, double stamp_ms) {
+  pthread_mutex_lock(&nv->lock);
+  if (nv->ring_count >= RING) {
+    pthread_mutex_unlock(&nv->lock);
+    return 0;
+  }
+  int at = (nv->ring_head + nv->ring_count) % RING;
+  pthread_mutex_unlock(&nv->lock);
+  /* Only this thread writes slot `at` until ring_count covers it, so the copy runs outside the lock. */
+  if (len > 0) memcpy(nv->ring_buf + (size_t)at * ep->slot, nv->buf + (size_t)i * ep->slot, (size_t)len);
+  nv->ring_len[at] = len;
+  memcpy(nv->ring_addr[at], rec, ADDR_BYTES);
+  nv->ring_stamp[at] = stamp_ms;
+  nv->ring_name[at] = nv->names[i];
+  pthread_mutex_lock(&nv->lock);
+  nv->ring_count++;
+  pthread_mutex_unlock(&nv->lock);
+  return 1;
+}
+
+/* JavaScript's side of the ring: up to `batch` queued datagrams into the shared rx arrays. */
+static int drain_ring(endpoint_t *ep) {
+  native_t *nv = ep->native;
+  pthread_mutex_lock(&nv->lock);
+  int n = nv->ring_count < ep->batch ? nv->ring_count : ep->batch;
+  int head = nv->ring_head;
+  pthread_mutex_unlock(&nv->lock);
+  for (int k = 0; k < n; k++) {
+    int at = (head + k) % RING;
+    int32_t len = nv->ring_len[at];
+    if (len > 0) memcpy(ep->rx_buf + (size_t)k * ep->slot, nv->ring_buf + (size_t)at * ep->slot, (size_t)len);
+    ep->rx_len[k] = len;
+    memcpy(ep->rx_addr + (size_t)k * ADDR_BYTES, nv->ring_addr[at], ADDR_BYTES);
+    ep->rx_stamp[k] = nv->ring_stamp[at];
+    ep->names[k] = nv->ring_name[at];
+  }
+  pthread_mutex_lock(&nv->lock);
+  nv->ring_head = (head + n) % RING;
+  nv->ring_count -= n;
+  pthread_mutex_unlock(&nv->lock);
+  return n;
+}
+
+/*
+ * Send the replies queued in tx_msgs[0, count), in chunks of TX_CHUNK; the plain ones (stamp_me) get
+ * their transmit timestamp (RFC 5905 §8 T3) read for their chunk, just before it.
+ */
+static void flush(endpoint_t *ep, native_t *nv, const nf_served_t *sv, int count) {
+  int at = 0;
+  while (at < count) {
+    int chunk = count - at < TX_CHUNK ? count - at : TX_CHUNK;
+    double t3 = (double)(clock_ns(CLOCK_MONOTONIC) - nv->origin_ns) / 1e6;
+    int lost = 0;
+    for (int k = at; k < at + chunk; k++) {
+      if (!nv->stamp_me[k]) continue;
+      if (t3 >= sv->p1) {
+        /* The piece ended between arrival and sending (a descheduled thread at a break of the served
+         * clock): the reply would carry a wrong T3, so it is not sent; the client asks again. */
+        nv->tx_iov[k].iov_len = 0;
+        lost++;
+        continue;
+      }
+      nf_served_write(sv, t3, (uint8_t *)nv->tx_iov[k].iov_base + 40);
+      STAT_ADD(nv, ST_RESPONSES, 1);
+    }
+    if (lost > 0) {
+      /* Rare: the others of this chunk go one by one. */
+      for (int k = at; k < at + chunk; k++) {
+        if (nv->tx_iov[k].iov_len == 0) continue;
+        if (sendmsg(ep->fd, &nv->tx_msgs[k].msg_hdr, MSG_DONTWAIT) < 0) STAT_ADD(nv, ST_SEND_ERRORS, 1);
+      }
+      STAT_ADD(nv, ST_SEND_ERRORS, lost);
+      at += chunk;
+      continue;
+    }
+    int r;
+    do {
+      r = sendmmsg(ep->fd, nv->tx_msgs + at, (unsigned)chunk, MSG_DONTWAIT);
+    } while (r < 0 && errno == EINTR);
+    if (r < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) {
+        STAT_ADD(nv, ST_SEND_ERRORS, count - at); /* send buffer full: the rest is dropped */
+        break;
+      }
+      STAT_ADD(nv, ST_SEND_ERRORS, 1);
+      at++;
+      continue;
+    }
+    at += r;
+  }
+}
+
+/* Queue reply `out` (at `data`, `len` bytes) to the source of received datagram i. */
+static void queue_reply(native_t *nv, int out, int i, uint8_t *data, int len, int stamp) {
+  struct msghdr *t = &nv->tx_msgs[out].msg_hdr;
+  memset(t, 0, sizeof *t);
+  t->msg_name = &nv->names[i];
+  t->msg_namelen = nv->names[i].sin6_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+  nv->tx_iov[out].iov_base = data;
+  nv->tx_iov[out].iov_len = (size_t)len;
+  t->msg_iov = &nv->tx_iov[out];
+  t->msg_iovlen = 1;
+  nv->stamp_me[out] = (uint8_t)stamp;
+}
+
+/*
+ * One batch on the native thread: decide about each datagram (ntp-fast.c), answer plain requests with the
+ * served clock's piece, queue what JavaScript must answer, and send the replies in chunks of TX_CHUNK,
+ * each chunk's transmit timestamps read just before its sendmmsg(). Returns the batch's size or -errno.
+ */
+static int native_batch(endpoint_t *ep, native_t *nv) {
+  int n = recv_into(ep->fd, ep->batch, nv->msgs, nv->names, nv->iov, nv->ctrl);
+  if (n <= 0) return n;
+  int64_t real_ns = clock_ns(CLOCK_REALTIME);
+  double now = (double)(clock_ns(CLOCK_MONOTONIC) - nv->origin_ns) / 1e6;
+  nf_served_t sv;
+  pthread_mutex_lock(&nv->lock);
+  sv = nv->served;
+  pthread_mutex_unlock(&nv->lock);
+  STAT_ADD(nv, ST_BATCHES, 1);
+  STAT_ADD(nv, ST_DATAGRAMS, n);
+  if ((uint64_t)n > nv->stats[ST_LARGEST]) __atomic_store_n(&nv->stats[ST_LARGEST], (uint64_t)n, __ATOMIC_RELAXED);
+  STAT_ADD(nv, ST_REQUESTS, n);
+  int out = 0, forwarded = 0;
+  for (int i = 0; i < n; i++) {
+    struct msghdr *h = &nv->msgs[i].msg_hdr;
+    if (h->msg_flags & MSG_TRUNC) {
+      STAT_ADD(nv, ST_DROP_MALFORMED, 1); /* longer than a slot */
+      continue;
+    }
+    int32_t len = (int32_t)nv->msgs[i].msg_len;
+    /* The arrival time on the perf scale: the kernel's timestamp carried over by its age (the rule of
+     * kernel-rx-timestamp.ts: within [read - RX_WINDOW_MS, read]), else the reading just taken. */
+    double at = now - nv->correction_ms;
+    double stamp_ms = 0.0 / 0.0;
+    if (nv->timestamps) {
+      struct timespec ts;
+      at = now;
+      if (cmsg_stamp(h, &ts)) {
+        int64_t k = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        stamp_ms = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+        double age = (double)(real_ns - k) / 1e6;
+        if (age >= -RX_SLACK_MS && age <= RX_WINDOW_MS) at = now - age;
+        else STAT_ADD(nv, ST_KERNEL_REPLACED, 1);
+      } else {
+        STAT_ADD(nv, ST_KERNEL_REPLACED, 1);
+      }
+    }
+    uint8_t rec[ADDR_BYTES];
+    fill_record(&nv->names[i], rec);
+    const uint8_t *req = nv->buf + (size_t)i * ep->slot;
+    int code = nf_decide(req, len, rec, at, &sv, &nv->policy, nv->out[out]);
+    if (code >= NF_DROP_SHORT) {
+      STAT_ADD(nv, ST_DROP_SHORT + (code - NF_DROP_SHORT), 1);
+      continue;
+    }
+    if (code == NF_KOD_RATE || code == NF_KOD_DENY) {
+      STAT_ADD(nv, code == NF_KOD_RATE ? ST_KOD_RATE : ST_KOD_DENY, 1);
+      queue_reply(nv, out, i, nv->out[out], 48, 0);
+      out++;
+      continue;
+    }
+    int plain = sv.valid && at >= sv.p0 && at < sv.p1 - PIECE_GUARD_MS;
+    if (plain && len > 48 && nv->nts_on) {
+      /* Extension fields with NTS on: an authentic NTS request is answered here (ntp-nts.c); anything
+       * else NTS is JavaScript's; other fields get a plain reply, as in JavaScript. */
+      nn_reply_t r;
+      uint8_t *big = nv->big + (size_t)out * ep->slot;
+      pthread_mutex_lock(&nv->keys_lock);
+      int k = nn_check(nv->nts, req, len, at, &r);
+      if (k == NN_AUTHENTIC) {
+        double t3 = (double)(clock_ns(CLOCK_MONOTONIC) - nv->origin_ns) / 1e6;
+        int sealed = 0;
+        if (t3 < sv.p1 && r.length <= ep->slot) {
+          memcpy(big, nv->out[out], 48);
+          nf_served_write(&sv, at, big + 32);
+          /* The transmit timestamp is inside the authenticated data: written just before sealing. */
+          nf_served_write(&sv, t3, big + 40);
+          sealed = nn_seal(nv->nts, &r, req, big);
+        }
+        pthread_mutex_unlock(&nv->keys_lock);
+        if (sealed > 0) {
+          STAT_ADD(nv, ST_RESPONSES, 1);
+          STAT_ADD(nv, ST_NTS_AUTHENTIC, 1);
+          queue_reply(nv, out++, i, big, sealed, 0);
+          /* Sent at once with what is queued before it: one seal between T3 and the kernel. */
+          flush(ep, nv, &sv, out);
+          out = 0;
+          continue;
+        }
+        plain = 0; /* the piece ended, or sealing failed: JavaScript answers */
+      } else {
+        pthread_mutex_unlock(&nv->keys_lock);
+        if (k == NN_FORWARD) plain = 0;
+      }
+    }
+    if (!plain) {
+      /* No piece of the served clock for this instant, or NTS that JavaScript decides: queued for it.
+       * The policy (rate limit, access list) has been applied here, once. */
+      if (ring_put(ep, nv, i, len, rec, stamp_ms)) {
+        STAT_ADD(nv, ST_FORWARDED, 1);
+        forwarded++;
+      } else {
+        STAT_ADD(nv, ST_DROP_OVERLOAD, 1);
+      }
+      continue;
+    }
+    nf_served_write(&sv, at, nv->out[out] + 32); /* receive timestamp */
+    queue_reply(nv, out, i, nv->out[out], 48, 1);
+    out++;
+  }
+  if (forwarded > 0) uv_async_send(&ep->async_wake);
+  flush(ep, nv, &sv, out);
+  return n;
+}
+
+static void *native_main(void *arg) {
+  endpoint_t *ep = arg;
+  native_t *nv = ep->native;
+  struct pollfd fds[2] = {{ep->fd, POLLIN, 0}, {nv->stop_fd, POLLIN, 0}};
+  for (;;) {
+    int r = poll(fds, 2, -1);
+    if (r < 0 && errno != EINTR) break;
+    if (fds[1].revents) break;
+    if (r <= 0) continue;
+    /* Full batches are followed at once by the next; a short one means the queue was empty a moment ago. */
+    for (int round = 0; round < 64; round++) {
+      int n = native_batch(ep, nv);
+      if (n < ep->batch) break;
+    }
+  }
+  return NULL;
+}
+
+static int get_f64s(napi_env env, napi_value v, size_t need, double **out) {
+  return typed(env, v, napi_float64_array, need, (void **)out);
+}
+
+/* Served-clock piece and reply fields from JavaScript (setServed's array) into `s`. */
+static void served_from(const double *a, nf_served_t *s) {
+  s->valid = a[0] != 0;
+  s->p0 = a[1];
+  s->p1 = a[2];
+  s->sec0 = a[3];
+  s->ns0 = a[4];
+  s->rate = a[5];
+  s->leap = (int)a[6];
+  s->stratum = (int)a[7];
+  s->precision = (int)a[8];
+  s->refid = (uint32_t)a[9];
+  s->ref_sec = (uint32_t)a[10];
+  s->ref_frac = (uint32_t)a[11];
+  s->root_delay_s = a[12];
+  s->disp_s = a[13];
+  s->disp_rate = a[14];
+  s->updated_ms = a[15];
+}
+#define SERVED_FIELDS 16
+
+/* Allowed networks from JavaScript: records of 18 bytes (family, prefix, 16 address bytes). */
+static int networks_from(napi_env env, napi_value v, nf_policy_t *p) {
+  uint8_t *data = NULL;
+  napi_typedarray_type type;
+  size_t length = 0, off;
+  napi_value ab;
+  if (napi_get_typedarray_info(env, v, &type, &length, (void **)&data, &ab, &off) != napi_ok ||
+      type != napi_uint8_array || length % 18 != 0)
+    return 0;
+  p->count = (int)(length / 18);
+  p->networks = p->count ? calloc((size_t)p->count, sizeof(nf_network_t)) : NULL;
+  if (p->count && !p->networks) return 0;
+  for (int i = 0; i < p->count; i++) {
+    p->networks[i].family = data[i * 18];
+    p->networks[i].prefix = data[i * 18 + 1];
+    memcpy(p->networks[i].addr, data + i * 18 + 2, 16);
+  }
+  return 1;
+}
+
+/* Policy array: [rateLimitEnabled, averageIntervalS, burst, kodIntervalS, maxClients, ipv6PrefixBits]. */
+static int policy_from(napi_env env, napi_value params, napi_value networks, nf_policy_t *p) {
+  double *a;
+  memset(p, 0, sizeof *p);
+  if (!get_f64s(env, params, 6, &a)) return 0;
+  if (!networks_from(env, networks, p)) return 0;
+  if (nf_limiter_init(&p->limiter, a[0] != 0, a[1], a[2], a[3], (int32_t)a[4], (int32_t)a[5]) != 0) {
+    free(p->networks);
+    return 0;
+  }
+  return 1;
+}
+
+static void policy_free(nf_policy_t *p) {
+  nf_limiter_free(&p->limiter);
+  free(p->networks);
+  p->networks = NULL;
+}
+
+/*
+ * startNative(handle, originNs bigint, options f64[2] [timestamps, rxCorrectionMs], policy f64[6],
+ *             networks u8[18*k], served f64[16]): hand the socket to the native thread.
+ */
+static napi_value StartNative(napi_env env, napi_callback_info info) {
+  size_t argc = 6;
+  napi_value argv[6];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  endpoint_t *ep = argc >= 6 ? endpoint_of(env, argv[0]) : NULL;
+  if (!ep) return NULL;
+  if (ep->native) {
+    napi_throw_error(env, NULL, "already native");
+    return NULL;
+  }
+  int64_t origin = 0;
+  bool lossless = false;
+  double *opts, *served;
+  native_t *nv = calloc(1, sizeof *nv);
+  if (!nv || napi_get_value_bigint_int64(env, argv[1], &origin, &lossless) != napi_ok ||
+      !get_f64s(env, argv[2], 3, &opts) || !get_f64s(env, argv[5], SERVED_FIELDS, &served)) {
+    free(nv);
+    napi_throw_type_error(env, NULL, "startNative(handle, originNs, options, policy, networks, served)");
+    return NULL;
+  }
+  if (!policy_from(env, argv[3], argv[4], &nv->policy)) {
+    free(nv);
+    napi_throw_type_error(env, NULL, "startNative: bad policy or networks (or out of memory)");
+    return NULL;
+  }
+  nv->origin_ns = origin;
+  nv->timestamps = opts[0] != 0;
+  nv->correction_ms = opts[1];
+  nv->nts_on = opts[2] != 0;
+  served_from(served, &nv->served);
+  nv->buf = malloc((size_t)ep->batch * ep->slot);
+  nv->big = malloc((size_t)ep->batch * ep->slot);
+  nv->ring_buf = malloc((size_t)RING * ep->slot);
+  nv->nts = nv->nts_on ? calloc(1, sizeof *nv->nts) : NULL;
+  nv->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (!nv->buf || !nv->big || !nv->ring_buf || (nv->nts_on && !nv->nts) || nv->stop_fd < 0) {
+    if (nv->stop_fd >= 0) close(nv->stop_fd);
+    free(nv->buf);
+    free(nv->big);
+    free(nv->nts);
+    free(nv->ring_buf);
+    policy_free(&nv->policy);
+    free(nv);
+    napi_throw_error(env, NULL, "startNative: out of memory or eventfd");
+    return NULL;
+  }
+  for (int i = 0; i < ep->batch; i++) {
+    nv->iov[i].iov_base = nv->buf + (size_t)i * ep->slot;
+    nv->iov[i].iov_len = (size_t)ep->slot;
+  }
+  pthread_mutex_init(&nv->lock, NULL);
+  pthread_mutex_init(&nv->keys_lock, NULL);
+  uv_loop_t *loop;
+  napi_get_uv_event_loop(env, &loop);
+  uv_async_init(loop, &ep->async_wake, on_wake);
+  ep->async_wake.data = ep;
+  /* From here the thread reads the socket; libuv no longer watches it. */
+  uv_poll_stop(&ep->poll);
+  ep->native = nv;
+  if (pthread_create(&nv->thread, NULL, native_main, ep) != 0) {
+    ep->native = NULL;
+    uv_poll_start(&ep->poll, UV_READABLE, on_poll);
+    uv_close((uv_handle_t *)&ep->async_wake, NULL);
+    native_free(nv);
+    napi_throw_error(env, NULL, "startNative: pthread_create failed");
+    return NULL;
+  }
+  nv->started = 1;
+  return NULL;
+}
+
+/* setServed(handle, served f64[16]): a new piece of the served clock and new reply fields. */
+static napi_value SetServed(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  endpoint_t *ep = argc >= 2 ? endpoint_of(env, argv[0]) : NULL;
+  if (!ep) return NULL;
+  double *a;
+  if (!ep->native || !get_f64s(env, argv[1], SERVED_FIELDS, &a)) {
+    napi_throw_type_error(env, NULL, "setServed(native handle, f64[16])");
+    return NULL;
+  }
+  nf_served_t s;
+  served_from(a, &s);
+  pthread_mutex_lock(&ep->native->lock);
+  ep->native->served = s;
+  pthread_mutex_unlock(&ep->native->lock);
+  return NULL;
+}
+
+/*
+ * setNtsKeys(handle, current, ids f64[n], keys u8[32n]): the NTS cookie master keys (docs/nts.md
+ * "Cookies"): `current` seals new cookies, each id opens its own. Returns false when out of memory (the
+ * old keys stay).
+ */
+static napi_value SetNtsKeys(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  endpoint_t *ep = argc >= 4 ? endpoint_of(env, argv[0]) : NULL;
+  if (!ep) return NULL;
+  double current = 0, *ids;
+  uint8_t *keys;
+  napi_typedarray_type type;
+  size_t nids = 0, nkeys = 0, off;
+  napi_value ab, result;
+  if (!ep->native || !ep->native->nts || napi_get_value_double(env, argv[1], &current) != napi_ok ||
+      napi_get_typedarray_info(env, argv[2], &type, &nids, (void **)&ids, &ab, &off) != napi_ok ||
+      type != napi_float64_array || nids > NN_MAX_KEYS ||
+      napi_get_typedarray_info(env, argv[3], &type, &nkeys, (void **)&keys, &ab, &off) != napi_ok ||
+      type != napi_uint8_array || nkeys != 32 * nids) {
+    napi_throw_type_error(env, NULL, "setNtsKeys(native NTS handle, current, ids, keys)");
+    return NULL;
+  }
+  uint32_t u[NN_MAX_KEYS];
+  for (size_t i = 0; i < nids; i++) u[i] = (uint32_t)ids[i];
+  native_t *nv = ep->native;
+  pthread_mutex_lock(&nv->keys_lock);
+  int ok = nn_set_keys(nv->nts, (uint32_t)current, u, keys, (int)nids);
+  pthread_mutex_unlock(&nv->keys_lock);
+  napi_get_boolean(env, ok, &result);
+  return result;
+}
+
+/* ntsActive(handle, cutoffMs) -> NTS sessions seen authentic on the native thread at or after perf cutoffMs. */
+static napi_value NtsActive(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  endpoint_t *ep = argc >= 2 ? endpoint_of(env, argv[0]) : NULL;
+  if (!ep) return NULL;
+  double cutoff = 0;
+  napi_get_value_double(env, argv[1], &cutoff);
+  napi_value result;
+  napi_create_int32(env, ep->native && ep->native->nts ? nn_active(ep->native->nts, cutoff) : 0, &result);
+  return result;
+}
+
+/* stats(handle, f64[ST_COUNT]): the native thread's counters (monotonic totals). */
+static napi_value Stats(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  endpoint_t *ep = argc >= 2 ? endpoint_of(env, argv[0]) : NULL;
+  if (!ep) return NULL;
+  double *a;
+  if (!get_f64s(env, argv[1], ST_COUNT, &a)) {
+    napi_throw_type_error(env, NULL, "stats(handle, f64[ST_COUNT])");
+    return NULL;
+  }
+  for (int i = 0; i < ST_COUNT; i++)
+    a[i] = ep->native ? (double)__atomic_load_n(&ep->native->stats[i], __ATOMIC_RELAXED) : 0;
+  return NULL;
+}
+
+static void native_stop(endpoint_t *ep) {
+  native_t *nv = ep->native;
+  if (!nv || !nv->started) return;
+  uint64_t one = 1;
+  if (write(nv->stop_fd, &one, sizeof one) < 0) { /* cannot fail on an eventfd below its maximum */ }
+  pthread_join(nv->thread, NULL);
+  nv->started = 0;
+}
+
+static void native_free(native_t *nv) {
+  close(nv->stop_fd);
+  free(nv->buf);
+  free(nv->big);
+  free(nv->ring_buf);
+  if (nv->nts) {
+    nn_free(nv->nts);
+    free(nv->nts);
+  }
+  policy_free(&nv->policy);
+  pthread_mutex_destroy(&nv->lock);
+  pthread_mutex_destroy(&nv->keys_lock);
+  free(nv);
+}
+
+/* ---- Test entry points: the C responder on inputs from test/ntp-native-responder.test.ts ---- */
+
+/* testLimiter(policy f64[6], records u8[24n], times f64[n]) -> u8[n] decisions (0 allow, 1 kod, 2 drop). */
+static napi_value TestLimiter(napi_env env, napi_callback_info info) {
+  size_t argc = 3;
+  napi_value argv[3];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  double *a, *times;
+  uint8_t *recs;
+  napi_typedarray_type type;
+  size_t rlen = 0, tlen = 0, off;
+  napi_value ab, empty, result;
+  nf_policy_t p;
+  napi_value empty_buffer;
+  void *unused;
+  napi_create_arraybuffer(env, 0, &unused, &empty_buffer);
+  napi_create_typedarray(env, napi_uint8_array, 0, empty_buffer, 0, &empty);
+  if (argc < 3 || !get_f64s(env, argv[0], 6, &a) ||
+      napi_get_typedarray_info(env, argv[1], &type, &rlen, (void **)&recs, &ab, &off) != napi_ok ||
+      napi_get_typedarray_info(env, argv[2], &type, &tlen, (void **)&times, &ab, &off) != napi_ok ||
+      rlen != tlen * ADDR_BYTES || !policy_from(env, argv[0], empty, &p)) {
+    napi_throw_type_error(env, NULL, "testLimiter(policy, records, times)");
+    return NULL;
+  }
+  uint8_t *out;
+  napi_value buf;
+  napi_create_arraybuffer(env, tlen, (void **)&out, &buf);
+  for (size_t i = 0; i < tlen; i++) out[i] = (uint8_t)nf_limiter_check(&p.limiter, recs + i * ADDR_BYTES, times[i]);
+  policy_free(&p);
+  napi_create_typedarray(env, napi_uint8_array, tlen, buf, 0, &result);
+  return result;
+}
+
+/* testAccess(networks u8[18k], records u8[24n]) -> u8[n] (1 allowed). */
+static napi_value TestAccess(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  nf_policy_t p;
+  memset(&p, 0, sizeof p);
+  uint8_t *recs;
+  napi_typedarray_type type;
+  size_t rlen = 0, off;
+  napi_value ab, result;
+  if (argc < 2 || !networks_from(env, argv[0], &p) ||
+      napi_get_typedarray_info(env, argv[1], &type, &rlen, (void **)&recs, &ab, &off) != napi_ok) {
+    napi_throw_type_error(env, NULL, "testAccess(networks, records)");
+    return NULL;
+  }
+  size_t n = rlen / ADDR_BYTES;
+  uint8_t *out;
+  napi_value buf;
+  napi_create_arraybuffer(env, n, (void **)&out, &buf);
+  for (size_t i = 0; i < n; i++) out[i] = (uint8_t)nf_access_allows(&p, recs + i * ADDR_BYTES);
+  free(p.networks);
+  napi_create_typedarray(env, napi_uint8_array, n, buf, 0, &result);
+  return result;
+}
+
+/*
+ * testRespond(served f64[16], request u8, record u8[24], atMs, out u8[48]) -> outcome: nf_decide with no
+ * policy, and on a reply the receive timestamp of the piece at atMs in bytes 32-39.
+ */
+static napi_value TestRespond(napi_env env, napi_callback_info info) {
+  size_t argc = 5;
+  napi_value argv[5];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  double *a, at = 0;
+  uint8_t *req, *rec, *out;
+  napi_typedarray_type type;
+  size_t qlen = 0, len2 = 0, olen = 0, off;
+  napi_value ab, result;
+  if (argc < 5 || !get_f64s(env, argv[0], SERVED_FIELDS, &a) ||
+      napi_get_typedarray_info(env, argv[1], &type, &qlen, (void **)&req, &ab, &off) != napi_ok ||
+      napi_get_typedarray_info(env, argv[2], &type, &len2, (void **)&rec, &ab, &off) != napi_ok ||
+      len2 < ADDR_BYTES || napi_get_value_double(env, argv[3], &at) != napi_ok ||
+      napi_get_typedarray_info(env, argv[4], &type, &olen, (void **)&out, &ab, &off) != napi_ok || olen < 48) {
+    napi_throw_type_error(env, NULL, "testRespond(served, request, record, atMs, out)");
+    return NULL;
+  }
+  nf_served_t s;
+  served_from(a, &s);
+  nf_policy_t p;
+  memset(&p, 0, sizeof p);
+  int code = nf_decide(req, (int)qlen, rec, at, &s, &p, out);
+  if (code == NF_REPLY) nf_served_write(&s, at, out + 32);
+  napi_create_int32(env, code, &result);
+  return result;
 }
 
 /* recv(handle) -> take_batch(): another batch within the same readiness callback. */
@@ -465,6 +1149,13 @@ static napi_value Close(napi_env env, napi_callback_info info) {
   if (!ep) return NULL;
   ep->closing = 1;
   uv_poll_stop(&ep->poll);
+  if (ep->native) {
+    native_stop(ep);
+    ep->open_handles = 2;
+    uv_close((uv_handle_t *)&ep->async_wake, on_closed);
+  } else {
+    ep->open_handles = 1;
+  }
   for (int i = 0; i < 8; i++) napi_delete_reference(env, ep->refs[i]);
   napi_delete_reference(env, ep->on_readable);
   napi_async_destroy(env, ep->async);
@@ -481,6 +1172,14 @@ static napi_value Init(napi_env env, napi_value exports) {
       {"recv", NULL, Recv, NULL, NULL, NULL, napi_default, NULL},
       {"send", NULL, Send, NULL, NULL, NULL, napi_default, NULL},
       {"close", NULL, Close, NULL, NULL, NULL, napi_default, NULL},
+      {"startNative", NULL, StartNative, NULL, NULL, NULL, napi_default, NULL},
+      {"setServed", NULL, SetServed, NULL, NULL, NULL, napi_default, NULL},
+      {"stats", NULL, Stats, NULL, NULL, NULL, napi_default, NULL},
+      {"setNtsKeys", NULL, SetNtsKeys, NULL, NULL, NULL, napi_default, NULL},
+      {"ntsActive", NULL, NtsActive, NULL, NULL, NULL, napi_default, NULL},
+      {"testLimiter", NULL, TestLimiter, NULL, NULL, NULL, napi_default, NULL},
+      {"testAccess", NULL, TestAccess, NULL, NULL, NULL, napi_default, NULL},
+      {"testRespond", NULL, TestRespond, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

@@ -118,6 +118,12 @@ const ntpSchema = z.strictObject({
    */
   batched_io: bool().default(true),
   /**
+   * Native responder (docs/performance.md "Native responder"): on the batched path, plain requests are
+   * answered on the addon's own thread from the served clock handed over as linear pieces, without waking
+   * the JavaScript thread. On by default; off: every request is answered in JavaScript.
+   */
+  native_responder: bool().default(true),
+  /**
    * Microseconds subtracted from receive timestamps for the event loop's wake-up latency when kernel
    * timestamps are not in use (README "Accuracy"); a client sees the served clock move by about half of it.
    */

@@ -59,7 +59,9 @@ let svc: TimesvcService;
 let port: number;
 
 before(async () => {
-  ({ service: svc, port } = await startService({ local_stratum: true, stratum: 5 }));
+  // The JavaScript responder, whose event loop this test blocks (the native responder's thread is not
+  // blocked by it: test/ntp-native-responder.test.ts).
+  ({ service: svc, port } = await startService({ local_stratum: true, stratum: 5, native_responder: false }));
   await waitFor(() => svc.manager.state === 'LOCKED', { timeoutMs: 10_000, what: 'LOCKED' });
 });
 

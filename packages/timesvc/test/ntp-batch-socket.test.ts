@@ -41,6 +41,9 @@ before(async () => {
     policy: {},
     logger: silentLogger(),
     batchSize: BATCH,
+    // This file tests the batched path of the JavaScript responder (the requests wait in the socket while
+    // the test blocks the event loop); the native responder has its own tests (ntp-native-responder).
+    nativeResponder: false,
   });
   await server.start();
   port = server.addresses[0]!.port;

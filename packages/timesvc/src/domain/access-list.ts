@@ -8,13 +8,13 @@ import { unmapIpv4 } from './ip-address.ts';
 export class AccessList {
   readonly #list = new BlockList();
   readonly #empty: boolean;
+  /** The networks as parsed (the native responder matches the same ones). */
+  readonly networks: readonly ParsedNetwork[];
 
   constructor(networks: readonly string[]) {
     this.#empty = networks.length === 0;
-    for (const n of networks) {
-      const parsed = parseNetwork(n);
-      this.#list.addSubnet(parsed.address, parsed.prefix, parsed.family);
-    }
+    this.networks = networks.map(parseNetwork);
+    for (const parsed of this.networks) this.#list.addSubnet(parsed.address, parsed.prefix, parsed.family);
   }
 
   allows(address: string): boolean {

@@ -792,6 +792,12 @@ export class ClockManager {
   #advertisedSuspectS = 0;
 
   #updateServerState(now: number): void {
+    const before = this.#serverState;
+    this.#computeServerState(now);
+    if (this.#serverState !== before) this.#emit({ type: 'advertised' });
+  }
+
+  #computeServerState(now: number): void {
     if (this.#updateLeap(now)) this.#emit({ type: 'update' });
     const adv = this.#advert;
     const est = this.#discipline.estimate();

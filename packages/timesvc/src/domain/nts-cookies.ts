@@ -114,6 +114,19 @@ export class NtsCookieJar {
     return h;
   }
 
+  /**
+   * The master keys that open cookies now (ids current − acceptDays … current, 32 bytes each, in `keys`),
+   * for the native responder, and when the current one changes next (ms from now).
+   */
+  masterKeys(): { current: number; ids: number[]; keys: Buffer; rotatesInMs: number } {
+    const current = this.currentKeyId();
+    const ids: number[] = [];
+    for (let id = Math.max(0, current - this.#acceptDays); id <= current; id++) ids.push(id);
+    const keys = Buffer.concat(ids.map((id) => this.#key(id)));
+    const now = this.#now();
+    return { current, ids, keys, rotatesInMs: (current + 1) * this.#periodMs - now };
+  }
+
   seal(keys: CookieKeys): Buffer {
     const out = Buffer.allocUnsafe(COOKIE_LENGTH);
     this.sealInto(keys, out, 0);

@@ -100,8 +100,19 @@ export interface NtsResponderOptions {
   siv?: ((key: Uint8Array) => NtsSiv) | undefined;
 }
 
+/**
+ * NTS requests answered elsewhere (the native responder's thread, docs/performance.md "Native
+ * responder"), added to this responder's counts.
+ */
+export interface NtsElsewhere {
+  /** Requests found authentic there. */
+  authenticated(): number;
+  /** Distinct client sessions seen authentic there at or after monotonic `cutoffMs`. */
+  activeSessions(cutoffMs: number): number;
+}
+
 export class NtsResponder {
-  readonly counters: NtsResponderCounters = {
+  readonly #counters: NtsResponderCounters = {
     authenticated: 0,
     naks: 0,
     dropped: 0,
@@ -116,8 +127,31 @@ export class NtsResponder {
   /** The reply's plaintext (fresh cookies) is built here; zeroed after each seal. */
   readonly #scratch = Buffer.alloc(4096);
 
+  #elsewhere: NtsElsewhere[] = [];
+
   constructor(options: NtsResponderOptions) {
     this.#o = options;
+  }
+
+  /** The cookie jar (the native responder is handed its master keys). */
+  get cookies(): NtsCookieJar {
+    return this.#o.cookies;
+  }
+
+  /** Count requests answered by `source` as this responder's own (returns a detach function). */
+  addElsewhere(source: NtsElsewhere): () => void {
+    this.#elsewhere.push(source);
+    return () => {
+      this.#elsewhere = this.#elsewhere.filter((s) => s !== source);
+    };
+  }
+
+  /** What this responder and the native thread counted (read at scrape time). */
+  get counters(): NtsResponderCounters {
+    if (this.#elsewhere.length === 0) return this.#counters;
+    let authenticated = this.#counters.authenticated;
+    for (const s of this.#elsewhere) authenticated += s.authenticated();
+    return { ...this.#counters, authenticated };
   }
 
   /**
@@ -126,7 +160,10 @@ export class NtsResponder {
    */
   activeSessions(): number {
     const cutoff = this.#o.now() - (this.#o.activeWindowMs ?? 600_000);
+    // A session answered both here and on the native thread (only while that lacked a new day's key) is
+    // counted by each.
     let active = 0;
+    for (const s of this.#elsewhere) active += s.activeSessions(cutoff);
     for (const [k, s] of this.#sessions) {
       if (s.lastSeenMs < cutoff) this.#sessions.delete(k);
       else active++;
@@ -154,13 +191,13 @@ export class NtsResponder {
   }
 
   #fail(reason: NtsFailure, msg: Uint8Array, uid: Uint8Array | undefined): NtsCheck {
-    this.counters.failures[reason]++;
+    this.#counters.failures[reason]++;
     if (uid === undefined || reason === 'malformed' || reason === 'short_nonce') {
-      this.counters.dropped++;
-      this.counters.droppedBy[reason]++;
+      this.#counters.dropped++;
+      this.#counters.droppedBy[reason]++;
       return { kind: 'drop', reason };
     }
-    this.counters.naks++;
+    this.#counters.naks++;
     return { kind: 'nak', reason, packet: ntsnKiss(msg, uid) };
   }
 
@@ -203,7 +240,7 @@ export class NtsResponder {
       count--;
     }
     const length = NTP_HEADER_LENGTH + uidFieldLength + authenticatorLength(16, count * cookieFieldLength);
-    this.counters.authenticated++;
+    this.#counters.authenticated++;
     return new AuthenticReply(
       length,
       uid,

@@ -44,6 +44,11 @@ export class RateLimiter {
     return this.#buckets.size;
   }
 
+  /** The options it was built with (the native responder builds the same limiter from them). */
+  get options(): Readonly<RateLimitOptions> {
+    return this.#opts;
+  }
+
   /** Decide about one request from `address` (as given by dgram: dotted IPv4 or IPv6 text). */
   check(address: string, nowMs: number): RateDecision {
     return this.checkKey(this.keyOf(address), nowMs);

@@ -102,5 +102,7 @@ export type ClockManagerEvent =
   | { type: 'step'; source: string; offsetS: number }
   /** The correction changed: the served clock must take `manager.correction`. */
   | { type: 'update' }
+  /** The reply fields (serverState) were replaced. */
+  | { type: 'advertised' }
   /** A leap second planned (vote or list), cancelled before its instant, or passed (docs/leap-seconds.md). */
   | { type: 'leap'; phase: 'planned' | 'cancelled' | 'passed'; deltaS: number; epochUnixMs: number };

@@ -32,6 +32,27 @@ interface MmsgAddon {
   recv(handle: object): number;
   send(handle: object, count: number, seconds: number, fraction: number): number;
   close(handle: object): void;
+  startNative(
+    handle: object,
+    originNs: bigint,
+    options: Float64Array,
+    policy: Float64Array,
+    networks: Uint8Array,
+    served: Float64Array,
+  ): void;
+  setServed(handle: object, served: Float64Array): void;
+  setNtsKeys(handle: object, current: number, ids: Float64Array, keys: Uint8Array): boolean;
+  ntsActive(handle: object, cutoffMs: number): number;
+  stats(handle: object, out: Float64Array): void;
+  testLimiter(policy: Float64Array, records: Uint8Array, times: Float64Array): Uint8Array;
+  testAccess(networks: Uint8Array, records: Uint8Array): Uint8Array;
+  testRespond(
+    served: Float64Array,
+    request: Uint8Array,
+    record: Uint8Array,
+    atMs: number,
+    out: Uint8Array,
+  ): number;
 }
 
 let cached: MmsgAddon | null | undefined;
@@ -52,6 +73,12 @@ function addon(): MmsgAddon | undefined {
 /** Whether the batched socket addon loaded. */
 export function batchSocketsAvailable(): boolean {
   return addon() !== undefined;
+}
+
+/** The addon's pure entry points, for tests of the native responder against the JavaScript one. */
+export function nativeResponderForTests():
+  Pick<MmsgAddon, 'testLimiter' | 'testAccess' | 'testRespond'> | undefined {
+  return addon();
 }
 
 /** Datagrams per recvmmsg (and replies per batch). */
@@ -100,6 +127,7 @@ export class BatchSocket {
   readonly txBuffer: Buffer;
   readonly #a: MmsgAddon;
   #handle: object | undefined;
+  #native = false;
 
   private constructor(a: MmsgAddon, o: BatchSocketOptions, fd: number, onBatch: (count: number) => void) {
     this.#a = a;
@@ -187,6 +215,48 @@ export class BatchSocket {
   sourcePort(i: number): number {
     const o = i * ADDR_BYTES;
     return ((this.rxAddr[o + 2] ?? 0) << 8) | (this.rxAddr[o + 3] ?? 0);
+  }
+
+  /**
+   * Hand the socket to the addon's own thread, which answers plain requests itself and passes the rest to
+   * `onBatch` (native-served.ts builds the arrays; docs/performance.md "Native responder").
+   */
+  startNative(
+    originNs: bigint,
+    options: Float64Array,
+    policy: Float64Array,
+    networks: Uint8Array,
+    served: Float64Array,
+  ): void {
+    if (this.#handle !== undefined)
+      this.#a.startNative(this.#handle, originNs, options, policy, networks, served);
+    this.#native = true;
+  }
+
+  /** Whether the addon's thread reads the socket (startNative). */
+  get native(): boolean {
+    return this.#native;
+  }
+
+  /** A new piece of the served clock and new reply fields for the native thread. */
+  setServed(served: Float64Array): void {
+    if (this.#handle !== undefined && this.#native) this.#a.setServed(this.#handle, served);
+  }
+
+  /** The NTS cookie master keys for the native thread (startNative with NTS on); false: out of memory. */
+  setNtsKeys(current: number, ids: readonly number[], keys: Uint8Array): boolean {
+    if (this.#handle === undefined || !this.#native) return false;
+    return this.#a.setNtsKeys(this.#handle, current, Float64Array.from(ids), keys);
+  }
+
+  /** NTS sessions the native thread saw authentic at or after monotonic cutoffMs. */
+  ntsActive(cutoffMs: number): number {
+    return this.#handle === undefined || !this.#native ? 0 : this.#a.ntsActive(this.#handle, cutoffMs);
+  }
+
+  /** The native thread's counters into `out` (native-served.ts NATIVE_STATS order); zeros before start. */
+  stats(out: Float64Array): void {
+    if (this.#handle !== undefined) this.#a.stats(this.#handle, out);
   }
 
   close(): void {

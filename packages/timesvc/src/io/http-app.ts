@@ -14,6 +14,8 @@ export function buildHttpApp(options: {
   servedNowMs: () => number;
   /** How NTP receive timestamps are taken: 'kernel', 'userspace', or 'off' while NTP is not serving. */
   rxTimestamps?: () => string;
+  /** Where plain NTP requests are answered: 'native' (the addon's thread), 'javascript', or 'off'. */
+  ntpResponder?: () => string;
   /** The clock's state for /api/health. */
   clock?: () => ClockHealth;
   /** HOLDOVER stays healthy while the advertised error is below this, seconds. */
@@ -40,6 +42,7 @@ export function buildHttpApp(options: {
       version: options.version,
       time: rfc3339Nano(options.servedNowMs()),
       rx_timestamps: options.rxTimestamps?.() ?? 'off',
+      ntp_responder: options.ntpResponder?.() ?? 'off',
       ...(clock
         ? {
             clock_state: clock.state.toLowerCase(),

@@ -21,6 +21,14 @@ import {
   type ArrivalTime,
 } from './kernel-rx-timestamp.ts';
 import type { ServedClock } from './served-clock.ts';
+import {
+  NATIVE_STATS,
+  SERVED_FIELDS,
+  networksArray,
+  perfOriginNs,
+  policyArray,
+  servedArray,
+} from './native-served.ts';
 
 /**
  * NTP server sockets (UDP, IPv4 and IPv6 as two sockets). Thin: the receive timestamp is the kernel's (or
@@ -32,10 +40,18 @@ import type { ServedClock } from './served-clock.ts';
  * datagram's kernel receive timestamp, one call into JavaScript per batch, replies by sendmmsg) wherever
  * the addon is built and `batchedIo` is not false; otherwise Node's dgram, one receive and one send per
  * request, with the receive timestamp from the SIOCGSTAMPNS ioctl (kernel-rx-timestamp.ts).
+ *
+ * On the batched path with the host's clock, the addon's own thread reads the socket and answers plain
+ * requests itself (docs/performance.md "Native responder"): it is handed the served clock as one linear
+ * piece at a time (refreshed on every change of the correction and at the piece's end), the reply fields
+ * of the clock state, and the policy. Requests with extension fields (NTS) and any it has no piece for
+ * come here, already counted and with the policy applied.
  */
 
 /** Batches handled per readiness callback before yielding to the event loop (it calls again if more wait). */
 const MAX_BATCHES_PER_WAKE = 4;
+/** How often the native responder's reply fields are checked against the clock state (a backstop). */
+const STATE_CHECK_MS = 1000;
 
 export interface NtpServerCounters {
   requests: number;
@@ -43,7 +59,26 @@ export interface NtpServerCounters {
   kodRate: number;
   kodDeny: number;
   sendErrors: number;
-  dropped: Record<DropReason, number>;
+  dropped: Record<DropReason | 'overload', number>;
+}
+
+function zeroCounters(): NtpServerCounters {
+  return {
+    requests: 0,
+    responses: 0,
+    kodRate: 0,
+    kodDeny: 0,
+    sendErrors: 0,
+    dropped: {
+      short: 0,
+      not_client: 0,
+      bad_version: 0,
+      malformed: 0,
+      authenticated: 0,
+      rate_limited: 0,
+      overload: 0,
+    },
+  };
 }
 
 export interface NtpServerOptions {
@@ -68,30 +103,173 @@ export interface NtpServerOptions {
   batchedIo?: boolean;
   /** Datagrams per batch on the batched path (default 64, at most 256). */
   batchSize?: number;
+  /** Answer plain requests on the addon's thread where possible (default true). */
+  nativeResponder?: boolean;
 }
 
 export class NtpServer {
-  readonly counters: NtpServerCounters = {
-    requests: 0,
-    responses: 0,
-    kodRate: 0,
-    kodDeny: 0,
-    sendErrors: 0,
-    dropped: { short: 0, not_client: 0, bad_version: 0, malformed: 0, authenticated: 0, rate_limited: 0 },
-  };
-  /** Batched path: batches taken, datagrams in them, the largest batch (bounded by batchSize). */
-  readonly batchStats = { batches: 0, datagrams: 0, largest: 0 };
+  /** What this thread counted; the native thread's counts are added on reading (counters). */
+  readonly #c: NtpServerCounters = zeroCounters();
+  readonly #batchStats = { batches: 0, datagrams: 0, largest: 0 };
+  readonly #native: BatchSocket[] = [];
+  readonly #served = new Float64Array(SERVED_FIELDS);
+  readonly #stats = new Float64Array(NATIVE_STATS.length);
+  #stateSent: ServerSystemState | undefined;
+  #pieceEnd = Number.POSITIVE_INFINITY;
+  #pieceTimer: NodeJS.Timeout | undefined;
+  #stateTimer: NodeJS.Timeout | undefined;
+  #unsubscribe: (() => void) | undefined;
+  #ntsDetach: (() => void) | undefined;
+  /** The native thread's authentic NTS count when it stopped (counters never go back). */
+  #ntsAuthenticClosed = 0;
+  readonly #keyTimers = new Map<BatchSocket, NodeJS.Timeout>();
   readonly #o: NtpServerOptions;
   readonly #sockets: Socket[] = [];
   readonly #batched: BatchSocket[] = [];
   /** Sockets with kernel receive timestamps. */
   #kernelRx = 0;
   readonly #onSent = (err: Error | null): void => {
-    if (err) this.counters.sendErrors++;
+    if (err) this.#c.sendErrors++;
   };
 
   constructor(options: NtpServerOptions) {
     this.#o = options;
+  }
+
+  /** The native thread's counters summed over its sockets, by NATIVE_STATS name. */
+  #nativeStats(): Record<(typeof NATIVE_STATS)[number], number> {
+    const sum = Object.fromEntries(NATIVE_STATS.map((k) => [k, 0])) as Record<
+      (typeof NATIVE_STATS)[number],
+      number
+    >;
+    for (const b of this.#native) {
+      b.stats(this.#stats);
+      NATIVE_STATS.forEach((k, i) => {
+        const v = this.#stats[i] ?? 0;
+        sum[k] = k === 'largest' ? Math.max(sum[k], v) : sum[k] + v;
+      });
+    }
+    return sum;
+  }
+
+  /** Requests, replies and drops so far, of this thread and the native one (read at scrape time). */
+  get counters(): NtpServerCounters {
+    const c = this.#c;
+    if (this.#native.length === 0) return c;
+    const n = this.#nativeStats();
+    const d = c.dropped;
+    return {
+      requests: c.requests + n.requests,
+      responses: c.responses + n.responses,
+      kodRate: c.kodRate + n.kodRate,
+      kodDeny: c.kodDeny + n.kodDeny,
+      sendErrors: c.sendErrors + n.sendErrors,
+      dropped: {
+        short: d.short + n.short,
+        not_client: d.not_client + n.not_client,
+        bad_version: d.bad_version + n.bad_version,
+        malformed: d.malformed + n.malformed,
+        authenticated: d.authenticated + n.authenticated,
+        rate_limited: d.rate_limited + n.rate_limited,
+        overload: d.overload + n.overload,
+      },
+    };
+  }
+
+  /**
+   * Batched path: batches taken, datagrams in them, the largest batch (bounded by batchSize); with the
+   * native responder, its batches (the datagrams it passed on are counted in `forwarded`).
+   */
+  get batchStats(): { batches: number; datagrams: number; largest: number; forwarded: number } {
+    const s = this.#batchStats;
+    if (this.#native.length === 0) return { ...s, forwarded: 0 };
+    const n = this.#nativeStats();
+    return { batches: n.batches, datagrams: n.datagrams, largest: n.largest, forwarded: n.forwarded };
+  }
+
+  /** Kernel receive timestamps the native thread did not use (outside their window, or missing). */
+  get nativeKernelStampsReplaced(): number {
+    return this.#native.length === 0 ? 0 : this.#nativeStats().kernelReplaced;
+  }
+
+  /** 'native' when plain requests are answered on the addon's thread (docs/performance.md). */
+  get responder(): 'native' | 'javascript' {
+    return this.#native.length > 0 ? 'native' : 'javascript';
+  }
+
+  /**
+   * Hand the native thread a new piece of the served clock and the current reply fields; called on every
+   * change of the correction, at the end of each piece, when the clock state changes, and by the service
+   * after each clock update.
+   */
+  refresh(): void {
+    if (this.#native.length === 0) return;
+    const now = performance.now();
+    const piece = this.#o.clock.linearPiece(now);
+    const state = this.#o.state();
+    servedArray(this.#served, piece, state);
+    for (const b of this.#native) b.setServed(this.#served);
+    this.#stateSent = state;
+    this.#pieceEnd = piece?.p1 ?? Number.POSITIVE_INFINITY;
+    if (this.#pieceTimer) clearTimeout(this.#pieceTimer);
+    this.#pieceTimer = undefined;
+    if (Number.isFinite(this.#pieceEnd)) {
+      // At the break itself (setTimeout rounds down to whole ms; the native side stops 1 ms before).
+      this.#pieceTimer = setTimeout(() => this.refresh(), Math.max(0, Math.ceil(this.#pieceEnd - now)));
+      this.#pieceTimer.unref();
+    }
+  }
+
+  /**
+   * Hand the native thread the cookie master keys, again when the current one changes (daily): until
+   * then a cookie under the new key is opened by JavaScript, as is everything the native thread cannot.
+   */
+  #pushNtsKeys(b: BatchSocket): void {
+    const jar = this.#o.nts?.cookies;
+    if (!jar || b.closed) return;
+    const k = jar.masterKeys();
+    if (!b.setNtsKeys(k.current, k.ids, k.keys))
+      this.#o.logger.warn('NTS keys not handed to the native responder');
+    k.keys.fill(0);
+    const timer = setTimeout(
+      () => this.#pushNtsKeys(b),
+      Math.max(1000, Math.min(k.rotatesInMs + 10, 3_600_000)),
+    );
+    timer.unref();
+    this.#keyTimers.set(b, timer);
+  }
+
+  /** Start the native thread on `b` where the served clock can be handed over (the host's clock). */
+  #startNative(b: BatchSocket, kernel: boolean): void {
+    if (!(this.#o.nativeResponder ?? true)) return;
+    const clock = this.#o.clock;
+    const piece = clock.linearPiece();
+    if (piece === undefined) return;
+    const nts = this.#o.nts;
+    b.startNative(
+      perfOriginNs(),
+      Float64Array.of(kernel ? 1 : 0, kernel ? 0 : (this.#o.rxCorrectionMs ?? 0), nts ? 1 : 0),
+      policyArray(this.#o.policy),
+      networksArray(this.#o.policy),
+      servedArray(this.#served, piece, this.#o.state()),
+    );
+    this.#native.push(b);
+    if (nts) this.#pushNtsKeys(b);
+    if (nts && this.#ntsDetach === undefined) {
+      this.#ntsDetach = nts.addElsewhere({
+        authenticated: () =>
+          this.#native.length === 0 ? this.#ntsAuthenticClosed : this.#nativeStats().ntsAuthentic,
+        activeSessions: (cutoffMs) => this.#native.reduce((n, s) => n + s.ntsActive(cutoffMs), 0),
+      });
+    }
+    if (this.#unsubscribe === undefined) {
+      this.#unsubscribe = clock.onCorrection(() => this.refresh());
+      this.#stateTimer = setInterval(() => {
+        if (this.#o.state() !== this.#stateSent) this.refresh();
+      }, STATE_CHECK_MS);
+      this.#stateTimer.unref();
+    }
+    this.refresh();
   }
 
   /** 'kernel' when every socket has kernel receive timestamps, else 'userspace'. */
@@ -172,6 +350,7 @@ export class NtpServer {
       if (b) {
         if (kernel) this.#kernelRx++;
         this.#batched.push(b);
+        this.#startNative(b, kernel);
         return b.port;
       }
     }
@@ -222,7 +401,7 @@ export class NtpServer {
     const perf = performance.now();
     const clock = this.#o.clock;
     const rx = clock.read(true, arrival.at(perf));
-    const c = this.counters;
+    const c = this.#c;
     c.requests++;
     const out = respond(msg, rinfo.address, rx, perf, this.#o.state(), this.#o.policy);
     if (out.kind === 'drop') {
@@ -285,15 +464,18 @@ export class NtpServer {
 
   #handleBatch(b: BatchSocket, n: number): void {
     const o = this.#o;
-    const c = this.counters;
+    const c = this.#c;
     const clock = o.clock;
-    const stats = this.batchStats;
+    const stats = this.#batchStats;
     stats.batches++;
     stats.datagrams += n;
     if (n > stats.largest) stats.largest = n;
     const perf = performance.now();
     const state = o.state();
-    const policy = o.policy;
+    // From the native thread: counted there, the policy applied there.
+    const native = b.native;
+    const policy = native ? NO_POLICY : o.policy;
+    if (native && (state !== this.#stateSent || perf >= this.#pieceEnd - 1)) this.refresh();
     // Address text only for an access list; the rate limiter keys clients from the raw address bytes.
     const needAddress = policy.access !== undefined;
     const correctionMs = o.rxCorrectionMs ?? 0;
@@ -308,7 +490,7 @@ export class NtpServer {
     const slot = b.slot;
     let out = 0;
     for (let i = 0; i < n; i++) {
-      c.requests++;
+      if (!native) c.requests++;
       const len = b.rxLen[i] ?? 0;
       if (len < 0) {
         c.dropped.malformed++; // longer than a slot (bounded, native/mmsg.c)
@@ -383,7 +565,7 @@ export class NtpServer {
   /** Put a finished reply (NTS) into send slot `out`; returns the next free slot. */
   #queue(b: BatchSocket, out: number, from: number, packet: Uint8Array): number {
     if (packet.length > b.slot) {
-      this.counters.sendErrors++;
+      this.#c.sendErrors++;
       return out;
     }
     b.txBuf.set(packet, out * b.slot);
@@ -397,11 +579,22 @@ export class NtpServer {
   #flush(b: BatchSocket, count: number): number {
     if (count === 0) return 0;
     const t3 = this.#o.clock.read(true);
-    this.counters.sendErrors += b.send(count, t3.seconds, t3.fraction);
+    this.#c.sendErrors += b.send(count, t3.seconds, t3.fraction);
     return 0;
   }
 
   async close(): Promise<void> {
+    this.#unsubscribe?.();
+    this.#unsubscribe = undefined;
+    if (this.#pieceTimer) clearTimeout(this.#pieceTimer);
+    if (this.#stateTimer) clearInterval(this.#stateTimer);
+    for (const t of this.#keyTimers.values()) clearTimeout(t);
+    this.#keyTimers.clear();
+    // The native counts stay readable after close (a last scrape): keep them in this thread's counters.
+    const last = this.counters;
+    Object.assign(this.#c, last, { dropped: { ...last.dropped } });
+    if (this.#native.length > 0) this.#ntsAuthenticClosed = this.#nativeStats().ntsAuthentic;
+    this.#native.length = 0;
     for (const b of this.#batched.splice(0)) b.close();
     const sockets = this.#sockets.splice(0);
     this.#kernelRx = 0;
@@ -415,6 +608,8 @@ export class NtpServer {
     );
   }
 }
+
+const NO_POLICY: ResponderPolicy = Object.freeze({});
 
 /** dgram lookup that answers an IP literal synchronously, so send() reaches the kernel before it returns. */
 function syncLookup(family: 4 | 6) {

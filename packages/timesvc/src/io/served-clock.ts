@@ -27,6 +27,18 @@ export interface TimeSource {
   kernelStampMs?: (realtimeMs: number) => number;
 }
 
+/** One linear piece of the served clock (ServedClock.linearPiece). */
+export interface LinearPiece {
+  /** Monotonic ms (performance.now()) where the piece starts and where it ends (exclusive; may be Infinity). */
+  p0: number;
+  p1: number;
+  /** Served NTP seconds (0 ≤ sec0 < 2³²) and nanoseconds past them at p0. */
+  sec0: number;
+  ns0: number;
+  /** Served seconds per monotonic second over the piece. */
+  rate: number;
+}
+
 export const hostTimeSource: TimeSource = { wallMs: () => Date.now(), monoMs: () => performance.now() };
 
 /** The Clock handed to the domain: monotonic time is performance.now(), the same base as the served clock. */
@@ -105,6 +117,7 @@ export class ServedClock {
   #kernelWidthMs = Number.POSITIVE_INFINITY;
   #measuredAt = 0;
   readonly #onStep: ((deltaMs: number) => void) | undefined;
+  readonly #listeners: (() => void)[] = [];
 
   constructor(options: { source?: TimeSource; onStep?: (deltaMs: number) => void } = {}) {
     this.#src = options.source ?? hostTimeSource;
@@ -207,6 +220,48 @@ export class ServedClock {
 
   setCorrection(c: Correction): void {
     this.#correction = c;
+    for (const fn of this.#listeners) fn();
+  }
+
+  /** Call `fn` after every change of the correction (the native responder takes a new piece). */
+  onCorrection(fn: () => void): () => void {
+    this.#listeners.push(fn);
+    return () => {
+      const i = this.#listeners.indexOf(fn);
+      if (i >= 0) this.#listeners.splice(i, 1);
+    };
+  }
+
+  /**
+   * The served clock from monotonic `perf` on as one linear piece, for the native responder
+   * (docs/performance.md "Native responder"): served NTP time = sec0 s + ns0 + (t − p0)·1e6·rate ns for
+   * t in [p0, p1), which is the arithmetic of write() wherever the correction is linear. The piece ends at
+   * the next break of the correction (correction.ts: its start, the end of a slew, a leap second's instant
+   * and the ends of its smear). Undefined for a time source other than the host's: the native side reads
+   * the host's clocks, which a test's simulated host does not move.
+   */
+  linearPiece(perf = performance.now()): LinearPiece | undefined {
+    if (this.#src !== hostTimeSource) return undefined;
+    const c = this.#correction;
+    const breaks = [c.t0Ms];
+    if (c.slewS !== 0 && c.slewRate > 0) breaks.push(c.t0Ms + (Math.abs(c.slewS) / c.slewRate) * 1000);
+    if (c.leap) {
+      const l = c.leap;
+      breaks.push(l.atMs);
+      if (l.smearMs > 0) breaks.push(l.atMs - l.smearMs / 2, l.atMs + l.smearMs / 2);
+    }
+    let p1 = Number.POSITIVE_INFINITY;
+    for (const b of breaks) if (b > perf && b < p1) p1 = b;
+    // The slope from a point inside the piece (at p1 itself a step may already apply).
+    const probe = Number.isFinite(p1) ? perf + (p1 - perf) / 2 : perf + 1000;
+    const c0 = correctionAt(c, perf);
+    const slope = probe > perf ? (correctionAt(c, probe) - c0) / ((probe - perf) / 1000) : 0;
+    let ns = this.#anchorNs + (perf - this.#anchorPerf) * 1e6 + c0 * 1e9;
+    const whole = Math.floor(ns / 1e9);
+    ns -= whole * 1e9;
+    let sec0 = (this.#anchorSec + whole + NTP_UNIX_OFFSET_S) % TWO32;
+    if (sec0 < 0) sec0 += TWO32;
+    return { p0: perf, p1, sec0, ns0: ns, rate: 1 + slope };
   }
 
   get correction(): Correction {

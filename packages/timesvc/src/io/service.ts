@@ -141,8 +141,10 @@ export function createTimesvc(
     } else if (e.type === 'step') {
       clockLog.info({ source: e.source, stepS: e.offsetS }, 'served clock stepped');
     }
-    // The served clock follows the manager's correction as soon as it changes.
+    // The served clock follows the manager's correction as soon as it changes, and the native responder
+    // the reply fields (ntp-server.ts refresh).
     served.setCorrection(manager.correction);
+    if (e.type === 'advertised') server?.refresh();
   });
   // The GPSDO is a stratum-0 reference: with it locked the server is stratum 1 with ntp.ref_id.
   const gpsdo = config.gpsdo.enabled
@@ -237,6 +239,7 @@ export function createTimesvc(
     version: VERSION,
     servedNowMs: () => served.servedUnixMs(),
     rxTimestamps: () => server?.rxTimestamps ?? 'off',
+    ntpResponder: () => server?.responder ?? 'off',
     clock: () => {
       const snap = manager.snapshot();
       return {
@@ -244,7 +247,7 @@ export function createTimesvc(
         estimatedErrorS: snap.estimatedErrorS,
         selected: snap.selected ?? snap.lastReference,
         hostClockSteps: served.steps,
-        kernelStampsReplaced: served.kernelStampsReplaced,
+        kernelStampsReplaced: served.kernelStampsReplaced + (server?.nativeKernelStampsReplaced ?? 0),
       };
     },
     holdoverMaxErrorS: d.holdover_max_error,
@@ -368,6 +371,7 @@ export function createTimesvc(
           rxCorrectionMs,
           kernelRxTimestamps: ntp.kernel_rx_timestamps,
           batchedIo: ntp.batched_io,
+          nativeResponder: ntp.native_responder,
           recvBufferSize: ntp.socket_receive_buffer,
           logger: logger.child({ component: 'ntp-server' }),
         });
