@@ -98,3 +98,42 @@ export async function offerLoad(o: {
   for (const s of sockets) s.close();
   return { sent, sendMs, cpuUs: cpu1 - cpu0 };
 }
+
+/**
+ * Wait until each server is settled before the sweep: idle CPU below `idleUsPerS` in two consecutive
+ * one-second windows, and at least `minAgeMs` since the process started (V8's memory reducer runs a few
+ * full garbage collections some 20-30 s after a Node process starts, 50-100 ms of CPU in all, once; that is
+ * start-up, not the cost of any request rate, and it landed in whichever step was running). Bounded by
+ * `maxMs`; returns each server's idle CPU (µs per second) over its last window, printed by the benches.
+ */
+export async function settle(
+  servers: readonly { name: string; pid: number }[],
+  o: { minAgeMs?: number; idleUsPerS?: number; maxMs?: number } = {},
+): Promise<{ name: string; idleUsPerS: number; waitedMs: number }[]> {
+  const minAge = o.minAgeMs ?? 35_000;
+  const limit = o.idleUsPerS ?? 20_000;
+  const deadline = performance.now() + (o.maxMs ?? 90_000);
+  const clkTck = 100;
+  // proc(5): field 22 of /proc/<pid>/stat is the start time in ticks after boot; /proc/uptime is now.
+  const ageMs = (pid: number): number => {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const startTicks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+    const nowS = Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
+    return (nowS - startTicks / clkTck) * 1000;
+  };
+  const started = performance.now();
+  const out: { name: string; idleUsPerS: number; waitedMs: number }[] = [];
+  for (const s of servers) {
+    let quiet = 0;
+    let last = Number.POSITIVE_INFINITY;
+    while (performance.now() < deadline) {
+      const a = cpuUs(s.pid);
+      await new Promise((r) => setTimeout(r, 1000));
+      last = cpuUs(s.pid) - a;
+      quiet = last < limit ? quiet + 1 : 0;
+      if (quiet >= 2 && ageMs(s.pid) >= minAge) break;
+    }
+    out.push({ name: s.name, idleUsPerS: last, waitedMs: performance.now() - started });
+  }
+  return out;
+}

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { execFileSync } from 'node:child_process';
 import { repoRoot, tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
-import { offerLoad } from '../timesvc-common/load.ts';
+import { offerLoad, settle } from '../timesvc-common/load.ts';
 import { startTimesvcCli } from '../../packages/timesvc/test/helpers/cli.ts';
 import { best as bestStep, loadLine, sweepTogether } from '../timesvc-common/sweep.ts';
 import { NtsClientSession } from '../../packages/timesvc/src/domain/nts-client-session.ts';
@@ -202,6 +202,16 @@ try {
   const poolSmall = buildPool(keSmall);
   console.log(
     `Load: ${STEP_MS} ms per step, 16 source addresses, ${POOL} distinct ${poolTs.requests[0]?.length}-byte requests, loss limit ${LOSS_LIMIT * 100} %`,
+  );
+  // Every server settled first (load.ts settle: past its start-up garbage collections, idle).
+  const settled = await settle([
+    { name: 'timesvc', pid: tsPid },
+    { name: 'chronyd', pid: chPid },
+    { name: 'timesvc*', pid: tsSmallPid },
+  ]);
+  console.log(
+    `  settled: ${settled.map((x) => `${x.name} idle ${(x.idleUsPerS / 1000).toFixed(1)} ms CPU/s`).join(', ')} ` +
+      `(after ${(Math.max(...settled.map((x) => x.waitedMs)) / 1000).toFixed(0)} s)`,
   );
   console.log(`  at start: ${loadLine()}`);
   // Interleaved: at each rate timesvc, chronyd and timesvc* in turn (sweep.ts sweepTogether).

@@ -59,6 +59,21 @@ void nn_free(nn_t *n) {
     }
   }
   OPENSSL_cleanse(n->sessions, sizeof n->sessions);
+  OPENSSL_cleanse(n->random, sizeof n->random);
+  n->random_left = 0;
+}
+
+/* `len` (≤ 4096) random bytes for nonces (public values), from the pool refilled in bulk. */
+static int nn_random(nn_t *n, uint8_t *out, int len) {
+  if (n->random_left < len) {
+    if (RAND_bytes(n->random, (int)sizeof n->random) != 1) return 0;
+    n->random_left = (int)sizeof n->random;
+  }
+  uint8_t *from = n->random + sizeof n->random - n->random_left;
+  memcpy(out, from, (size_t)len);
+  memset(from, 0, (size_t)len); /* each byte is handed out once */
+  n->random_left -= len;
+  return 1;
 }
 
 static nc_gcm_t *key_of(nn_t *n, uint32_t id) {
@@ -205,12 +220,12 @@ int nn_seal(nn_t *n, const nn_reply_t *r, const uint8_t *req, uint8_t *out) {
     c[1] = (uint8_t)(n->current >> 16);
     c[2] = (uint8_t)(n->current >> 8);
     c[3] = (uint8_t)n->current;
-    ok = RAND_bytes(c + NC_NONCE_AT, NC_NONCE_LENGTH) == 1 && nc_gcm_seal(g, c, keys);
+    ok = nn_random(n, c + NC_NONCE_AT, NC_NONCE_LENGTH) && nc_gcm_seal(g, c, keys);
   }
   OPENSSL_cleanse(keys, sizeof keys);
   /* Authenticator: nonce length, ciphertext length, nonce, V ‖ C (RFC 8915 §5.6). */
   int nonce_at = at + 8;
-  ok = ok && RAND_bytes(out + nonce_at, 16) == 1 &&
+  ok = ok && nn_random(n, out + nonce_at, 16) &&
        nc_siv_seal(r->session->s2c_siv, out, (size_t)ad_end, out + nonce_at, 16, plain, (size_t)plain_len,
                    out + nonce_at + 16);
   OPENSSL_cleanse(plain, (size_t)plain_len);

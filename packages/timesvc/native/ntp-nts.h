@@ -30,6 +30,9 @@ typedef struct {
   nc_gcm_t *gcm[NN_MAX_KEYS];
   nn_session_t sessions[NN_SETS][NN_WAYS];
   uint8_t scratch[4096];
+  /* Nonces are taken from here, refilled by one RAND_bytes per 4 KB (each call costs a getpid()). */
+  uint8_t random[4096];
+  int random_left;
   uint64_t authenticated;
 } nn_t;
 
