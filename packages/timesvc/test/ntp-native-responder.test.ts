@@ -1036,3 +1036,45 @@ test('over the socket: the native thread applies the access list (a DENY kiss ou
     await s.close();
   }
 });
+
+test('over the socket: a leap second inserted at a break is served by the native thread to the millisecond', async () => {
+  // A correction with a leap second (correction.ts, leap.ts leapTerm: stepped at atMs, no smear) 300 ms
+  // ahead: the piece the native thread holds ends there (ServedClock.linearPiece); the requests around it
+  // must carry the served clock of their own instants on either side, never the old second extrapolated.
+  const c = await client('127.0.0.1', netClock);
+  const atMs = performance.now() + 300;
+  netClock.setCorrection({
+    t0Ms: performance.now(),
+    phaseS: 0,
+    freq: 0,
+    slewS: 0,
+    slewRate: 0.0005,
+    leap: { atMs, deltaS: -1, smearMs: 0 },
+  });
+  let before = 0;
+  let after = 0;
+  try {
+    for (let i = 0; i < 60 && performance.now() < atMs + 300; i++) {
+      const x = await exchange(c, plainRequest(2000 + i), port, netClock);
+      const p = decodeNtpPacket(x.reply.packet);
+      // T3 is the served time at some instant between this test's reading before send and its reading on
+      // arrival: within 1 ms of one of the two (they are a second apart only across the leap).
+      const t3 = p.transmitTimestamp;
+      const fromSend = timestampDiffSeconds(t3, x.served);
+      const fromArrival = timestampDiffSeconds(t3, x.reply.served);
+      const near = (d: number): boolean => d >= -SLACK_S && d <= SLACK_S + 0.05;
+      assert.ok(
+        near(fromSend) || near(-fromArrival) || (fromSend >= -SLACK_S && fromArrival <= SLACK_S),
+        `request ${i}: T3 is ${(fromSend * 1e3).toFixed(3)} ms from the served time before sending and ` +
+          `${(fromArrival * 1e3).toFixed(3)} ms from it on arrival`,
+      );
+      if (x.reply.served.seconds === x.served.seconds && performance.now() < atMs) before++;
+      else if (performance.now() > atMs + 5) after++;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  } finally {
+    c.sock.close();
+    netClock.setCorrection({ t0Ms: performance.now(), phaseS: 0, freq: 0, slewS: 0, slewRate: 0.0005 });
+  }
+  assert.ok(before >= 3 && after >= 3, `replies before (${before}) and after (${after}) the leap`);
+});
