@@ -29,7 +29,8 @@
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sys/eventfd.h>
+#include <fcntl.h>
+#include <sys/time.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <node_api.h>
@@ -68,7 +69,7 @@ enum {
 /* Everything the native thread owns; allocated by startNative(). */
 typedef struct {
   pthread_t thread;
-  int stop_fd;
+  int stop; /* set by native_stop() */
   int started;
   int64_t origin_ns;   /* CLOCK_MONOTONIC ns at which performance.now() reads 0 */
   int timestamps;
@@ -425,7 +426,7 @@ static int cmsg_stamp(struct msghdr *h, struct timespec *ts) {
 
 /* One recvmmsg() into msgs[0..batch) over names, iov and ctrl; the count, 0 when none waits, or -errno. */
 static int recv_into(int fd, int batch, struct mmsghdr *msgs, struct sockaddr_in6 *names, struct iovec *iov,
-                     uint8_t (*ctrl)[CTRL_BYTES]) {
+                     uint8_t (*ctrl)[CTRL_BYTES], int flags) {
   for (int i = 0; i < batch; i++) {
     struct msghdr *h = &msgs[i].msg_hdr;
     h->msg_name = &names[i];
@@ -438,7 +439,7 @@ static int recv_into(int fd, int batch, struct mmsghdr *msgs, struct sockaddr_in
   }
   int n;
   do {
-    n = recvmmsg(fd, msgs, (unsigned)batch, MSG_DONTWAIT, NULL);
+    n = recvmmsg(fd, msgs, (unsigned)batch, flags, NULL);
   } while (n < 0 && errno == EINTR);
   if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
   return n;
@@ -448,7 +449,7 @@ static int drain_ring(endpoint_t *ep);
 
 static int take_batch(endpoint_t *ep) {
   if (ep->native) return drain_ring(ep);
-  int n = recv_into(ep->fd, ep->batch, ep->rx_msgs, ep->names, ep->rx_iov, ep->ctrl);
+  int n = recv_into(ep->fd, ep->batch, ep->rx_msgs, ep->names, ep->rx_iov, ep->ctrl, MSG_DONTWAIT);
   for (int i = 0; i < n; i++) {
     struct msghdr *h = &ep->rx_msgs[i].msg_hdr;
     ep->rx_len[i] = (h->msg_flags & MSG_TRUNC) ? -1 : (int32_t)ep->rx_msgs[i].msg_len;
@@ -581,7 +582,8 @@ static void queue_reply(native_t *nv, int out, int i, uint8_t *data, int len, in
  * each chunk's transmit timestamps read just before its sendmmsg(). Returns the batch's size or -errno.
  */
 static int native_batch(endpoint_t *ep, native_t *nv) {
-  int n = recv_into(ep->fd, ep->batch, nv->msgs, nv->names, nv->iov, nv->ctrl);
+  /* Blocks for the first datagram (the thread's socket is blocking), then takes what is waiting. */
+  int n = recv_into(ep->fd, ep->batch, nv->msgs, nv->names, nv->iov, nv->ctrl, MSG_WAITFORONE);
   if (n <= 0) return n;
   int64_t real_ns = clock_ns(CLOCK_REALTIME);
   double now = (double)(clock_ns(CLOCK_MONOTONIC) - nv->origin_ns) / 1e6;
@@ -686,19 +688,20 @@ static int native_batch(endpoint_t *ep, native_t *nv) {
   return n;
 }
 
+/*
+ * The thread: blocked in recvmmsg(MSG_WAITFORONE) on the socket made blocking, so a wake-up costs one
+ * system call in and one out (sendmmsg), as chronyd's select() + recvmsg() + sendmsg() loop costs three.
+ * native_stop() sets `stop` and wakes it with shutdown(SHUT_RD), which ends a blocked receive on a UDP
+ * socket (recvmmsg returns 0); SO_RCVTIMEO bounds the wait should that not happen.
+ */
 static void *native_main(void *arg) {
   endpoint_t *ep = arg;
   native_t *nv = ep->native;
-  struct pollfd fds[2] = {{ep->fd, POLLIN, 0}, {nv->stop_fd, POLLIN, 0}};
-  for (;;) {
-    int r = poll(fds, 2, -1);
-    if (r < 0 && errno != EINTR) break;
-    if (fds[1].revents) break;
-    if (r <= 0) continue;
-    /* Full batches are followed at once by the next; a short one means the queue was empty a moment ago. */
-    for (int round = 0; round < 64; round++) {
-      int n = native_batch(ep, nv);
-      if (n < ep->batch) break;
+  while (!__atomic_load_n(&nv->stop, __ATOMIC_ACQUIRE)) {
+    int n = native_batch(ep, nv);
+    if (n < 0 && n != -EAGAIN && n != -EWOULDBLOCK && n != -EINTR) {
+      struct pollfd none = {-1, 0, 0};
+      poll(&none, 1, 10); /* an unexpected receive error: back off rather than spin */
     }
   }
   return NULL;
@@ -806,16 +809,14 @@ static napi_value StartNative(napi_env env, napi_callback_info info) {
   nv->big = malloc((size_t)ep->batch * ep->slot);
   nv->ring_buf = malloc((size_t)RING * ep->slot);
   nv->nts = nv->nts_on ? calloc(1, sizeof *nv->nts) : NULL;
-  nv->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (!nv->buf || !nv->big || !nv->ring_buf || (nv->nts_on && !nv->nts) || nv->stop_fd < 0) {
-    if (nv->stop_fd >= 0) close(nv->stop_fd);
+  if (!nv->buf || !nv->big || !nv->ring_buf || (nv->nts_on && !nv->nts)) {
     free(nv->buf);
     free(nv->big);
     free(nv->nts);
     free(nv->ring_buf);
     policy_free(&nv->policy);
     free(nv);
-    napi_throw_error(env, NULL, "startNative: out of memory or eventfd");
+    napi_throw_error(env, NULL, "startNative: out of memory");
     return NULL;
   }
   for (int i = 0; i < ep->batch; i++) {
@@ -828,11 +829,16 @@ static napi_value StartNative(napi_env env, napi_callback_info info) {
   napi_get_uv_event_loop(env, &loop);
   uv_async_init(loop, &ep->async_wake, on_wake);
   ep->async_wake.data = ep;
-  /* From here the thread reads the socket; libuv no longer watches it. */
+  /* From here the thread reads the socket, blocking; libuv no longer watches it. */
   uv_poll_stop(&ep->poll);
+  struct timeval wait = {0, 250000};
+  setsockopt(ep->fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  int fl = fcntl(ep->fd, F_GETFL);
+  if (fl >= 0) fcntl(ep->fd, F_SETFL, fl & ~O_NONBLOCK); /* sends from JavaScript pass MSG_DONTWAIT */
   ep->native = nv;
   if (pthread_create(&nv->thread, NULL, native_main, ep) != 0) {
     ep->native = NULL;
+    if (fl >= 0) fcntl(ep->fd, F_SETFL, fl);
     uv_poll_start(&ep->poll, UV_READABLE, on_poll);
     uv_close((uv_handle_t *)&ep->async_wake, NULL);
     native_free(nv);
@@ -931,14 +937,13 @@ static napi_value Stats(napi_env env, napi_callback_info info) {
 static void native_stop(endpoint_t *ep) {
   native_t *nv = ep->native;
   if (!nv || !nv->started) return;
-  uint64_t one = 1;
-  if (write(nv->stop_fd, &one, sizeof one) < 0) { /* cannot fail on an eventfd below its maximum */ }
+  __atomic_store_n(&nv->stop, 1, __ATOMIC_RELEASE);
+  shutdown(ep->fd, SHUT_RD); /* ends the thread's blocked receive (UDP: recvmmsg returns 0) */
   pthread_join(nv->thread, NULL);
   nv->started = 0;
 }
 
 static void native_free(native_t *nv) {
-  close(nv->stop_fd);
   free(nv->buf);
   free(nv->big);
   free(nv->ring_buf);

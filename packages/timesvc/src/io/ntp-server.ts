@@ -21,14 +21,7 @@ import {
   type ArrivalTime,
 } from './kernel-rx-timestamp.ts';
 import type { ServedClock } from './served-clock.ts';
-import {
-  NATIVE_STATS,
-  SERVED_FIELDS,
-  networksArray,
-  perfOriginNs,
-  policyArray,
-  servedArray,
-} from './native-served.ts';
+import { NativeResponders } from './native-responder.ts';
 
 /**
  * NTP server sockets (UDP, IPv4 and IPv6 as two sockets). Thin: the receive timestamp is the kernel's (or
@@ -50,8 +43,6 @@ import {
 
 /** Batches handled per readiness callback before yielding to the event loop (it calls again if more wait). */
 const MAX_BATCHES_PER_WAKE = 4;
-/** How often the native responder's reply fields are checked against the clock state (a backstop). */
-const STATE_CHECK_MS = 1000;
 
 export interface NtpServerCounters {
   requests: number;
@@ -111,18 +102,8 @@ export class NtpServer {
   /** What this thread counted; the native thread's counts are added on reading (counters). */
   readonly #c: NtpServerCounters = zeroCounters();
   readonly #batchStats = { batches: 0, datagrams: 0, largest: 0 };
-  readonly #native: BatchSocket[] = [];
-  readonly #served = new Float64Array(SERVED_FIELDS);
-  readonly #stats = new Float64Array(NATIVE_STATS.length);
-  #stateSent: ServerSystemState | undefined;
-  #pieceEnd = Number.POSITIVE_INFINITY;
-  #pieceTimer: NodeJS.Timeout | undefined;
-  #stateTimer: NodeJS.Timeout | undefined;
-  #unsubscribe: (() => void) | undefined;
-  #ntsDetach: (() => void) | undefined;
-  /** The native thread's authentic NTS count when it stopped (counters never go back). */
-  #ntsAuthenticClosed = 0;
-  readonly #keyTimers = new Map<BatchSocket, NodeJS.Timeout>();
+  /** The native responder threads of the batched sockets (native-responder.ts). */
+  readonly #natives: NativeResponders;
   readonly #o: NtpServerOptions;
   readonly #sockets: Socket[] = [];
   readonly #batched: BatchSocket[] = [];
@@ -134,29 +115,14 @@ export class NtpServer {
 
   constructor(options: NtpServerOptions) {
     this.#o = options;
-  }
-
-  /** The native thread's counters summed over its sockets, by NATIVE_STATS name. */
-  #nativeStats(): Record<(typeof NATIVE_STATS)[number], number> {
-    const sum = Object.fromEntries(NATIVE_STATS.map((k) => [k, 0])) as Record<
-      (typeof NATIVE_STATS)[number],
-      number
-    >;
-    for (const b of this.#native) {
-      b.stats(this.#stats);
-      NATIVE_STATS.forEach((k, i) => {
-        const v = this.#stats[i] ?? 0;
-        sum[k] = k === 'largest' ? Math.max(sum[k], v) : sum[k] + v;
-      });
-    }
-    return sum;
+    this.#natives = new NativeResponders(options);
   }
 
   /** Requests, replies and drops so far, of this thread and the native one (read at scrape time). */
   get counters(): NtpServerCounters {
     const c = this.#c;
-    if (this.#native.length === 0) return c;
-    const n = this.#nativeStats();
+    if (!this.#natives.active) return c;
+    const n = this.#natives.stats();
     const d = c.dropped;
     return {
       requests: c.requests + n.requests,
@@ -182,94 +148,24 @@ export class NtpServer {
    */
   get batchStats(): { batches: number; datagrams: number; largest: number; forwarded: number } {
     const s = this.#batchStats;
-    if (this.#native.length === 0) return { ...s, forwarded: 0 };
-    const n = this.#nativeStats();
+    if (!this.#natives.active) return { ...s, forwarded: 0 };
+    const n = this.#natives.stats();
     return { batches: n.batches, datagrams: n.datagrams, largest: n.largest, forwarded: n.forwarded };
   }
 
   /** Kernel receive timestamps the native thread did not use (outside their window, or missing). */
   get nativeKernelStampsReplaced(): number {
-    return this.#native.length === 0 ? 0 : this.#nativeStats().kernelReplaced;
+    return this.#natives.active ? this.#natives.stats().kernelReplaced : 0;
   }
 
   /** 'native' when plain requests are answered on the addon's thread (docs/performance.md). */
   get responder(): 'native' | 'javascript' {
-    return this.#native.length > 0 ? 'native' : 'javascript';
+    return this.#natives.active ? 'native' : 'javascript';
   }
 
-  /**
-   * Hand the native thread a new piece of the served clock and the current reply fields; called on every
-   * change of the correction, at the end of each piece, when the clock state changes, and by the service
-   * after each clock update.
-   */
+  /** Hand the native threads the served clock's current piece and reply fields (native-responder.ts). */
   refresh(): void {
-    if (this.#native.length === 0) return;
-    const now = performance.now();
-    const piece = this.#o.clock.linearPiece(now);
-    const state = this.#o.state();
-    servedArray(this.#served, piece, state);
-    for (const b of this.#native) b.setServed(this.#served);
-    this.#stateSent = state;
-    this.#pieceEnd = piece?.p1 ?? Number.POSITIVE_INFINITY;
-    if (this.#pieceTimer) clearTimeout(this.#pieceTimer);
-    this.#pieceTimer = undefined;
-    if (Number.isFinite(this.#pieceEnd)) {
-      // At the break itself (setTimeout rounds down to whole ms; the native side stops 1 ms before).
-      this.#pieceTimer = setTimeout(() => this.refresh(), Math.max(0, Math.ceil(this.#pieceEnd - now)));
-      this.#pieceTimer.unref();
-    }
-  }
-
-  /**
-   * Hand the native thread the cookie master keys, again when the current one changes (daily): until
-   * then a cookie under the new key is opened by JavaScript, as is everything the native thread cannot.
-   */
-  #pushNtsKeys(b: BatchSocket): void {
-    const jar = this.#o.nts?.cookies;
-    if (!jar || b.closed) return;
-    const k = jar.masterKeys();
-    if (!b.setNtsKeys(k.current, k.ids, k.keys))
-      this.#o.logger.warn('NTS keys not handed to the native responder');
-    k.keys.fill(0);
-    const timer = setTimeout(
-      () => this.#pushNtsKeys(b),
-      Math.max(1000, Math.min(k.rotatesInMs + 10, 3_600_000)),
-    );
-    timer.unref();
-    this.#keyTimers.set(b, timer);
-  }
-
-  /** Start the native thread on `b` where the served clock can be handed over (the host's clock). */
-  #startNative(b: BatchSocket, kernel: boolean): void {
-    if (!(this.#o.nativeResponder ?? true)) return;
-    const clock = this.#o.clock;
-    const piece = clock.linearPiece();
-    if (piece === undefined) return;
-    const nts = this.#o.nts;
-    b.startNative(
-      perfOriginNs(),
-      Float64Array.of(kernel ? 1 : 0, kernel ? 0 : (this.#o.rxCorrectionMs ?? 0), nts ? 1 : 0),
-      policyArray(this.#o.policy),
-      networksArray(this.#o.policy),
-      servedArray(this.#served, piece, this.#o.state()),
-    );
-    this.#native.push(b);
-    if (nts) this.#pushNtsKeys(b);
-    if (nts && this.#ntsDetach === undefined) {
-      this.#ntsDetach = nts.addElsewhere({
-        authenticated: () =>
-          this.#native.length === 0 ? this.#ntsAuthenticClosed : this.#nativeStats().ntsAuthentic,
-        activeSessions: (cutoffMs) => this.#native.reduce((n, s) => n + s.ntsActive(cutoffMs), 0),
-      });
-    }
-    if (this.#unsubscribe === undefined) {
-      this.#unsubscribe = clock.onCorrection(() => this.refresh());
-      this.#stateTimer = setInterval(() => {
-        if (this.#o.state() !== this.#stateSent) this.refresh();
-      }, STATE_CHECK_MS);
-      this.#stateTimer.unref();
-    }
-    this.refresh();
+    this.#natives.refresh();
   }
 
   /** 'kernel' when every socket has kernel receive timestamps, else 'userspace'. */
@@ -350,7 +246,7 @@ export class NtpServer {
       if (b) {
         if (kernel) this.#kernelRx++;
         this.#batched.push(b);
-        this.#startNative(b, kernel);
+        if (this.#o.nativeResponder ?? true) this.#natives.start(b, kernel);
         return b.port;
       }
     }
@@ -475,7 +371,7 @@ export class NtpServer {
     // From the native thread: counted there, the policy applied there.
     const native = b.native;
     const policy = native ? NO_POLICY : o.policy;
-    if (native && (state !== this.#stateSent || perf >= this.#pieceEnd - 1)) this.refresh();
+    if (native && this.#natives.stale(state, perf)) this.#natives.refresh();
     // Address text only for an access list; the rate limiter keys clients from the raw address bytes.
     const needAddress = policy.access !== undefined;
     const correctionMs = o.rxCorrectionMs ?? 0;
@@ -584,17 +480,10 @@ export class NtpServer {
   }
 
   async close(): Promise<void> {
-    this.#unsubscribe?.();
-    this.#unsubscribe = undefined;
-    if (this.#pieceTimer) clearTimeout(this.#pieceTimer);
-    if (this.#stateTimer) clearInterval(this.#stateTimer);
-    for (const t of this.#keyTimers.values()) clearTimeout(t);
-    this.#keyTimers.clear();
     // The native counts stay readable after close (a last scrape): keep them in this thread's counters.
     const last = this.counters;
     Object.assign(this.#c, last, { dropped: { ...last.dropped } });
-    if (this.#native.length > 0) this.#ntsAuthenticClosed = this.#nativeStats().ntsAuthentic;
-    this.#native.length = 0;
+    this.#natives.close();
     for (const b of this.#batched.splice(0)) b.close();
     const sockets = this.#sockets.splice(0);
     this.#kernelRx = 0;
