@@ -54,6 +54,8 @@ export class Streams {
   readonly #status = new Map<WebSocket, { alive: boolean }>();
   readonly #logs = new Set<LogClient>();
   readonly #timers: NodeJS.Timeout[] = [];
+  /** The log flush, armed only while entries wait (no wake-ups of an idle server: docs/performance.md). */
+  #flushTimer: NodeJS.Timeout | undefined;
   readonly #off: (() => void)[] = [];
   #server: Server | undefined;
   /** Clients dropped for being too slow (for tests and the log). */
@@ -81,7 +83,6 @@ export class Streams {
     this.#server = server;
     server.on('upgrade', this.#onUpgrade);
     this.#timers.push(setInterval(() => this.#pushStatus(), this.#o.statusIntervalMs));
-    this.#timers.push(setInterval(() => this.#flushLogs(), 100));
     this.#timers.push(setInterval(() => this.#ping(), this.#o.pingMs));
     for (const t of this.#timers) t.unref();
     this.#off.push(
@@ -96,6 +97,7 @@ export class Streams {
   close(): void {
     this.#server?.off('upgrade', this.#onUpgrade);
     for (const t of this.#timers) clearInterval(t);
+    if (this.#flushTimer) clearTimeout(this.#flushTimer);
     for (const off of this.#off) off();
     for (const ws of this.#status.keys()) ws.terminate();
     for (const c of this.#logs) c.ws.terminate();
@@ -209,7 +211,24 @@ export class Streams {
       c.queue.push(e);
       // A burst goes out in batches at once rather than waiting for the timer.
       if (c.queue.length >= FLUSH_BATCH && c.ws.bufferedAmount <= this.#o.maxBufferedBytes) this.#flush(c);
+      this.#armFlush();
     }
+  }
+
+  /** Flush waiting log entries within 100 ms; re-armed while some are still held back. */
+  #armFlush(): void {
+    if (this.#flushTimer !== undefined) return;
+    this.#flushTimer = setTimeout(() => {
+      this.#flushTimer = undefined;
+      this.#flushLogs();
+      for (const c of this.#logs) {
+        if (c.queue.length > 0) {
+          this.#armFlush();
+          break;
+        }
+      }
+    }, 100);
+    this.#flushTimer.unref();
   }
 
   #flush(c: LogClient): void {
