@@ -658,21 +658,31 @@ const serverState: ServerSystemState = {
   stratum: 3,
   updatedAtMs: performance.now(),
 };
+/** A started NtpServer on 127.0.0.1 (an ephemeral port) serving `clock` with the test's server state. */
+async function startServer(
+  clock: ServedClock,
+  extra: Partial<ConstructorParameters<typeof NtpServer>[0]> = {},
+): Promise<NtpServer> {
+  const s = new NtpServer({
+    port: 0,
+    bind: { udp4: '127.0.0.1' },
+    clock,
+    state: () => serverState,
+    policy: {},
+    logger: silentLogger(),
+    ...extra,
+  });
+  await s.start();
+  return s;
+}
+
 let netClock: ServedClock;
 let server: NtpServer;
 let port: number;
 
 before(async () => {
   netClock = new ServedClock();
-  server = new NtpServer({
-    port: 0,
-    bind: { udp4: '127.0.0.1' },
-    clock: netClock,
-    state: () => serverState,
-    policy: {},
-    logger: silentLogger(),
-  });
-  await server.start();
+  server = await startServer(netClock);
   port = server.addresses[0]!.port;
 });
 
@@ -874,16 +884,7 @@ test('plain requests are answered while the JavaScript thread is blocked (from a
 });
 
 test('nativeResponder false: the JavaScript responder answers (responder javascript)', async () => {
-  const js = new NtpServer({
-    port: 0,
-    bind: { udp4: '127.0.0.1' },
-    clock: netClock,
-    state: () => serverState,
-    policy: {},
-    logger: silentLogger(),
-    nativeResponder: false,
-  });
-  await js.start();
+  const js = await startServer(netClock, { nativeResponder: false });
   const c = await client('127.0.0.1', netClock);
   try {
     assert.equal(js.responder, 'javascript');
@@ -904,15 +905,7 @@ test('a served clock without pieces (a simulated host) keeps the JavaScript resp
     source: { wallMs: () => Date.now(), monoMs: () => performance.now() },
   });
   assert.equal(simulated.linearPiece(), undefined);
-  const js = new NtpServer({
-    port: 0,
-    bind: { udp4: '127.0.0.1' },
-    clock: simulated,
-    state: () => serverState,
-    policy: {},
-    logger: silentLogger(),
-  });
-  await js.start();
+  const js = await startServer(simulated);
   const c = await client('127.0.0.1', simulated);
   try {
     assert.equal(js.responder, 'javascript');
@@ -928,15 +921,7 @@ test('a served clock without pieces (a simulated host) keeps the JavaScript resp
 async function policyServer(
   policy: ConstructorParameters<typeof NtpServer>[0]['policy'],
 ): Promise<NtpServer> {
-  const s = new NtpServer({
-    port: 0,
-    bind: { udp4: '127.0.0.1' },
-    clock: netClock,
-    state: () => serverState,
-    policy,
-    logger: silentLogger(),
-  });
-  await s.start();
+  const s = await startServer(netClock, { policy });
   assert.equal(s.responder, 'native');
   return s;
 }

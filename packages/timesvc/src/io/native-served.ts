@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { PHI } from '../protocol/ntp-packet.ts';
-import type { ServerSystemState, ResponderPolicy } from '../domain/ntp-responder.ts';
+import { DROP_REASONS, type ServerSystemState, type ResponderPolicy } from '../domain/ntp-responder.ts';
 import { expandIpv6 } from '../domain/ip-address.ts';
 import type { LinearPiece } from './served-clock.ts';
 
@@ -83,12 +83,7 @@ export const NATIVE_STATS = [
   'kodRate',
   'kodDeny',
   'sendErrors',
-  'short',
-  'not_client',
-  'bad_version',
-  'malformed',
-  'authenticated',
-  'rate_limited',
+  ...DROP_REASONS, // in OUTCOME order, as the C enum
   'overload',
   'forwarded',
   'kernelReplaced',
