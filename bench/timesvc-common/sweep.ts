@@ -58,6 +58,12 @@ export async function sweepTogether<R extends SweepStep>(
   rates: readonly number[],
   lossLimit: number,
   detail: (r: R) => string,
+  /**
+   * Steps per server at each rate (default 1), interleaved round by round; the step kept is the one with
+   * the median `key` (a single disturbance of the shared machine in one 2-second step then does not decide
+   * the rate's figure).
+   */
+  repeat: { times: number; key: (r: R) => number } = { times: 1, key: () => 0 },
 ): Promise<R[][]> {
   const results: R[][] = servers.map(() => []);
   const failures = servers.map(() => 0);
@@ -69,22 +75,33 @@ export async function sweepTogether<R extends SweepStep>(
     await new Promise((res) => setTimeout(res, 300));
   }
   for (const rate of rates) {
-    for (let s = 0; s < servers.length; s++) {
-      if (failures[s]! >= 2) continue;
-      const { name, step } = servers[s]!;
-      let r = await step(rate);
-      if (r.loss >= lossLimit) {
-        await new Promise((res) => setTimeout(res, 500));
-        const again = await step(rate);
-        if (again.loss < r.loss) r = again;
+    const steps: R[][] = servers.map(() => []);
+    for (let round = 0; round < Math.max(1, repeat.times); round++) {
+      for (let s = 0; s < servers.length; s++) {
+        if (failures[s]! >= 2) continue;
+        const { name, step } = servers[s]!;
+        let r = await step(rate);
+        if (r.loss >= lossLimit) {
+          await new Promise((res) => setTimeout(res, 500));
+          const again = await step(rate);
+          if (again.loss < r.loss) r = again;
+        }
+        steps[s]!.push(r);
+        console.log(
+          `  ${name.padEnd(8)} offered ${String(rate).padStart(6)}/s (generator achieved ${r.achievedRate.toFixed(0)}/s): ` +
+            detail(r),
+        );
+        await new Promise((res) => setTimeout(res, 300));
       }
+    }
+    for (let s = 0; s < servers.length; s++) {
+      const all = steps[s]!;
+      if (all.length === 0) continue;
+      const r = [...all].sort((a, b) => repeat.key(a) - repeat.key(b))[Math.floor((all.length - 1) / 2)]!;
+      if (all.length > 1)
+        console.log(`  ${servers[s]!.name.padEnd(8)} median of ${all.length} at ${rate}/s: ${detail(r)}`);
       results[s]!.push(r);
-      console.log(
-        `  ${name.padEnd(8)} offered ${String(rate).padStart(6)}/s (generator achieved ${r.achievedRate.toFixed(0)}/s): ` +
-          detail(r),
-      );
       if (r.loss >= lossLimit) failures[s]!++;
-      await new Promise((res) => setTimeout(res, 300));
     }
     if (failures.every((f) => f >= 2)) break;
   }

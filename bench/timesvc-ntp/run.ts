@@ -2,7 +2,7 @@
  * timesvc NTP benchmark: the same bounded load against timesvc and against chronyd serving NTP
  * on loopback, in one run.
  *
- *   npx tsx bench/timesvc-ntp/run.ts [--step-ms 2000] [--rates 5000,10000,...] [--queries 9]
+ *   npx tsx bench/timesvc-ntp/run.ts [--step-ms 2000] [--rates 5000,10000,...] [--queries 9] [--repeat 1]
  *
  * Prints, for each server: the highest offered rate answered with < 0.1 % loss, the server's CPU time per
  * request at that rate (utime + stime from /proc/<pid>/stat), the ratio timesvc/chrony; and the median
@@ -32,6 +32,7 @@ const { values } = parseArgs({
     'step-ms': { type: 'string' },
     rates: { type: 'string' },
     queries: { type: 'string' },
+    repeat: { type: 'string' },
   },
 });
 const STEP_MS = Number(values['step-ms'] ?? 2000);
@@ -39,6 +40,8 @@ const RATES = (values.rates ?? '5000,10000,20000,30000,40000,50000,60000,80000,1
   .split(',')
   .map(Number);
 const QUERIES = Number(values.queries ?? 9);
+/** Steps per server and rate, interleaved; the median CPU per request is kept (sweep.ts). */
+const REPEAT = Number(values.repeat ?? 1);
 const LOSS_LIMIT = 0.001;
 /** CPU per request, timesvc / chronyd, at most this at every rate of the sweep. */
 const CPU_RATIO_TARGET = 1.2;
@@ -209,6 +212,7 @@ try {
     RATES,
     LOSS_LIMIT,
     detail,
+    { times: REPEAT, key: (r) => r.cpuUsPerReq },
   );
   console.log(`  at end: ${loadLine()}`);
   console.log(
