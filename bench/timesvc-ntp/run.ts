@@ -2,7 +2,7 @@
  * timesvc NTP benchmark: the same bounded load against timesvc and against chronyd serving NTP
  * on loopback, in one run.
  *
- *   npx tsx bench/timesvc-ntp/run.ts [--step-ms 2000] [--rates 5000,10000,...] [--queries 9] [--repeat 1]
+ *   npx tsx bench/timesvc-ntp/run.ts [--step-ms 2000] [--rates 5000,10000,...] [--queries 9] [--repeat 3]
  *
  * Prints, for each server: the highest offered rate answered with < 0.1 % loss, the server's CPU time per
  * request at that rate (utime + stime from /proc/<pid>/stat), the ratio timesvc/chrony; and the median
@@ -41,7 +41,7 @@ const RATES = (values.rates ?? '5000,10000,20000,30000,40000,50000,60000,80000,1
   .map(Number);
 const QUERIES = Number(values.queries ?? 9);
 /** Steps per server and rate, interleaved; the median CPU per request is kept (sweep.ts). */
-const REPEAT = Number(values.repeat ?? 1);
+const REPEAT = Number(values.repeat ?? 3);
 const LOSS_LIMIT = 0.001;
 /** CPU per request, timesvc / chronyd, at most this at every rate of the sweep. */
 const CPU_RATIO_TARGET = 1.2;
