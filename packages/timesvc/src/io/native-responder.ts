@@ -98,8 +98,8 @@ export class NativeResponders {
 
   /**
    * Hand the threads a new piece of the served clock and the current reply fields; called on every change
-   * of the correction, at the end of each piece, when the clock state changes, and by the service after
-   * each clock update.
+   * of the correction (the service sets it on every clock-manager event, new reply fields included), at the
+   * end of each piece, and when the once-a-second check finds the clock state changed.
    */
   refresh(): void {
     if (!this.active) return;

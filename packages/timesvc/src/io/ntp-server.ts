@@ -163,11 +163,6 @@ export class NtpServer {
     return this.#natives.active ? 'native' : 'javascript';
   }
 
-  /** Hand the native threads the served clock's current piece and reply fields (native-responder.ts). */
-  refresh(): void {
-    this.#natives.refresh();
-  }
-
   /** 'kernel' when every socket has kernel receive timestamps, else 'userspace'. */
   get rxTimestamps(): 'kernel' | 'userspace' {
     const n = this.#sockets.length + this.#batched.length;

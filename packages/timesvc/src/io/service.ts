@@ -141,10 +141,10 @@ export function createTimesvc(
     } else if (e.type === 'step') {
       clockLog.info({ source: e.source, stepS: e.offsetS }, 'served clock stepped');
     }
-    // The served clock follows the manager's correction as soon as it changes, and the native responder
-    // the reply fields (ntp-server.ts refresh).
+    // The served clock follows the manager's correction as soon as it changes; its listener hands the
+    // native responder the new piece and the reply fields with it (native-responder.ts refresh), so an
+    // 'advertised' event (new reply fields) reaches the native threads this way too.
     served.setCorrection(manager.correction);
-    if (e.type === 'advertised') server?.refresh();
   });
   // The GPSDO is a stratum-0 reference: with it locked the server is stratum 1 with ntp.ref_id.
   const gpsdo = config.gpsdo.enabled
