@@ -4,9 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { dirname, resolve } from 'node:path';
 import { ConfigError, Shutdown, createLogger, runCli } from '@broadcast-ops/core';
 import { PunchAgent, parseJoinLink, streamOfToken } from './agent/agent.ts';
-import { loadPunchConfig, warnsPlainHttp } from './config.ts';
-import { SessionStoreError } from './io/sqlite-store.ts';
-import { createPunchServer, type PunchServer } from './server.ts';
+import type { PunchServer } from './server.ts';
 
 const DEMO_SECRET_FILE = 'data/punch/secret';
 
@@ -21,6 +19,9 @@ function demoSecret(file: string): { secret: string; created: boolean } {
 }
 
 async function serve(values: Record<string, unknown>): Promise<void> {
+  // Loaded here, not at the top: `punch agent` (a device restart) starts without the broker's modules.
+  const [{ loadPunchConfig, warnsPlainHttp }, { SessionStoreError }, { createPunchServer }] =
+    await Promise.all([import('./config.ts'), import('./io/sqlite-store.ts'), import('./server.ts')]);
   let config;
   try {
     config = loadPunchConfig({ file: typeof values['config'] === 'string' ? values['config'] : undefined });
@@ -131,6 +132,18 @@ async function serve(values: Record<string, unknown>): Promise<void> {
   }
 }
 
+/** The agent's last line for a `session_closed` reason (spec: admin_closed, ttl_expired, error). */
+function closedText(reason: string): string {
+  switch (reason) {
+    case 'admin_closed':
+      return 'session closed by the operator; agent done';
+    case 'ttl_expired':
+      return 'session reached the end of its lifetime with no media flowing; agent done';
+    default:
+      return `session closed by the broker (${reason}); agent done`;
+  }
+}
+
 /** `punch agent`: one end of an SRT link, driven by the broker (docs/agent.md). */
 async function agent(values: Record<string, unknown>): Promise<void> {
   const str = (k: string): string | undefined => (typeof values[k] === 'string' ? values[k] : undefined);
@@ -205,7 +218,7 @@ async function agent(values: Record<string, unknown>): Promise<void> {
   process.once('SIGTERM', stop);
   const exit = await a.start();
   if (exit.code !== 0) fail(exit.message, exit.code);
-  else logger.info('session closed by the operator; agent done');
+  else logger.info({ reason: exit.closeReason }, closedText(exit.closeReason));
   // Let the logger flush, then leave even if stdin is still open.
   setTimeout(() => process.exit(exit.code), 200);
 }

@@ -50,7 +50,21 @@ test('access checks return typed refusals; the HTTP layer maps them to the docum
   expectRefusal(access.authenticate(undefined, 'cam1', NOW), 'AUTH_FAILED', 401);
   expectRefusal(access.authenticate('p_x.y', 'cam1', NOW), 'AUTH_FAILED', 401);
   expectRefusal(access.authenticate(admin, 'cam2', NOW), 'AUTH_FAILED', 403);
-  expectRefusal(access.authenticate(admin, 'cam1', EXP * 1000), 'SESSION_EXPIRED', 410);
+  // Past its `exp`, a token with the session's incarnation id lives as long as the session (README
+  // "Lifetime": extended, or kept open by its media); a token without `sid` is bound to its `exp`.
+  const late = access.authenticate(admin, 'cam1', EXP * 1000 + 60_000);
+  assert.ok(late.ok);
+  assert.deepEqual(access.liveSession({ ...session, expiresAt: (EXP + 600) * 1000 }, 'cam1', late.claims), {
+    ok: true,
+    session: { ...session, expiresAt: (EXP + 600) * 1000 },
+  });
+  expectRefusal(
+    access.liveSession({ ...session, state: 'CLOSED' }, 'cam1', late.claims),
+    'SESSION_EXPIRED',
+    410,
+  );
+  const legacy = signer.sign({ session: 'cam1', role: 'admin', stream: null, exp: EXP });
+  expectRefusal(access.authenticate(legacy, 'cam1', EXP * 1000), 'SESSION_EXPIRED', 410);
   expectRefusal(access.liveSession(undefined, 'cam1', claims), 'SESSION_EXPIRED', 410);
   expectRefusal(access.liveSession({ ...session, state: 'CLOSED' }, 'cam1', claims), 'SESSION_EXPIRED', 410);
   expectRefusal(access.liveSession({ ...session, id: 'sid-2' }, 'cam1', claims), 'SESSION_EXPIRED', 410);

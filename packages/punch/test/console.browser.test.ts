@@ -158,3 +158,42 @@ test('console: create, two peers, CONNECTED, health verdict, copy, peer token wi
     await t.close();
   }
 });
+
+test('console lifetime: a warning in the last 5 minutes, Extend (PATCH) shows the new expiry, at 1440x900 and 390x844', async () => {
+  mkdirSync(OUT, { recursive: true });
+  const t = await startTestServer();
+  const browser = await launchChromium();
+  try {
+    for (const [width, height] of [
+      [1440, 900],
+      [390, 844],
+    ] as const) {
+      const name = `life-${width}`;
+      // Four minutes left: inside the 5-minute warning.
+      const s = (await t.call('POST', '/api/session', { body: { name, ttl: 240 } })).json;
+      const context = await browser.newContext({ viewport: { width, height } });
+      const page = await context.newPage();
+      const problems: string[] = [];
+      await watchPage(page, problems);
+      await page.goto(`${t.url}/s/${name}?t=${encodeURIComponent(s.token as string)}`);
+      const bar = page.locator('#lifetime.warn');
+      await bar.locator('#lifetime-text', { hasText: 'Session ends in' }).waitFor({ timeout: 10_000 });
+      await page.screenshot({ path: join(OUT, `lifetime-warning-${width}.png`), fullPage: true });
+      await page.click('[data-testid=extend]');
+      await page.locator('#lifetime:not(.warn)').waitFor({ timeout: 10_000 });
+      const view = await t.call('GET', `/api/session/${name}`, { token: s.token as string });
+      const expiresAt = view.json.expiresAt as number;
+      assert.ok(expiresAt >= (s.expiresAt as number) + 3_000_000, 'extended by about an hour');
+      // The page shows the expiry the server now has (rendered in the browser's locale and time zone).
+      const shown = await page.evaluate(`new Date(${expiresAt}).toLocaleTimeString()`);
+      await page.locator('#expires', { hasText: String(shown) }).waitFor({ timeout: 5000 });
+      await page.locator('#lifetime-text', { hasText: `Session expires at ${String(shown)}` }).waitFor();
+      await page.screenshot({ path: join(OUT, `lifetime-extended-${width}.png`), fullPage: true });
+      assert.deepEqual(problems, [], problems.join('\n'));
+      await context.close();
+    }
+  } finally {
+    await browser.close();
+    await t.close();
+  }
+});

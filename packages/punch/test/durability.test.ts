@@ -46,6 +46,10 @@ class FailOnDemandStore implements SessionStore {
     this.#gate();
     await this.inner.updateSessionState(name, change);
   }
+  async putExpiry(name: string, expiresAt: number) {
+    this.#gate();
+    await this.inner.putExpiry(name, expiresAt);
+  }
   async putStreams(session: string, streams: readonly StreamRecord[]) {
     this.#gate();
     await this.inner.putStreams(session, streams);

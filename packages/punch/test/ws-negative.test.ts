@@ -109,15 +109,23 @@ describe('WebSocket signalling: refusals cost nothing', () => {
     const other = await t.call('POST', '/api/session', { body: { name: 'other' } });
     await refusedAt('neg', other.json.token as string, 'AUTH_FAILED', 4403);
     await refusedAt('neg', other.json.token as string, 'AUTH_FAILED', 4403, true);
-    const sid = t.server.broker.get('neg')?.id;
+    // A token without the session's incarnation id is bound to its `exp` (README "Lifetime"); one of an
+    // earlier incarnation is refused whatever its `exp`.
     const expired = new TokenSigner(SECRET).sign({
       session: 'neg',
       role: 'peer',
       stream: 'cam-a',
       exp: Math.floor(Date.now() / 1000) - 10,
-      ...(sid ? { sid } : {}),
     });
     await refusedAt('neg', expired, 'SESSION_EXPIRED', 4410);
+    const earlier = new TokenSigner(SECRET).sign({
+      session: 'neg',
+      role: 'peer',
+      stream: 'cam-a',
+      exp: Math.floor(Date.now() / 1000) + 600,
+      sid: 'an-earlier-incarnation',
+    });
+    await refusedAt('neg', earlier, 'SESSION_EXPIRED', 4410);
     await refusedAt('nope', admin, 'AUTH_FAILED', 4403);
   });
 

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createSocket, type Socket } from 'node:dgram';
-import { randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
+import { hostname } from 'node:os';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import type { Logger } from '@broadcast-ops/core';
@@ -35,7 +36,7 @@ export interface AgentOptions {
 }
 
 export type AgentExit =
-  | { code: 0; reason: 'session_closed' }
+  | { code: 0; reason: 'session_closed'; closeReason: string }
   | { code: 3; reason: 'token_refused' | 'session_expired'; message: string }
   | { code: 4; reason: 'srt_missing'; message: string };
 
@@ -83,7 +84,8 @@ const sameCoordinates = (a: Coordinates | null, b: Coordinates | null): boolean 
 export class PunchAgent {
   readonly #o: AgentOptions;
   readonly #log: Logger;
-  readonly #clientId = randomBytes(12).toString('base64url');
+  /** Stable across restarts of this agent on this host (see `agentClientId`). */
+  readonly #clientId: string;
   #ws: WebSocket | null = null;
   #coords: Coordinates | null = null;
   /** Coordinates the running srt-live-transmit was started with. */
@@ -106,6 +108,7 @@ export class PunchAgent {
   constructor(options: AgentOptions) {
     this.#o = options;
     this.#log = options.logger;
+    this.#clientId = agentClientId(options.token, options.role, options.port);
     this.finished = new Promise((resolve) => {
       this.#done = resolve;
     });
@@ -170,8 +173,13 @@ export class PunchAgent {
     });
     this.#ws = ws;
     let pingTimer: NodeJS.Timeout | null = null;
+    let registered: NodeJS.Timeout | null = null;
     ws.on('open', () => {
-      this.#backoff = 500;
+      // The backoff is reset only once the broker kept this connection (a `peer`, or 30 s without a
+      // refusal): a refused registration must not retry at the fastest rate forever.
+      registered = setTimeout(() => {
+        this.#backoff = 500;
+      }, 30_000);
       this.#log.info({ broker: this.#o.broker, session: this.#o.session }, 'connected to broker');
       this.#send({
         type: 'register',
@@ -206,6 +214,7 @@ export class PunchAgent {
     ws.on('error', (err) => this.#log.warn({ err: err.message }, 'broker connection error'));
     ws.on('close', (code) => {
       if (pingTimer) clearInterval(pingTimer);
+      if (registered) clearTimeout(registered);
       if (this.#ws !== ws || this.#stopped) return;
       this.#ws = null;
       if (code === 4401 || code === 4403) {
@@ -244,14 +253,24 @@ export class PunchAgent {
         };
         const unchanged = sameCoordinates(c, this.#running);
         this.#log.info({ ip: c.ip, port: c.port, localPort: c.localPort, unchanged }, 'peer received');
+        this.#backoff = 500;
         this.#coords = c;
-        this.#send({ type: 'ready', ...(this.#o.stream ? { stream: this.#o.stream } : {}) });
+        // Status before `ready`: the `start` that follows tells the partner whether our SRT runs.
         if (unchanged) this.#sendStatus(this.#srtState);
+        this.#send({ type: 'ready', ...(this.#o.stream ? { stream: this.#o.stream } : {}) });
         return;
       }
-      case 'start':
-        if (this.#coords && !sameCoordinates(this.#coords, this.#running)) void this.#startSrt(this.#coords);
+      case 'start': {
+        if (!this.#coords) return;
+        // A running SRT with the same coordinates is kept while the partner's runs too (a broker restart,
+        // a signalling blip); a partner that restarted (its SRT is not up) needs a fresh rendezvous.
+        const partnerFresh = 'partnerSrt' in m && m['partnerSrt'] !== 'connected';
+        if (!sameCoordinates(this.#coords, this.#running) || (partnerFresh && this.#srt !== null)) {
+          if (partnerFresh && this.#srt !== null) this.#log.info('partner restarted; fresh rendezvous');
+          void this.#startSrt(this.#coords);
+        }
         return;
+      }
       case 'session': {
         // Our link is up but the broker shows the stream only matched (it restarted, or our partner came
         // back): tell it again.
@@ -264,13 +283,19 @@ export class PunchAgent {
       }
       case 'session_closed':
         this.#log.info({ reason: m['reason'] }, 'session closed; stopping SRT');
-        this.#finish({ code: 0, reason: 'session_closed' });
+        this.#finish({ code: 0, reason: 'session_closed', closeReason: String(m['reason']) });
         return;
       case 'error': {
         const code = String(m['code']);
         this.#log.warn({ code, message: m['message'] }, 'broker error');
-        if (code === 'AUTH_FAILED' || code === 'SESSION_EXPIRED') {
-          // The close that follows (4401/4403/4410) ends the agent with the right message.
+        if (code === 'AUTH_FAILED') {
+          // The close that follows (4401/4403) ends the agent with the right message.
+          return;
+        }
+        if (code === 'SESSION_EXPIRED') {
+          // A closed session is followed by close 4410; a session past its lifetime refuses a new peer
+          // without closing (README "Lifetime"): either way this agent cannot join.
+          this.#finish({ code: 3, reason: 'session_expired', message: String(m['message']) });
           return;
         }
         if (code === 'SESSION_FULL' || code === 'STREAM_TAKEN') {
@@ -312,8 +337,16 @@ export class PunchAgent {
   }
 
   async #startSrt(c: Coordinates): Promise<void> {
-    this.#stopSrt();
+    const old = this.#stopSrt();
     this.#running = c;
+    // The old process must release the local port first (a rendezvous binds it), at most 2 s.
+    if (old) {
+      await Promise.race([
+        new Promise((resolve) => old.once('exit', resolve)),
+        new Promise((resolve) => setTimeout(resolve, 2000)),
+      ]);
+      if (this.#stopped || this.#running !== c) return;
+    }
     const bin = findSrtLiveTransmit(this.#o.srtBinary);
     if (!bin) {
       this.#finish({ code: 4, reason: 'srt_missing', message: SRT_INSTALL_HINT });
@@ -382,12 +415,27 @@ export class PunchAgent {
     });
   }
 
-  #stopSrt(): void {
+  /** Stop the running srt-live-transmit; returns it while it has not exited yet. */
+  #stopSrt(): ChildProcess | null {
     const child = this.#srt;
     this.#srt = null;
     this.#running = null;
-    if (child && child.exitCode === null) child.kill('SIGINT');
+    if (!child || child.exitCode !== null || child.signalCode !== null) return null;
+    child.kill('SIGINT');
+    return child;
   }
+}
+
+/**
+ * The agent's `meta.clientId`: derived from its token, role, local port and host name, so the same agent
+ * restarted on the same device presents the same id (README "Reconnection"), while another device using
+ * the same token presents another. A hash: the token cannot be recovered from it.
+ */
+export function agentClientId(token: string, role: string, port: number): string {
+  return createHash('sha256')
+    .update(`punch-agent\0${token}\0${role}\0${port}\0${hostname()}`)
+    .digest('base64url')
+    .slice(0, 22);
 }
 
 /**

@@ -9,8 +9,9 @@ import type { SessionRecord } from './session.ts';
  * WebSocket `error` code.
  *
  * Token rules (README "Tokens"): a token must verify (prefix, HMAC-SHA256 over the claims segment,
- * constant-time compare), name the session in the path, carry the session's expiry (`exp`) and
- * incarnation id (`sid`), and not have expired.
+ * constant-time compare), name the session in the path and carry the session's incarnation id (`sid`):
+ * it is then valid while that session is live, extended or past its TTL (README "Lifetime"). A token
+ * without `sid` must carry the session's expiry (`exp`) and not have expired.
  */
 export type AuthFailureReason = TokenFailure | 'missing' | 'other_session' | 'peer_role' | 'other_stream';
 
@@ -57,7 +58,12 @@ export class AccessChecker {
       );
     }
     if (v.claims.session !== name) return this.#deny('other_session', 'token: issued for another session');
-    if (v.expired) return refuse('SESSION_EXPIRED', 'token: expired with its session');
+    // A token carrying its session's incarnation (`sid`) lives as long as that session (README "Lifetime":
+    // an extended session, or one past its TTL that media keeps open, keeps its tokens); `liveSession`
+    // decides. A token without `sid` is bound to its `exp`.
+    if (v.expired && v.claims.sid === undefined) {
+      return refuse('SESSION_EXPIRED', 'token: expired with its session');
+    }
     return { ok: true, claims: v.claims };
   }
 
@@ -84,7 +90,9 @@ export class AccessChecker {
     if (!session || session.state === 'CLOSED') {
       return refuse('SESSION_EXPIRED', `session "${name}" is closed or unknown`);
     }
-    if (claims.exp * 1000 !== session.expiresAt || (claims.sid !== undefined && claims.sid !== session.id)) {
+    const sameIncarnation =
+      claims.sid !== undefined ? claims.sid === session.id : claims.exp * 1000 === session.expiresAt;
+    if (!sameIncarnation) {
       return refuse('SESSION_EXPIRED', 'token: belongs to an earlier session of this name');
     }
     return { ok: true, session };

@@ -56,6 +56,18 @@ export interface BrokerOptions {
   maxTombstones?: number;
   /** Delay before a TTL close whose save failed is tried again. Default 5 s. */
   retryMs?: number;
+  /**
+   * Past its TTL, a session whose media has stopped closes after this long with nobody present (README
+   * "Lifetime"). Default 5 s.
+   */
+  overtimeSettleMs?: number;
+  /**
+   * Past its TTL, a session with a peer present but no media reported closes after this long; also the
+   * time a restarted broker gives the peers of a session past its TTL to come back. Default 30 s.
+   */
+  overtimeIdleMs?: number;
+  /** Past its TTL, how often the store's copy is kept from expiring (Redis key expiry). Default 10 min. */
+  overtimeLeaseMs?: number;
 }
 
 /** The store's state as `/api/health` reports it. */
@@ -66,6 +78,8 @@ export type CreateOutcome = Outcome<
   'SESSION_EXISTS' | 'SESSION_LIMIT' | 'STORE_FAILED'
 >;
 export type CloseOutcome = Outcome<{ session: SessionRecord }, 'SESSION_EXPIRED' | 'STORE_FAILED'>;
+export type ExtendOutcome = Outcome<{ session: SessionRecord }, 'SESSION_EXPIRED' | 'STORE_FAILED'>;
+export type SrtReport = 'connecting' | 'connected' | 'disconnected' | 'error';
 export type ClaimResult = Outcome<
   { slot: PeerSlot; matched: boolean; stream: StreamRecord },
   'SESSION_EXPIRED' | 'STREAM_TAKEN' | 'INVALID_MESSAGE' | 'STORE_FAILED'
@@ -82,6 +96,8 @@ export type StreamChangeOutcome = Outcome<
   { changed: boolean },
   'SESSION_EXPIRED' | 'INVALID_MESSAGE' | 'STORE_FAILED'
 >;
+
+const SLOT_NAMES: readonly PeerSlot[] = ['a', 'b'];
 
 function describe(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
@@ -121,6 +137,15 @@ export class SessionBroker {
    * `ready` or `connected` only while both of its claims are present; otherwise it shows `waiting`.
    */
   readonly #present = new Map<StreamRecord, Set<PeerSlot>>();
+  /** Each present slot's last SRT status report (memory only), for the TTL rule (README "Lifetime"). */
+  readonly #srt = new Map<StreamRecord, Map<PeerSlot, SrtReport>>();
+  /** Live sessions past their TTL, kept open while media flows (README "Lifetime"). */
+  readonly #overtime = new Set<SessionRecord>();
+  /** The kind of the pending timer of a session in overtime. */
+  readonly #overtimeTimer = new Map<SessionRecord, 'lease' | 'settle'>();
+  readonly #overtimeSettleMs: number;
+  readonly #overtimeIdleMs: number;
+  readonly #overtimeLeaseMs: number;
   #storeHealth: StoreHealth = { state: 'ok' };
   #lastProbe = Number.NEGATIVE_INFINITY;
   #live = 0;
@@ -134,6 +159,9 @@ export class SessionBroker {
     this.#tombstoneMs = options.tombstoneMs;
     this.#maxTombstones = options.maxTombstones ?? 10_000;
     this.#retryMs = options.retryMs ?? 5_000;
+    this.#overtimeSettleMs = options.overtimeSettleMs ?? 5_000;
+    this.#overtimeIdleMs = options.overtimeIdleMs ?? 30_000;
+    this.#overtimeLeaseMs = options.overtimeLeaseMs ?? 600_000;
   }
 
   /** Load the store: re-arm TTL timers, close sessions whose TTL passed while the server was down. */
@@ -161,8 +189,13 @@ export class SessionBroker {
       for (const st of s.streams) st.state = 'waiting';
       // A live session's state is a function of its streams; the stored row may predate the last claim.
       this.#refreshState(s);
-      if (s.expiresAt <= now) expired.push(s);
-      else this.#armExpiry(s);
+      // Past its TTL while the broker was down: closed at once if nobody holds a slot; otherwise its peers
+      // get `overtimeIdleMs` to come back and report media (README "Lifetime").
+      if (s.expiresAt > now) this.#armExpiry(s);
+      else if (s.streams.some((st) => peerCount(st) > 0)) {
+        this.#overtime.add(s);
+        this.#armOvertimeCheck(s, this.#overtimeIdleMs);
+      } else expired.push(s);
     }
     closed.sort((a, b) => (a.closedAt ?? 0) - (b.closedAt ?? 0));
     for (const s of closed) this.#addTombstone(s);
@@ -340,6 +373,8 @@ export class SessionBroker {
     session.state = 'CLOSED';
     session.closedAt = closedAt;
     session.closeReason = reason;
+    this.#overtime.delete(session);
+    this.#overtimeTimer.delete(session);
     this.#live--;
     if (this.#folded.get(name.toLowerCase()) === name) this.#folded.delete(name.toLowerCase());
     this.#addTombstone(session);
@@ -441,6 +476,9 @@ export class SessionBroker {
     const failed = await this.#saveStreams(session, undo);
     if (failed) return failed;
     hooks.onCommitted?.({ slot, matched, stream });
+    // A new pair, or the same peer back: its SRT status is unknown until it reports again.
+    this.#srt.get(stream)?.delete(slot);
+    this.#overtimeChanged(session);
     if (!before.wasPresent) this.#emit({ type: 'peer_presence', session, stream, slot, present: true });
     if (matched && (!before.wasMatched || before.moved))
       this.#emit({ type: 'peer_matched', session, stream });
@@ -500,19 +538,27 @@ export class SessionBroker {
   /**
    * The holder of a claimed slot left (its connection closed or failed the liveness probe). Memory only,
    * nothing to save: the claim stays (its holder may take it back), the stream shows `waiting` (it has no
-   * live pair) and its health is dropped. Emits `peer_presence` then `session_changed`. The slot itself is
+   * live pair) and its health is dropped; unless the other end is present, reported `connected` and has
+   * fresh health (`otherEndFresh`, the hub knows the samples): then the stream stays `connected`
+   * (README "State from media"). Emits `peer_presence` then `session_changed`. The slot itself is
    * freed later with `release` (the signalling layer's grace timer).
    */
-  markAbsent(name: string, streamName: string, slot: PeerSlot): boolean {
+  markAbsent(name: string, streamName: string, slot: PeerSlot, otherEndFresh = false): boolean {
     const found = this.#stream(name, streamName);
     if ('ok' in found) return false;
     const { session, stream } = found;
     if (!this.#setPresent(stream, slot, false)) return false;
-    stream.state = 'waiting';
-    stream.health = null;
+    this.#srt.get(stream)?.delete(slot);
+    // README "State from media": a link whose other end is present and reports `connected` stays
+    // `connected` (a lost signalling connection is not a lost link); otherwise the stream waits.
+    if (stream.state !== 'connected' || !otherEndFresh || !this.#mediaOn(stream)) {
+      stream.state = 'waiting';
+      stream.health = null;
+    }
     this.#refreshState(session);
     this.#emit({ type: 'peer_presence', session, stream, slot, present: false });
     this.#emit({ type: 'session_changed', session });
+    this.#overtimeChanged(session);
     return true;
   }
 
@@ -593,12 +639,22 @@ export class SessionBroker {
   async reportStatus(
     name: string,
     streamName: string,
-    srt: 'connecting' | 'connected' | 'disconnected' | 'error',
+    srt: SrtReport,
+    slot?: PeerSlot,
   ): Promise<StreamChangeOutcome> {
     if (this.#closePending(name)) await this.#closeSettled(name);
     const found = this.#stream(name, streamName);
     if ('ok' in found) return found;
     const { session, stream } = found;
+    if (slot !== undefined && this.isPresent(stream, slot)) {
+      let reports = this.#srt.get(stream);
+      if (!reports) {
+        reports = new Map();
+        this.#srt.set(stream, reports);
+      }
+      reports.set(slot, srt);
+      this.#overtimeChanged(session);
+    }
     if (stream.state === 'waiting') return { ok: true, changed: false };
     const previous = stream.state;
     const next: StreamState = srt === 'connected' ? 'connected' : srt === 'connecting' ? previous : 'ready';
@@ -643,14 +699,149 @@ export class SessionBroker {
 
   #armExpiry(session: SessionRecord): void {
     if (this.#stopped) return;
+    this.#timers.get(session.name)?.cancel();
     const handle = this.#clock.setTimer(Math.max(0, session.expiresAt - this.#clock.now()), () => {
       this.#timers.delete(session.name);
       if (this.#sessions.get(session.name) !== session) return;
-      void this.close(session.name, 'ttl_expired').then((r) => {
-        if (!r.ok && r.code === 'STORE_FAILED') this.#armRetry(session);
-      });
+      if (this.#mediaFlowing(session)) {
+        // README "Lifetime": the TTL ends admission, never a link that carries media.
+        this.#overtime.add(session);
+        this.#emit({ type: 'session_changed', session });
+        this.#keepStored(session);
+        return;
+      }
+      this.#closeExpired(session);
     });
     this.#timers.set(session.name, handle);
+  }
+
+  #closeExpired(session: SessionRecord): void {
+    void this.close(session.name, 'ttl_expired').then((r) => {
+      if (!r.ok && r.code === 'STORE_FAILED') this.#armRetry(session);
+    });
+  }
+
+  /**
+   * Whether a stream of the session carries media: a present peer whose last SRT status is `connected`
+   * (README "Lifetime" and "State from media").
+   */
+  #mediaFlowing(session: SessionRecord): boolean {
+    return session.streams.some((st) => this.#mediaOn(st));
+  }
+
+  #mediaOn(stream: StreamRecord): boolean {
+    const reports = this.#srt.get(stream);
+    return (
+      reports !== undefined &&
+      SLOT_NAMES.some((slot) => this.isPresent(stream, slot) && reports.get(slot) === 'connected')
+    );
+  }
+
+  /**
+   * Whether a stream is `connected` on the word of one end only: its other claim's holder is absent
+   * (README "State from media").
+   */
+  mediaWithoutSignalling(stream: StreamRecord, slot: PeerSlot): boolean {
+    const claimed = slot === 'a' ? stream.peerA : stream.peerB;
+    return stream.state === 'connected' && claimed !== null && !this.isPresent(stream, slot);
+  }
+
+  /**
+   * The present end stopped confirming media (its health went stale while its partner is absent): the
+   * stream falls back to `waiting` (README "State from media"). Memory only, like presence.
+   */
+  mediaStale(name: string, streamName: string): boolean {
+    const found = this.#stream(name, streamName);
+    if ('ok' in found) return false;
+    const { session, stream } = found;
+    if (stream.state !== 'connected' || this.#bothPresent(stream)) return false;
+    stream.state = 'waiting';
+    stream.health = null;
+    this.#srt.get(stream)?.clear();
+    this.#refreshState(session);
+    this.#emit({ type: 'session_changed', session });
+    this.#overtimeChanged(session);
+    return true;
+  }
+
+  /** A present slot's last SRT status report since it (re)registered, or null. */
+  srtReport(stream: StreamRecord, slot: PeerSlot): SrtReport | null {
+    return this.#srt.get(stream)?.get(slot) ?? null;
+  }
+
+  /** Whether the session is past its TTL and kept open by its media (README "Lifetime"). */
+  isOvertime(session: SessionRecord): boolean {
+    return this.#overtime.has(session);
+  }
+
+  /** Whether the session admits new peers and invites: live and before its TTL (README "Lifetime"). */
+  admits(session: SessionRecord): boolean {
+    return isLive(session) && !this.#overtime.has(session) && this.#clock.now() < session.expiresAt;
+  }
+
+  /**
+   * Past the TTL, media flowing: the store's copy is kept from expiring (`keepFrom` now), and checked
+   * again after `overtimeLeaseMs`. A save that fails is tried again at the next check.
+   */
+  #keepStored(session: SessionRecord): void {
+    if (this.#stopped) return;
+    this.#timers.get(session.name)?.cancel();
+    void this.#save(() => this.#store.putExpiry(session.name, session.expiresAt, this.#clock.now()));
+    this.#armOvertimeCheck(session, this.#overtimeLeaseMs, 'lease');
+  }
+
+  /** The one timer of a session in overtime: a lease renewal while media flows, else the close. */
+  #armOvertimeCheck(session: SessionRecord, delayMs: number, kind: 'lease' | 'settle' = 'settle'): void {
+    if (this.#stopped) return;
+    this.#timers.get(session.name)?.cancel();
+    this.#overtimeTimer.set(session, kind);
+    const handle = this.#clock.setTimer(delayMs, () => {
+      this.#timers.delete(session.name);
+      this.#overtimeTimer.delete(session);
+      if (this.#sessions.get(session.name) !== session || !this.#overtime.has(session)) return;
+      if (this.#mediaFlowing(session)) this.#keepStored(session);
+      else this.#closeExpired(session);
+    });
+    this.#timers.set(session.name, handle);
+  }
+
+  /**
+   * A presence or status change of a session in overtime: media still flowing keeps the lease timer;
+   * media gone arms the close, `overtimeSettleMs` when nobody is present, `overtimeIdleMs` otherwise.
+   */
+  #overtimeChanged(session: SessionRecord): void {
+    if (!this.#overtime.has(session) || !isLive(session)) return;
+    const kind = this.#overtimeTimer.get(session);
+    if (this.#mediaFlowing(session)) {
+      if (kind !== 'lease') this.#keepStored(session);
+      return;
+    }
+    if (kind === 'settle') return;
+    const anyPresent = session.streams.some((st) => this.presentPeers(st) > 0);
+    this.#armOvertimeCheck(session, anyPresent ? this.#overtimeIdleMs : this.#overtimeSettleMs);
+  }
+
+  /**
+   * Extend a live session (PATCH, README "Lifetime"): its expiry becomes `expiresAt` (Unix ms, a whole
+   * second); a session past its TTL admits peers again. Saved before it is acknowledged; tokens issued
+   * before stay valid (they are checked against the session's incarnation, not their `exp`).
+   */
+  async extend(name: string, expiresAt: number): Promise<ExtendOutcome> {
+    if (this.#closePending(name)) await this.#closeSettled(name);
+    const session = this.#sessions.get(name);
+    if (!session || !isLive(session))
+      return refuse('SESSION_EXPIRED', `session "${name}" is closed or unknown`);
+    const failed = await this.#save(() => this.#store.putExpiry(name, expiresAt, this.#clock.now()));
+    if (failed) return failed;
+    if (this.#sessions.get(name) !== session || !isLive(session)) {
+      return refuse('SESSION_EXPIRED', `session "${name}" is closed or unknown`);
+    }
+    session.expiresAt = expiresAt;
+    this.#overtime.delete(session);
+    this.#overtimeTimer.delete(session);
+    this.#armExpiry(session);
+    this.#emit({ type: 'session_changed', session });
+    return { ok: true, session };
   }
 
   /**

@@ -284,10 +284,41 @@ export class SignallingHub {
           { session: name, stream, slot, ip: link.ip, outcome: why, graceMs: this.#graceMs },
           'peer left; slot kept for its holder during the grace period',
         );
-        this.#broker.markAbsent(name, stream, slot);
+        const theirs = samples?.[other(slot)];
+        const fresh = theirs !== undefined && now - theirs.at <= this.#healthFreshMs;
+        this.#broker.markAbsent(name, stream, slot, fresh);
         this.#armGrace(name, room, stream, slot, link.ip);
+        this.#watchMedia(name, room, stream, slot);
       }
     }
+  }
+
+  /**
+   * README "State from media": while a stream stays `connected` on the word of the end that is still
+   * present, that end's health must stay fresh (younger than `healthFreshMs`); checked every half of it,
+   * until the absent holder is back or the stream is no longer `connected`.
+   */
+  #watchMedia(name: string, room: Room, stream: string, slot: PeerSlot): void {
+    const key = `${stream}/${slot}/media`;
+    room.graceTimers.get(key)?.cancel();
+    const check = (): void => {
+      room.graceTimers.delete(key);
+      const session = this.#broker.get(name);
+      const record = session?.streams.find((st) => st.name === stream);
+      if (this.#rooms.get(name) !== room || !record) return;
+      if (!this.#broker.mediaWithoutSignalling(record, slot)) return;
+      const sample = room.health.get(stream)?.[other(slot)];
+      if (!sample || this.#clock.monotonicMs() - sample.at > this.#healthFreshMs) {
+        this.#log?.info(
+          { session: name, stream, slot: other(slot), outcome: 'media_stale' },
+          'the present end stopped confirming media; stream waits',
+        );
+        this.#broker.mediaStale(name, stream);
+        return;
+      }
+      room.graceTimers.set(key, this.#clock.setTimer(this.#healthFreshMs / 2, check));
+    };
+    room.graceTimers.set(key, this.#clock.setTimer(this.#healthFreshMs / 2, check));
   }
 
   /**
@@ -304,6 +335,12 @@ export class SignallingHub {
         room.graceTimers.delete(key);
         if (this.#rooms.get(name) !== room || room.detachedSince.get(key) !== since) return;
         if (this.#holders(room, stream)[slotIndex(slot)] !== null || room.pending.has(key)) return;
+        const record = this.#broker.get(name)?.streams.find((st) => st.name === stream);
+        if (record && this.#broker.mediaWithoutSignalling(record, slot)) {
+          // The other end still reports media over this claim (README "State from media"): kept.
+          this.#armGrace(name, room, stream, slot, ip);
+          return;
+        }
         void this.#broker.release(name, stream, slot).then((r) => {
           if (r.ok && r.changed) {
             room.detachedSince.delete(key);
@@ -339,7 +376,8 @@ export class SignallingHub {
         case 'status': {
           const stream = this.#heldStream(link, room, session, message.stream);
           if (!stream) return;
-          void this.#broker.reportStatus(session.name, stream.name, message.srt).then((r) => {
+          const slot = this.#heldSlot(link, room, stream);
+          void this.#broker.reportStatus(session.name, stream.name, message.srt, slot).then((r) => {
             if (!r.ok) link.send(errorText(wsCode(r), r.message));
           }, this.#onError);
           return;
@@ -418,9 +456,9 @@ export class SignallingHub {
 
   /**
    * Which slot a `register` gets (README "Reconnection"), in this order:
-   * 1. a slot claimed with the same token (and the same `meta.clientId` when both carry one) whose socket
-   *    is gone: taken back at once; the same when its socket still looks alive but both carry the same
-   *    `meta.clientId` (the new connection proves it is that peer; the old socket is closed as replaced);
+   * 1. a slot claimed with the same token whose socket is gone: taken back at once, whatever the
+   *    `meta.clientId`; the same when its socket still looks alive but both carry the same `meta.clientId`
+   *    (the new connection proves it is that peer; the old socket is closed as replaced);
    * 2. a slot claimed with the same token whose socket still looks alive, without that proof: the old socket
    *    is pinged first (`probe`); if it does not answer it is closed and its slot taken back, if it answers
    *    it is another live peer using the same token and the rules below apply;
@@ -445,7 +483,8 @@ export class SignallingHub {
       const c = claimOf(stream, slot);
       // A claim whose save is pending has no holder link yet; it is not a detached slot.
       if (!c || c.holder !== link.holder || room.pending.has(`${stream.name}/${slot}`)) continue;
-      if (clientId !== null && c.clientId !== null && c.clientId !== clientId) continue;
+      // A slot whose socket is gone is the token's at once, whatever the clientId (a restarted device may
+      // present another one); the clientId only decides between two live sockets.
       const current = h[slotIndex(slot)];
       if (current === null || current === link) return { slot, replace: true };
       if (clientId !== null && c.clientId === clientId) return { slot, replace: true };
@@ -455,6 +494,8 @@ export class SignallingHub {
     const now = this.#clock.monotonicMs();
     for (const slot of SLOTS) {
       if (h[slotIndex(slot)] !== null || room.pending.has(`${stream.name}/${slot}`)) continue;
+      // A claim the other end still carries media for is not free (README "State from media").
+      if (this.#broker.mediaWithoutSignalling(stream, slot)) continue;
       const since = room.detachedSince.get(`${stream.name}/${slot}`) ?? this.#startedAt;
       if (now - since >= this.#graceMs) return { slot, replace: true };
     }
@@ -549,6 +590,19 @@ export class SignallingHub {
     const streamName = stream.name;
     const previousHolder = replace ? (claimOf(stream, slot)?.holder ?? null) : null;
     const kind: ClaimKind = !replace ? 'claim' : previousHolder === link.holder ? 'reclaim' : 'takeover';
+    if (kind !== 'reclaim' && !this.#broker.admits(session)) {
+      // README "Lifetime": past its TTL a session keeps its peers (they reconnect with their tokens) but
+      // admits nobody new until it is extended.
+      this.#refused(link, session, stream.name, 'SESSION_EXPIRED');
+      link.send(
+        errorText(
+          'SESSION_EXPIRED',
+          'the session is past its lifetime: it keeps its running links but admits no new peer; ' +
+            'the operator can extend it',
+        ),
+      );
+      return;
+    }
     room.pending.add(key);
     const hooks = {
       onCommitted: (r: { slot: PeerSlot; stream: StreamRecord; matched: boolean }) => {
@@ -668,9 +722,18 @@ export class SignallingHub {
     if (set.size < 2 || room.started.has(stream.name) || !stream.peerA || !stream.peerB) return;
     if (!h[0] || !h[1]) return;
     room.started.add(stream.name);
-    const text = encode({ type: 'start', stream: stream.name });
-    h[0].send(text);
-    h[1].send(text);
+    // A side whose SRT runs learns whether its partner's does too (README "Reconnection"): after a partner
+    // restarted, the side whose SRT still runs must start a fresh rendezvous. Otherwise the spec's shape.
+    const startFor = (mine: PeerSlot): string =>
+      this.#broker.srtReport(stream, mine) === 'connected'
+        ? encode({
+            type: 'start',
+            stream: stream.name,
+            partnerSrt: this.#broker.srtReport(stream, other(mine)),
+          })
+        : encode({ type: 'start', stream: stream.name });
+    h[0].send(startFor('a'));
+    h[1].send(startFor('b'));
   }
 
   // --- health

@@ -18,6 +18,11 @@ export interface SessionStore {
     name: string,
     change: { state: SessionState; closedAt: number | null; closeReason: CloseReason | null },
   ): void | Promise<void>;
+  /**
+   * Persist a session's expiry (an extension, README "Lifetime"). `keepFrom` (Unix ms) is when a session
+   * past its TTL last had media: a store whose records expire on their own (Redis) keeps it from then on.
+   */
+  putExpiry(name: string, expiresAt: number, keepFrom: number): void | Promise<void>;
   /** Persist the streams of a session: their states and peer claims. */
   putStreams(session: string, streams: readonly StreamRecord[]): void | Promise<void>;
   deleteSession(name: string): void | Promise<void>;
@@ -53,6 +58,11 @@ export class MemoryStore implements SessionStore {
   ): void {
     const s = this.#sessions.get(name);
     if (s) Object.assign(s, change);
+  }
+
+  putExpiry(name: string, expiresAt: number): void {
+    const s = this.#sessions.get(name);
+    if (s) s.expiresAt = expiresAt;
   }
 
   putStreams(session: string, streams: readonly StreamRecord[]): void {

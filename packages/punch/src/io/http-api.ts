@@ -100,14 +100,17 @@ export function errorBodyOf(e: AppError): { error: string; code: string; message
  * The public part of a claim: the spec's view shows the address and label, never `meta` or `clientId`;
  * `present` (an added field) says whether its holder is connected now (README "Presence").
  */
-function peerView(p: PeerClaim | null, present: boolean) {
-  return p ? { ip: p.ip, port: p.port, label: p.label, role: p.role, present } : null;
+function peerView(p: PeerClaim | null, present: boolean, mediaOnly: boolean) {
+  if (!p) return null;
+  const view = { ip: p.ip, port: p.port, label: p.label, role: p.role, present };
+  // README "State from media": the link is up on the other end's word while this end's signalling is lost.
+  return mediaOnly ? { ...view, signalling: 'lost, media reported by the other end' } : view;
 }
 
 export function sessionViewOf(
   session: SessionRecord,
   onlyStream: string | null,
-  broker: Pick<SessionBroker, 'isPresent'>,
+  broker: Pick<SessionBroker, 'isPresent' | 'isOvertime' | 'mediaWithoutSignalling'>,
   now: number,
 ) {
   const streams: Record<string, unknown> = {};
@@ -118,8 +121,8 @@ export function sessionViewOf(
     const h = liveHealth(s.health, now);
     streams[s.name] = {
       state: s.state,
-      peer_a: peerView(s.peerA, broker.isPresent(s, 'a')),
-      peer_b: peerView(s.peerB, broker.isPresent(s, 'b')),
+      peer_a: peerView(s.peerA, broker.isPresent(s, 'a'), broker.mediaWithoutSignalling(s, 'a')),
+      peer_b: peerView(s.peerB, broker.isPresent(s, 'b'), broker.mediaWithoutSignalling(s, 'b')),
       health: h
         ? {
             rtt: h.rtt,
@@ -138,6 +141,9 @@ export function sessionViewOf(
     latency: session.latency,
     created: iso(session.createdAt),
     expiresAt: session.expiresAt,
+    // README "Lifetime": past its TTL and kept open by its media (admits no new peer until extended);
+    // present only then, so the view keeps the spec's shape otherwise.
+    ...(broker.isOvertime(session) ? { overtime: true } : {}),
   };
 }
 

@@ -103,7 +103,8 @@ export function renderConsole(name: string, role: 'admin' | 'peer'): string {
     `Punch ${name}`,
     `<header><h1>${escapeHtml(name)}</h1><span id="state" class="badge">…</span>` +
       `<span id="live" class="muted">${role === 'admin' ? 'connecting…' : ''}</span>` +
-      `<span id="expires" class="muted"></span></header><main id="app"></main>` +
+      `<span id="expires" class="muted"></span></header>` +
+      `<div id="lifetime" class="lifetime" hidden><span id="lifetime-text"></span></div><main id="app"></main>` +
       `<script src="/assets/console.js"></script>`,
     role,
   );

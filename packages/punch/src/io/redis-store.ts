@@ -36,6 +36,14 @@ redis.call('HSET', KEYS[2], 'state', ARGV[2], 'closedAt', ARGV[3], 'closeReason'
 if ARGV[5] ~= '' then redis.call('PEXPIREAT', KEYS[2], ARGV[5]) end
 return 1`;
 
+const PUT_EXPIRY = `${FENCE}
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+local core = cjson.decode(redis.call('HGET', KEYS[2], 'core'))
+core['expiresAt'] = tonumber(ARGV[2])
+redis.call('HSET', KEYS[2], 'core', cjson.encode(core))
+redis.call('PEXPIREAT', KEYS[2], ARGV[3])
+return 1`;
+
 const PUT_STREAMS = `${FENCE}
 if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
 redis.call('HSET', KEYS[2], 'streams', ARGV[2])
@@ -176,6 +184,19 @@ export class RedisSessionStore implements SessionStore {
       change.closedAt === null ? '' : String(change.closedAt),
       change.closeReason ?? '',
       change.closedAt === null ? '' : String(this.#expireAt(0, change.closedAt)),
+    );
+  }
+
+  /** The key is kept from the later of the expiry and `keepFrom` (a session past its TTL with media). */
+  async putExpiry(name: string, expiresAt: number, keepFrom: number): Promise<void> {
+    await this.#redis.eval(
+      PUT_EXPIRY,
+      2,
+      this.#keys.leader,
+      this.#keys.session(name),
+      this.#token(),
+      String(expiresAt),
+      String(this.#expireAt(Math.max(expiresAt, keepFrom), null)),
     );
   }
 

@@ -123,6 +123,7 @@ export class SqliteSessionStore implements SessionStore {
   readonly #db: SqliteDatabase;
   readonly #insertSession: SqliteStatement;
   readonly #updateState: SqliteStatement;
+  readonly #updateExpiry: SqliteStatement;
   readonly #updateStreams: SqliteStatement;
   readonly #deleteSession: SqliteStatement;
   #queue: (() => void)[] = [];
@@ -165,6 +166,7 @@ export class SqliteSessionStore implements SessionStore {
       'UPDATE sessions SET state = ?, closed_at = ?, close_reason = ? WHERE name = ?',
     );
     this.#updateStreams = this.#db.prepare('UPDATE sessions SET streams = ? WHERE name = ?');
+    this.#updateExpiry = this.#db.prepare('UPDATE sessions SET expires_at = ? WHERE name = ?');
     this.#deleteSession = this.#db.prepare('DELETE FROM sessions WHERE name = ?');
     this.#probe = this.#db.prepare('INSERT OR REPLACE INTO probe (k, at) VALUES (1, ?)');
   }
@@ -302,6 +304,10 @@ export class SqliteSessionStore implements SessionStore {
     return this.#enqueue(() =>
       this.#updateState.run(change.state, change.closedAt, change.closeReason, name),
     );
+  }
+
+  putExpiry(name: string, expiresAt: number): Promise<void> {
+    return this.#enqueue(() => this.#updateExpiry.run(expiresAt, name));
   }
 
   putStreams(session: string, streams: readonly StreamRecord[]): Promise<void> {

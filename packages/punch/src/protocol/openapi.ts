@@ -108,6 +108,18 @@ export function buildOpenApi(schemas: Schemas, options: { serverUrl: string; max
           parameters: [nameParam],
           responses: { '200': { description: 'Session view', ...json(sessionView) }, ...common },
         },
+        patch: {
+          operationId: 'extendSession',
+          summary: 'Extend a live session (admin token): it expires ttl seconds from now; tokens stay valid',
+          parameters: [nameParam],
+          requestBody: { required: true, ...json(schemas.extendRequest, 'input') },
+          responses: {
+            '200': { description: 'Extended; the session view', ...json(sessionView) },
+            '400': err('INVALID_MESSAGE: ttl missing, not an integer, or above the maximum'),
+            ...common,
+            '503': storeFailed,
+          },
+        },
         delete: {
           operationId: 'closeSession',
           parameters: [nameParam],

@@ -94,7 +94,18 @@ export function makeSchemas(limits: SchemaLimits) {
     })
     .meta({ id: 'ConnectQuery' });
 
-  return { createSessionRequest, tokenRequest, connectQuery };
+  const extendRequest = z
+    .object({
+      ttl: z
+        .number()
+        .int()
+        .min(1)
+        .max(limits.maxTtl)
+        .meta({ description: 'New lifetime from now, seconds: the session expires ttl seconds from now' }),
+    })
+    .meta({ id: 'ExtendSessionRequest' });
+
+  return { createSessionRequest, tokenRequest, connectQuery, extendRequest };
 }
 
 export type Schemas = ReturnType<typeof makeSchemas>;
@@ -140,6 +151,10 @@ export const sessionView = z
     latency: z.number().int(),
     created: z.string(),
     expiresAt: z.number().int().meta({ description: 'Unix epoch milliseconds' }),
+    overtime: z.literal(true).optional().meta({
+      description:
+        'Extra field, present only past the TTL: kept open while media flows; admits no new peer until extended',
+    }),
   })
   .meta({ id: 'SessionView' });
 

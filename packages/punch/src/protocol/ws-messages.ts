@@ -216,7 +216,13 @@ export type ServerMessage =
       passphrase: string;
       latency: number;
     }
-  | { type: 'start'; stream: string }
+  /**
+   * `partnerSrt` (extra field, only to a peer that reported its SRT `connected`): the partner's last SRT
+   * status report, null when it has reported none since it (re)registered. A peer whose SRT still runs
+   * restarts it unless the partner's runs too (README "Reconnection": a restarted partner needs a fresh
+   * rendezvous).
+   */
+  | { type: 'start'; stream: string; partnerSrt?: string | null }
   | { type: 'presence'; stream: string; slot: 'a' | 'b'; present: boolean; label: string }
   | {
       type: 'session';

@@ -215,7 +215,7 @@ function render() {
   const state = document.getElementById('state');
   state.textContent = view.state;
   state.className = `badge ${view.state}`;
-  document.getElementById('expires').textContent = `expires ${new Date(view.expiresAt).toLocaleTimeString()}`;
+  updateLifetime();
   const cards = Object.entries(view.streams).map(([stream, s]) => {
     const h = health.get(stream);
     return el(
@@ -251,6 +251,58 @@ function render() {
   }
   root.replaceChildren(...cards);
 }
+
+/** Warn this long before the session's expiry (README "Lifetime"). */
+const WARN_MS = 5 * 60_000;
+let extendButton = null;
+
+/**
+ * The lifetime bar, built once and updated in place every second: the expiry, a warning in the last five
+ * minutes, the overtime note past the TTL, and (admin) an Extend button (PATCH, one hour from now).
+ */
+function updateLifetime() {
+  if (!view) return;
+  const bar = document.getElementById('lifetime');
+  const text = document.getElementById('lifetime-text');
+  const left = view.expiresAt - Date.now();
+  const at = new Date(view.expiresAt).toLocaleTimeString();
+  document.getElementById('expires').textContent = `expires ${at}`;
+  if (closed) {
+    bar.hidden = true;
+    return;
+  }
+  const mmss = (ms) =>
+    `${Math.floor(ms / 60_000)}:${String(Math.floor((ms % 60_000) / 1000)).padStart(2, '0')}`;
+  let message = `Session expires at ${at}.`;
+  let level = '';
+  if (view.overtime || left <= 0) {
+    message =
+      'Past its lifetime: the running links stay up while media flows, but nobody new can join. Extend it to invite again.';
+    level = 'warn';
+  } else if (left <= WARN_MS) {
+    message = `Session ends in ${mmss(left)} (at ${at}): running links stay up while media flows, but nobody new can join after that.`;
+    level = 'warn';
+  }
+  bar.hidden = role !== 'admin' && level === '';
+  bar.className = `lifetime ${level}`;
+  if (text.textContent !== message) text.textContent = message;
+  if (role === 'admin' && !extendButton) {
+    extendButton = el('button', { type: 'button', class: 'small', 'data-testid': 'extend' }, 'Extend 1 h');
+    extendButton.addEventListener('click', async () => {
+      const r = await fetch(api(''), {
+        method: 'PATCH',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ ttl: 3600 }),
+      });
+      if (r.ok) {
+        view = await r.json();
+        updateLifetime();
+      } else text.textContent = `Extend failed: ${(await r.json()).message || r.status}`;
+    });
+    bar.append(extendButton);
+  }
+}
+setInterval(updateLifetime, 1000);
 
 function joinSteps() {
   const link = location.href;

@@ -97,6 +97,25 @@ export function registerSessionRoutes(api: FastifyInstance, ctx: RouteContext): 
     },
   );
 
+  // PATCH: extend a live session (README "Lifetime"), also one past its TTL that media keeps open.
+  api.patch<{ Params: { name: string } }>(
+    '/api/session/:name',
+    { onRequest: ctx.limit.admin },
+    async (request) => {
+      const claims = ctx.authorize(request, request.params.name);
+      check(access.requireAdmin(claims, 'extending a session'));
+      ctx.liveSession(request.params.name, claims);
+      const body = schemas.extendRequest.safeParse(request.body);
+      if (!body.success) throw fail('INVALID_MESSAGE', describeIssues(body.error));
+      // Whole seconds, like a created session's expiry.
+      const expiresAt = Math.ceil((ctx.deps.clock.now() + body.data.ttl * 1000) / 1000) * 1000;
+      const outcome = await broker.extend(request.params.name, expiresAt);
+      if (!outcome.ok) throw refused(outcome, 'session extend', request.params.name);
+      logger.info({ session: request.params.name, ttl: body.data.ttl, expiresAt }, 'session extended');
+      return sessionViewOf(outcome.session, null, broker, ctx.deps.clock.now());
+    },
+  );
+
   api.get<{ Params: { name: string }; Querystring: Record<string, unknown> }>(
     '/api/session/:name/connect',
     { onRequest: ctx.limit.admin },
@@ -146,6 +165,12 @@ export function registerSessionRoutes(api: FastifyInstance, ctx: RouteContext): 
       const claims = ctx.authorize(request, request.params.name);
       check(access.requireAdmin(claims, 'issuing peer tokens'));
       const session = ctx.liveSession(request.params.name, claims);
+      if (!broker.admits(session)) {
+        throw fail(
+          'SESSION_EXPIRED',
+          'the session is past its lifetime (kept open for its running links): extend it to invite',
+        );
+      }
       const body = schemas.tokenRequest.safeParse(request.body ?? {});
       if (!body.success) throw fail('INVALID_MESSAGE', describeIssues(body.error));
       const stream = body.data.stream === undefined ? (session.streams[0]?.name ?? null) : body.data.stream;
