@@ -77,7 +77,13 @@ function peerRow(label, p) {
     'tr',
     {},
     el('td', {}, label),
-    el('td', {}, el('span', { class: `dot${p.present ? ' on' : ''}` }), p.present ? 'present' : 'gone'),
+    el(
+      'td',
+      { 'data-testid': 'presence' },
+      el('span', { class: `dot${p.present ? ' on' : p.signalling ? ' media' : ''}` }),
+      // README "State from media": absent signalling while the other end reports the link up.
+      p.present ? 'present' : p.signalling ? 'signalling lost, media reported by the other end' : 'gone',
+    ),
     el('td', {}, p.label || '—', p.role ? el('span', { class: 'muted' }, ` (${p.role})`) : null),
     el('td', {}, `${p.ip}:${p.port}`),
   );
