@@ -202,3 +202,92 @@ test('two peers that register at the same moment both get a slot (one save still
   assert.equal(b.last('peer')?.['ip'], '203.0.113.1');
   assert.equal(hub.holdsSlot(a) && hub.holdsSlot(b), true);
 });
+
+/** Two peers matched on stream `default`, A reporting SRT connected. */
+async function linkedPair() {
+  const env = await setup();
+  const a = env.join('203.0.113.1', 'tok-a');
+  const b = env.join('198.51.100.2', 'tok-b');
+  env.hub.handle(a, msg({ type: 'register', port: 5000, meta: { clientId: 'dev-a' } }));
+  await settle();
+  env.hub.handle(b, msg({ type: 'register', port: 5000, meta: { clientId: 'dev-b' } }));
+  await settle();
+  env.hub.handle(a, msg({ type: 'status', srt: 'connected' }));
+  await settle();
+  const stream = env.broker.get('s')?.streams[0];
+  assert.ok(stream);
+  assert.equal(stream.state, 'connected');
+  return { ...env, a, b, stream };
+}
+
+test('state from media: the partner of a present end with fresh health stays connected; stale health ends it', async () => {
+  const { clock, hub, broker, a, b, stream } = await linkedPair();
+  hub.handle(a, msg({ type: 'health', rtt: 20, retransmit: 0, bitrate: 4e6 }));
+  hub.detach(b);
+  assert.equal(stream.state, 'connected', 'signalling lost, media reported by the other end');
+  assert.equal(broker.mediaWithoutSignalling(stream, 'b'), true);
+  // Fresh health keeps it, past the 30 s grace: the slot is neither released nor open to a takeover.
+  for (let i = 0; i < 8; i++) {
+    clock.advance(5_000);
+    hub.handle(a, msg({ type: 'health', rtt: 20, retransmit: 0, bitrate: 4e6 }));
+    await settle();
+  }
+  assert.equal(stream.state, 'connected');
+  assert.ok(stream.peerB, 'slot kept past the grace while media flows');
+  const c = new FakeLink('192.0.2.3', 'tok-c', b.claims);
+  hub.attach(c, 's');
+  hub.handle(c, msg({ type: 'register', port: 6000 }));
+  await settle();
+  assert.equal(c.last('error')?.['code'], 'SESSION_FULL');
+  // The present end stops reporting: within 10 s (+ the 5 s check) the stream waits.
+  clock.advance(15_000);
+  await settle();
+  assert.equal(stream.state, 'waiting');
+});
+
+test('without fresh health from the present end, a departed partner makes the stream wait at once', async () => {
+  const { hub, b, stream } = await linkedPair();
+  hub.detach(b);
+  assert.equal(stream.state, 'waiting');
+});
+
+test('a slot whose socket is gone is taken back at once by its token, whatever the clientId', async () => {
+  const { hub, join, a, b, stream } = await linkedPair();
+  hub.detach(b);
+  const b2 = join('198.51.100.2', 'tok-b');
+  hub.handle(b2, msg({ type: 'register', port: 5000, meta: { clientId: 'another-process' } }));
+  await settle();
+  assert.equal(b2.last('error'), undefined);
+  assert.equal(b2.last('peer')?.['ip'], '203.0.113.1');
+  assert.equal(stream.peerB?.clientId, 'another-process');
+  // The start after the partner came back tells A (whose SRT runs) that B's does not run yet.
+  hub.handle(a, msg({ type: 'ready' }));
+  hub.handle(b2, msg({ type: 'ready' }));
+  assert.deepEqual(a.last('start'), { type: 'start', stream: 'default', partnerSrt: null });
+  assert.deepEqual(b2.last('start'), { type: 'start', stream: 'default' });
+});
+
+test('past its TTL a session with media admits no new peer, but its holders take their slots back', async () => {
+  const { clock, hub, broker, join, a, b, stream } = await linkedPair();
+  hub.handle(a, msg({ type: 'health', rtt: 20, retransmit: 0, bitrate: 4e6 }));
+  clock.advance(3_600_000);
+  await settle();
+  const session = broker.get('s');
+  assert.ok(session);
+  assert.equal(broker.isOvertime(session), true);
+  hub.handle(a, msg({ type: 'health', rtt: 20, retransmit: 0, bitrate: 4e6 }));
+  hub.detach(b);
+  const b2 = join('198.51.100.2', 'tok-b');
+  hub.handle(b2, msg({ type: 'register', port: 5000 }));
+  await settle();
+  assert.equal(b2.last('error'), undefined, 'the holder is back');
+  assert.equal(stream.state, 'connected');
+  hub.detach(b2);
+  clock.advance(31_000);
+  await settle();
+  hub.handle(a, msg({ type: 'health', rtt: 20, retransmit: 0, bitrate: 4e6 }));
+  const c = join('192.0.2.3', 'tok-c');
+  hub.handle(c, msg({ type: 'register', port: 6000 }));
+  await settle();
+  assert.equal(c.last('error')?.['code'], 'SESSION_EXPIRED');
+});
