@@ -197,3 +197,25 @@ test('console lifetime: a warning in the last 5 minutes, Extend (PATCH) shows th
     await t.close();
   }
 });
+
+test('closed-session page: 410, styled from this origin, no CSP violation', async () => {
+  const t = await startTestServer();
+  const browser = await launchChromium();
+  try {
+    const s = (await t.call('POST', '/api/session', { body: { name: 'gone-1' } })).json;
+    assert.equal((await t.call('DELETE', '/api/session/gone-1', { token: s.token as string })).status, 204);
+    const page = await (await browser.newContext({ viewport: { width: 390, height: 844 } })).newPage();
+    const problems: string[] = [];
+    await watchPage(page, problems);
+    const r = await page.goto(`${t.url}/s/gone-1?t=${encodeURIComponent(s.token as string)}`);
+    assert.equal(r?.status(), 410);
+    await page.locator('text=closed or expired').waitFor();
+    await page.screenshot({ path: join(OUT, 'closed-page.png'), fullPage: true });
+    // watchPage records the 410 of the document itself as a console error; only CSP problems count here.
+    const csp = problems.filter((p) => /Content Security Policy|Refused to apply/i.test(p));
+    assert.deepEqual(csp, [], problems.join('\n'));
+  } finally {
+    await browser.close();
+    await t.close();
+  }
+});

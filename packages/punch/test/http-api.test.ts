@@ -559,6 +559,16 @@ describe('HTTP API on 127.0.0.1:0', () => {
     const closed = await t.call('GET', `/s/page-2?t=${encodeURIComponent(s.token)}`);
     assert.equal(closed.status, 410);
     assert.match(closed.text, /closed or expired/);
+    // No inline style (the page's CSP allows styles from this origin only): the console's stylesheet.
+    assert.doesNotMatch(closed.text, /<style|style=/);
+    assert.match(closed.text, /<link rel="stylesheet" href="\/assets\/console.css">/);
+    // The QR of a closed session is not served; an unknown name is 404.
+    assert.equal((await t.call('GET', '/s/page-2/qr')).status, 410);
+    assert.equal(
+      (await t.call('GET', `/s/page-2/qr?t=${encodeURIComponent(s.token)}&format=png`)).status,
+      410,
+    );
+    assert.equal((await t.call('GET', '/s/no-such-session/qr')).status, 404);
   });
 
   test('DELETE and /token accept an empty JSON body (Content-Type set, nothing sent)', async () => {

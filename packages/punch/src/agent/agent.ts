@@ -37,6 +37,7 @@ export interface AgentOptions {
 
 export type AgentExit =
   | { code: 0; reason: 'session_closed'; closeReason: string }
+  | { code: 2; reason: 'bad_stream'; message: string }
   | { code: 3; reason: 'token_refused' | 'session_expired'; message: string }
   | { code: 4; reason: 'srt_missing'; message: string };
 
@@ -99,6 +100,10 @@ export class PunchAgent {
   #reconnectTimer: NodeJS.Timeout | null = null;
   #backoff = 500;
   #stopped = false;
+  /** Whether a WebSocket to the broker ever opened: the log says "cannot reach" until it did. */
+  #reached = false;
+  /** The partner's presence as last announced (`presence`), to log each change once. */
+  #partnerPresent: boolean | null = null;
   #restartTimer: NodeJS.Timeout | null = null;
   /** Receiver writing to a file or stdout: srt-live-transmit delivers to this loopback UDP socket. */
   #sink: { socket: Socket; port: number } | null = null;
@@ -144,7 +149,9 @@ export class PunchAgent {
   async #openSink(): Promise<number> {
     if (this.#sink) return this.#sink.port;
     const media = this.#o.media;
-    const out = media === '-' ? process.stdout : createWriteStream(media.slice(5), { flags: 'a' });
+    // `file:` starts a new recording: an existing file is truncated (README "punch agent"), never appended
+    // to; within one agent process SRT restarts keep writing to the same open file.
+    const out = media === '-' ? process.stdout : createWriteStream(media.slice(5), { flags: 'w' });
     const socket = createSocket({ type: 'udp4', recvBufferSize: 4 * 1024 * 1024 });
     socket.on('message', (d) => out.write(d));
     socket.on('error', (err) => this.#log.error({ err: err.message }, 'media sink socket failed'));
@@ -180,6 +187,7 @@ export class PunchAgent {
       registered = setTimeout(() => {
         this.#backoff = 500;
       }, 30_000);
+      this.#reached = true;
       this.#log.info({ broker: this.#o.broker, session: this.#o.session }, 'connected to broker');
       this.#send({
         type: 'register',
@@ -233,10 +241,19 @@ export class PunchAgent {
       }
       const wait = this.#backoff;
       this.#backoff = Math.min(10_000, this.#backoff * 2);
-      this.#log.warn(
-        { code, retryInMs: wait, srtRunning: this.#srt !== null },
-        'broker connection lost; SRT keeps running; reconnecting',
-      );
+      if (!this.#reached) {
+        this.#log.warn(
+          { broker: this.#o.broker, code, retryInMs: wait },
+          'cannot reach the broker (never connected yet); retrying',
+        );
+      } else {
+        this.#log.warn(
+          { code, retryInMs: wait, srtRunning: this.#srt !== null },
+          this.#srt !== null
+            ? 'broker connection lost; SRT keeps running; reconnecting'
+            : 'broker connection lost; reconnecting',
+        );
+      }
       this.#reconnectTimer = setTimeout(() => this.#connect(), wait);
     });
   }
@@ -281,6 +298,22 @@ export class PunchAgent {
         }
         return;
       }
+      case 'presence': {
+        // README "Presence": our partner's signalling came or went. Its SRT may still run (a cut signalling
+        // path), so the link is left alone; the operator reads it in the log.
+        const mine = this.#o.stream ?? String(m['stream']);
+        if (m['stream'] !== mine || this.#coords === null) return;
+        const present = m['present'] === true;
+        if (present === this.#partnerPresent) return;
+        // Only a holder coming back is announced to itself (our own label then); a departure is never ours.
+        if (present && m['label'] === (this.#o.label ?? this.#o.role)) return;
+        this.#partnerPresent = present;
+        this.#log.warn(
+          { partner: m['label'], srt: this.#srtState },
+          present ? 'partner is back' : 'partner left (its broker connection closed)',
+        );
+        return;
+      }
       case 'session_closed':
         this.#log.info({ reason: m['reason'] }, 'session closed; stopping SRT');
         this.#finish({ code: 0, reason: 'session_closed', closeReason: String(m['reason']) });
@@ -296,6 +329,12 @@ export class PunchAgent {
           // A closed session is followed by close 4410; a session past its lifetime refuses a new peer
           // without closing (README "Lifetime"): either way this agent cannot join.
           this.#finish({ code: 3, reason: 'session_expired', message: String(m['message']) });
+          return;
+        }
+        const text = String(m['message']);
+        if (code === 'INVALID_MESSAGE' && /^stream: no stream /.test(text)) {
+          // An unknown --stream never becomes valid by retrying.
+          this.#finish({ code: 2, reason: 'bad_stream', message: `--stream: ${text.slice(8)}` });
           return;
         }
         if (code === 'SESSION_FULL' || code === 'STREAM_TAKEN') {

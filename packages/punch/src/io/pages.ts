@@ -41,11 +41,10 @@ export function renderSessionPage(name: string, view: PageView): string {
         `send you its join link or QR code.</p>`;
       break;
   }
-  return (
-    `<!doctype html><html lang="en"><head><meta charset="utf-8">` +
-    `<meta name="viewport" content="width=device-width,initial-scale=1"><title>${title}</title>` +
-    `<style>body{font-family:system-ui,sans-serif;margin:1rem;max-width:40rem}img{max-width:100%}</style>` +
-    `</head><body><h1>${title}</h1>${body}</body></html>`
+  // The console's stylesheet, never an inline style: the page's CSP allows styles from this origin only.
+  return shell(
+    `Punch session ${name}`,
+    `<header><h1>${title}</h1></header><main><section class="card">${body}</section></main>`,
   );
 }
 

@@ -86,6 +86,12 @@ export function registerPageRoutes(api: FastifyInstance, ctx: RouteContext): voi
     async (request, reply) => {
       const name = request.params.name;
       const a = pageAccess(name, request.query.t);
+      // Like the page: 404 for a name with no session, 410 for a closed one (a QR of a dead link helps nobody).
+      const session = broker.get(name);
+      if (!session) return reply.status(404).type('text/plain; charset=utf-8').send('no such session');
+      if (a.kind === 'closed' || session.state === 'CLOSED') {
+        return reply.status(410).type('text/plain; charset=utf-8').send('session closed');
+      }
       const token = a.kind === 'valid' && a.claims.role === 'peer' ? a.token : undefined;
       const url = ctx.urls(name, token).url;
       if (request.query.format === 'png') return reply.type('image/png').send(await renderQrPng(url));
