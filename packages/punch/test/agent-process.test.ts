@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -104,6 +105,32 @@ test('a receiver with --output file: truncates an earlier recording; the sender 
     tx.a.stop();
   } finally {
     dir.remove();
+    await t.close();
+  }
+});
+
+test('punch agent (the CLI) names a TTL close as such, never "closed by the operator"', async () => {
+  const t = await startTestServer();
+  try {
+    const s = (await t.call('POST', '/api/session', { body: { name: 'ag-4', ttl: 12 } })).json;
+    const peer = (await t.call('POST', '/api/session/ag-4/token', { token: s.token as string, body: {} }))
+      .json;
+    const bin = join(import.meta.dirname, '..', 'bin', 'punch.mjs');
+    const args = ['agent', '--link', String(peer.url), '--role', 'sender', '--port', '9000'];
+    const child = spawn(
+      process.execPath,
+      [...process.execArgv, bin, ...args, '--input', 'udp://127.0.0.1:5000', '--srt', process.execPath],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const code = await new Promise<number | null>((r) => child.once('exit', r));
+    assert.equal(code, 0, err);
+    assert.match(err, /session reached the end of its lifetime with no media flowing; agent done/);
+    assert.doesNotMatch(err, /closed by the operator/);
+  } finally {
     await t.close();
   }
 });
