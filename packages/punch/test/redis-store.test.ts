@@ -103,3 +103,26 @@ test('the fence: an instance whose lease passed to another cannot write, so it c
   bOld.stop();
   bNew.stop();
 });
+
+test('an extension is saved to Redis (expiry loads back); past the TTL the key is kept from when media last flowed', async () => {
+  await client.set(`${prefix}leader`, 'me:1');
+  const s = store(() => 'me:1');
+  const b1 = new SessionBroker({ store: s, clock: systemClock, maxSessions: 0, tombstoneMs: 600_000 });
+  await b1.start();
+  const c = await b1.create({ name: 'ext1', latency: 200, ttl: 60 });
+  assert.ok(c.ok);
+  const until = c.session.expiresAt + 7_200_000;
+  assert.ok((await b1.extend('ext1', until)).ok);
+  b1.stop();
+  const b2 = new SessionBroker({ store: s, clock: systemClock, maxSessions: 0, tombstoneMs: 600_000 });
+  await b2.start();
+  assert.equal(b2.get('ext1')?.expiresAt, until);
+  const key = `${prefix}s:ext1`;
+  // Kept until the new expiry + tombstone + grace (1 h by default).
+  assert.ok((await client.pexpiretime(key)) >= until + 600_000 + 3_600_000 - 1000);
+  // A session past its TTL with media: the key is kept from `keepFrom`, not from the old expiry.
+  const keepFrom = until + 86_400_000;
+  await s.putExpiry('ext1', until, keepFrom);
+  assert.ok((await client.pexpiretime(key)) >= keepFrom + 600_000 + 3_600_000 - 1000);
+  b2.stop();
+});
