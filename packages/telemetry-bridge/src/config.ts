@@ -81,6 +81,16 @@ export const configSchema = z.strictObject({
       host: z.string().min(1).default('0.0.0.0'),
       port: port.default(8765),
       requireAuth: z.boolean().default(false),
+      // Origins (scheme://host[:port]) besides the bridge's own whose pages may open a WebSocket to it.
+      allowedOrigins: z
+        .array(
+          z
+            .string()
+            .max(300)
+            .regex(/^https?:\/\/[^/\s?#]+$/i, 'an origin: http(s)://host[:port]'),
+        )
+        .max(32)
+        .default([]),
       authTokens: z.array(z.string().min(16).max(1024)).default([]),
       maxClients: z.number().int().min(1).max(1000).default(100),
       maxMessageSize: z

@@ -12,8 +12,6 @@
  */
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { hostname } from 'node:os';
-import { isIP } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { bearerToken, createHttpApp, type Logger } from '@broadcast-ops/core';
 import type { Hub } from '../domain/hub.ts';
@@ -23,6 +21,7 @@ import type { CommandTap } from './command-tap.ts';
 import type { EventLog } from './event-log.ts';
 import { listSegments } from './log-recovery.ts';
 import { tokenAccepted } from './client-session.ts';
+import { hostAllowed } from './request-origin.ts';
 
 /** Largest page of `/api/state`: keys, and bytes of value JSON (a page ends early once past it). */
 export const STATE_PAGE_MAX_KEYS = 1000;
@@ -49,19 +48,6 @@ export interface ConsoleOptions {
   eventLog: EventLog | undefined;
   commands: CommandTap;
   serverVersion: string;
-}
-
-function hostAllowed(header: string | undefined, extra: readonly string[]): boolean {
-  if (header === undefined) return false;
-  const m = /^(\[[^\]]+\]|[^:]+)(?::\d{1,5})?$/.exec(header);
-  if (!m) return false;
-  const name = (m[1] ?? '').replace(/^\[|\]$/g, '').toLowerCase();
-  return (
-    isIP(name) !== 0 ||
-    name === 'localhost' ||
-    name === hostname().toLowerCase() ||
-    extra.some((h) => h.toLowerCase() === name)
-  );
 }
 
 function entryView(e: {
