@@ -16,7 +16,7 @@
 import type { Clock, Logger, TimerHandle } from '@broadcast-ops/core';
 import type { Adapter } from './adapter.ts';
 import { AdapterHost } from './adapters.ts';
-import { ClientRegistry, type ClientConn, type IdentityProof } from './client-registry.ts';
+import { ClientRegistry, idempotencyScope, type ClientConn, type IdentityProof } from './client-registry.ts';
 import { CommandRouter } from './commands.ts';
 import { Journal } from './journal.ts';
 import { HUB_NAMESPACE, MessageFactory, type RelatedMessage } from './message-factory.ts';
@@ -339,6 +339,7 @@ export class Hub {
       streams: [],
       pumpTimer: undefined,
       open: true,
+      idemScope: idempotencyScope(name, proof),
       queue: new OutboundQueue(
         sink,
         this.#limits.outbound,
