@@ -190,7 +190,8 @@ export class BridgeClient {
     listenerError: new Set(),
   };
   #sequence = 0;
-  readonly #idemIds = new Map<string, string>();
+  /** Idempotency key → the first attempt's command id and timestamp, reused by every repeat. */
+  readonly #idemIds = new Map<string, { id: string; timestamp: number }>();
   #connecting: Promise<void> | undefined;
   readonly #clientId: string;
 
@@ -779,10 +780,14 @@ export class BridgeClient {
     options: CommandOptions = {},
   ): CommandHandle {
     // A repeat with the same idempotency key reuses the first id: the hub answers with that command's acks.
+    // It reuses the first timestamp too, so after a damaged log the hub can tell a repeat of a command sent
+    // before the damage (docs/protocol.md "Exactly once").
     const key = options.idempotencyKey;
-    const id = (key === undefined ? undefined : this.#idemIds.get(key)) ?? this.newId();
-    if (key !== undefined) {
-      this.#idemIds.set(key, id);
+    const first = key === undefined ? undefined : this.#idemIds.get(key);
+    const id = first?.id ?? this.newId();
+    const timestamp = options.timestamp ?? first?.timestamp ?? (key === undefined ? undefined : Date.now());
+    if (key !== undefined && timestamp !== undefined) {
+      this.#idemIds.set(key, { id, timestamp });
       // Bounded: the hub forgets keys after its idempotency window anyway.
       if (this.#idemIds.size > 10_000) this.#idemIds.delete(this.#idemIds.keys().next().value as string);
     }
@@ -796,7 +801,7 @@ export class BridgeClient {
         ...(options.ttl === undefined ? {} : { ttl: options.ttl }),
         ...(options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey }),
         ...(options.correlationId === undefined ? {} : { correlationId: options.correlationId }),
-        ...(options.timestamp === undefined ? {} : { timestamp: options.timestamp }),
+        ...(timestamp === undefined ? {} : { timestamp }),
       },
       true,
       (m) => acks.push(m),

@@ -86,6 +86,8 @@ export class CommandRouter {
   /** Commands in flight per namespace (entries removed at zero). */
   readonly #perClient = new Map<string, number>();
   #lastSweep = 0;
+  /** Wall-time spans of log stretches lost to damage (recovery.ts `RecoveredLog.lost`). */
+  #lost: readonly { fromTime: number; toTime: number }[] = [];
 
   constructor(options: CommandRouterOptions) {
     this.#o = options;
@@ -93,6 +95,22 @@ export class CommandRouter {
 
   get inflight(): number {
     return this.#inflight.size;
+  }
+
+  /** The spans a damaged log lost: an idempotency record of a command sent before one ended may be gone. */
+  setLost(spans: readonly { fromTime: number; toTime: number }[]): void {
+    this.#lost = spans;
+  }
+
+  /**
+   * May this command's first attempt be recorded in a lost stretch? It was sent (its `timestamp`) before a
+   * lost stretch ended, and that stretch is still inside the idempotency window. Then nobody can say
+   * whether it ran, and it must not run again (docs/protocol.md "Exactly once", damaged log).
+   */
+  #mayBeLost(msg: ClientCommand, nowWall: number): boolean {
+    return this.#lost.some(
+      (l) => msg.timestamp <= l.toTime && nowWall - l.fromTime <= this.#o.idempotencyWindowMs,
+    );
   }
 
   #sweep(nowMono: number): void {
@@ -175,6 +193,7 @@ export class CommandRouter {
     const key = msg.id + '\u0000' + ns;
     this.#inflight.set(key, inf);
     this.#perClient.set(ns, running + 1);
+    const lostRecord = idemKey !== undefined && this.#mayBeLost(msg, o.clock.now());
     // `received` promises the command is recorded: it goes out (and the command runs) once the record is
     // durable. A log that cannot sync refuses the command instead of promising what a restart would undo.
     o.journal.whenDurable((err) => {
@@ -187,6 +206,23 @@ export class CommandRouter {
         return;
       }
       o.sendTo(ns, receivedJson);
+      if (lostRecord) {
+        // Recorded with its outcome, so every later repeat (restarts included) gets this same answer.
+        o.logger.warn(
+          { correlationId, commandId: msg.id, source: ns, idempotencyKey: msg.idempotencyKey },
+          'idempotent command may repeat one recorded in a lost stretch of the event log: not executed',
+        );
+        this.#finish(inf, ns, msg, key, 'failed', {
+          error: {
+            code: 'INTERNAL_ERROR',
+            message:
+              'the event log lost records from when this command was sent; an earlier attempt may or may ' +
+              'not have reached the device, so it is not executed',
+            details: { outcome: 'unknown', reason: 'log_damaged' },
+          },
+        });
+        return;
+      }
       this.#start(inf, ns, msg, adapter, correlationId, key);
     });
   }

@@ -185,6 +185,7 @@ export class Hub {
         this.#clock.now(),
         this.#limits.idempotencyWindowMs,
       );
+    if (rec?.lost && rec.lost.length > 0) this.#commands.setLost(rec.lost);
     for (const owner of this.#restoredOwners) {
       if (owner.startsWith('app.')) this.store.claim(`${owner}.custom`, owner);
     }
