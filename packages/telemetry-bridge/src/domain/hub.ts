@@ -165,6 +165,7 @@ export class Hub {
       markPathStale: (owner, path, stale) => {
         if (this.store.ownerOf(path) === owner) this.#markPathStale(path, stale);
       },
+      read: (path) => this.store.get(path)?.value,
     });
     this.#writes = new ClientWrites({
       logger: this.#logger,

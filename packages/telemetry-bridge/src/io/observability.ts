@@ -150,6 +150,12 @@ export function createBridgeMetrics(): BridgeMetrics {
     help: 'Keys of departed clients deleted after their retention time',
     registers: [registry],
   });
+  const heldReleased = new Counter({
+    name: 'telemetry_bridge_held_keys_released_total',
+    help: 'Keys an adapter released on its device because their release was never confirmed (docs/companion.md)',
+    labelNames: ['adapter'],
+    registers: [registry],
+  });
   const upgradesRefused = new Counter({
     name: 'telemetry_bridge_upgrades_refused_total',
     help: 'WebSocket upgrades refused for their Host or Origin header',
@@ -202,6 +208,7 @@ export function createBridgeMetrics(): BridgeMetrics {
     },
     keysExpired: (n) => keysExpired.inc(n),
     upgradeRefused: (reason) => upgradesRefused.inc({ reason }),
+    heldKeyReleased: (adapter) => heldReleased.inc({ adapter }),
   };
 }
 

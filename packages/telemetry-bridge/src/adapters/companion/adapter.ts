@@ -29,6 +29,7 @@ import {
   type CompanionFeatures,
 } from './features.ts';
 import { openLink, type SatelliteLink, type SatelliteTransport } from './link.ts';
+import { HeldKeys, type HeldTarget } from './held-keys.ts';
 
 export type CompanionConnectionState = 'disconnected' | 'connecting' | 'connected' | 'reconnecting' | 'error';
 
@@ -174,6 +175,8 @@ export class CompanionAdapter implements Adapter {
   #failover: string | undefined;
   readonly #subs = new Map<string, SubLocation>();
   readonly #subStatus = new Map<string, { status: SubStatus; reason?: string }>();
+  /** Presses whose release Companion has not confirmed (held-keys.ts), published as `companion.held`. */
+  readonly #held = new HeldKeys();
 
   constructor(options: CompanionAdapterOptions) {
     this.#o = options;
@@ -219,6 +222,14 @@ export class CompanionAdapter implements Adapter {
   start(ctx: AdapterContext): void {
     this.#ctx = ctx;
     this.#stopped = false;
+    // Presses an earlier run left unconfirmed (restored from the event log): released once linked there.
+    const restored = this.#held.restore(ctx.read('companion.held'));
+    if (restored > 0)
+      ctx.logger.warn(
+        { keys: this.#held.value() },
+        'keys an earlier run may have left held on Companion; each is released once linked to that Companion',
+      );
+    this.#publishHeld();
     this.#setState('connecting');
     void this.#connect();
   }
@@ -635,6 +646,88 @@ export class CompanionAdapter implements Adapter {
     );
     this.#restoreSubs(s);
     this.#timer(s, this.#o.refreshTimeout, () => this.#freshSoon(s));
+    void this.#releaseHeld(s);
+  }
+
+  // ------------------------------------------------------------------------------------------ held keys
+
+  #publishHeld(): void {
+    this.#set('companion.held', this.#held.value());
+  }
+
+  /** Record a press about to be sent (before the line goes out, so a crash right after still knows). */
+  #hold(s: Session, t: HeldTarget, correlationId: string): void {
+    const h = {
+      ...t,
+      host: s.host.host,
+      port: s.host.port,
+      deviceId: this.#o.device.deviceId,
+      since: Date.now(),
+      correlationId,
+    };
+    if (!this.#held.hold(h)) throw new Error('too many keys held on Companion; press refused');
+    this.#publishHeld();
+  }
+
+  #confirmRelease(s: Session, t: HeldTarget): void {
+    if (this.#held.release(s.host, t)) this.#publishHeld();
+  }
+
+  /**
+   * Release, on the Companion this session is linked to, every key a press left held there (crash, restart,
+   * lost link or failover before its release was confirmed). Companion keeps a departed surface's key
+   * pressed; the release goes to the same surface id. Logged and counted per key.
+   */
+  async #releaseHeld(s: Session): Promise<void> {
+    const dev = this.#o.device.deviceId;
+    for (const h of this.#held.on(s.host)) {
+      if (this.#session !== s) return;
+      const log = this.#ctx?.logger;
+      if (h.deviceId !== dev) {
+        // Another surface id: this surface cannot release it; reported once and forgotten.
+        this.#held.releasedByBridge(h);
+        this.#publishHeld();
+        log?.error({ held: h, deviceId: dev }, 'a key left held on another surface id cannot be released');
+        continue;
+      }
+      try {
+        if (h.kind === 'key') {
+          await this.#request(
+            s,
+            'KEY-PRESS',
+            { DEVICEID: dev, KEY: h.keyIndex, PRESSED: false },
+            this.#o.replyTimeout,
+          );
+        } else {
+          const id = `tb-${h.page}-${h.row}-${h.column}`;
+          const path = `companion.page.${h.page}.row.${h.row}.column.${h.column}`;
+          await this.#ensureSub(s, id, { path, page: h.page, row: h.row, column: h.column });
+          await this.#request(s, 'SUB-PRESS', { SUBID: id, PRESSED: false }, this.#o.replyTimeout);
+        }
+      } catch (err) {
+        log?.warn(
+          { held: h, err: (err as Error).message },
+          'could not release a key left held; retried on the next link',
+        );
+        return;
+      }
+      this.#held.releasedByBridge(h);
+      this.#publishHeld();
+      this.#ctx?.reportHeldReleased();
+      log?.warn(
+        { held: h, heldMs: Date.now() - h.since, correlationId: h.correlationId },
+        'released a key left held on Companion (its release was never confirmed)',
+      );
+      const path =
+        h.kind === 'key'
+          ? `companion.device.${this.#dev}.key.${h.keyIndex}`
+          : `companion.page.${h.page}.row.${h.row}.column.${h.column}`;
+      const data =
+        h.kind === 'key'
+          ? { deviceId: dev, keyIndex: h.keyIndex, reason: 'left_held' }
+          : { page: h.page, row: h.row, column: h.column, reason: 'left_held' };
+      this.#ctx?.emitEvent(path, 'released', data, { correlationId: h.correlationId });
+    }
   }
 
   // ------------------------------------------------------------------------------------------ subscriptions
@@ -832,12 +925,18 @@ export class CompanionAdapter implements Adapter {
     if (t.kind === 'key') {
       const path = `companion.device.${this.#dev}.key.${t.keyIndex}`;
       const data = { deviceId: dev, keyIndex: t.keyIndex };
-      if (plan.kind === 'press')
+      const target: HeldTarget = { kind: 'key', keyIndex: t.keyIndex };
+      if (plan.kind === 'press') {
+        // A lone `up` for a key the bridge already released (link back after a lost release): not sent again.
+        if (plan.pressed.length === 1 && plan.pressed[0] === false && this.#held.takeReleased(s.host, target))
+          return sent;
         for (const down of plan.pressed) {
+          if (down) this.#hold(s, target, correlationId);
           await send('KEY-PRESS', { DEVICEID: dev, KEY: t.keyIndex, PRESSED: down });
+          if (!down) this.#confirmRelease(s, target);
           event(path, down ? 'pressed' : 'released', data);
         }
-      else {
+      } else {
         await send('KEY-ROTATE', { DEVICEID: dev, KEY: t.keyIndex, DIRECTION: plan.direction });
         event(path, 'rotated', { ...data, direction: plan.direction });
       }
@@ -867,12 +966,17 @@ export class CompanionAdapter implements Adapter {
       if (isNew) this.#publishSubs();
     }
     const data = { page: t.page, row: t.row, column: t.column };
-    if (plan.kind === 'press')
+    if (plan.kind === 'press') {
+      const target: HeldTarget = { kind: 'sub', page: t.page, row: t.row, column: t.column };
+      if (plan.pressed.length === 1 && plan.pressed[0] === false && this.#held.takeReleased(s.host, target))
+        return sent;
       for (const down of plan.pressed) {
+        if (down) this.#hold(s, target, correlationId);
         await send('SUB-PRESS', { SUBID: subId, PRESSED: down });
+        if (!down) this.#confirmRelease(s, target);
         event(path, down ? 'pressed' : 'released', data);
       }
-    else {
+    } else {
       await send('SUB-ROTATE', { SUBID: subId, DIRECTION: plan.direction });
       event(path, 'rotated', { ...data, direction: plan.direction });
     }
