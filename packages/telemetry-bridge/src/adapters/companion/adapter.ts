@@ -99,6 +99,8 @@ export interface CompanionAdapterOptions {
   connectionTimeout: number;
   replyTimeout: number;
   reconnectDelay: number;
+  /** Hot standby: wait before the first try of each other host after a loss (later rounds back off). */
+  failoverDelay?: number;
   maxReconnectDelay: number;
   reconnectJitter: number;
   /** 0 = retry forever. */
@@ -190,6 +192,11 @@ export class CompanionAdapter implements Adapter {
       options.device.variables.filter((v) => v.type === 'output').map((v) => [v.id, variablePath(v.id)]),
     );
     this.#inputs = new Set(options.device.variables.filter((v) => v.type === 'input').map((v) => v.id));
+  }
+
+  /** Silence (ms) after which the link is suspect and commands are refused unsent. */
+  get #suspectAfter(): number {
+    return Math.max(2 * this.#o.heartbeatInterval, 100);
   }
 
   get state(): CompanionConnectionState {
@@ -360,7 +367,11 @@ export class CompanionAdapter implements Adapter {
       const to = this.#hosts[this.#hostIndex];
       this.#failover = `Companion ${from?.host}:${from?.port} failed (${reason}); failing over to ${to?.host}:${to?.port}`;
     }
-    const delay = backoffDelay(Math.ceil(this.#attempt / n), this.#o, this.#random);
+    // The first round over the other hosts goes at once (failoverDelay): a standby is there to be used.
+    const delay =
+      n > 1 && this.#attempt < n
+        ? (this.#o.failoverDelay ?? 0)
+        : backoffDelay(Math.ceil(this.#attempt / n), this.#o, this.#random);
     this.#ctx?.logger.warn(
       { reason, attempt: this.#attempt, delayMs: delay, next: this.#hosts[this.#hostIndex] },
       'companion link down; retrying',
@@ -846,6 +857,21 @@ export class CompanionAdapter implements Adapter {
           code: 'ADAPTER_ERROR',
           message: this.#failover ? `${message}: ${this.#failover}` : message,
           details: { state: this.#state, failover: this.#failover !== undefined },
+        },
+      };
+    }
+    // A link silent for two heartbeats is suspect (a hung Companion still accepts bytes into its socket and
+    // would act on them when it resumes): nothing is sent, so this command can never run later.
+    const silent = Date.now() - s.lastRx;
+    if (silent > this.#suspectAfter) {
+      return {
+        status: 'failed',
+        error: {
+          code: 'ADAPTER_ERROR',
+          message:
+            `Companion ${s.host.host}:${s.host.port} has sent nothing for ${silent} ms (hung or cut?): ` +
+            'not sent, so it cannot run later',
+          details: { state: this.#state, silentMs: silent, suspect: true },
         },
       };
     }
