@@ -166,7 +166,10 @@ export function buildConsoleApp(o: ConsoleOptions): FastifyInstance {
     const log = o.eventLog;
     let segments: { name: string; bytes: number }[] = [];
     if (log) {
-      segments = listSegments(log.dir).map((s) => {
+      const list = listSegments(log.dir);
+      segments = list.map((s, i) => {
+        // The newest segment is preallocated ahead of its writes: its used bytes come from the log itself.
+        if (i === list.length - 1) return { name: s.name, bytes: log.segmentBytes };
         let bytes = 0;
         try {
           bytes = statSync(join(log.dir, s.name)).size;
