@@ -58,7 +58,7 @@ test('a link lost between down and up: the key is released on that Companion whe
     assert.match(text, /telemetry_bridge_held_keys_released_total\{adapter="companion.satellite"\} 1/);
     // The client's own `up` afterwards is answered without a second release.
     const up = await c.command('companion', `companion.device.${DEV}.key.1`, 'up').done;
-    assert.equal(up.payload.status, 'completed');
+    assert.equal(up.payload.status, 'completed', JSON.stringify(up.payload.error));
     assert.equal(pressLines(r.sim, false), 1);
   } finally {
     await r.close();

@@ -196,7 +196,7 @@ export class CompanionAdapter implements Adapter {
 
   /** Silence (ms) after which the link is suspect and commands are refused unsent. */
   get #suspectAfter(): number {
-    return Math.max(2 * this.#o.heartbeatInterval, 100);
+    return Math.max(2 * this.#o.heartbeatInterval, 300);
   }
 
   get state(): CompanionConnectionState {
@@ -862,7 +862,14 @@ export class CompanionAdapter implements Adapter {
     }
     // A link silent for two heartbeats is suspect (a hung Companion still accepts bytes into its socket and
     // would act on them when it resumes): nothing is sent, so this command can never run later.
-    const silent = Date.now() - s.lastRx;
+    let silent = Date.now() - s.lastRx;
+    if (silent > this.#suspectAfter) {
+      // Our own event loop may have been busy while Companion's lines waited in the socket: let one I/O
+      // poll phase read them before judging the link.
+      await new Promise((r) => setImmediate(r));
+      silent = Date.now() - s.lastRx;
+    }
+    if (this.#session !== s || s.phase !== 'live') return this.execute(cmd, signal);
     if (silent > this.#suspectAfter) {
       return {
         status: 'failed',
