@@ -22,6 +22,7 @@ import type { EventLog } from './event-log.ts';
 import { listSegments } from './log-recovery.ts';
 import { tokenAccepted } from './client-session.ts';
 import { hostAllowed } from './request-origin.ts';
+import { buttonsSince } from './button-state.ts';
 
 /** Largest page of `/api/state`: keys, and bytes of value JSON (a page ends early once past it). */
 export const STATE_PAGE_MAX_KEYS = 1000;
@@ -159,6 +160,16 @@ export function buildConsoleApp(o: ConsoleOptions): FastifyInstance {
     const e = o.hub.store.get(path);
     if (!e) return reply.status(404).send({ error: 'NOT_FOUND', message: `no key ${path}` });
     return reply.send({ epoch: o.hub.epoch, offset: o.hub.offset, ...entryView(e) });
+  });
+
+  app.get('/api/buttons', async (req, reply) => {
+    if (!(await guard(req, reply))) return reply;
+    const q = req.query as Record<string, string | undefined>;
+    const epoch = o.hub.epoch;
+    const seq = o.hub.offset;
+    const r = buttonsSince(o.hub.store.entries(), epoch, { since: q['since'], epoch: q['epoch'] });
+    if ('error' in r) return reply.status(400).send({ error: 'INVALID_MESSAGE', message: r.error });
+    return reply.send({ epoch, seq, full: r.full, buttons: r.buttons });
   });
 
   app.get('/api/hub', async (req, reply) => {
