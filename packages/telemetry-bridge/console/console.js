@@ -14,6 +14,12 @@
   let pollTimer;
   let renderQueued = false;
   const pending = new Map();
+  // When the console last heard from the bridge (any frame), and why it is not live (undefined while live).
+  let lastHeard = 0;
+  let blindReason = 'connecting to the bridge';
+  let blindSince = Date.now();
+  // How long the bridge may stay silent (it answers our ping every second) before the console says so.
+  const SILENT_MS = 2500;
 
   const esc = (s) =>
     String(s).replace(
@@ -31,6 +37,58 @@
     el.textContent = text;
     el.className = 'badge ' + cls;
   }
+
+  // ------------------------------------------------------------------ blind: every panel says it is not live
+  const age = (ms) => {
+    const s = Math.max(0, Math.round(ms / 1000));
+    return s < 90 ? s + ' s' : Math.round(s / 60) + ' min';
+  };
+  function notes() {
+    return [...document.querySelectorAll('#main > section')].map((sec) => {
+      let n = sec.querySelector(':scope > .blind-note');
+      if (!n) {
+        n = document.createElement('p');
+        n.className = 'blind-note';
+        n.setAttribute('role', 'status');
+        sec.insertBefore(n, sec.children[1] || null);
+      }
+      return n;
+    });
+  }
+  function renderBlind() {
+    const blind = blindReason !== undefined;
+    $('main').classList.toggle('blind', blind);
+    const text = blind
+      ? 'Not live: ' +
+        blindReason +
+        '. ' +
+        (lastHeard
+          ? 'Showing data from ' + time(lastHeard) + ' (' + age(Date.now() - lastHeard) + ' old).'
+          : 'No data yet.')
+      : '';
+    for (const n of notes()) {
+      n.hidden = !blind;
+      if (n.textContent !== text) n.textContent = text;
+    }
+  }
+  function goBlind(reason) {
+    if (blindReason === undefined) blindSince = Date.now();
+    blindReason = reason;
+    renderBlind();
+  }
+  function goLive() {
+    blindReason = undefined;
+    renderBlind();
+  }
+  setInterval(() => {
+    if (blindReason === undefined && lastHeard && Date.now() - lastHeard > SILENT_MS) {
+      goBlind('no answer from the bridge for ' + age(Date.now() - lastHeard));
+      setConn('no answer — reconnecting', 'bad');
+      if (ws) ws.close();
+      return;
+    }
+    if (blindReason !== undefined) renderBlind();
+  }, 500);
 
   function showLogin(message) {
     $('login').hidden = false;
@@ -80,15 +138,21 @@
       if (token) hs.authToken = token;
       ws.send(JSON.stringify(hs));
     };
-    ws.onmessage = (ev) => onMessage(JSON.parse(ev.data));
+    const socket = ws;
+    ws.onmessage = (ev) => {
+      lastHeard = Date.now();
+      onMessage(JSON.parse(ev.data));
+    };
     ws.onclose = (ev) => {
+      if (socket !== ws) return;
+      goBlind('lost the connection to the bridge (code ' + ev.code + ')');
       if (ev.code === 4003) {
         setConn('not authorised', 'bad');
         showLogin('The bridge refused that token.');
         return;
       }
       setConn('disconnected — retrying', 'bad');
-      reconnectTimer = setTimeout(connect, 2000);
+      reconnectTimer = setTimeout(connect, 1000);
     };
   }
 
@@ -96,6 +160,7 @@
     if (m.type === 'handshake_response') {
       if (!m.success) return;
       setConn('live', 'ok');
+      goLive();
       $('version').textContent = 'bridge ' + m.serverVersion + ' · ' + m.namespace;
       state.clear();
       send({
@@ -134,7 +199,8 @@
     }
   }
 
-  setInterval(() => send({ type: 'ping', timestamp: Date.now() }), 30000);
+  // A ping every second: the pong proves the bridge still answers (SILENT_MS above).
+  setInterval(() => send({ type: 'ping', timestamp: Date.now() }), 1000);
 
   // ------------------------------------------------------------------ rendering
   function queueRender() {
@@ -188,7 +254,8 @@
     }
     if (keyEls.size === 0) host.textContent = '';
     const perRow = Math.max(1, Math.max(...keys.map((k) => (k.e.value.column || 0) + 1)));
-    host.style.gridTemplateColumns = 'repeat(' + perRow + ', minmax(0, 1fr))';
+    // Keys never shrink below a tappable size; a wide surface scrolls sideways on a phone instead.
+    host.style.gridTemplateColumns = 'repeat(' + perRow + ', minmax(3.2rem, 1fr))';
     $('surface-name').textContent = keys[0].e.value.deviceId || '';
     for (const k of keys) {
       let el = keyEls.get(k.path);
@@ -314,6 +381,7 @@
     try {
       res = await fetch('/api/hub', { headers: token ? { authorization: 'Bearer ' + token } : {} });
     } catch {
+      goBlind('the bridge does not answer HTTP');
       return;
     }
     if (res.status === 401) {
@@ -368,7 +436,7 @@
       ? [
           ['Epoch', l.epoch],
           ['Offset', l.offset],
-          ['Segments', l.segments.length + ' (' + l.segments.reduce((a, s) => a + s.bytes, 0) + ' B)'],
+          ['Segments', l.segments.length + ' (' + l.segments.reduce((a, s) => a + s.bytes, 0) + ' B used)'],
           ['Last sync', time(l.lastSyncAt)],
           ['Healthy', l.healthy ? 'yes' : 'NO'],
         ]
@@ -391,5 +459,6 @@
       .join('');
   }
 
+  renderBlind();
   connect();
 })();

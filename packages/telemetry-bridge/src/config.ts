@@ -28,8 +28,11 @@ export const configSchema = z.strictObject({
         .optional(),
       transport: z.enum(['ws', 'tcp']).default('ws'),
       // Companion drops a Satellite client after 5 s without inbound data: keep the PING well inside.
-      heartbeatInterval: z.number().int().min(50).max(2000).default(1000),
-      deadAfter: z.number().int().min(100).max(60_000).default(3000),
+      // A hung Companion is detected within deadAfter + heartbeatInterval (docs/companion.md "Hot standby").
+      heartbeatInterval: z.number().int().min(50).max(2000).default(200),
+      deadAfter: z.number().int().min(100).max(60_000).default(1000),
+      // Wait before the first try of the next host after a loss (hot standby); later rounds back off.
+      failoverDelay: z.number().int().min(0).max(60_000).default(0),
       connectionTimeout: z.number().int().min(100).max(60_000).default(5000),
       replyTimeout: z.number().int().min(50).max(60_000).default(5000),
       reconnectDelay: z.number().int().min(10).max(60_000).default(1000),
@@ -81,6 +84,16 @@ export const configSchema = z.strictObject({
       host: z.string().min(1).default('0.0.0.0'),
       port: port.default(8765),
       requireAuth: z.boolean().default(false),
+      // Origins (scheme://host[:port]) besides the bridge's own whose pages may open a WebSocket to it.
+      allowedOrigins: z
+        .array(
+          z
+            .string()
+            .max(300)
+            .regex(/^https?:\/\/[^/\s?#]+$/i, 'an origin: http(s)://host[:port]'),
+        )
+        .max(32)
+        .default([]),
       authTokens: z.array(z.string().min(16).max(1024)).default([]),
       maxClients: z.number().int().min(1).max(1000).default(100),
       maxMessageSize: z

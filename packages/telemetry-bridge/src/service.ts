@@ -23,6 +23,7 @@ import {
 import { WsTransport } from './io/ws-transport.ts';
 import { buildConsoleApp } from './io/console-http.ts';
 import { CommandTap } from './io/command-tap.ts';
+import { isLoopback } from './io/request-origin.ts';
 
 export const SERVER_VERSION = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
@@ -146,6 +147,8 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
       handshakeTimeoutMs: ct.handshakeTimeout,
       idleTimeoutMs: ct.idleTimeout,
       serverVersion: SERVER_VERSION,
+      allowedHosts: config.console.allowedHosts,
+      allowedOrigins: ct.allowedOrigins,
       ...(consoleApp ? { server: consoleApp.server } : {}),
     },
     clock,
@@ -156,6 +159,7 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
         if (reason !== 'slow_consumer') metrics.disconnected('client', reason);
       },
       authFailed: () => metrics.authFailed(),
+      upgradeRefused: (reason) => metrics.upgradeRefused(reason),
     },
   );
   let metricsApp: FastifyInstance | undefined;
@@ -176,6 +180,13 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
     await metricsApp?.close();
     eventLog?.close();
   };
+  if (!ct.requireAuth && !isLoopback(ct.host)) {
+    // Anyone who can reach this address can press Companion's buttons (docs/protocol.md "Host and Origin").
+    logger.warn(
+      { component: 'client-transport', host: ct.host, port: ct.port },
+      'client transport listens on a non-loopback address with requireAuth off: any client that can reach it may send commands',
+    );
+  }
   let clientPort: number;
   try {
     await hub.startAdapters();

@@ -5,7 +5,8 @@
  * - recovery cuts a damaged segment only after its quarantine copy's contents and name are on disk
  *   (otherwise the cut can survive and the evidence not);
  * - rotation deletes an old segment only after the new segment's checkpoint and name are on disk
- *   (otherwise the deletion can survive and the live keys of the checkpoint not).
+ *   (otherwise the deletion can survive and the live keys of the checkpoint not). The checkpoint is synced
+ *   by the next group commit; here `flush()` stands in for it (the same sync-then-prune step).
  * The calls are recorded by wrapping node:fs (`syncBuiltinESMExports` carries the wrappers to the named
  * imports of the modules under test).
  */
@@ -17,7 +18,7 @@ import { join, resolve } from 'node:path';
 import { tempDir } from '@broadcast-ops/core/testing';
 import { EventLog, listSegments } from '../src/io/event-log.ts';
 
-type Op = { op: 'sync' | 'truncate' | 'unlink' | 'copy'; path: string };
+type Op = { op: 'create' | 'sync' | 'truncate' | 'unlink' | 'copy'; path: string };
 
 /** Run `fn` while recording syncs, truncations, removals and copies by path. */
 function recordFs(fn: () => void): Op[] {
@@ -35,6 +36,7 @@ function recordFs(fn: () => void): Op[] {
   w['openSync'] = (p: fs.PathLike, ...rest: unknown[]): number => {
     const fd = (orig.openSync as (...a: unknown[]) => number)(p, ...rest);
     paths.set(fd, resolve(String(p)));
+    if (rest[0] === 'w+') ops.push({ op: 'create', path: resolve(String(p)) });
     return fd;
   };
   const onFd =
@@ -119,13 +121,20 @@ test('rotation deletes an old segment only after the new segment and its name ar
     while (listSegments(dir.path).length < 3) log.append(++o, o, 'state', stateJson(o));
     const oldest = resolve(join(dir.path, listSegments(dir.path)[0]!.name));
     const ops = recordFs(() => {
-      while (fs.existsSync(oldest)) log.append(++o, o, 'state', stateJson(o));
+      for (let n = 0; n < 1000 && fs.existsSync(oldest); n++) {
+        log.append(++o, o, 'state', stateJson(o));
+        // No segment is removed before the newest checkpoint is synced: right after the append, none is.
+        if (!fs.existsSync(oldest)) throw new Error('removed before any sync');
+        log.flush();
+      }
     });
     const newest = resolve(join(dir.path, listSegments(dir.path).at(-1)!.name));
     const removed = at(ops, 'unlink', oldest);
     assert.ok(removed >= 0, 'the oldest segment was deleted by rotation');
-    const created = at(ops, 'sync', newest);
-    assert.ok(created >= 0 && created < removed, "the new segment's checkpoint is fsynced first");
+    const created = at(ops, 'create', newest);
+    assert.ok(created >= 0 && created < removed, 'the new segment was created first');
+    const synced = at(ops, 'sync', newest, created);
+    assert.ok(synced >= 0 && synced < removed, "the new segment's checkpoint is fsynced first");
     const dirSynced = at(ops, 'sync', resolve(dir.path), created);
     assert.ok(dirSynced >= 0 && dirSynced < removed, "the new segment's name is fsynced first");
     log.close();

@@ -6,57 +6,27 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { repoRoot, startProcess, tempDir, waitFor, type RunningProcess } from '@broadcast-ops/core/testing';
+import { tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { BridgeClient, type AckMessage } from '../src/client/bridge-client.ts';
 import { CompanionSimulator } from '../src/simulators/companion-sim.ts';
-import { freePort } from './helpers.ts';
+import { bridgeProcess, pressLines, type BridgeProcess } from './bridge-process.ts';
 
-const BIN = join(repoRoot, 'packages/telemetry-bridge/bin/telemetry-bridge.mjs');
 const DEVICE = 'tb-idem-01';
 
 for (const how of ['SIGTERM', 'SIGKILL'] as const) {
   test(`a press with an idempotencyKey runs once across a ${how} restart; the retry gets the recorded acks`, async () => {
     const dir = tempDir('tb-idem-');
     const sim = new CompanionSimulator();
-    const procs: RunningProcess[] = [];
+    let proc: BridgeProcess | undefined;
     let client: BridgeClient | undefined;
     try {
       const { ws: simPort } = await sim.listen({ tcp: null });
-      const port = await freePort();
-      const cfg = join(dir.path, 'bridge.json');
-      writeFileSync(
-        cfg,
-        JSON.stringify({
-          name: 'idem-test',
-          clientTransport: { host: '127.0.0.1', port },
-          metrics: { enabled: false },
-          health: { enabled: false },
-          eventLog: { path: join(dir.path, 'events') },
-          commands: { idempotencyWindow: 60_000 },
-          companion: {
-            enabled: true,
-            host: '127.0.0.1',
-            port: simPort,
-            transport: 'ws',
-            device: { deviceId: DEVICE, productName: 'Idempotency test', keysTotal: 8, keysPerRow: 4 },
-          },
-          logging: { level: 'info' },
-        }),
-      );
-      const start = async (): Promise<RunningProcess> => {
-        const p = startProcess(process.execPath, [BIN, '--config', cfg]);
-        procs.push(p);
-        await p.waitForOutput(/telemetry bridge listening/, 20_000);
-        return p;
-      };
-      const presses = (): number =>
-        sim.linesNamed('KEY-PRESS').filter((l) => / PRESSED=(1|true)\b/.test(l.line)).length;
+      const bp = (proc = await bridgeProcess(dir.path, sim, simPort, DEVICE));
+      const start = bp.start;
+      const presses = (): number => pressLines(sim);
       const first = await start();
-      await waitFor(() => sim.devices.includes(DEVICE), { timeoutMs: 10_000, what: 'surface registered' });
       client = new BridgeClient({
-        url: `ws://127.0.0.1:${port}/`,
+        url: bp.url,
         name: 'playout',
         reconnect: { initialDelayMs: 100, maxDelayMs: 300 },
       });
@@ -96,7 +66,7 @@ for (const how of ['SIGTERM', 'SIGKILL'] as const) {
       await waitFor(() => presses() === 2, { timeoutMs: 5000, what: 'second press' });
     } finally {
       await client?.close();
-      for (const p of procs) await p.stop('SIGKILL');
+      await proc?.killAll();
       await sim.close();
       dir.remove();
     }

@@ -16,9 +16,13 @@
  *   await client.subscribe(['companion.variables.**'], { snapshot: true });
  *   const ack = await client.command('companion', 'companion.page.1.bank.1', 'press').done;
  */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import WebSocket from 'ws';
 import { CloseCode } from '../io/close-codes.ts';
 import {
+  CLIENT_ID_RE,
   MAX_PATTERNS,
   type AckPayload,
   type Envelope,
@@ -66,6 +70,35 @@ export interface BridgeClientOptions {
   heartbeatIntervalMs?: number;
   /** Reject a request (subscribe, setState, ...) without an answer after this long. */
   requestTimeoutMs?: number;
+  /**
+   * This client's stable id (8-128 of A-Z a-z 0-9 _ -), sent in every handshake: the bridge keeps this
+   * client's idempotency keys under it (docs/protocol.md "Exactly once"). Default: read from
+   * `clientIdFile`, or created there on first use; without either, one random id per BridgeClient object.
+   */
+  clientId?: string;
+  /** File that keeps the generated client id across restarts of this program (created with mode 0600). */
+  clientIdFile?: string;
+}
+
+/**
+ * The id in `file`, or a new random one written there (its directory is created). A file that holds no
+ * valid id is an error, never silently replaced: another id would make earlier keys someone else's.
+ */
+export function persistentClientId(file: string): string {
+  try {
+    const text = readFileSync(file, 'utf8').trim();
+    if (!CLIENT_ID_RE.test(text))
+      throw new BridgeError('INVALID_CLIENT_ID', `${file} does not hold a client id`);
+    return text;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  mkdirSync(dirname(file), { recursive: true });
+  const id = randomBytes(16).toString('base64url');
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeFileSync(tmp, `${id}\n`, { mode: 0o600 });
+  renameSync(tmp, file);
+  return id;
 }
 
 export interface CommandOptions {
@@ -157,11 +190,26 @@ export class BridgeClient {
     listenerError: new Set(),
   };
   #sequence = 0;
-  readonly #idemIds = new Map<string, string>();
+  /** Idempotency key → the first attempt's command id and timestamp, reused by every repeat. */
+  readonly #idemIds = new Map<string, { id: string; timestamp: number }>();
   #connecting: Promise<void> | undefined;
+  readonly #clientId: string;
 
   constructor(options: BridgeClientOptions) {
     this.#opts = options;
+    const id =
+      options.clientId ??
+      (options.clientIdFile === undefined
+        ? randomBytes(16).toString('base64url')
+        : persistentClientId(options.clientIdFile));
+    if (!CLIENT_ID_RE.test(id))
+      throw new BridgeError('INVALID_CLIENT_ID', 'clientId: 8-128 of A-Z a-z 0-9 _ -');
+    this.#clientId = id;
+  }
+
+  /** The stable id this client sends in its handshakes (the scope of its idempotency keys). */
+  get clientId(): string {
+    return this.#clientId;
   }
 
   get namespace(): string | undefined {
@@ -255,6 +303,7 @@ export class BridgeClient {
               ? { authToken: this.#opts.authToken }
               : {}),
             ...(this.#resumeToken === undefined ? {} : { resumeToken: this.#resumeToken }),
+            clientId: this.#clientId,
           }),
         );
       });
@@ -731,10 +780,14 @@ export class BridgeClient {
     options: CommandOptions = {},
   ): CommandHandle {
     // A repeat with the same idempotency key reuses the first id: the hub answers with that command's acks.
+    // It reuses the first timestamp too, so after a damaged log the hub can tell a repeat of a command sent
+    // before the damage (docs/protocol.md "Exactly once").
     const key = options.idempotencyKey;
-    const id = (key === undefined ? undefined : this.#idemIds.get(key)) ?? this.newId();
-    if (key !== undefined) {
-      this.#idemIds.set(key, id);
+    const first = key === undefined ? undefined : this.#idemIds.get(key);
+    const id = first?.id ?? this.newId();
+    const timestamp = options.timestamp ?? first?.timestamp ?? (key === undefined ? undefined : Date.now());
+    if (key !== undefined && timestamp !== undefined) {
+      this.#idemIds.set(key, { id, timestamp });
       // Bounded: the hub forgets keys after its idempotency window anyway.
       if (this.#idemIds.size > 10_000) this.#idemIds.delete(this.#idemIds.keys().next().value as string);
     }
@@ -748,7 +801,7 @@ export class BridgeClient {
         ...(options.ttl === undefined ? {} : { ttl: options.ttl }),
         ...(options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey }),
         ...(options.correlationId === undefined ? {} : { correlationId: options.correlationId }),
-        ...(options.timestamp === undefined ? {} : { timestamp: options.timestamp }),
+        ...(timestamp === undefined ? {} : { timestamp }),
       },
       true,
       (m) => acks.push(m),

@@ -47,6 +47,10 @@ export interface AdapterContext {
   /** Count a reconnect attempt and feed the latency histogram (README "Metrics"). */
   reportReconnect(): void;
   reportLatency(seconds: number): void;
+  /** The current value at a path the adapter owns (after a restart: as restored from the event log). */
+  read(path: string): unknown;
+  /** Count a key the adapter released on its device because its release was never confirmed. */
+  reportHeldReleased(): void;
 }
 
 export interface Adapter {

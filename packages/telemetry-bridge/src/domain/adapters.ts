@@ -24,6 +24,7 @@ export interface AdapterHostOptions {
   publishEvent(source: string, path: string, event: string, data: unknown, correlationId?: string): number;
   markStale(owner: string, stale: boolean, except?: (path: string) => boolean): void;
   markPathStale(owner: string, path: string, stale: boolean): void;
+  read(path: string): unknown;
 }
 
 export class AdapterHost {
@@ -99,6 +100,8 @@ export class AdapterHost {
       setPathStale: (path, stale) => o.markPathStale(adapter.name, path, stale),
       reportReconnect: () => o.metrics.adapterReconnect(adapter.name),
       reportLatency: (s) => o.metrics.adapterLatency(adapter.name, s),
+      read: (path) => (o.ownerOf(path) === adapter.name ? o.read(path) : undefined),
+      reportHeldReleased: () => o.metrics.heldKeyReleased(adapter.name),
     };
   }
 }

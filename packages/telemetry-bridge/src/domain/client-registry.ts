@@ -30,6 +30,8 @@ export interface ClientConn {
   streams: Stream[];
   pumpTimer: TimerHandle | undefined;
   open: boolean;
+  /** Whose idempotency keys this connection's commands use (idempotencyScope). */
+  idemScope: string;
 }
 
 /** What a handshake offers to prove it is the client that held a namespace before. */
@@ -37,6 +39,23 @@ export interface IdentityProof {
   resumeToken?: string | undefined;
   /** The credential the connection authenticated with (only when authentication is on). */
   credential?: string | undefined;
+  /** The stable id the client chose (handshake `clientId`). */
+  clientId?: string | undefined;
+}
+
+/**
+ * Whose idempotency keys a connection uses (docs/protocol.md "Exactly once"), never the namespace (its
+ * `_N` suffix follows connection order): with authentication, the credential (a digest of it) and the
+ * client's id if it gave one; without, the client's id; a client with neither shares the scope of its
+ * name (`app.<name>` without suffix), so two such instances of one app cannot run one key twice.
+ */
+export function idempotencyScope(name: string, proof: IdentityProof): string {
+  const id = proof.clientId === undefined ? '' : `id:${proof.clientId}`;
+  if (proof.credential !== undefined) {
+    const cred = createHash('sha256').update(proof.credential).digest('hex').slice(0, 32);
+    return id === '' ? `cred:${cred}` : `cred:${cred}/${id}`;
+  }
+  return id === '' ? `name:${name}` : id;
 }
 
 /**

@@ -1,8 +1,8 @@
 /**
  * Commands from clients to adapters (docs/protocol.md "Commands"): routing by `target`, the `received` ack
  * (sent only once the command record is durable in the event log), TTL and the default timeout, the final
- * ack from the adapter, and idempotency (a repeated key from the same namespace within the window replays
- * the cached acks and never executes again).
+ * ack from the adapter, and idempotency (a repeated key from the same client identity within the window
+ * replays the cached acks and never executes again; docs/protocol.md "Exactly once").
  */
 import type { Clock, Logger } from '@broadcast-ops/core';
 import type { AckStatus, ClientCommand, ErrorInfo } from '../protocol/envelope.ts';
@@ -25,6 +25,8 @@ interface InFlight {
   adapter: Adapter;
   /** Namespaces waiting for the final ack (the original request and idempotent repeats). */
   waiters: Set<string>;
+  /** A repeat's own command id, for a waiter that sent the key under another id than the original. */
+  repeatIds: Map<string, string>;
   startedMono: number;
   abort: AbortController;
   timer: { cancel(): void } | undefined;
@@ -62,6 +64,21 @@ export interface CommandRouterOptions {
   ): void;
 }
 
+/**
+ * A recorded ack as the answer to a repeat: unchanged when the repeat came from the same namespace with the
+ * same command id; otherwise addressed to the repeat's namespace and command id (so its sender can match
+ * it), with the first command's id kept in `originalCommandId`.
+ */
+export function replayAck(json: string, ns: string, commandId: string): string {
+  const m = JSON.parse(json) as { target?: string; payload: { commandId: string } };
+  if (m.target === ns && m.payload.commandId === commandId) return json;
+  return JSON.stringify({
+    ...m,
+    target: ns,
+    payload: { ...m.payload, commandId, originalCommandId: m.payload.commandId },
+  });
+}
+
 export class CommandRouter {
   readonly #o: CommandRouterOptions;
   readonly #inflight = new Map<string, InFlight>();
@@ -69,6 +86,8 @@ export class CommandRouter {
   /** Commands in flight per namespace (entries removed at zero). */
   readonly #perClient = new Map<string, number>();
   #lastSweep = 0;
+  /** Wall-time spans of log stretches lost to damage (recovery.ts `RecoveredLog.lost`). */
+  #lost: readonly { fromTime: number; toTime: number }[] = [];
 
   constructor(options: CommandRouterOptions) {
     this.#o = options;
@@ -76,6 +95,22 @@ export class CommandRouter {
 
   get inflight(): number {
     return this.#inflight.size;
+  }
+
+  /** The spans a damaged log lost: an idempotency record of a command sent before one ended may be gone. */
+  setLost(spans: readonly { fromTime: number; toTime: number }[]): void {
+    this.#lost = spans;
+  }
+
+  /**
+   * May this command's first attempt be recorded in a lost stretch? It was sent (its `timestamp`) before a
+   * lost stretch ended, and that stretch is still inside the idempotency window. Then nobody can say
+   * whether it ran, and it must not run again (docs/protocol.md "Exactly once", damaged log).
+   */
+  #mayBeLost(msg: ClientCommand, nowWall: number): boolean {
+    return this.#lost.some(
+      (l) => msg.timestamp <= l.toTime && nowWall - l.fromTime <= this.#o.idempotencyWindowMs,
+    );
   }
 
   #sweep(nowMono: number): void {
@@ -97,7 +132,8 @@ export class CommandRouter {
     }
     const nowMono = o.clock.monotonicMs();
     this.#sweep(nowMono);
-    const idemKey = msg.idempotencyKey === undefined ? undefined : `${ns}\u0000${msg.idempotencyKey}`;
+    const idemKey =
+      msg.idempotencyKey === undefined ? undefined : `${conn.idemScope}\u0000${msg.idempotencyKey}`;
     if (idemKey !== undefined) {
       const cached = this.#idem.get(idemKey);
       if (cached && nowMono - cached.at <= o.idempotencyWindowMs) {
@@ -108,9 +144,12 @@ export class CommandRouter {
             o.fail(conn, msg, 'INTERNAL_ERROR', 'the event log could not record the command');
             return;
           }
-          o.sendTo(ns, cached.receivedJson);
-          if (cached.finalJson !== undefined) o.sendTo(ns, cached.finalJson);
-          else cached.inflight?.waiters.add(ns);
+          o.sendTo(ns, replayAck(cached.receivedJson, ns, msg.id));
+          if (cached.finalJson !== undefined) o.sendTo(ns, replayAck(cached.finalJson, ns, msg.id));
+          else {
+            cached.inflight?.waiters.add(ns);
+            cached.inflight?.repeatIds.set(ns, msg.id);
+          }
         });
         return;
       }
@@ -123,7 +162,13 @@ export class CommandRouter {
       });
       return;
     }
-    const logged = { ...msg, source: ns, sequence: o.factory.seq(ns) };
+    // The scope goes into the log with the command, so a restart keeps each key with its owner.
+    const logged = {
+      ...msg,
+      source: ns,
+      sequence: o.factory.seq(ns),
+      ...(idemKey === undefined ? {} : { idemScope: conn.idemScope }),
+    };
     o.journal.append(o.journal.next(), 'command', JSON.stringify(logged));
     const receivedJson = this.#loggedAck(HUB_NAMESPACE, ns, msg, 'received', {});
     const inf: InFlight = {
@@ -131,6 +176,7 @@ export class CommandRouter {
       action: msg.payload.action,
       adapter,
       waiters: new Set([ns]),
+      repeatIds: new Map(),
       startedMono: nowMono,
       abort: new AbortController(),
       timer: undefined,
@@ -147,6 +193,7 @@ export class CommandRouter {
     const key = msg.id + '\u0000' + ns;
     this.#inflight.set(key, inf);
     this.#perClient.set(ns, running + 1);
+    const lostRecord = idemKey !== undefined && this.#mayBeLost(msg, o.clock.now());
     // `received` promises the command is recorded: it goes out (and the command runs) once the record is
     // durable. A log that cannot sync refuses the command instead of promising what a restart would undo.
     o.journal.whenDurable((err) => {
@@ -159,6 +206,23 @@ export class CommandRouter {
         return;
       }
       o.sendTo(ns, receivedJson);
+      if (lostRecord) {
+        // Recorded with its outcome, so every later repeat (restarts included) gets this same answer.
+        o.logger.warn(
+          { correlationId, commandId: msg.id, source: ns, idempotencyKey: msg.idempotencyKey },
+          'idempotent command may repeat one recorded in a lost stretch of the event log: not executed',
+        );
+        this.#finish(inf, ns, msg, key, 'failed', {
+          error: {
+            code: 'INTERNAL_ERROR',
+            message:
+              'the event log lost records from when this command was sent; an earlier attempt may or may ' +
+              'not have reached the device, so it is not executed',
+            details: { outcome: 'unknown', reason: 'log_damaged' },
+          },
+        });
+        return;
+      }
       this.#start(inf, ns, msg, adapter, correlationId, key);
     });
   }
@@ -257,7 +321,10 @@ export class CommandRouter {
         e.inflight = undefined;
       }
     }
-    for (const waiter of inf.waiters) o.sendTo(waiter, json);
+    for (const waiter of inf.waiters) {
+      const repeatId = inf.repeatIds.get(waiter);
+      o.sendTo(waiter, repeatId === undefined ? json : replayAck(json, waiter, repeatId));
+    }
   }
 
   #settled(key: string, ns: string): void {

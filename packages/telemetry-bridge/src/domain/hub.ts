@@ -13,10 +13,10 @@
  * typed entry points for the transport: openClient / handle / closeClient. It never sees wire text or close
  * codes: frames arrive parsed (protocol/envelope.ts) and connections end with a DisconnectReason.
  */
-import type { Clock, Logger } from '@broadcast-ops/core';
+import type { Clock, Logger, TimerHandle } from '@broadcast-ops/core';
 import type { Adapter } from './adapter.ts';
 import { AdapterHost } from './adapters.ts';
-import { ClientRegistry, type ClientConn, type IdentityProof } from './client-registry.ts';
+import { ClientRegistry, idempotencyScope, type ClientConn, type IdentityProof } from './client-registry.ts';
 import { CommandRouter } from './commands.ts';
 import { Journal } from './journal.ts';
 import { HUB_NAMESPACE, MessageFactory, type RelatedMessage } from './message-factory.ts';
@@ -43,6 +43,9 @@ export type { RecoveredLog } from './recovery.ts';
 export type { HubMetrics } from './metrics.ts';
 export * from './hub-options.ts';
 
+/** Values marked stale per event-loop turn when an owner's keys go stale or fresh (#markOwnerStale). */
+export const STALE_TURN_BYTES = 1024 * 1024;
+
 export class Hub {
   readonly epoch: string;
   readonly store = new StateStore();
@@ -60,6 +63,8 @@ export class Hub {
   readonly #restoredOwners: Set<string>;
   #restoredIdem: RestoredIdem[] = [];
   #slowDisconnects = 0;
+  /** Stale marking of an owner's keys still under way in later turns (#markOwnerStale), per owner. */
+  readonly #staleJobs = new Map<string, TimerHandle>();
 
   constructor(options: HubOptions) {
     this.#clock = options.clock;
@@ -160,6 +165,7 @@ export class Hub {
       markPathStale: (owner, path, stale) => {
         if (this.store.ownerOf(path) === owner) this.#markPathStale(path, stale);
       },
+      read: (path) => this.store.get(path)?.value,
     });
     this.#writes = new ClientWrites({
       logger: this.#logger,
@@ -180,6 +186,7 @@ export class Hub {
         this.#clock.now(),
         this.#limits.idempotencyWindowMs,
       );
+    if (rec?.lost && rec.lost.length > 0) this.#commands.setLost(rec.lost);
     for (const owner of this.#restoredOwners) {
       if (owner.startsWith('app.')) this.store.claim(`${owner}.custom`, owner);
     }
@@ -258,10 +265,28 @@ export class Hub {
     this.#router.broadcast(kind, path, offset, json);
   }
 
+  /**
+   * Set or clear stale on every key of an owner, one delta (and log record, carrying the value) each. A large
+   * owner is done in turns of about STALE_TURN_BYTES of values, so a client or adapter leaving with many MB of
+   * state never holds the event loop (other clients' handshakes and acks go on in between). A later call for
+   * the same owner (it came back, or left again) supersedes the one under way.
+   */
   #markOwnerStale(owner: string, stale: boolean, except?: (path: string) => boolean): void {
-    for (const path of [...this.store.pathsOf(owner)]) {
-      if (except?.(path) !== true) this.#markPathStale(path, stale);
-    }
+    this.#staleJobs.get(owner)?.cancel();
+    this.#staleJobs.delete(owner);
+    const paths = [...this.store.pathsOf(owner)].filter((p) => except?.(p) !== true);
+    let i = 0;
+    const turn = (): void => {
+      this.#staleJobs.delete(owner);
+      let bytes = 0;
+      while (i < paths.length && bytes < STALE_TURN_BYTES) {
+        const path = paths[i++] as string;
+        bytes += this.store.get(path)?.valueJson.length ?? 0;
+        this.#markPathStale(path, stale);
+      }
+      if (i < paths.length) this.#staleJobs.set(owner, this.#clock.setTimer(0, turn));
+    };
+    turn();
   }
 
   #markPathStale(path: string, stale: boolean): void {
@@ -316,6 +341,7 @@ export class Hub {
       streams: [],
       pumpTimer: undefined,
       open: true,
+      idemScope: idempotencyScope(name, proof),
       queue: new OutboundQueue(
         sink,
         this.#limits.outbound,
@@ -564,6 +590,8 @@ export class Hub {
 
   /** Fail every command still in flight and stop timers (shutdown). */
   abortAll(): void {
+    for (const job of this.#staleJobs.values()) job.cancel();
+    this.#staleJobs.clear();
     this.#commands.abortAll();
     this.#clients.dispose();
   }

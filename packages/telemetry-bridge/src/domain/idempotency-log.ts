@@ -16,7 +16,7 @@
 import type { LogRecord } from '../protocol/log-record.ts';
 
 export interface RestoredIdem {
-  /** `<namespace>\0<idempotencyKey>` as the command router keys it. */
+  /** `<idempotency scope>\0<idempotencyKey>` as the command router keys it (client-registry.ts). */
   key: string;
   namespace: string;
   /** Wall time (Unix ms) the command was logged. */
@@ -51,8 +51,10 @@ export function idempotencyFromLog(
       const ns = m['source'];
       const key = m['idempotencyKey'];
       const id = m['id'];
+      const scope = m['idemScope'];
       if (typeof ns !== 'string' || typeof key !== 'string' || typeof id !== 'string') continue;
-      const idemKey = `${ns}\u0000${key}`;
+      if (typeof scope !== 'string') continue;
+      const idemKey = `${scope}\u0000${key}`;
       const cmdKey = `${ns}\u0000${id}`;
       const prev = byKey.get(idemKey);
       if (prev !== undefined) byCommand.delete(prev);

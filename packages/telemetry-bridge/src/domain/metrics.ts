@@ -14,6 +14,8 @@ export interface HubMetrics {
   slowConsumer(): void;
   /** Keys of departed clients deleted after their retention time. */
   keysExpired(count: number): void;
+  /** Keys an adapter released on its device because their release was never confirmed. */
+  heldKeyReleased(adapter: string): void;
 }
 
 export const noMetrics: HubMetrics = {
@@ -28,6 +30,7 @@ export const noMetrics: HubMetrics = {
   adapterLatency: () => undefined,
   slowConsumer: () => undefined,
   keysExpired: () => undefined,
+  heldKeyReleased: () => undefined,
 };
 
 /** Namespace prefix for metric labels: bounded cardinality (never a per-client id). */

@@ -15,6 +15,12 @@ export interface RecoveredLog {
   /** Offsets at or below this cannot be replayed (before the current epoch, or older than the kept files). */
   floorOffset: number;
   records: LogRecord[];
+  /**
+   * Wall-time spans (Unix ms) that lost (damaged) stretches of the log may have covered: from the last record
+   * read before each one to the first read after it (or the start that found it). Idempotency records in
+   * them are unknown (docs/protocol.md "Exactly once").
+   */
+  lost?: { fromTime: number; toTime: number }[];
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {

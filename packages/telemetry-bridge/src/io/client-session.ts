@@ -213,6 +213,7 @@ export class ClientSession {
     const opened = this.#hub.openClient(this.sink, sanitiseClientName(hs.name), {
       resumeToken: hs.resumeToken,
       credential: this.#opts.requireAuth ? token : undefined,
+      clientId: hs.clientId,
     });
     this.#connId = opened.connId;
     this.#namespace = opened.namespace;

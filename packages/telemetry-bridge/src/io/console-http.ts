@@ -12,8 +12,6 @@
  */
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { hostname } from 'node:os';
-import { isIP } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { bearerToken, createHttpApp, type Logger } from '@broadcast-ops/core';
 import type { Hub } from '../domain/hub.ts';
@@ -23,6 +21,8 @@ import type { CommandTap } from './command-tap.ts';
 import type { EventLog } from './event-log.ts';
 import { listSegments } from './log-recovery.ts';
 import { tokenAccepted } from './client-session.ts';
+import { hostAllowed } from './request-origin.ts';
+import { buttonsSince } from './button-state.ts';
 
 /** Largest page of `/api/state`: keys, and bytes of value JSON (a page ends early once past it). */
 export const STATE_PAGE_MAX_KEYS = 1000;
@@ -49,19 +49,6 @@ export interface ConsoleOptions {
   eventLog: EventLog | undefined;
   commands: CommandTap;
   serverVersion: string;
-}
-
-function hostAllowed(header: string | undefined, extra: readonly string[]): boolean {
-  if (header === undefined) return false;
-  const m = /^(\[[^\]]+\]|[^:]+)(?::\d{1,5})?$/.exec(header);
-  if (!m) return false;
-  const name = (m[1] ?? '').replace(/^\[|\]$/g, '').toLowerCase();
-  return (
-    isIP(name) !== 0 ||
-    name === 'localhost' ||
-    name === hostname().toLowerCase() ||
-    extra.some((h) => h.toLowerCase() === name)
-  );
 }
 
 function entryView(e: {
@@ -175,12 +162,25 @@ export function buildConsoleApp(o: ConsoleOptions): FastifyInstance {
     return reply.send({ epoch: o.hub.epoch, offset: o.hub.offset, ...entryView(e) });
   });
 
+  app.get('/api/buttons', async (req, reply) => {
+    if (!(await guard(req, reply))) return reply;
+    const q = req.query as Record<string, string | undefined>;
+    const epoch = o.hub.epoch;
+    const seq = o.hub.offset;
+    const r = buttonsSince(o.hub.store.entries(), epoch, { since: q['since'], epoch: q['epoch'] });
+    if ('error' in r) return reply.status(400).send({ error: 'INVALID_MESSAGE', message: r.error });
+    return reply.send({ epoch, seq, full: r.full, buttons: r.buttons });
+  });
+
   app.get('/api/hub', async (req, reply) => {
     if (!(await guard(req, reply))) return reply;
     const log = o.eventLog;
     let segments: { name: string; bytes: number }[] = [];
     if (log) {
-      segments = listSegments(log.dir).map((s) => {
+      const list = listSegments(log.dir);
+      segments = list.map((s, i) => {
+        // The newest segment is preallocated ahead of its writes: its used bytes come from the log itself.
+        if (i === list.length - 1) return { name: s.name, bytes: log.segmentBytes };
         let bytes = 0;
         try {
           bytes = statSync(join(log.dir, s.name)).size;

@@ -67,10 +67,17 @@ export class EventLog implements EventLogSink {
   readonly #syncIntervalMs: number;
   #fd: number | undefined;
   #segment = 0;
-  /** Bytes of records in the current segment after its header and checkpoint (the rotation measure). */
+  /** Bytes of the current segment: header, checkpoint and records (the rotation measure). */
   #size = 0;
+  /** Bytes of the current segment's header and checkpoint, and of the records appended after them. */
+  #checkpointBytes = 0;
+  #recordBytes = 0;
   /** Records appended to the current segment since its header and checkpoint. */
   #recordsInSegment = 0;
+  /** Segments started since this log was opened (each one writes a checkpoint of the whole state). */
+  #rotations = 0;
+  /** The current segment's checkpoint is not synced yet: older segments stay until it is. */
+  #pruneAfterSync = false;
   /** Write position in the current segment, and how far it is allocated (zero-filled). */
   #pos = 0;
   #allocated = 0;
@@ -136,6 +143,14 @@ export class EventLog implements EventLogSink {
   get syncs(): number {
     return this.#syncs;
   }
+  /** Segments started (checkpoints of the whole state written) since open: the rotation cost. */
+  get rotations(): number {
+    return this.#rotations;
+  }
+  /** Bytes written to the current segment (its used size; the file itself is preallocated ahead). */
+  get segmentBytes(): number {
+    return this.#pos;
+  }
   get lastError(): Error | undefined {
     return this.#lastError;
   }
@@ -173,7 +188,29 @@ export class EventLog implements EventLogSink {
     this.#fd = openSync(join(this.#opts.dir, name), 'r+');
     this.#pos = this.#allocated = fstatSync(this.#fd).size;
     this.#size = this.#pos;
+    // The segment's checkpoint was the state at its start; today's state is the estimate of its size, so
+    // the rotation rule (#shouldRotate) does not rewrite a large state right after a restart.
+    let cp = 0;
+    for (const e of checkpoint()) cp += e.length + 1;
+    this.#checkpointBytes = Math.min(cp, this.#pos);
+    this.#recordBytes = this.#pos - this.#checkpointBytes;
     this.#recordsInSegment = 1;
+  }
+
+  /**
+   * Rotate before a record that would take the segment past maxFileSize, but only once the records since
+   * the checkpoint are at least as large as the checkpoint: a new segment rewrites the whole state, so this
+   * bounds that cost to what was appended (at most one byte of checkpoint per byte of records, amortised),
+   * whatever the state's size. With a state smaller than half a segment the first condition decides (no
+   * segment over maxFileSize by more than one record); with a larger one, segments grow to about twice the
+   * state (docs/performance.md "Event log"). A segment always takes at least one record.
+   */
+  #shouldRotate(recordLength: number): boolean {
+    return (
+      this.#recordsInSegment > 0 &&
+      this.#size + recordLength > this.#opts.maxFileBytes &&
+      this.#recordBytes + recordLength > this.#checkpointBytes
+    );
   }
 
   #segmentName(index: number): string {
@@ -203,7 +240,7 @@ export class EventLog implements EventLogSink {
     const flush = (): void => {
       if (chunk.length === 0) return;
       const body = `{"entries":[${chunk.join(',')}]}`;
-      this.#write(encodeRecordBody(recordBodyText(firstOffset - 1, now, 'checkpoint', body)));
+      this.#write(encodeRecordBody(recordBodyText(firstOffset - 1, now, 'checkpoint', body)), false);
       chunk = [];
       bytes = 0;
     };
@@ -215,18 +252,40 @@ export class EventLog implements EventLogSink {
     flush();
     // The segment's size counts its header and checkpoint too (maxFileSize is a file size).
     this.#size = this.#pos;
+    this.#checkpointBytes = this.#pos;
+    this.#recordBytes = 0;
     this.#recordsInSegment = 0;
-    // The checkpoint must be on disk before any older segment goes: together they hold the live keys.
-    fdatasyncSync(next);
-    this.#syncs++;
-    // And its name, before any removal: otherwise a power cut may keep the removal and lose the new file.
+    this.#rotations++;
+    // The new file's name must survive a power cut before any older segment goes.
     syncDir(this.#opts.dir);
+    // The checkpoint must be on disk before any older segment goes (together they hold the live keys). Its
+    // fdatasync is the next group commit, off the event loop (#startSync): the older segments are removed
+    // when that sync completes (#prune), and every ack of a record after the checkpoint waits for it.
+    this.#pruneAfterSync = true;
+    if (!this.#dirty) this.#dirtySince = this.#mono();
+    this.#dirty = true;
+    this.#armTimer();
+  }
+
+  /** #prune from a sync callback: a failure there is a log failure, never an exception on the loop. */
+  #pruneSafely(): void {
+    try {
+      this.#prune();
+    } catch (err) {
+      this.#fail(err);
+    }
+  }
+
+  /** Remove segments beyond maxFiles, once the newest one's checkpoint is synced; then sync the directory. */
+  #prune(): void {
+    if (!this.#pruneAfterSync) return;
+    this.#pruneAfterSync = false;
     const segments = listSegments(this.#opts.dir);
+    if (segments.length <= this.#opts.maxFiles) return;
     while (segments.length > this.#opts.maxFiles) {
       const old = segments.shift() as { name: string };
       unlinkSync(join(this.#opts.dir, old.name));
     }
-    // The new file's name (and any removal) must survive a power cut as well as its contents.
     syncDir(this.#opts.dir);
   }
 
@@ -236,10 +295,11 @@ export class EventLog implements EventLogSink {
     else closeSync(fd);
   }
 
-  #write(buf: Buffer): void {
+  /** Write at the end; `preallocate` false for checkpoint chunks (the file grows as written, no zeros first). */
+  #write(buf: Buffer, preallocate = true): void {
     const fd = this.#fd;
     if (fd === undefined) return;
-    if (this.#pos + buf.length > this.#allocated) {
+    if (preallocate && this.#pos + buf.length > this.#allocated) {
       // A quarter segment at a time (64 KiB to 4 MiB), so small test segments stay small.
       const step = Math.min(PREALLOCATE_MAX_BYTES, Math.max(64 * 1024, this.#opts.maxFileBytes >> 2));
       const target = this.#pos + buf.length + step;
@@ -250,7 +310,9 @@ export class EventLog implements EventLogSink {
     let done = 0;
     while (done < buf.length) done += writeSync(fd, buf, done, buf.length - done, this.#pos + done);
     this.#pos += buf.length;
+    if (this.#pos > this.#allocated) this.#allocated = this.#pos;
     this.#size += buf.length;
+    this.#recordBytes += buf.length;
   }
 
   append(offset: number, time: number, kind: LogKind, json: string): void {
@@ -258,11 +320,7 @@ export class EventLog implements EventLogSink {
     if (this.#lastError && !this.#reopen(offset)) return;
     try {
       const buf = encodeRecordBody(recordBodyText(offset, time, kind, json));
-      // Rotate before a record that would take the file past maxFileSize, so no segment is larger than
-      // that except by one record (one bigger than the limit itself) or by a checkpoint larger than the
-      // limit; a segment always takes at least one record, so a big checkpoint cannot make rotation spin.
-      if (this.#recordsInSegment > 0 && this.#size + buf.length > this.#opts.maxFileBytes)
-        this.#startSegment(this.#segment + 1, offset);
+      if (this.#shouldRotate(buf.length)) this.#startSegment(this.#segment + 1, offset);
       this.#write(buf);
       this.#recordsInSegment++;
       this.#lastOffset = offset;
@@ -299,6 +357,8 @@ export class EventLog implements EventLogSink {
     try {
       // The damaged segment is left as it is (recovery cuts it at its damage); no truncate, no sync.
       this.#fd = undefined;
+      // What the damaged segment held unsynced is not waited for; the new one is dirty with its checkpoint.
+      this.#dirty = false;
       this.#startSegment(index, offset);
     } catch (err) {
       const partial = this.#fd;
@@ -316,7 +376,6 @@ export class EventLog implements EventLogSink {
     }
     if (old !== undefined) this.#release(old);
     this.#lastError = undefined;
-    this.#dirty = false;
     return true;
   }
 
@@ -367,6 +426,7 @@ export class EventLog implements EventLogSink {
       this.#syncs++;
       if (!err) this.#lastSyncAt = this.#opts.now();
       if (err && this.#fd === fd) this.#fail(err);
+      if (!err && this.#fd === fd && !this.#lastError) this.#pruneSafely();
       const done = this.#inflight;
       this.#inflight = [];
       for (const w of done) w(this.#lastError);
@@ -414,6 +474,7 @@ export class EventLog implements EventLogSink {
         this.#syncs++;
         this.#lastSyncAt = this.#opts.now();
         this.#dirty = false;
+        this.#prune();
       } catch (err) {
         this.#fail(err);
       }
@@ -433,6 +494,7 @@ export class EventLog implements EventLogSink {
     try {
       ftruncateSync(fd, this.#pos);
       fsyncSync(fd);
+      this.#prune();
     } catch {
       ok = false;
     }

@@ -42,7 +42,16 @@ export interface RecoveryReport {
    * Each damaged stretch: the last offset read before it and, when a later segment was intact, the first
    * offset read after it (records in between are lost; a missing `nextOffset` means up to the end).
    */
-  lost: { file: string; byte: number; reason: string; afterOffset: number; nextOffset?: number }[];
+  lost: {
+    file: string;
+    byte: number;
+    reason: string;
+    afterOffset: number;
+    nextOffset?: number;
+    /** Wall time of the last record read before the stretch, and of the first after it (or of this start). */
+    fromTime: number;
+    toTime: number;
+  }[];
 }
 
 interface Segment {
@@ -114,6 +123,8 @@ export function recoverLog(dir: string, now: () => number, newEpoch: () => strin
   let epoch: string | undefined;
   let epochFirstOffset = 1;
   let haveBase = false;
+  /** Wall time of the newest record read so far. */
+  let lastTime = 0;
   for (const seg of segments) {
     const file = join(dir, seg.name);
     const buf = readFileSync(file);
@@ -147,7 +158,10 @@ export function recoverLog(dir: string, now: () => number, newEpoch: () => strin
     if (meta) {
       if (meta.epoch !== epoch) epochFirstOffset = meta.firstOffset;
       const open = lost.at(-1);
-      if (open && open.nextOffset === undefined) open.nextOffset = meta.firstOffset;
+      if (open && open.nextOffset === undefined) {
+        open.nextOffset = meta.firstOffset;
+        open.toTime = (r.records[0] as LogRecord).t;
+      }
       epoch = meta.epoch;
       for (const rec of r.records) {
         if (rec.k === 'meta') continue;
@@ -164,6 +178,7 @@ export function recoverLog(dir: string, now: () => number, newEpoch: () => strin
           continue;
         }
         lastOffset = rec.o;
+        lastTime = Math.max(lastTime, rec.t);
         records.push(rec);
       }
       haveBase = true;
@@ -171,7 +186,15 @@ export function recoverLog(dir: string, now: () => number, newEpoch: () => strin
     if (stop === undefined) continue;
     // Damage: keep the readable records, copy the file whole to quarantine, cut the original there.
     damage ??= { file: seg.name, byte: r.goodBytes, reason: stop };
-    lost.push({ file: seg.name, byte: r.goodBytes, reason: stop, afterOffset: order });
+    // Until a later segment says otherwise, the stretch may reach up to this start.
+    lost.push({
+      file: seg.name,
+      byte: r.goodBytes,
+      reason: stop,
+      afterOffset: order,
+      fromTime: lastTime,
+      toTime: now(),
+    });
     damagedBefore = true;
     lostBytes += buf.length - r.goodBytes;
     const copy = `${seg.name}.quarantine-${now()}`;
@@ -234,6 +257,7 @@ export function recoverLog(dir: string, now: () => number, newEpoch: () => strin
     // A clean start can replay from the start of its epoch; a new epoch from nothing older than itself.
     floorOffset: clean ? epochFirstOffset - 1 : lastOffset,
     records,
+    lost: lost.map((l) => ({ fromTime: l.fromTime, toTime: l.toTime })),
   };
   const last = remaining.at(-1);
   return clean && last

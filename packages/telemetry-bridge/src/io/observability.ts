@@ -19,6 +19,8 @@ import type { HubMetrics } from '../domain/metrics.ts';
 export interface BridgeMetrics extends HubMetrics {
   registry: Registry;
   authFailed(): void;
+  /** A WebSocket upgrade refused for its Host or Origin header. */
+  upgradeRefused(reason: string): void;
   connectionOpened(type: string): void;
   disconnected(type: string, reason: string): void;
   /** Attach the live sources of the gauges. */
@@ -148,6 +150,18 @@ export function createBridgeMetrics(): BridgeMetrics {
     help: 'Keys of departed clients deleted after their retention time',
     registers: [registry],
   });
+  const heldReleased = new Counter({
+    name: 'telemetry_bridge_held_keys_released_total',
+    help: 'Keys an adapter released on its device because their release was never confirmed (docs/companion.md)',
+    labelNames: ['adapter'],
+    registers: [registry],
+  });
+  const upgradesRefused = new Counter({
+    name: 'telemetry_bridge_upgrades_refused_total',
+    help: 'WebSocket upgrades refused for their Host or Origin header',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
   const adapterState = new Gauge({
     name: 'telemetry_bridge_adapter_state',
     help: '1 when the adapter is connected to its device, else 0',
@@ -193,6 +207,8 @@ export function createBridgeMetrics(): BridgeMetrics {
       disconnections.inc({ type: 'client', reason: 'auth_failed' });
     },
     keysExpired: (n) => keysExpired.inc(n),
+    upgradeRefused: (reason) => upgradesRefused.inc({ reason }),
+    heldKeyReleased: (adapter) => heldReleased.inc({ adapter }),
   };
 }
 

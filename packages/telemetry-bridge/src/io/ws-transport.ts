@@ -11,6 +11,7 @@ import { bearerToken, type Clock, type Logger } from '@broadcast-ops/core';
 import type { Hub } from '../domain/hub.ts';
 import { ClientSession, type SessionOptions } from './client-session.ts';
 import { CloseCode, reasonOfCode } from './close-codes.ts';
+import { upgradeAllowed } from './request-origin.ts';
 
 export interface WsTransportOptions extends SessionOptions {
   host: string;
@@ -23,12 +24,18 @@ export interface WsTransportOptions extends SessionOptions {
    * state API, docs/console.md); the WebSocket server takes its upgrades, and listen() starts it.
    */
   server?: Server;
+  /** Names the Host header may carry besides IP literals, localhost and this machine's hostname. */
+  allowedHosts?: readonly string[];
+  /** Origins (`scheme://host[:port]`) besides this host's own whose pages may open a WebSocket. */
+  allowedOrigins?: readonly string[];
 }
 
 export interface TransportEvents {
   opened(): void;
   closed(reason: string): void;
   authFailed(): void;
+  /** An upgrade refused for its Host or Origin header (request-origin.ts). */
+  upgradeRefused(reason: string): void;
 }
 
 /** How long a closing socket may take to say goodbye before it is destroyed (a slow consumer never reads it). */
@@ -127,7 +134,33 @@ export class WsTransport {
 
   async listen(): Promise<number> {
     const server = this.#opts.server;
-    const common = { perMessageDeflate: false, maxPayload: this.#opts.maxMessageSize, clientTracking: false };
+    const common = {
+      perMessageDeflate: false,
+      maxPayload: this.#opts.maxMessageSize,
+      clientTracking: false,
+      verifyClient: (
+        info: { req: IncomingMessage },
+        done: (ok: boolean, code?: number, message?: string) => void,
+      ): void => {
+        const verdict = upgradeAllowed(
+          info.req.headers,
+          this.#opts.allowedHosts ?? [],
+          this.#opts.allowedOrigins ?? [],
+        );
+        if (verdict.ok) return done(true);
+        this.#logger.warn(
+          {
+            remote: info.req.socket.remoteAddress,
+            host: info.req.headers.host,
+            origin: info.req.headers.origin,
+            reason: verdict.reason,
+          },
+          'websocket upgrade refused',
+        );
+        this.#events.upgradeRefused(verdict.reason);
+        done(false, 403, verdict.reason);
+      },
+    };
     const wss = server
       ? new WebSocketServer({ server, ...common })
       : new WebSocketServer({ host: this.#opts.host, port: this.#opts.port, ...common });

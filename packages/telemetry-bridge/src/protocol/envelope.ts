@@ -92,6 +92,11 @@ export interface HandshakeFrame {
   authToken?: string;
   /** The token a previous handshake_response issued: proves this is the same client (namespace back). */
   resumeToken?: string;
+  /**
+   * A stable id the client chose (and keeps across its restarts): with authentication off, the scope of its
+   * idempotency keys (docs/protocol.md "Exactly once").
+   */
+  clientId?: string;
   metadata?: Record<string, unknown>;
 }
 export interface HandshakeResponse {
@@ -168,12 +173,16 @@ const clientEnvelope = z.discriminatedUnion('type', [
   z.strictObject({ ...base, type: z.literal('unsubscribe'), payload: unsubscribePayload }),
 ]);
 
+/** A client-chosen stable id (handshake `clientId`). */
+export const CLIENT_ID_RE = /^[A-Za-z0-9_-]{8,128}$/;
+
 const handshake = z.strictObject({
   type: z.literal('handshake'),
   name: z.string().max(256),
   version: z.string().max(64),
   authToken: z.string().max(1024).optional(),
   resumeToken: z.string().min(1).max(128).optional(),
+  clientId: z.string().regex(CLIENT_ID_RE, 'clientId: 8-128 characters A-Z a-z 0-9 _ -').optional(),
   metadata: z.record(z.string(), z.unknown()).optional(),
 });
 const heartbeat = z.strictObject({
@@ -274,6 +283,7 @@ export function parseClientFrame(text: string): FrameParseResult {
     const frame: HandshakeFrame = { type: 'handshake', name: r.data.name, version: r.data.version };
     if (r.data.authToken !== undefined) frame.authToken = r.data.authToken;
     if (r.data.resumeToken !== undefined) frame.resumeToken = r.data.resumeToken;
+    if (r.data.clientId !== undefined) frame.clientId = r.data.clientId;
     if (r.data.metadata !== undefined) frame.metadata = r.data.metadata;
     return { ok: true, value: { kind: 'handshake', frame } };
   }

@@ -32,6 +32,7 @@ test('primary lost: on the secondary within 5 s, active host published, keys red
         { host: '127.0.0.1', port: secPort },
       ],
       // A visible switch window for the command that must fail during it.
+      failoverDelay: 600,
       reconnectDelay: 600,
       maxReconnectDelay: 1200,
       reconnectJitter: 0,

@@ -29,6 +29,7 @@ import {
   type CompanionFeatures,
 } from './features.ts';
 import { openLink, type SatelliteLink, type SatelliteTransport } from './link.ts';
+import { HeldKeys, type HeldTarget } from './held-keys.ts';
 
 export type CompanionConnectionState = 'disconnected' | 'connecting' | 'connected' | 'reconnecting' | 'error';
 
@@ -98,6 +99,8 @@ export interface CompanionAdapterOptions {
   connectionTimeout: number;
   replyTimeout: number;
   reconnectDelay: number;
+  /** Hot standby: wait before the first try of each other host after a loss (later rounds back off). */
+  failoverDelay?: number;
   maxReconnectDelay: number;
   reconnectJitter: number;
   /** 0 = retry forever. */
@@ -174,6 +177,8 @@ export class CompanionAdapter implements Adapter {
   #failover: string | undefined;
   readonly #subs = new Map<string, SubLocation>();
   readonly #subStatus = new Map<string, { status: SubStatus; reason?: string }>();
+  /** Presses whose release Companion has not confirmed (held-keys.ts), published as `companion.held`. */
+  readonly #held = new HeldKeys();
 
   constructor(options: CompanionAdapterOptions) {
     this.#o = options;
@@ -187,6 +192,11 @@ export class CompanionAdapter implements Adapter {
       options.device.variables.filter((v) => v.type === 'output').map((v) => [v.id, variablePath(v.id)]),
     );
     this.#inputs = new Set(options.device.variables.filter((v) => v.type === 'input').map((v) => v.id));
+  }
+
+  /** Silence (ms) after which the link is suspect and commands are refused unsent. */
+  get #suspectAfter(): number {
+    return Math.max(2 * this.#o.heartbeatInterval, 300);
   }
 
   get state(): CompanionConnectionState {
@@ -219,6 +229,14 @@ export class CompanionAdapter implements Adapter {
   start(ctx: AdapterContext): void {
     this.#ctx = ctx;
     this.#stopped = false;
+    // Presses an earlier run left unconfirmed (restored from the event log): released once linked there.
+    const restored = this.#held.restore(ctx.read('companion.held'));
+    if (restored > 0)
+      ctx.logger.warn(
+        { keys: this.#held.value() },
+        'keys an earlier run may have left held on Companion; each is released once linked to that Companion',
+      );
+    this.#publishHeld();
     this.#setState('connecting');
     void this.#connect();
   }
@@ -349,7 +367,11 @@ export class CompanionAdapter implements Adapter {
       const to = this.#hosts[this.#hostIndex];
       this.#failover = `Companion ${from?.host}:${from?.port} failed (${reason}); failing over to ${to?.host}:${to?.port}`;
     }
-    const delay = backoffDelay(Math.ceil(this.#attempt / n), this.#o, this.#random);
+    // The first round over the other hosts goes at once (failoverDelay): a standby is there to be used.
+    const delay =
+      n > 1 && this.#attempt < n
+        ? (this.#o.failoverDelay ?? 0)
+        : backoffDelay(Math.ceil(this.#attempt / n), this.#o, this.#random);
     this.#ctx?.logger.warn(
       { reason, attempt: this.#attempt, delayMs: delay, next: this.#hosts[this.#hostIndex] },
       'companion link down; retrying',
@@ -635,6 +657,88 @@ export class CompanionAdapter implements Adapter {
     );
     this.#restoreSubs(s);
     this.#timer(s, this.#o.refreshTimeout, () => this.#freshSoon(s));
+    void this.#releaseHeld(s);
+  }
+
+  // ------------------------------------------------------------------------------------------ held keys
+
+  #publishHeld(): void {
+    this.#set('companion.held', this.#held.value());
+  }
+
+  /** Record a press about to be sent (before the line goes out, so a crash right after still knows). */
+  #hold(s: Session, t: HeldTarget, correlationId: string): void {
+    const h = {
+      ...t,
+      host: s.host.host,
+      port: s.host.port,
+      deviceId: this.#o.device.deviceId,
+      since: Date.now(),
+      correlationId,
+    };
+    if (!this.#held.hold(h)) throw new Error('too many keys held on Companion; press refused');
+    this.#publishHeld();
+  }
+
+  #confirmRelease(s: Session, t: HeldTarget): void {
+    if (this.#held.release(s.host, t)) this.#publishHeld();
+  }
+
+  /**
+   * Release, on the Companion this session is linked to, every key a press left held there (crash, restart,
+   * lost link or failover before its release was confirmed). Companion keeps a departed surface's key
+   * pressed; the release goes to the same surface id. Logged and counted per key.
+   */
+  async #releaseHeld(s: Session): Promise<void> {
+    const dev = this.#o.device.deviceId;
+    for (const h of this.#held.on(s.host)) {
+      if (this.#session !== s) return;
+      const log = this.#ctx?.logger;
+      if (h.deviceId !== dev) {
+        // Another surface id: this surface cannot release it; reported once and forgotten.
+        this.#held.releasedByBridge(h);
+        this.#publishHeld();
+        log?.error({ held: h, deviceId: dev }, 'a key left held on another surface id cannot be released');
+        continue;
+      }
+      try {
+        if (h.kind === 'key') {
+          await this.#request(
+            s,
+            'KEY-PRESS',
+            { DEVICEID: dev, KEY: h.keyIndex, PRESSED: false },
+            this.#o.replyTimeout,
+          );
+        } else {
+          const id = `tb-${h.page}-${h.row}-${h.column}`;
+          const path = `companion.page.${h.page}.row.${h.row}.column.${h.column}`;
+          await this.#ensureSub(s, id, { path, page: h.page, row: h.row, column: h.column });
+          await this.#request(s, 'SUB-PRESS', { SUBID: id, PRESSED: false }, this.#o.replyTimeout);
+        }
+      } catch (err) {
+        log?.warn(
+          { held: h, err: (err as Error).message },
+          'could not release a key left held; retried on the next link',
+        );
+        return;
+      }
+      this.#held.releasedByBridge(h);
+      this.#publishHeld();
+      this.#ctx?.reportHeldReleased();
+      log?.warn(
+        { held: h, heldMs: Date.now() - h.since, correlationId: h.correlationId },
+        'released a key left held on Companion (its release was never confirmed)',
+      );
+      const path =
+        h.kind === 'key'
+          ? `companion.device.${this.#dev}.key.${h.keyIndex}`
+          : `companion.page.${h.page}.row.${h.row}.column.${h.column}`;
+      const data =
+        h.kind === 'key'
+          ? { deviceId: dev, keyIndex: h.keyIndex, reason: 'left_held' }
+          : { page: h.page, row: h.row, column: h.column, reason: 'left_held' };
+      this.#ctx?.emitEvent(path, 'released', data, { correlationId: h.correlationId });
+    }
   }
 
   // ------------------------------------------------------------------------------------------ subscriptions
@@ -756,6 +860,28 @@ export class CompanionAdapter implements Adapter {
         },
       };
     }
+    // A link silent for two heartbeats is suspect (a hung Companion still accepts bytes into its socket and
+    // would act on them when it resumes): nothing is sent, so this command can never run later.
+    let silent = Date.now() - s.lastRx;
+    if (silent > this.#suspectAfter) {
+      // Our own event loop may have been busy while Companion's lines waited in the socket: let one I/O
+      // poll phase read them before judging the link.
+      await new Promise((r) => setImmediate(r));
+      silent = Date.now() - s.lastRx;
+    }
+    if (this.#session !== s || s.phase !== 'live') return this.execute(cmd, signal);
+    if (silent > this.#suspectAfter) {
+      return {
+        status: 'failed',
+        error: {
+          code: 'ADAPTER_ERROR',
+          message:
+            `Companion ${s.host.host}:${s.host.port} has sent nothing for ${silent} ms (hung or cut?): ` +
+            'not sent, so it cannot run later',
+          details: { state: this.#state, silentMs: silent, suspect: true },
+        },
+      };
+    }
     const plan = planCommand(
       cmd.action,
       cmd.path,
@@ -832,12 +958,18 @@ export class CompanionAdapter implements Adapter {
     if (t.kind === 'key') {
       const path = `companion.device.${this.#dev}.key.${t.keyIndex}`;
       const data = { deviceId: dev, keyIndex: t.keyIndex };
-      if (plan.kind === 'press')
+      const target: HeldTarget = { kind: 'key', keyIndex: t.keyIndex };
+      if (plan.kind === 'press') {
+        // A lone `up` for a key the bridge already released (link back after a lost release): not sent again.
+        if (plan.pressed.length === 1 && plan.pressed[0] === false && this.#held.takeReleased(s.host, target))
+          return sent;
         for (const down of plan.pressed) {
+          if (down) this.#hold(s, target, correlationId);
           await send('KEY-PRESS', { DEVICEID: dev, KEY: t.keyIndex, PRESSED: down });
+          if (!down) this.#confirmRelease(s, target);
           event(path, down ? 'pressed' : 'released', data);
         }
-      else {
+      } else {
         await send('KEY-ROTATE', { DEVICEID: dev, KEY: t.keyIndex, DIRECTION: plan.direction });
         event(path, 'rotated', { ...data, direction: plan.direction });
       }
@@ -867,12 +999,17 @@ export class CompanionAdapter implements Adapter {
       if (isNew) this.#publishSubs();
     }
     const data = { page: t.page, row: t.row, column: t.column };
-    if (plan.kind === 'press')
+    if (plan.kind === 'press') {
+      const target: HeldTarget = { kind: 'sub', page: t.page, row: t.row, column: t.column };
+      if (plan.pressed.length === 1 && plan.pressed[0] === false && this.#held.takeReleased(s.host, target))
+        return sent;
       for (const down of plan.pressed) {
+        if (down) this.#hold(s, target, correlationId);
         await send('SUB-PRESS', { SUBID: subId, PRESSED: down });
+        if (!down) this.#confirmRelease(s, target);
         event(path, down ? 'pressed' : 'released', data);
       }
-    else {
+    } else {
       await send('SUB-ROTATE', { SUBID: subId, DIRECTION: plan.direction });
       event(path, 'rotated', { ...data, direction: plan.direction });
     }

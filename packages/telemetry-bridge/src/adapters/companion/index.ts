@@ -25,6 +25,7 @@ export function companionAdapterFromConfig(c: BridgeConfig['companion']): Compan
     connectionTimeout: c.connectionTimeout,
     replyTimeout: c.replyTimeout,
     reconnectDelay: c.reconnectDelay,
+    failoverDelay: c.failoverDelay,
     maxReconnectDelay: c.maxReconnectDelay,
     reconnectJitter: c.reconnectJitter,
     maxReconnectAttempts: c.maxReconnectAttempts,
