@@ -102,6 +102,11 @@ export const httpServerSchema = z.strictObject({
   pollIntervalMs: z.number().int().min(50).max(60_000).default(250),
   timeoutMs: z.number().int().min(50).max(60_000).default(2000),
   offlineAfterFailures: z.number().int().min(1).max(100).default(3),
+  /** Where the tally comes from: `tcp` = vMix's TCP API (`SUBSCRIBE TALLY`, falling back to the HTTP poll
+   * while it does not answer), `http` = the HTTP poll only (docs/TALLY.md). */
+  tallyApi: z.enum(['tcp', 'http']).default('tcp'),
+  /** vMix's TCP API port (fixed at 8099 on vMix; configurable for simulators and port forwards). */
+  tcpPort: peerPort.default(8099),
   username: z.string().max(256).optional(),
   password: z.string().max(256).optional(),
 });
