@@ -107,6 +107,18 @@ export const httpServerSchema = z.strictObject({
   tallyApi: z.enum(['tcp', 'http']).default('tcp'),
   /** vMix's TCP API port (fixed at 8099 on vMix; configurable for simulators and port forwards). */
   tcpPort: peerPort.default(8099),
+  /** Inputs given their own tally on the outputs, by vMix GUID (`key`): a TSL UMD index each, and a
+   * display name (else the input's title). docs/TALLY.md, "Outputs". */
+  tallyInputs: z
+    .array(
+      z.strictObject({
+        key: z.string().min(1).max(64),
+        tslIndex: z.number().int().min(1).max(65534).optional(),
+        name: z.string().min(1).max(64).optional(),
+      }),
+    )
+    .max(64)
+    .optional(),
   username: z.string().max(256).optional(),
   password: z.string().max(256).optional(),
 });
@@ -142,6 +154,21 @@ export const configSchema = z
       if (seen.has(s.id))
         ctx.addIssue({ code: 'custom', path: ['servers', i, 'id'], message: `duplicate id ${s.id}` });
       seen.add(s.id);
+    });
+    // A TSL index names one display: the devices' ids and the mapped inputs' indexes share the space.
+    const indexes = new Set(seen);
+    cfg.servers.forEach((s, i) => {
+      if (s.type !== 'http_mixer') return;
+      s.tallyInputs?.forEach((t, j) => {
+        if (t.tslIndex === undefined) return;
+        if (indexes.has(t.tslIndex))
+          ctx.addIssue({
+            code: 'custom',
+            path: ['servers', i, 'tallyInputs', j, 'tslIndex'],
+            message: `TSL index ${t.tslIndex} is already a device id or another input's index`,
+          });
+        indexes.add(t.tslIndex);
+      });
     });
   });
 

@@ -249,6 +249,12 @@ export class PlayoutService {
       packing: config.settings.tslUmdPacking,
       shutdownState: config.settings.tslUmdShutdownState,
       logger: this.#o.logger.child({ component: 'tsl' }),
+      tallyInputs: () =>
+        new Map(
+          this.#config.servers.flatMap((s) =>
+            s.type === 'http_mixer' && s.tallyInputs ? [[s.id, s.tallyInputs] as const] : [],
+          ),
+        ),
       ...(this.#o.tslRefreshMs !== undefined ? { refreshMs: this.#o.tslRefreshMs } : {}),
     });
   }

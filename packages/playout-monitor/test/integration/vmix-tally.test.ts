@@ -4,7 +4,7 @@ import { timingBound } from '@broadcast-ops/core/testing';
 import type { MixerInputTally } from '../../src/domain/mixer-tally.ts';
 import type { Monitor } from '../../src/monitor.ts';
 import { VmixSimulator } from '../../src/simulators/vmix-sim.ts';
-import { makeConfig, startMonitor, waitDevice } from '../helpers.ts';
+import { makeConfig, startMonitor, vmixEntry, waitDevice } from '../helpers.ts';
 
 const POLL_MS = 100;
 const TIMEOUT_MS = 400;
@@ -13,20 +13,9 @@ let monitor: Monitor;
 
 before(async () => {
   sim = new VmixSimulator({ tcpPort: 0 });
-  const port = await sim.start();
+  await sim.start();
   ({ monitor } = await startMonitor(
-    makeConfig([
-      {
-        id: 7,
-        name: 'vMix',
-        type: 'http_mixer',
-        ip: '127.0.0.1',
-        port,
-        tcpPort: sim.tcpPort,
-        pollIntervalMs: POLL_MS,
-        timeoutMs: TIMEOUT_MS,
-      },
-    ]),
+    makeConfig([vmixEntry(7, sim, { pollIntervalMs: POLL_MS, timeoutMs: TIMEOUT_MS })]),
   ));
 });
 
