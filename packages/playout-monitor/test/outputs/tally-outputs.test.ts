@@ -1,10 +1,11 @@
 // Per-input mixer tally on the outputs: a vMix simulator (TCP API and HTTP) feeds the whole service; TSL UMD
 // datagrams are decoded here byte by byte (not with the sender's own decoder), the WebSocket is read as a
-// page reads it.
+// page reads it, Ember+ by emberplus-connection's consumer.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { silentLogger } from '@broadcast-ops/core';
 import { timingBound } from '@broadcast-ops/core/testing';
+import { EmberClient, Model } from 'emberplus-connection';
 import { WebSocket } from 'ws';
 import { PlayoutService } from '../../src/playout-service.ts';
 import { VmixSimulator } from '../../src/simulators/vmix-sim.ts';
@@ -18,6 +19,9 @@ let service: PlayoutService;
 let rx: Awaited<ReturnType<typeof udpReceiver>>;
 let ws: WebSocket;
 const wsDevices: { atMs: number; device: OutputDevice }[] = [];
+let ember: EmberClient;
+let emberTally: Model.NumberedTreeNode<Model.Parameter>;
+const emberValues: { atMs: number; value: string }[] = [];
 
 /**
  * TSL UMD v5.0 over UDP, read straight from the protocol document's byte layout (section V5.0): PBC u16 LE
@@ -92,9 +96,34 @@ before(async () => {
     for (const device of list) wsDevices.push({ atMs: performance.now(), device });
   });
   await new Promise((resolve) => ws.once('open', resolve));
+  ember = new EmberClient('127.0.0.1', started.emberPort);
+  ember.on('error', () => undefined);
+  await ember.connect();
+  await (
+    await ember.getDirectory(ember.tree)
+  ).response;
+  const el = await ember.getElementByPath('Devices.Device_1.Tally');
+  assert.ok(el && el.contents.type === Model.ElementType.Parameter, 'Devices.Device_1.Tally is a parameter');
+  emberTally = el as Model.NumberedTreeNode<Model.Parameter>;
+  await (
+    await ember.subscribe(emberTally, (n) =>
+      emberValues.push({ atMs: performance.now(), value: String((n.contents as Model.Parameter).value) }),
+    )
+  ).response;
 });
 
+/** The tally of `key` in the Ember+ Tally parameter's last value (`<key>=<tally>;…`). */
+function emberTallyOf(key: string): string | undefined {
+  const v = emberValues.at(-1)?.value ?? String(emberTally.contents.value ?? '');
+  return v
+    .split(';')
+    .map((pair) => pair.split('='))
+    .find(([k]) => k === key)?.[1];
+}
+
 after(async () => {
+  await ember?.disconnect();
+  ember?.discard();
   ws?.close();
   await service?.close();
   await sim?.close();
@@ -126,6 +155,13 @@ test('TSL: one index per mapped input, program red, preview green, off; the mixe
   assert.equal(lastDisplay(1)?.text, 'vMix', 'the device display is still there');
   // The same on the WebSocket, keyed by GUID.
   await until(() => wsTally(sim.keyOf(1)) === 'program' && wsTally(sim.keyOf(2)) === 'preview', 5000, 'ws');
+  // And on Ember+ (Devices/Device_1/Tally), keyed by GUID too.
+  await until(
+    () => emberTallyOf(sim.keyOf(1)) === 'program' && emberTallyOf(sim.keyOf(2)) === 'preview',
+    5000,
+    'Ember+',
+  );
+  assert.equal(emberTallyOf(sim.keyOf(3)), 'off');
 });
 
 test('TSL follows the key across a renumbering, and a layer of program is red', async () => {
@@ -180,7 +216,20 @@ test('vMix stopped: TSL (decoded here) and the WebSocket show every mapped input
     'ws unknown',
   );
   const wsMs = wsAt - t0;
-  t.diagnostic(`TSL unknown after ${tslMs.toFixed(1)} ms, WebSocket after ${wsMs.toFixed(1)} ms`);
+  const emberAt = await until(
+    () =>
+      emberValues.find(
+        (e) =>
+          e.atMs >= t0 && e.value !== '' && e.value.split(';').every((pair) => pair.endsWith('=unknown')),
+      )?.atMs,
+    5000,
+    'Ember+ unknown',
+  );
+  const emberMs = emberAt - t0;
+  t.diagnostic(
+    `TSL unknown after ${tslMs.toFixed(1)} ms, WebSocket after ${wsMs.toFixed(1)} ms, Ember+ after ${emberMs.toFixed(1)} ms`,
+  );
+  assert.ok(emberMs < (await timingBound(2 * POLL_MS)), `Ember+: ${emberMs.toFixed(1)} ms`);
   // Documented bound: two poll intervals (docs/TALLY.md "Stale"); the WebSocket coalesces to updateIntervalMs.
   const bound = await timingBound(2 * POLL_MS);
   assert.ok(tslMs < bound, `TSL: ${tslMs.toFixed(1)} ms, bound ${bound.toFixed(1)}`);
