@@ -64,6 +64,32 @@ export const settingsSchema = z.strictObject({
   /** Design addition: address the outputs listen on (HTTP pages, WebSocket, control API, Ember+).
    * Loopback unless configured otherwise, so the control API is not on the network by accident. */
   listenAddress: z.string().min(1).default('127.0.0.1'),
+  /** Design addition: mixer inputs sent as punch `tally` to broker sessions (docs/TALLY.md, "Tally to punch").
+   * The admin token comes from `adminToken` or from the environment variable named by `adminTokenEnv`. */
+  punchTally: z
+    .array(
+      z.strictObject({
+        brokerUrl: z.url({ protocol: /^https?$/ }),
+        session: z.string().min(1).max(64),
+        adminToken: z.string().min(1).max(2048).optional(),
+        adminTokenEnv: z
+          .string()
+          .regex(/^[A-Z_][A-Z0-9_]{0,63}$/)
+          .optional(),
+        inputs: z
+          .array(
+            z.strictObject({
+              device: z.number().int().min(1).max(65534),
+              key: z.string().min(1).max(64),
+              stream: z.string().min(1).max(64),
+            }),
+          )
+          .min(1)
+          .max(64),
+      }),
+    )
+    .max(16)
+    .optional(),
   /** Design addition: further names the HTTP app and WebSocket answer to (the `Host` allow-list). */
   allowedHosts: z.array(host).max(32).default([]),
 });
