@@ -1,19 +1,18 @@
 // End to end: vMix simulator (TCP API) → monitor → a real punch broker (started here, through the package's
 // exports) → a WebSocket peer registered on the mapped stream, which receives the spec's `tally` message.
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { silentLogger } from '@broadcast-ops/core';
 import { tempDir } from '@broadcast-ops/core/testing';
-import { createPunchServer, loadPunchConfig, type PunchServer } from '@broadcast-ops/punch';
+import type { PunchServer } from '@broadcast-ops/punch';
 import { WebSocket } from 'ws';
 import { punchTallyMessage } from '../../src/io/punch-tally.ts';
 import { PlayoutService } from '../../src/playout-service.ts';
 import { VmixSimulator } from '../../src/simulators/vmix-sim.ts';
 import { makeConfig, vmixEntry } from '../helpers.ts';
+import { startPunchBroker } from '../punch-broker.ts';
 import { until } from '../outputs/helpers.ts';
 
-const SECRET = 'playout-monitor-test-secret-0123456789-abcdefghijklmnopqrstuvwxyz';
 const TOKEN_ENV = `PLAYOUT_TEST_PUNCH_TOKEN_${process.pid}`;
 let dir: ReturnType<typeof tempDir>;
 let broker: PunchServer;
@@ -26,21 +25,7 @@ const received: { atMs: number; msg: { type: string; stream?: string; state?: st
 
 before(async () => {
   dir = tempDir('punch-tally-');
-  broker = createPunchServer({
-    config: {
-      ...loadPunchConfig({
-        environment: {
-          PUNCH_SECRET: SECRET,
-          PUNCH_HOST: '127.0.0.1',
-          PUNCH_PORT: '0',
-          PUNCH_DB: join(dir.path, 'punch.db'),
-        },
-      }),
-      secret: SECRET,
-    },
-    logger: silentLogger(),
-  });
-  brokerUrl = await broker.listen();
+  ({ broker, url: brokerUrl } = await startPunchBroker(dir.path));
   const rest = async (path: string, body: unknown, token?: string) => {
     const res = await fetch(brokerUrl + path, {
       method: 'POST',
