@@ -1,8 +1,33 @@
-// Grid of up to 12 devices: state (tally colours), timecode, file, progress and remaining time.
+// Grid of up to 12 devices: state (tally colours), timecode, file, progress and remaining time; a vision
+// mixer also gets FTB / REC / STREAM badges and a compact strip of its inputs in their tally colours
+// (program red, preview green, off dark, unknown grey: docs/TALLY.md).
 import { connectMonitor, staleReason, el, formatRemaining, stateClass, STATE_LABEL } from './app.js';
 
 const grid = document.getElementById('grid');
 const banner = document.getElementById('banner');
+
+/** Inputs shown in a mixer's strip (the rest are counted). */
+const STRIP_MAX = 24;
+
+/** A mixer's inputs, each in its tally colour; grey (unknown) when the data is stale, never the old colour. */
+function inputStrip(d) {
+  const inputs = d.inputs.slice(0, STRIP_MAX).map((i) => {
+    const tally = d.isStale ? 'unknown' : i.tally;
+    return el(
+      'span',
+      {
+        class: `input ${tally}`,
+        'data-key': i.key,
+        'data-tally': tally,
+        title: `${i.number} ${i.title} (${tally})`,
+      },
+      `${i.number} ${i.title}`,
+    );
+  });
+  if (d.inputs.length > STRIP_MAX)
+    inputs.push(el('span', { class: 'input more' }, `+${d.inputs.length - STRIP_MAX}`));
+  return el('div', { class: 'inputs', 'data-strip': String(d.id) }, ...inputs);
+}
 
 function card(d) {
   const cls = stateClass(d);
@@ -10,6 +35,11 @@ function card(d) {
   const badges = [];
   if (d.isStale) badges.push(el('span', { class: 'badge', 'data-badge': 'stale' }, 'STALE'));
   if (d.simulated) badges.push(el('span', { class: 'badge sim', 'data-badge': 'simulated' }, 'SIMULATED'));
+  if (d.fadeToBlack) badges.push(el('span', { class: 'badge ftb', 'data-badge': 'ftb' }, 'FTB'));
+  // Recording while the state box says something else (e.g. no data): the state box says REC otherwise.
+  if (d.recording && d.state !== 'rec')
+    badges.push(el('span', { class: 'badge rec', 'data-badge': 'recording' }, 'REC'));
+  if (d.streaming) badges.push(el('span', { class: 'badge stream', 'data-badge': 'streaming' }, 'STREAM'));
   const c = el(
     'section',
     {
@@ -36,6 +66,7 @@ function card(d) {
     else if (d.state === 'play' && d.remainingMs < 10000) r.classList.add('warn');
     c.append(r);
   }
+  if (d.inputs && d.inputs.length > 0) c.append(inputStrip(d));
   const reason = staleReason(d);
   c.append(el('div', { class: 'reason' }, reason));
   return c;

@@ -64,6 +64,32 @@ export const settingsSchema = z.strictObject({
   /** Design addition: address the outputs listen on (HTTP pages, WebSocket, control API, Ember+).
    * Loopback unless configured otherwise, so the control API is not on the network by accident. */
   listenAddress: z.string().min(1).default('127.0.0.1'),
+  /** Design addition: mixer inputs sent as punch `tally` to broker sessions (docs/TALLY.md, "Tally to punch").
+   * The admin token comes from `adminToken` or from the environment variable named by `adminTokenEnv`. */
+  punchTally: z
+    .array(
+      z.strictObject({
+        brokerUrl: z.url({ protocol: /^https?$/ }),
+        session: z.string().min(1).max(64),
+        adminToken: z.string().min(1).max(2048).optional(),
+        adminTokenEnv: z
+          .string()
+          .regex(/^[A-Z_][A-Z0-9_]{0,63}$/)
+          .optional(),
+        inputs: z
+          .array(
+            z.strictObject({
+              device: z.number().int().min(1).max(65534),
+              key: z.string().min(1).max(64),
+              stream: z.string().min(1).max(64),
+            }),
+          )
+          .min(1)
+          .max(64),
+      }),
+    )
+    .max(16)
+    .optional(),
   /** Design addition: further names the HTTP app and WebSocket answer to (the `Host` allow-list). */
   allowedHosts: z.array(host).max(32).default([]),
 });
@@ -102,6 +128,23 @@ export const httpServerSchema = z.strictObject({
   pollIntervalMs: z.number().int().min(50).max(60_000).default(250),
   timeoutMs: z.number().int().min(50).max(60_000).default(2000),
   offlineAfterFailures: z.number().int().min(1).max(100).default(3),
+  /** Where the tally comes from: `tcp` = vMix's TCP API (`SUBSCRIBE TALLY`, falling back to the HTTP poll
+   * while it does not answer), `http` = the HTTP poll only (docs/TALLY.md). */
+  tallyApi: z.enum(['tcp', 'http']).default('tcp'),
+  /** vMix's TCP API port (fixed at 8099 on vMix; configurable for simulators and port forwards). */
+  tcpPort: peerPort.default(8099),
+  /** Inputs given their own tally on the outputs, by vMix GUID (`key`): a TSL UMD index each, and a
+   * display name (else the input's title). docs/TALLY.md, "Outputs". */
+  tallyInputs: z
+    .array(
+      z.strictObject({
+        key: z.string().min(1).max(64),
+        tslIndex: z.number().int().min(1).max(65534).optional(),
+        name: z.string().min(1).max(64).optional(),
+      }),
+    )
+    .max(64)
+    .optional(),
   username: z.string().max(256).optional(),
   password: z.string().max(256).optional(),
 });
@@ -137,6 +180,21 @@ export const configSchema = z
       if (seen.has(s.id))
         ctx.addIssue({ code: 'custom', path: ['servers', i, 'id'], message: `duplicate id ${s.id}` });
       seen.add(s.id);
+    });
+    // A TSL index names one display: the devices' ids and the mapped inputs' indexes share the space.
+    const indexes = new Set(seen);
+    cfg.servers.forEach((s, i) => {
+      if (s.type !== 'http_mixer') return;
+      s.tallyInputs?.forEach((t, j) => {
+        if (t.tslIndex === undefined) return;
+        if (indexes.has(t.tslIndex))
+          ctx.addIssue({
+            code: 'custom',
+            path: ['servers', i, 'tallyInputs', j, 'tslIndex'],
+            message: `TSL index ${t.tslIndex} is already a device id or another input's index`,
+          });
+        indexes.add(t.tslIndex);
+      });
     });
   });
 

@@ -15,6 +15,8 @@ export const MALFORMED_KINDS = {
   'vmix-not-vmix': 'well-formed XML without a <vmix> root',
   'vmix-too-large': 'a vMix answer over the size bound (the download is cut there)',
   'vmix-http-status': 'a vMix answer with an HTTP status other than 200',
+  'vmix-tcp-malformed':
+    'a vMix TCP API line that is not `<COMMAND> <OK|ER|length>`, over its bound, or a bad TALLY',
   'hyperdeck-unknown-line': 'a HyperDeck line that is neither a response header nor a parameter',
   'hyperdeck-bad-parameter': 'a line inside a HyperDeck response block that is not `key: value`',
   'hyperdeck-line-too-long': 'a HyperDeck line over the length bound (dropped)',

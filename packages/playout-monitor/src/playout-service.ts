@@ -26,6 +26,7 @@ import { registerControlApi } from './io/control-api.ts';
 import { EmberProvider } from './io/ember-provider.ts';
 import { healthBody, type HealthBody } from './io/http-server.ts';
 import { registerPages } from './io/pages.ts';
+import { PunchTallyOutput, type PunchTallySession } from './io/punch-tally.ts';
 import { resolveTslHost, TslSender } from './io/tsl-sender.ts';
 import { WsOutput } from './io/ws-output.ts';
 import { Monitor } from './monitor.ts';
@@ -77,6 +78,7 @@ export class PlayoutService {
   #monitor: Monitor;
   #ember: EmberProvider;
   #tsl: TslSender;
+  #punch: PunchTallyOutput | undefined;
   readonly #ws: WsOutput;
   #tick: NodeJS.Timeout | undefined;
   #oscPorts = new Map<number, number>();
@@ -154,8 +156,16 @@ export class PlayoutService {
   }
 
   publicConfig(): MonitorConfig {
+    const { punchTally, ...settings } = this.#config.settings;
     return {
       ...this.#config,
+      // Admin tokens of punch sessions never leave the monitor.
+      settings: {
+        ...settings,
+        ...(punchTally
+          ? { punchTally: punchTally.map((p) => (p.adminToken ? { ...p, adminToken: '********' } : p)) }
+          : {}),
+      },
       servers: this.#config.servers.map((s) =>
         s.type === 'http_mixer' && s.password !== undefined ? { ...s, password: '********' } : s,
       ),
@@ -249,6 +259,12 @@ export class PlayoutService {
       packing: config.settings.tslUmdPacking,
       shutdownState: config.settings.tslUmdShutdownState,
       logger: this.#o.logger.child({ component: 'tsl' }),
+      tallyInputs: () =>
+        new Map(
+          this.#config.servers.flatMap((s) =>
+            s.type === 'http_mixer' && s.tallyInputs ? [[s.id, s.tallyInputs] as const] : [],
+          ),
+        ),
       ...(this.#o.tslRefreshMs !== undefined ? { refreshMs: this.#o.tslRefreshMs } : {}),
     });
   }
@@ -266,6 +282,12 @@ export class PlayoutService {
     });
     this.#tick = setInterval(() => this.view.tick(), 250);
     this.#tick.unref();
+    this.#punch = new PunchTallyOutput({
+      view: this.view,
+      sessions: this.#punchSessions(),
+      logger: this.#o.logger.child({ component: 'punch-tally' }),
+    });
+    this.#punch.start();
     return { httpUrl: listeningUrl(this.app), emberPort: this.#ember.port, oscPorts: this.#oscPorts };
   }
 
@@ -383,9 +405,27 @@ export class PlayoutService {
       await probe('tcp', s.listenAddress, s.emberPlusPort, `settings.emberPlusPort ${s.emberPlusPort}`);
   }
 
+  /** The punch sessions with their admin token (config, else environment); one without a token is skipped. */
+  #punchSessions(): PunchTallySession[] {
+    const out: PunchTallySession[] = [];
+    for (const p of this.#config.settings.punchTally ?? []) {
+      const adminToken = p.adminToken ?? (p.adminTokenEnv ? process.env[p.adminTokenEnv] : undefined);
+      if (!adminToken) {
+        this.#o.logger.error(
+          { session: p.session, adminTokenEnv: p.adminTokenEnv },
+          'punch tally: no admin token (settings.punchTally[].adminToken or the variable adminTokenEnv names)',
+        );
+        continue;
+      }
+      out.push({ brokerUrl: p.brokerUrl, session: p.session, adminToken, inputs: p.inputs });
+    }
+    return out;
+  }
+
   /** Stop: the final TSL packet (tallies to the shutdown state) first, then every output and input. */
   async close(): Promise<void> {
     if (this.#tick) clearInterval(this.#tick);
+    this.#punch?.close();
     await this.#tsl.sendFinal().catch(() => undefined);
     await this.#ws.close();
     await this.#ember.close();

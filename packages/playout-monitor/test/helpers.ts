@@ -31,6 +31,25 @@ export function makeConfig(servers: unknown[], settings: Record<string, unknown>
   });
 }
 
+/** An `http_mixer` entry for a vMix simulator speaking both APIs (HTTP on `port`, TCP on `tcpPort`). */
+export function vmixEntry(
+  id: number,
+  sim: { port: number; tcpPort: number },
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return {
+    id,
+    name: 'vMix',
+    type: 'http_mixer',
+    ip: '127.0.0.1',
+    port: sim.port,
+    tcpPort: sim.tcpPort,
+    pollIntervalMs: 100,
+    timeoutMs: 400,
+    ...extra,
+  };
+}
+
 export async function startMonitor(
   config: MonitorConfig,
 ): Promise<{ monitor: Monitor; url: string; oscPort: number }> {

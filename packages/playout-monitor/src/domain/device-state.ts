@@ -3,6 +3,7 @@
  * Reducers per device kind turn protocol traffic into `DevicePatch`es; the store applies them and emits a
  * change event only when something people can see changed. Outputs react to those events.
  */
+import type { MixerInputTally } from './mixer-tally.ts';
 import { ZERO_TIMECODE } from './timecode.ts';
 import type { FrameRateSource } from './video-format.ts';
 
@@ -43,6 +44,12 @@ export interface DeviceState {
   fadeToBlack?: boolean;
   /** vMix only: the overlay channels with an input on them. */
   overlays?: { number: number; input: number; title: string }[];
+  /** vMix only: recording (also shown through `state` = `rec`, kept apart so FTB and recording both show). */
+  recording?: boolean;
+  /** vMix only: the tally of every input, keyed by GUID (domain/mixer-tally.ts, docs/TALLY.md). */
+  inputs?: MixerInputTally[];
+  /** vMix only: where the tally comes from: the TCP API (pushed) or the HTTP poll. */
+  tallySource?: 'tcp' | 'http';
 }
 
 /** Fields a reducer may set; `undefined` for an optional field removes it. */

@@ -15,7 +15,7 @@ export interface DeviceChange {
 }
 
 /** Equality for state fields: primitives by value, the small vMix objects and lists by content. */
-function sameValue(a: unknown, b: unknown): boolean {
+export function sameValue(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
   return JSON.stringify(a) === JSON.stringify(b);

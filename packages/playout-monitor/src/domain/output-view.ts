@@ -15,8 +15,9 @@
  * from the moment its `updated` was seen to move (on a change event or a tick).
  */
 import type { Clock } from '@broadcast-ops/core';
-import type { DeviceChange, DeviceStore } from './device-store.ts';
+import { sameValue, type DeviceChange, type DeviceStore } from './device-store.ts';
 import type { DeviceState, PlayState } from './device-state.ts';
+import { unknownTally } from './mixer-tally.ts';
 import { framesToTimecode, timecodeToFrames, ZERO_TIMECODE } from './timecode.ts';
 
 export interface OutputDevice extends DeviceState {
@@ -63,12 +64,20 @@ const VISIBLE_KEYS: readonly (keyof OutputDevice)[] = [
   'stale',
   'simulated',
   'staleAfterMs',
+  // vMix mixer state and per-input tally (domain/mixer-tally.ts).
+  'preview',
+  'overlays',
+  'fadeToBlack',
+  'recording',
+  'streaming',
+  'inputs',
+  'tallySource',
 ];
 
 function diff(a: OutputDevice | undefined, b: OutputDevice): string[] {
   if (!a) return ['*'];
   const out: string[] = [];
-  for (const k of VISIBLE_KEYS) if (a[k] !== b[k]) out.push(k);
+  for (const k of VISIBLE_KEYS) if (!sameValue(a[k], b[k])) out.push(k);
   return out;
 }
 
@@ -234,8 +243,11 @@ export class OutputView {
         stale: true,
         reason: `no data for ${Math.round(age / 1000)} s`,
         staleAfterMs,
+        ...(d.inputs ? { inputs: unknownTally(d.inputs) } : {}),
       };
     }
+    // A mixer's per-input tally is never shown older than the stale bound, whatever its play state.
+    if (d.inputs && age > staleAfterMs) return { ...d, inputs: unknownTally(d.inputs), staleAfterMs };
     return { ...d, staleAfterMs };
   }
 }

@@ -7,10 +7,12 @@
  *   offline  after `offlineAfterFailures` consecutive failed polls (default 3).
  * Timecode: the active input's `position` (ms) converted to frames at the configured rate; file name: its
  * title. Remaining time as the Companion vMix module computes it: (markOut || duration) − position.
- * Also published: the preview input, fade to black and the overlay channels in use.
+ * Also published: the preview input, fade to black, recording, streaming, the overlay channels in use and
+ * the tally of every input (domain/mixer-tally.ts); an offline mixer's inputs are `unknown`.
  */
 import type { VmixSnapshot } from '../protocol/vmix.ts';
 import type { DevicePatch } from './device-state.ts';
+import { tallyFromSnapshot, unknownTally, type MixerInputTally, type TallyDigit } from './mixer-tally.ts';
 import { framesToTimecode, msToFrames, ZERO_TIMECODE } from './timecode.ts';
 import { resolveFrameRate, type FrameRateSource } from './video-format.ts';
 
@@ -19,6 +21,7 @@ export class VmixReducer {
   readonly #framerateSource: FrameRateSource;
   readonly #offlineAfter: number;
   #failures = 0;
+  #inputs: MixerInputTally[] = [];
 
   /** vMix reports no video format: the rate is the configured one, else the default. */
   constructor(options: {
@@ -36,8 +39,13 @@ export class VmixReducer {
     return this.#failures;
   }
 
-  onSnapshot(s: VmixSnapshot): DevicePatch {
+  /** A document; `digits` = the last TCP tally push (received before this document was asked for). */
+  onSnapshot(
+    s: VmixSnapshot,
+    tally: { digits?: readonly TallyDigit[]; source?: 'tcp' | 'http' } = {},
+  ): DevicePatch {
     this.#failures = 0;
+    this.#inputs = tallyFromSnapshot(s, tally.digits);
     const input = s.activeInput;
     const fps = this.#framerate;
     const state = s.recording ? 'rec' : s.fadeToBlack ? 'stop' : input?.state === 'Running' ? 'play' : 'stop';
@@ -60,13 +68,28 @@ export class VmixReducer {
       preview: s.previewInput ? { number: s.previewInput.number, title: s.previewInput.title } : undefined,
       fadeToBlack: s.fadeToBlack,
       overlays: s.overlays,
+      recording: s.recording,
+      inputs: this.#inputs,
+      tallySource: tally.source ?? 'http',
     };
+  }
+
+  /** The mixer is not heard from (stale bound, dropped link): every input's tally is `unknown`. */
+  tallyUnknown(): DevicePatch {
+    this.#inputs = unknownTally(this.#inputs);
+    return { inputs: this.#inputs };
   }
 
   /** A failed poll; offline (with the reason) once the failures reach the bound, else nothing. */
   onFailure(reason: string): DevicePatch | undefined {
     this.#failures++;
     if (this.#failures < this.#offlineAfter) return undefined;
-    return { state: 'offline', connected: false, reason: `${reason} (${this.#failures} failed polls)` };
+    this.#inputs = unknownTally(this.#inputs);
+    return {
+      state: 'offline',
+      connected: false,
+      reason: `${reason} (${this.#failures} failed polls)`,
+      inputs: this.#inputs,
+    };
   }
 }

@@ -6,6 +6,9 @@
  *   Devices [2]
  *     Device_<id> [2.<id>]  State [.1] String, Timecode [.2] String, Filename [.3] String,
  *                           Connected [.4] Boolean, Type [.5] String
+ *                           and, for a vision mixer (`http_mixer`) only, Tally [.6] String: the tally
+ *                           of every input as `<key>=<program|preview|off|unknown>` joined by `;`
+ *                           (docs/TALLY.md, "Outputs"); the other kinds' nodes are exactly the spec's
  *
  * `<id>` is the device's configuration id, used as the node number too, so paths stay the same when other
  * devices are added or removed. Every parameter has access `read`; a consumer's write is refused (the
@@ -61,6 +64,21 @@ const PARAMS = [
   },
   { number: 5, identifier: 'Type', type: Model.ParameterType.String, value: (d: OutputDevice) => d.type },
 ] as const;
+
+/** A mixer's per-input tally, keyed by vMix GUID (docs/TALLY.md, "Outputs"). */
+const TALLY_PARAM = {
+  number: 6,
+  identifier: 'Tally',
+  type: Model.ParameterType.String,
+  value: (d: OutputDevice) => (d.inputs ?? []).map((i) => `${i.key}=${i.tally}`).join(';'),
+} as const;
+
+const MIXER_PARAMS = [...PARAMS, TALLY_PARAM] as const;
+
+/** The parameters of a device's node: the spec's five, and Tally for a mixer. */
+function paramsOf(d: OutputDevice): readonly (typeof MIXER_PARAMS)[number][] {
+  return d.type === 'http_mixer' ? MIXER_PARAMS : PARAMS;
+}
 
 // The library's model classes do not satisfy `exactOptionalPropertyTypes`; build them here, cast once.
 function treeNode(number: number, contents: unknown, children?: Record<number, Node>): Node {
@@ -263,7 +281,7 @@ export class EmberProvider {
       return qualified(path, paramContents('Version', Model.ParameterType.String, this.#o.version));
     if (path.length === 3 && path[0] === 2) {
       const d = this.#devices.get(path[1] ?? -1);
-      const p = PARAMS.find((x) => x.number === path[2]);
+      const p = d && paramsOf(d).find((x) => x.number === path[2]);
       if (d && p) return qualified(path, paramContents(p.identifier, p.type, p.value(d)));
     }
     return undefined;
@@ -293,7 +311,7 @@ export class EmberProvider {
       const d = this.#devices.get(path[1] ?? -1);
       if (d) {
         const kids: Record<number, Node> = {};
-        for (const p of PARAMS)
+        for (const p of paramsOf(d))
           kids[p.number] = treeNode(p.number, paramContents(p.identifier, p.type, p.value(d)));
         answer = qualified(path, this.#deviceNodeContents(d), kids);
       }
@@ -316,7 +334,7 @@ export class EmberProvider {
     this.#devices.set(d.id, { ...d });
     const nodePath = `2.${d.id}`;
     const renamed = !prev || prev.name !== d.name || fields.includes('*');
-    const changed = PARAMS.filter((p) => !prev || p.value(prev) !== p.value(d));
+    const changed = paramsOf(d).filter((p) => !prev || p.value(prev) !== p.value(d));
     if (changed.length === 0 && !renamed) return;
     for (const c of this.#consumers) {
       if (renamed && this.#wants(c, nodePath, '2')) c.pendingNodes.add(d.id);
@@ -356,7 +374,7 @@ export class EmberProvider {
     c.pendingNodes.clear();
     for (const [, [id, number]] of c.pending) {
       const d = this.#devices.get(id);
-      const p = PARAMS.find((x) => x.number === number);
+      const p = d && paramsOf(d).find((x) => x.number === number);
       if (d && p) elements.push(qualified([2, id, number], paramContents(p.identifier, p.type, p.value(d))));
     }
     c.pending.clear();

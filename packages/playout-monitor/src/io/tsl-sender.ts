@@ -15,6 +15,10 @@
  * several receivers read only the first display message of a packet (docs/OUTPUTS.md names them);
  * `packed` puts as many as fit in 2048 bytes into one packet.
  *
+ * Mapped mixer inputs (`tallyInputs` of an `http_mixer`, docs/TALLY.md "Outputs") have a display each at
+ * their own `tslIndex`, with the input's own tally (program red, preview green, off, unknown dimmed): they
+ * go out with their mixer's display, whenever its tally changes and in the same round-robin refresh.
+ *
  * `sendFinal()` (on SIGTERM/SIGINT) sends every device once more in the configured shutdown state
  * (`settings.tslUmdShutdownState`: `off` = every tally off, or `offline` = as an offline device shows), so
  * UMDs do not stay red after the monitor is gone.
@@ -22,8 +26,16 @@
 import { lookup } from 'node:dns/promises';
 import { createSocket, type Socket } from 'node:dgram';
 import type { Logger } from '@broadcast-ops/core';
+import { tallyOfKey } from '../domain/mixer-tally.ts';
 import type { OutputDevice, OutputView } from '../domain/output-view.ts';
-import { encodeTslPackets, tallyForState, type TslMessage } from '../protocol/tsl-umd.ts';
+import { encodeTslPackets, tallyForInput, tallyForState, type TslMessage } from '../protocol/tsl-umd.ts';
+
+/** A mixer input with its own display: the input's vMix key, its TSL index, an optional display name. */
+export interface TslInputMapping {
+  key: string;
+  tslIndex?: number | undefined;
+  name?: string | undefined;
+}
 
 export interface TslDestination {
   host: string;
@@ -40,6 +52,8 @@ export interface TslSenderOptions {
   logger: Logger;
   packing?: TslPacking;
   shutdownState?: TslShutdownState;
+  /** Mapped mixer inputs per device id (read on every send, so a new configuration applies at once). */
+  tallyInputs?: () => ReadonlyMap<number, readonly TslInputMapping[]>;
   /** Round-robin refresh period (one device per period). */
   refreshMs?: number;
   /** How often a failed destination is resolved and connected again. */
@@ -59,6 +73,24 @@ export interface TslDestinationStatus {
 
 export function tslMessage(d: Readonly<OutputDevice>): TslMessage {
   return { index: d.id, display: tallyForState(d.state), text: d.name };
+}
+
+/** The displays of a mixer's mapped inputs: each input's own tally, `unknown` when the mixer lists no such key. */
+export function inputTslMessages(
+  d: Readonly<OutputDevice>,
+  mapping: readonly TslInputMapping[],
+): TslMessage[] {
+  const out: TslMessage[] = [];
+  for (const m of mapping) {
+    if (m.tslIndex === undefined) continue;
+    const input = d.inputs?.find((i) => i.key === m.key);
+    out.push({
+      index: m.tslIndex,
+      display: tallyForInput(tallyOfKey(d.inputs, m.key)),
+      text: m.name ?? input?.title ?? m.key,
+    });
+  }
+  return out;
 }
 
 /** Resolve a destination host to one IPv4 address (an IP literal resolves to itself). */
@@ -206,7 +238,7 @@ export class TslSender {
     this.#running = true;
     this.#unsubscribe = [
       this.#o.view.onChange((d, fields) => {
-        if (fields.includes('state') || fields.includes('name') || fields.includes('*')) this.#send([d]);
+        if (['state', 'name', 'inputs', '*'].some((f) => fields.includes(f))) this.#send([d]);
       }),
       this.#o.view.onReset(() => this.sendAll()),
     ];
@@ -247,8 +279,14 @@ export class TslSender {
     for (const d of this.#destinations) this.#sendTo(d, devices);
   }
 
+  /** A device's display and those of its mapped inputs. */
+  #messages(devices: readonly Readonly<OutputDevice>[]): TslMessage[] {
+    const map = this.#o.tallyInputs?.();
+    return devices.flatMap((d) => [tslMessage(d), ...inputTslMessages(d, map?.get(d.id) ?? [])]);
+  }
+
   #sendTo(dest: Destination, devices: readonly Readonly<OutputDevice>[]): void {
-    for (const packet of this.#packets(devices.map(tslMessage))) dest.send(packet);
+    for (const packet of this.#packets(this.#messages(devices))) dest.send(packet);
   }
 
   /** The shutdown state for every device, to every connected destination; resolves once handed to the kernel. */
@@ -260,7 +298,7 @@ export class TslSender {
       state === 'off'
         ? ({ rh: 'off', text: 'off', lh: 'off', brightness: 3 } as const)
         : tallyForState('offline');
-    const messages = this.#o.view.list().map((d) => ({ index: d.id, display, text: d.name }));
+    const messages = this.#messages(this.#o.view.list()).map((m) => ({ ...m, display }));
     const pending: Promise<void>[] = [];
     for (const dest of this.#destinations) {
       for (const packet of this.#packets(messages)) {

@@ -1,15 +1,31 @@
 /**
- * vMix poller for one `http_mixer` server: `GET http://<ip>:<port>/api` every `pollIntervalMs`, never two
- * requests at once, each bounded by `timeoutMs` and by the XML size limit.
- * Keep-alive HTTP (one socket) keeps the cost of 4 polls a second low.
+ * vMix input for one `http_mixer` server: the `/api` document every `pollIntervalMs`, never two requests at
+ * once, each bounded by `timeoutMs` and by the XML size limit.
+ *
+ * With `tallyApi: "tcp"` (the default) the document comes over vMix's TCP API (`tcpPort`, 8099) while it
+ * answers: `SUBSCRIBE TALLY`, and every `TALLY OK` push asks for the document at once, so a cut reaches the
+ * outputs in one round trip instead of up to one poll interval (docs/TALLY.md). The number → key mapping
+ * for the pushed digits is always taken from a document asked for after the push. When the TCP API does not
+ * answer, the HTTP `GET http://<ip>:<port>/api` poll is used (keep-alive, one socket) and the TCP API is
+ * tried again with backoff (1 s to 30 s).
+ *
+ * Tally knows it is stale: with no document for two poll intervals, or at once when the TCP link drops,
+ * every input's tally is `unknown` (domain/mixer-tally.ts), never its last colour.
  */
 import { Agent, request, type IncomingMessage } from 'node:http';
 import { StringDecoder } from 'node:string_decoder';
 import type { Logger, TimerHandle } from '@broadcast-ops/core';
 import type { HttpServerConfig } from '../config.ts';
+import { reconnectDelayMs } from '../domain/backoff.ts';
+import type { TallyDigit } from '../domain/mixer-tally.ts';
 import { VmixReducer } from '../domain/vmix-reducer.ts';
 import { parseVmixXml, VMIX_MAX_XML_BYTES } from '../protocol/vmix.ts';
 import type { InputContext } from './input-context.ts';
+import { VmixTcpLink } from './vmix-tcp-link.ts';
+
+/** TCP API reconnect backoff bounds. */
+const TCP_RETRY_MIN_MS = 1000;
+const TCP_RETRY_MAX_MS = 30_000;
 
 export interface VmixPollerOptions extends InputContext {
   server: HttpServerConfig;
@@ -36,6 +52,16 @@ export class VmixPoller {
   #lastVersion = '';
   #lastBody = '';
   #offlineLogged = false;
+  #link: VmixTcpLink | undefined;
+  #linkAttempts = 0;
+  #linkTimer: TimerHandle | undefined;
+  #connecting = false;
+  /** The last `TALLY OK` digits pushed over the link (cleared when it drops). */
+  #digits: TallyDigit[] | undefined;
+  /** A push-triggered document request runs; `#again` = another push came meanwhile. */
+  #pushing = false;
+  #again = false;
+  #tallyStale: TimerHandle | undefined;
 
   constructor(options: VmixPollerOptions) {
     this.#o = options;
@@ -49,6 +75,102 @@ export class VmixPoller {
 
   start(): void {
     this.#schedule(0);
+    if (this.#o.server.tallyApi === 'tcp') this.#connectTcp();
+  }
+
+  /** Whether the TCP API link is up (the tally is pushed). */
+  get tcpLinked(): boolean {
+    return this.#link?.open === true;
+  }
+
+  #connectTcp(): void {
+    if (this.#closed || this.#connecting || this.#link) return;
+    this.#connecting = true;
+    const s = this.#o.server;
+    VmixTcpLink.open({
+      host: s.ip,
+      port: s.tcpPort,
+      timeoutMs: s.timeoutMs,
+      clock: this.#o.clock,
+      onTally: (digits) => this.#onTally(digits),
+      onClose: (reason) => this.#onLinkClosed(reason),
+      onMalformed: (error) => this.#o.malformed.report('vmix-tcp-malformed', { device: s.id, error }),
+    }).then(
+      (link) => {
+        this.#connecting = false;
+        if (this.#closed) {
+          link.close();
+          return;
+        }
+        this.#link = link;
+        this.#linkAttempts = 0;
+        this.#logger.info({ port: s.tcpPort }, 'vMix TCP API linked: tally is pushed');
+        this.#pushRefresh();
+      },
+      (err: unknown) => {
+        this.#connecting = false;
+        if (this.#linkAttempts === 0) {
+          this.#logger.info(
+            { port: s.tcpPort, error: (err as Error).message },
+            'vMix TCP API not answering: HTTP poll',
+          );
+        }
+        this.#retryTcp();
+      },
+    );
+  }
+
+  #retryTcp(): void {
+    if (this.#closed) return;
+    const delay = reconnectDelayMs(this.#linkAttempts++, TCP_RETRY_MIN_MS, TCP_RETRY_MAX_MS, Math.random);
+    this.#linkTimer = this.#o.clock.setTimer(delay, () => this.#connectTcp());
+  }
+
+  #onLinkClosed(reason: string): void {
+    this.#link = undefined;
+    this.#digits = undefined;
+    if (this.#closed) return;
+    this.#logger.warn({ reason }, 'vMix TCP API link lost: tally unknown, HTTP poll');
+    // A dropped link: the tally is unknown at once (the HTTP poll, if vMix still answers, brings it back).
+    this.#lastBody = '';
+    this.#o.store.apply(this.#o.server.id, this.#reducer.tallyUnknown(), false);
+    this.#retryTcp();
+  }
+
+  #onTally(digits: TallyDigit[]): void {
+    this.#digits = digits;
+    if (this.#pushing) this.#again = true;
+    else this.#pushRefresh();
+  }
+
+  /** Ask for the document now (a tally push, or the link just opened) and apply it. */
+  #pushRefresh(): void {
+    const link = this.#link;
+    if (!link || this.#closed) return;
+    this.#pushing = true;
+    this.#again = false;
+    const digits = this.#digits;
+    link.xml().then(
+      (body) => {
+        this.#pushing = false;
+        if (!this.#closed) this.#applyBody(body, digits, 'tcp');
+        if (this.#again) this.#pushRefresh();
+      },
+      () => {
+        // The link reports its end through onLinkClosed.
+        this.#pushing = false;
+      },
+    );
+  }
+
+  /** Tally with no document for two poll intervals is unknown (docs/TALLY.md, "Stale"). */
+  #armTallyStale(): void {
+    this.#tallyStale?.cancel();
+    this.#tallyStale = this.#o.clock.setTimer(2 * this.#o.server.pollIntervalMs, () => {
+      if (this.#closed) return;
+      this.#lastBody = '';
+      this.#o.store.apply(this.#o.server.id, this.#reducer.tallyUnknown(), false);
+    });
   }
 
   #schedule(ms: number): void {
@@ -58,32 +180,12 @@ export class VmixPoller {
 
   async #pollOnce(): Promise<void> {
     const started = this.#o.clock.monotonicMs();
+    const link = this.#link;
+    const digits = this.#digits;
     try {
-      const body = await this.#fetch();
+      const body = link ? await link.xml() : await this.#fetch();
       if (this.#closed) return;
-      // An unchanged document (nothing playing, meters still) changes nothing: only `updated` moves.
-      if (body === this.#lastBody) {
-        this.#o.store.apply(this.#o.server.id, {}, true);
-        this.#schedule(Math.max(0, this.#o.server.pollIntervalMs - (this.#o.clock.monotonicMs() - started)));
-        return;
-      }
-      this.#lastBody = '';
-      const parsed = parseVmixXml(body);
-      if (!parsed.ok) {
-        this.#o.malformed.report(`vmix-${parsed.code}`, { device: this.#o.server.id, error: parsed.message });
-        this.#failure(`bad XML from vMix (${parsed.code})`);
-      } else {
-        if (parsed.snapshot.version !== this.#lastVersion) {
-          this.#lastVersion = parsed.snapshot.version;
-          this.#logger.info(
-            { version: parsed.snapshot.version, edition: parsed.snapshot.edition },
-            'vMix answered',
-          );
-        }
-        this.#offlineLogged = false;
-        this.#lastBody = body;
-        this.#o.store.apply(this.#o.server.id, this.#reducer.onSnapshot(parsed.snapshot), true);
-      }
+      this.#applyBody(body, link ? digits : undefined, link ? 'tcp' : 'http');
     } catch (err) {
       if (this.#closed) return;
       const e = err instanceof PollError ? err : new PollError('network', (err as Error).message);
@@ -94,6 +196,40 @@ export class VmixPoller {
     }
     const elapsed = this.#o.clock.monotonicMs() - started;
     this.#schedule(Math.max(0, this.#o.server.pollIntervalMs - elapsed));
+  }
+
+  #applyBody(body: string, digits: readonly TallyDigit[] | undefined, source: 'tcp' | 'http'): void {
+    const id = this.#o.server.id;
+    // An unchanged document (nothing playing, meters still) with the same digits changes nothing: only
+    // `updated` moves.
+    const seen = `${source}\n${digits?.join('') ?? ''}\n${body}`;
+    if (seen === this.#lastBody) {
+      this.#o.store.apply(id, {}, true);
+      this.#armTallyStale();
+      return;
+    }
+    this.#lastBody = '';
+    const parsed = parseVmixXml(body);
+    if (!parsed.ok) {
+      this.#o.malformed.report(`vmix-${parsed.code}`, { device: id, error: parsed.message });
+      this.#failure(`bad XML from vMix (${parsed.code})`);
+      return;
+    }
+    if (parsed.snapshot.version !== this.#lastVersion) {
+      this.#lastVersion = parsed.snapshot.version;
+      this.#logger.info(
+        { version: parsed.snapshot.version, edition: parsed.snapshot.edition },
+        'vMix answered',
+      );
+    }
+    this.#offlineLogged = false;
+    this.#lastBody = seen;
+    this.#o.store.apply(
+      id,
+      this.#reducer.onSnapshot(parsed.snapshot, { source, ...(digits ? { digits } : {}) }),
+      true,
+    );
+    this.#armTallyStale();
   }
 
   #failure(reason: string): void {
@@ -166,6 +302,10 @@ export class VmixPoller {
   close(): void {
     this.#closed = true;
     this.#timer?.cancel();
+    this.#linkTimer?.cancel();
+    this.#tallyStale?.cancel();
+    this.#link?.close();
+    this.#link = undefined;
     this.#inFlight?.();
     this.#agent.destroy();
   }

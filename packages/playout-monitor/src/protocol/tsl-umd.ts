@@ -43,17 +43,36 @@ export function controlWord(d: TallyDisplay): number {
  * tally stays off. "Dimmed" is brightness 1.
  */
 export function tallyForState(state: 'play' | 'rec' | 'stop' | 'offline'): TallyDisplay {
-  switch (state) {
-    case 'play':
-      return { rh: 'red', text: 'red', lh: 'off', brightness: 3 };
-    case 'rec':
-      return { rh: 'amber', text: 'amber', lh: 'off', brightness: 3 };
-    case 'stop':
-      return { rh: 'off', text: 'off', lh: 'off', brightness: 3 };
-    case 'offline':
-      return { rh: 'off', text: 'off', lh: 'off', brightness: 1 };
-  }
+  return { ...STATE_DISPLAY[state] };
 }
+
+/** The colour on the right-hand and text tallies, the left-hand tally off. */
+function display(colour: TallyColour, brightness = 3): TallyDisplay {
+  return { rh: colour, text: colour, lh: 'off', brightness };
+}
+
+const STATE_DISPLAY = {
+  play: display('red'),
+  rec: display('amber'),
+  stop: display('off'),
+  offline: display('off', 1),
+} as const;
+
+/**
+ * A mixer input's tally (docs/TALLY.md, "Outputs"): program red, preview green (both on the right-hand and
+ * text tallies, brightness 3, as a device's play), off dark, unknown off and dimmed (brightness 1, as an
+ * offline device). The left-hand tally stays off.
+ */
+export function tallyForInput(tally: 'program' | 'preview' | 'off' | 'unknown'): TallyDisplay {
+  return { ...INPUT_DISPLAY[tally] };
+}
+
+const INPUT_DISPLAY = {
+  program: display('red'),
+  preview: display('green'),
+  off: display('off'),
+  unknown: display('off', 1),
+} as const;
 
 const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
 

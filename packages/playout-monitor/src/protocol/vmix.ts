@@ -14,6 +14,8 @@
 
 /** The largest document accepted; a real vMix with a few hundred inputs sends well under 1 MiB. */
 export const VMIX_MAX_XML_BYTES = 4 * 1024 * 1024;
+/** Layers read per input (vMix has 10 layers per input; anything past this is ignored). */
+const MAX_LAYERS = 64;
 /** Nesting deeper than this is refused (vMix documents are about five levels deep). */
 const MAX_DEPTH = 64;
 
@@ -28,6 +30,18 @@ export interface VmixInput {
   markInMs: number | undefined;
   markOutMs: number | undefined;
   loop: boolean;
+}
+
+/**
+ * Every input's identity and layers, for per-input tally. `key` is vMix's GUID for the input: it stays when
+ * inputs are reordered, while `number` changes. `layers` are the keys of the inputs this input shows as
+ * layers (its `<overlay index key>` children: Multi View, Virtual Set, a PiP), in index order.
+ */
+export interface VmixInputRef {
+  number: number;
+  key: string;
+  title: string;
+  layers: string[];
 }
 
 export interface VmixOverlay {
@@ -48,6 +62,8 @@ export interface VmixSnapshot {
   previewInput: VmixInput | undefined;
   overlays: VmixOverlay[];
   inputCount: number;
+  /** Every input with a number, in document order. */
+  inputRefs: VmixInputRef[];
   fadeToBlack: boolean;
   recording: boolean;
   recordingDurationSec: number | undefined;
@@ -171,6 +187,24 @@ interface RawInput {
   tag: Tag;
   /** Where its first text node ends (its text is only read for the inputs published). */
   textEnd: number;
+  /** Keys of its `<overlay index key>` layer children. */
+  layers: string[];
+}
+
+/** An input's key and title, read in one pass over its attributes (title falls back to its text). */
+function toRef(xml: string, number: number, raw: RawInput): VmixInputRef {
+  let key = '';
+  let title: string | undefined;
+  for (const [k, v] of attributes(xml, raw.tag)) {
+    if (k === 'key') key = decodeXmlText(v);
+    else if (k === 'title') title = decodeXmlText(v);
+  }
+  return {
+    number,
+    key,
+    title: title ?? decodeXmlText(xml.slice(raw.tag.end, raw.textEnd).trim()),
+    layers: raw.layers,
+  };
 }
 
 function toInput(xml: string, raw: RawInput): VmixInput | undefined {
@@ -226,6 +260,8 @@ function scan(xml: string): VmixParseResult {
   const inputs = new Map<number, RawInput>();
   let inputCount = 0;
   const overlays: { number: number; text: string }[] = [];
+  /** The `<input>` being read (its layer children are added to it). */
+  let currentInput: RawInput | undefined;
   // Text collection: what the current element's text goes to, if anything (root-level values, overlays).
   let textTarget: ((t: string) => void) | undefined;
   let pos = 0;
@@ -295,9 +331,23 @@ function scan(xml: string): VmixParseResult {
     } else if (depth === 2 && parent === 'inputs' && tag.name === 'input') {
       inputCount++;
       const number = numberOf(xml, tag);
+      currentInput = undefined;
       if (number !== undefined && !inputs.has(number)) {
         const next = xml.indexOf('<', tag.end);
-        inputs.set(number, { tag, textEnd: tag.selfClosing || next < 0 ? tag.end : next });
+        currentInput = { tag, textEnd: tag.selfClosing || next < 0 ? tag.end : next, layers: [] };
+        inputs.set(number, currentInput);
+      }
+    } else if (
+      depth === 3 &&
+      stack[1] === 'inputs' &&
+      parent === 'input' &&
+      tag.name === 'overlay' &&
+      currentInput
+    ) {
+      // A layer of the input: `<overlay index="0.." key="GUID"/>` (vMix help, "Developer API").
+      const key = attrOf(xml, tag, 'key');
+      if (key !== undefined && key !== '' && currentInput.layers.length < MAX_LAYERS) {
+        currentInput.layers.push(decodeXmlText(key));
       }
     } else if (depth === 2 && parent === 'overlays' && tag.name === 'overlay') {
       const number = numberOf(xml, tag);
@@ -342,6 +392,7 @@ function scan(xml: string): VmixParseResult {
       previewInput: pick(preview),
       overlays: overlayList,
       inputCount,
+      inputRefs: [...inputs].map(([n, raw]) => toRef(xml, n, raw)),
       fadeToBlack: bool(text('fadeToBlack')),
       recording: bool(text('recording')),
       recordingDurationSec: recordingTag ? num(attrOf(xml, recordingTag, 'duration')) : undefined,

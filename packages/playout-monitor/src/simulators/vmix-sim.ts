@@ -6,9 +6,16 @@
  * `<recording duration=…>`, `<streaming>`. Characters outside ASCII in titles go out as numeric character
  * references. Scriptable: play a clip on the program input, pause, stop, preview, overlays, fade to black,
  * record, stream, go offline (close the port), come back, hang (no answer), answer 500, or answer garbage.
+ *
+ * It also speaks the TCP API (vMix help, "TCP API"; port 8099 on a real vMix, `tcpPort` here, 0 = any):
+ * `SUBSCRIBE TALLY` → `SUBSCRIBE OK TALLY` and then `TALLY OK <digits>` pushed on every tally change,
+ * `TALLY` → `TALLY OK <digits>`, `XML` → `XML <bytes>\r\n<the /api document>\r\n`; anything else gets
+ * `<COMMAND> ER`. Its digits are vMix's own per-number tally: 1 for the `<active>` input, 2 for `<preview>`
+ * (layers and overlay channels are left to the monitor's rule, docs/TALLY.md). Inputs can be cut to program,
+ * given layers, and moved (renumbered, keys kept).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import { createServer as createTcpServer, type Server as TcpServer, type Socket } from 'node:net';
 
 export type VmixSimMode = 'ok' | 'hang' | 'error500' | 'garbage' | 'truncated';
 
@@ -26,6 +33,21 @@ interface SimInput {
   loop: boolean;
   /** Title inputs: their text fields. */
   fields?: string[];
+  /** Keys of the inputs shown as its layers, by layer index. */
+  layers?: (string | undefined)[];
+}
+
+/** Listen on `port` (0 = any) and return the bound port. */
+async function listen(server: TcpServer, port: number, host: string): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.removeListener('error', reject);
+      resolve();
+    });
+  });
+  const addr = server.address();
+  return addr && typeof addr === 'object' ? addr.port : 0;
 }
 
 function esc(s: string): string {
@@ -55,6 +77,14 @@ export class VmixSimulator {
   #streaming = false;
   #requests = 0;
   readonly version: string;
+  readonly #tcpHost: string;
+  readonly #tcpPortOption: number | undefined;
+  #tcpServer: TcpServer | undefined;
+  #tcpBoundPort = 0;
+  readonly #tcpSockets = new Set<Socket>();
+  readonly #tallySubscribers = new Set<Socket>();
+  #lastDigits = '';
+  #tallyPushes = 0;
 
   readonly #auth: string | undefined;
 
@@ -66,8 +96,12 @@ export class VmixSimulator {
       auth?: { username: string; password: string };
       /** Extra title (GT) inputs after the three standard ones, as a large show has. */
       titleInputs?: number;
+      /** Listen for the TCP API on this port (0 = any free port); absent = no TCP API. */
+      tcpPort?: number;
     } = {},
   ) {
+    this.#tcpHost = options.host ?? '127.0.0.1';
+    this.#tcpPortOption = options.tcpPort;
     this.#auth = options.auth
       ? `Basic ${Buffer.from(`${options.auth.username}:${options.auth.password}`).toString('base64')}`
       : undefined;
@@ -134,6 +168,106 @@ export class VmixSimulator {
     return this.#requests;
   }
 
+  /** The TCP API's bound port (0 before it listens). */
+  get tcpPort(): number {
+    return this.#tcpBoundPort;
+  }
+
+  /** `TALLY OK` lines pushed to subscribers so far. */
+  get tallyPushes(): number {
+    return this.#tallyPushes;
+  }
+
+  /** vMix's own per-number tally digits: 1 program (`<active>`), 2 preview, 0 off. */
+  tallyDigits(): string {
+    return this.#inputs
+      .map((i) => (i.number === this.#active ? '1' : i.number === this.#preview ? '2' : '0'))
+      .join('');
+  }
+
+  /** The key (GUID) of input `number`. */
+  keyOf(number: number): string {
+    const i = this.#inputs.find((x) => x.number === number);
+    if (!i) throw new Error(`no input ${number}`);
+    return i.key;
+  }
+
+  /** Push `TALLY OK` to the subscribers when the digits changed (vMix pushes on every tally change). */
+  #tallyChanged(): void {
+    const digits = this.tallyDigits();
+    if (digits === this.#lastDigits) return;
+    this.#lastDigits = digits;
+    for (const s of this.#tallySubscribers) {
+      this.#tallyPushes++;
+      s.write(`TALLY OK ${digits}\r\n`);
+    }
+  }
+
+  async #startTcp(): Promise<void> {
+    if (this.#tcpPortOption === undefined || this.#tcpServer) return;
+    const server = createTcpServer((socket) => this.#tcpSession(socket));
+    this.#tcpBoundPort = await listen(server, this.#tcpBoundPort || this.#tcpPortOption, this.#tcpHost);
+    this.#tcpServer = server;
+    this.#lastDigits = this.tallyDigits();
+  }
+
+  #tcpSession(socket: Socket): void {
+    this.#tcpSockets.add(socket);
+    socket.on('close', () => {
+      this.#tcpSockets.delete(socket);
+      this.#tallySubscribers.delete(socket);
+    });
+    socket.on('error', () => socket.destroy());
+    let pending = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => {
+      pending += chunk;
+      if (pending.length > 65_536) {
+        socket.destroy();
+        return;
+      }
+      let lf: number;
+      while ((lf = pending.indexOf('\n')) >= 0) {
+        const line = pending.slice(0, lf).replace(/\r$/, '').trim();
+        pending = pending.slice(lf + 1);
+        if (line !== '') this.#tcpCommand(socket, line);
+      }
+    });
+  }
+
+  #tcpCommand(socket: Socket, line: string): void {
+    if (this.#mode === 'hang') return;
+    const [command = ''] = line.split(' ');
+    const upper = line.toUpperCase();
+    if (upper === 'SUBSCRIBE TALLY') {
+      this.#tallySubscribers.add(socket);
+      socket.write('SUBSCRIBE OK TALLY\r\n');
+    } else if (upper === 'UNSUBSCRIBE TALLY') {
+      this.#tallySubscribers.delete(socket);
+      socket.write('UNSUBSCRIBE OK TALLY\r\n');
+    } else if (upper === 'TALLY') {
+      socket.write(`TALLY OK ${this.tallyDigits()}\r\n`);
+    } else if (upper === 'XML') {
+      const xml = Buffer.from(this.xml(), 'utf8');
+      socket.write(Buffer.concat([Buffer.from(`XML ${xml.length}\r\n`), xml, Buffer.from('\r\n')]));
+    } else {
+      socket.write(`${command.toUpperCase()} ER Unsupported\r\n`);
+    }
+  }
+
+  /** Close the TCP API port and drop its connections (the HTTP API keeps answering). */
+  async tcpOffline(): Promise<void> {
+    const server = this.#tcpServer;
+    this.#tcpServer = undefined;
+    for (const s of this.#tcpSockets) s.destroy();
+    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  /** Listen for the TCP API again on the same port. */
+  async tcpOnline(): Promise<void> {
+    await this.#startTcp();
+  }
+
   async start(): Promise<number> {
     const server = createServer((req, res) => this.#handle(req, res));
     server.keepAliveTimeout = 5000;
@@ -141,16 +275,9 @@ export class VmixSimulator {
       this.#sockets.add(s);
       s.on('close', () => this.#sockets.delete(s));
     });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(this.#boundPort || this.#port, this.#host, () => {
-        server.removeListener('error', reject);
-        resolve();
-      });
-    });
+    this.#boundPort = await listen(server, this.#boundPort || this.#port, this.#host);
     this.#server = server;
-    const addr = server.address();
-    if (addr && typeof addr === 'object') this.#boundPort = addr.port;
+    await this.#startTcp();
     return this.#boundPort;
   }
 
@@ -206,10 +333,13 @@ export class VmixSimulator {
         const fields = (i.fields ?? [])
           .map((f, n) => `<text index="${n}" name="Headline${n}.Text">${esc(f)}</text>`)
           .join('');
+        const layers = (i.layers ?? [])
+          .map((key, n) => (key === undefined ? '' : `<overlay index="${n}" key="${key}" />`))
+          .join('');
         return (
           `<input key="${i.key}" number="${i.number}" type="${i.type}" title="${esc(i.title)}" shortTitle="${esc(i.title)}" ` +
           `state="${ended ? 'Completed' : i.state}" position="${position}" duration="${i.durationMs}" loop="${i.loop ? 'True' : 'False'}"${markOut} ` +
-          `muted="False" volume="100" balance="0" solo="False" audiobusses="M" meterF1="${(Math.random() * 0.3).toFixed(4)}" meterF2="0" gainDb="0">${esc(i.title)}${fields}</input>`
+          `muted="False" volume="100" balance="0" solo="False" audiobusses="M" meterF1="${(Math.random() * 0.3).toFixed(4)}" meterF2="0" gainDb="0">${esc(i.title)}${fields}${layers}</input>`
         );
       })
       .join('\r\n');
@@ -255,6 +385,7 @@ export class VmixSimulator {
     if (options.markOutMs !== undefined) clip.markOutMs = options.markOutMs;
     else delete clip.markOutMs;
     this.#active = clip.number;
+    this.#tallyChanged();
   }
 
   /** Pause the program input where it is (optionally at an exact position, for frame-exact checks). */
@@ -271,11 +402,46 @@ export class VmixSimulator {
     clip.state = 'Paused';
     clip.positionMs = 0;
     this.#active = 3;
+    this.#tallyChanged();
   }
 
   /** Put input `number` on preview. */
   previewInput(number: number): void {
     this.#preview = number;
+    this.#tallyChanged();
+  }
+
+  /** Cut input `number` to program (the previous program input goes to preview, as vMix's Cut does). */
+  cut(number: number): void {
+    if (number !== this.#active) this.#preview = this.#active;
+    this.#active = number;
+    this.#tallyChanged();
+  }
+
+  /** Show input `layerInput` as layer `index` (0–9) of input `number`, or clear that layer. */
+  layer(number: number, index: number, layerInput: number | undefined): void {
+    const i = this.#inputs.find((x) => x.number === number);
+    if (!i) throw new Error(`no input ${number}`);
+    const layers = [...(i.layers ?? [])];
+    layers[index] = layerInput === undefined ? undefined : this.keyOf(layerInput);
+    i.layers = layers;
+  }
+
+  /** Move input `from` to position `to` (1-based): vMix renumbers every input, keys stay. */
+  moveInput(from: number, to: number): void {
+    const activeKey = this.keyOf(this.#active);
+    const previewKey = this.keyOf(this.#preview);
+    const overlayKeys = new Map([...this.#overlays].map(([n, input]) => [n, this.keyOf(input)]));
+    const idx = this.#inputs.findIndex((x) => x.number === from);
+    const [moved] = this.#inputs.splice(idx, 1);
+    if (!moved) throw new Error(`no input ${from}`);
+    this.#inputs.splice(to - 1, 0, moved);
+    this.#inputs.forEach((x, n) => (x.number = n + 1));
+    const numberOf = (key: string): number => this.#inputs.find((x) => x.key === key)?.number ?? 0;
+    this.#active = numberOf(activeKey);
+    this.#preview = numberOf(previewKey);
+    for (const [n, key] of overlayKeys) this.#overlays.set(n, numberOf(key));
+    this.#tallyChanged();
   }
 
   /** Fade to black on or off. */
@@ -309,8 +475,9 @@ export class VmixSimulator {
     if (mode !== 'hang') for (const res of this.#hung) res.destroy();
   }
 
-  /** Close the port and every connection: vMix closed or the machine gone. */
+  /** Close the ports and every connection: vMix closed or the machine gone. */
   async offline(): Promise<void> {
+    await this.tcpOffline();
     const server = this.#server;
     this.#server = undefined;
     for (const res of this.#hung) res.destroy();
