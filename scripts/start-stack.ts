@@ -18,8 +18,8 @@
  * Ports: before anything starts, every port the stack will listen on is tried; a busy one is named with the
  * service that wants it and the way out. `--port-offset N` (or BROADCAST_OPS_PORT_OFFSET=N) moves every demo
  * port by N: the ports in toolkit.start (URLs, `ports`, env values of *_PORT variables) and, in a copy under
- * data/stack/, every port in the config files passed as arguments (keys named `port`, `*Port`, `*_port`, and
- * the values of a `*Ports` object); the landing page (8600) moves with them.
+ * data/stack/, every port in the config files passed as arguments (keys named `port`, `*Port`, `*_port`, the
+ * values of a `*Ports` object, and the port of every loopback URL); the landing page (8600) moves with them.
  *
  * Service logs (JSON lines) go to data/logs/<service>.log; `npm start -- --verbose` also echoes them.
  */
@@ -151,6 +151,9 @@ function shiftConfigPorts(value: unknown, key = '', inPorts = false): unknown {
   }
   if (typeof value === 'number' && Number.isInteger(value) && (inPorts || /(^port|Port|_port)$/.test(key)))
     return shiftPort(value);
+  // A loopback URL in a config names a demo port (e.g. the status service's list of the others).
+  if (typeof value === 'string' && /^(?:https?|wss?):\/\/(?:127\.0\.0\.1|localhost|\[::1\]):\d+/.test(value))
+    return shiftUrl(value);
   return value;
 }
 

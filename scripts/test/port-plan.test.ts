@@ -50,10 +50,13 @@ test('the Fetch standard bad-port list is the one Node fetch refuses (each port:
 
 test('every offset 0..3000 step 100: accepted with only usable ports, or refused naming the port with a working offset', () => {
   const plan = realPlan();
-  assert.deepEqual(
-    plan.map((s) => s.name),
-    ['playout-monitor', 'punch', 'telemetry-bridge', 'timesvc'],
-  );
+  assert.deepEqual(plan.map((s) => s.name).sort(), [
+    'broadcast-ops-status',
+    'playout-monitor',
+    'punch',
+    'telemetry-bridge',
+    'timesvc',
+  ]);
   const refused: number[] = [];
   for (let offset = 0; offset <= 3000; offset += 100) {
     const r = checkPlan(plan, offset);
@@ -63,7 +66,7 @@ test('every offset 0..3000 step 100: accepted with only usable ports, or refused
       r.claims.some((c) => c.service === 'start-stack' && c.port === LANDING_PORT + offset),
       `offset ${offset}`,
     );
-    for (const name of ['playout-monitor', 'punch', 'telemetry-bridge', 'timesvc'])
+    for (const name of ['broadcast-ops-status', 'playout-monitor', 'punch', 'telemetry-bridge', 'timesvc'])
       assert.ok(
         tcp.some((c) => c.service === name),
         `offset ${offset}: no TCP port for ${name}`,
