@@ -116,4 +116,13 @@ test('every toolkit metric in the rules and the dashboard is registered by a ser
   assert.ok(used.size >= 10, [...used].join());
   const missing = [...used].filter((n) => !registered.has(n));
   assert.deepEqual(missing, [], 'metrics no service registers');
+  // Label values the rules match on are the ones the services write.
+  const bridgeAdapter = readFileSync(
+    join(repoRoot, 'packages/telemetry-bridge/src/adapters/companion/adapter.ts'),
+    'utf8',
+  );
+  const adapters = [...text.matchAll(/adapter=\\?"([^"\\]+)\\?"/g)];
+  assert.ok(adapters.length >= 2, 'the rules and the dashboard match on the Companion adapter');
+  for (const m of adapters)
+    assert.ok(bridgeAdapter.includes(`readonly name = '${m[1] ?? ''}'`), `adapter label ${m[1]}`);
 });

@@ -100,7 +100,7 @@ test('a timesvc in HOLDOVER is amber with its estimated error; an offline playou
         method: 'POST',
         body: JSON.stringify(body),
       });
-    await set('timesvc', { clock_state: 'HOLDOVER', estimated_error_s: 0.0042 });
+    await set('timesvc', { clock_state: 'holdover', estimated_error_s: 0.0042 });
     const f = await waitFor(
       async () => {
         const now = await fleet(rig);

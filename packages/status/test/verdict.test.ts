@@ -10,7 +10,7 @@ const text = (body: string): Fetched => ({ ok: true, status: 200, body });
 test('timesvc: LOCKED green, HOLDOVER amber with its estimated error, SYNCING red; stratum and GPSDO from metrics', () => {
   const metrics = text('# HELP x\ntimesvc_ntp_stratum 1\ntimesvc_gpsdo_locked 0\ntimesvc_ptp_port_state 6\n');
   const locked = verdict('timesvc', {
-    health: ok({ clock_state: 'LOCKED', estimated_error_s: 0.000012, reference: 'GPS' }),
+    health: ok({ clock_state: 'locked', estimated_error_s: 0.000012, reference: 'GPS' }),
     metrics,
   });
   assert.equal(locked.level, 'green');
@@ -55,7 +55,7 @@ test('punch: ok green with sessions; a gone peer amber; degraded store amber; ot
 
 test('telemetry-bridge: healthy green; Companion link lost amber; unhealthy red with the dependency named', () => {
   const up = text(
-    'telemetry_bridge_adapter_state{adapter="companion"} 1\ntelemetry_bridge_subscribers_current 4\n',
+    'telemetry_bridge_adapter_state{adapter="companion.satellite"} 1\ntelemetry_bridge_subscribers_current 4\n',
   );
   const green = verdict('telemetry-bridge', {
     health: ok({ status: 'healthy', dependencies: [] }),
@@ -65,7 +65,7 @@ test('telemetry-bridge: healthy green; Companion link lost amber; unhealthy red 
   assert.deepEqual(green.figures, { companion: 'connected', clients: 4 });
   const lost = verdict('telemetry-bridge', {
     health: ok({ status: 'healthy', dependencies: [] }),
-    metrics: text('telemetry_bridge_adapter_state{adapter="companion"} 0\n'),
+    metrics: text('telemetry_bridge_adapter_state{adapter="companion.satellite"} 0\n'),
   });
   assert.deepEqual([lost.level, lost.reason], ['amber', 'Companion link lost']);
   const bad = verdict('telemetry-bridge', {

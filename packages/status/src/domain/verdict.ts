@@ -113,7 +113,8 @@ export function verdict(kind: ServiceKind, input: PollInput): Verdict {
 
 /** packages/timesvc/README.md "Endpoints and metrics": clock_state, estimated_error_s, reference. */
 function timesvc(status: number, body: Record<string, unknown> | undefined, samples: Sample[]): Verdict {
-  const state = str(body?.['clock_state']);
+  // timesvc writes the state in lower case (`locked`); shown in upper case as in its docs.
+  const state = str(body?.['clock_state'])?.toUpperCase();
   if (!state)
     return { level: 'red', reason: `HTTP ${status}: no clock_state in the health body`, figures: {} };
   const error = num(body?.['estimated_error_s']);
@@ -159,7 +160,9 @@ function punch(status: number, body: Record<string, unknown> | undefined, sample
 
 /** telemetry-bridge /health: status healthy | degraded | unhealthy (503), dependencies[]. */
 function bridge(status: number, body: Record<string, unknown> | undefined, samples: Sample[]): Verdict {
-  const companion = sampleValue(samples, 'telemetry_bridge_adapter_state', { adapter: 'companion' });
+  const companion = sampleValue(samples, 'telemetry_bridge_adapter_state', {
+    adapter: 'companion.satellite',
+  });
   const clients =
     sampleValue(samples, 'telemetry_bridge_subscribers_current') ??
     num((body?.['metrics'] as Record<string, unknown> | undefined)?.['clients']);
