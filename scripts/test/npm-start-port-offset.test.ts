@@ -123,7 +123,7 @@ test(`npm start -- --port-offset 2000 on Node ${process.versions.node}: refused 
       assert.equal(red.status, 0, `punch not red: ${red.stdout}${red.stderr}`);
       const seen = JSON.parse(red.stdout) as FleetWait;
       const byName = Object.fromEntries(seen.fleet.services.map((x) => [x.name, x]));
-      assert.match(byName['punch']?.reason ?? '', /^no answer: no answer within 1500 ms \(2 polls in a row/);
+      assert.match(byName['punch']?.reason ?? '', /^no answer: nothing within 1500 ms \(2 polls in a row/);
       for (const other of ['playout-monitor', 'telemetry-bridge', 'timesvc'])
         assert.equal(byName[other]?.level, 'green', `${other}: ${JSON.stringify(byName[other])}`);
       console.log(`# real stack: punch red ${seen.ms} ms after SIGSTOP (poll 2000 ms, timeout 1500 ms)`);

@@ -65,7 +65,7 @@ test('status page: green wall, a hung service red live, grey with age when the s
     await redCard.waitFor({ timeout: 20_000 });
     assert.match(
       await redCard.locator('.reason').innerText(),
-      /no answer within 600 ms \([2-9]\d* polls in a row/,
+      /no answer: nothing within 600 ms \([2-9]\d* polls in a row/,
     );
     assert.equal(await redCard.locator('.badge').innerText(), 'DOWN');
     assert.equal(await wall.locator('.card[data-level="green"]').count(), 3);

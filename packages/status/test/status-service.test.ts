@@ -61,7 +61,7 @@ test('SIGSTOP of one service: red within two polls with the reason, the others g
     // Exactly two unanswered polls turned it red (the first one is amber).
     assert.equal((await metric(rig.url, noAnswer)) - missedBefore, 2);
     const reason = red.services.find((s) => s.name === 'punch')?.reason ?? '';
-    assert.match(reason, /^no answer: no answer within 600 ms \(2 polls in a row; last answer \d+ s ago\)$/);
+    assert.match(reason, /^no answer: nothing within 600 ms \(2 polls in a row; last answer \d+ s ago\)$/);
     assert.deepEqual(levels(red), {
       punch: 'red',
       'telemetry-bridge': 'green',

@@ -99,8 +99,8 @@ test('playout-monitor: all online green; some offline amber with names and reaso
 
 test('no answer is red with the reason, whatever the kind', () => {
   for (const kind of ['punch', 'timesvc', 'telemetry-bridge', 'playout-monitor', 'http'] as const) {
-    const v = verdict(kind, { health: { ok: false, error: 'no answer within 1500 ms' } });
-    assert.deepEqual([v.level, v.reason], ['red', 'no answer: no answer within 1500 ms']);
+    const v = verdict(kind, { health: { ok: false, error: 'nothing within 1500 ms' } });
+    assert.deepEqual([v.level, v.reason], ['red', 'no answer: nothing within 1500 ms']);
   }
 });
 
@@ -123,10 +123,10 @@ test('fleet: one missed poll amber, the second red with the age of the last answ
   const green = verdict('punch', { health: ok({ status: 'ok' }) });
   fleet.record('punch', green, true, 1000);
   assert.equal(fleet.overall(), 'green');
-  const none = verdict('punch', { health: { ok: false, error: 'no answer within 1500 ms' } });
+  const none = verdict('punch', { health: { ok: false, error: 'nothing within 1500 ms' } });
   const first = fleet.record('punch', none, false, 3000);
   assert.equal(first.level, 'amber');
-  assert.equal(first.reason, 'no answer: no answer within 1500 ms (1 poll in a row; last answer 2 s ago)');
+  assert.equal(first.reason, 'no answer: nothing within 1500 ms (1 poll in a row; last answer 2 s ago)');
   const second = fleet.record('punch', none, false, 5000);
   assert.equal(second.level, 'red');
   assert.match(second.reason, /2 polls in a row; last answer 4 s ago/);

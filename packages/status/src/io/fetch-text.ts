@@ -32,7 +32,7 @@ export function fetchText(
       res.on('error', (err) => done({ ok: false, error: err.message }));
     });
     const timer = setTimeout(
-      () => done({ ok: false, error: `no answer within ${opts.timeoutMs} ms` }),
+      () => done({ ok: false, error: `nothing within ${opts.timeoutMs} ms` }),
       opts.timeoutMs,
     );
     function done(r: Fetched): void {
