@@ -18,8 +18,8 @@
  * Ports: before anything starts, every port the stack will listen on is tried; a busy one is named with the
  * service that wants it and the way out. `--port-offset N` (or BROADCAST_OPS_PORT_OFFSET=N) moves every demo
  * port by N: the ports in toolkit.start (URLs, `ports`, env values of *_PORT variables) and, in a copy under
- * data/stack/, every port in the config files passed as arguments (keys named `port`, `*Port`, `*_port`, and
- * the values of a `*Ports` object); the landing page (8600) moves with them.
+ * data/stack/, every port in the config files passed as arguments (keys named `port`, `*Port`, `*_port`, the
+ * values of a `*Ports` object, and the port of every loopback URL); the landing page (8600) moves with them.
  *
  * Service logs (JSON lines) go to data/logs/<service>.log; `npm start -- --verbose` also echoes them.
  */
@@ -40,6 +40,20 @@ import { basename, extname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { readConfigFile, substituteEnv } from '@broadcast-ops/core';
+import { probe } from './http-probe.ts';
+import { landingNotesHtml } from './landing-notes.ts';
+import {
+  LANDING_PORT,
+  OFFSET_MAX,
+  OFFSET_MIN,
+  checkPlan,
+  nextGoodOffset,
+  describeRefusal,
+  shiftPort as shiftPortBy,
+  shiftUrl as shiftUrlBy,
+  type Claim,
+  type PlanService,
+} from './port-plan.ts';
 
 interface UrlEntry {
   label: string;
@@ -87,7 +101,6 @@ interface Service {
 const root = fileURLToPath(new URL('..', import.meta.url));
 const landingAssets = join(root, 'scripts', 'landing');
 const OFFSET_ENV = 'BROADCAST_OPS_PORT_OFFSET';
-const LANDING_PORT = 8600;
 const sourceMode = import.meta.resolve('@broadcast-ops/core').endsWith('.ts');
 
 const { values } = parseArgs({
@@ -112,7 +125,7 @@ const readyTimeoutMs = Number(values['ready-timeout'] ?? 60_000);
 const logDir = join(root, 'data', 'logs');
 const offsetText = values['port-offset'] ?? (process.env[OFFSET_ENV] || '0');
 const offset = Number(offsetText);
-if (!Number.isInteger(offset) || offset < -8000 || offset > 50_000) {
+if (!Number.isInteger(offset) || offset < OFFSET_MIN || offset > OFFSET_MAX) {
   console.error(
     `start-stack: --port-offset / ${OFFSET_ENV} must be a whole number, e.g. 1000 (got "${offsetText}")`,
   );
@@ -121,14 +134,11 @@ if (!Number.isInteger(offset) || offset < -8000 || offset > 50_000) {
 const landingPort = LANDING_PORT + offset;
 
 function shiftPort(port: number): number {
-  return port === 0 ? 0 : port + offset;
+  return shiftPortBy(port, offset);
 }
 
-/** `scheme://host:PORT/...` with the port moved by the offset. */
 function shiftUrl(url: string): string {
-  return url.replace(/^(\w+:\/\/[^/:]+|\w+:\/\/\[[^\]]+\]):(\d+)/, (_m, head: string, port: string) => {
-    return `${head}:${shiftPort(Number(port))}`;
-  });
+  return shiftUrlBy(url, offset);
 }
 
 /** Every port in a parsed config moved by the offset (see the header for which keys count as ports). */
@@ -141,6 +151,9 @@ function shiftConfigPorts(value: unknown, key = '', inPorts = false): unknown {
   }
   if (typeof value === 'number' && Number.isInteger(value) && (inPorts || /(^port|Port|_port)$/.test(key)))
     return shiftPort(value);
+  // A loopback URL in a config names a demo port (e.g. the status service's list of the others).
+  if (typeof value === 'string' && /^(?:https?|wss?):\/\/(?:127\.0\.0\.1|localhost|\[::1\]):\d+/.test(value))
+    return shiftUrl(value);
   return value;
 }
 
@@ -158,6 +171,7 @@ function shiftArgs(name: string, args: string[]): string[] {
   });
 }
 
+/** The service packages declaring toolkit.start, with their entries as declared (`${VAR}` substituted). */
 function discover(): Service[] {
   const services: Service[] = [];
   for (const dirName of readdirSync(packagesDir).sort()) {
@@ -173,33 +187,41 @@ function discover(): Service[] {
     const binEntry = pkg.bin ? Object.entries(pkg.bin)[0] : undefined;
     if (!declared || !binEntry) continue;
     const start = substituteEnv(declared, process.env, `${pkgFile} toolkit.start`) as StartEntry;
-    const name = binEntry[0];
     // Users run the compiled entry point on plain node; under the `source` condition (tests) the bin,
     // which then runs src/ through tsx.
     const built = join(dir, 'dist', 'main.js');
     services.push({
-      name,
+      name: binEntry[0],
       dir,
       bin: !sourceMode && existsSync(built) ? built : join(dir, binEntry[1]),
       version: pkg.version ?? '',
-      start: {
-        ...start,
-        args: shiftArgs(name, start.args ?? []),
-        env: Object.fromEntries(
-          Object.entries(start.env ?? {}).map(([k, v]) => [
-            k,
-            /PORT$/.test(k) && /^\d+$/.test(v) ? String(shiftPort(Number(v))) : v,
-          ]),
-        ),
-        ...(start.ready ? { ready: shiftUrl(start.ready) } : {}),
-        urls: (start.urls ?? []).map((u) => ({ ...u, url: shiftUrl(u.url) })),
-        ports: (start.ports ?? []).map((p) =>
-          p.port === undefined ? p : { ...p, port: shiftPort(Number(p.port)) },
-        ),
-      },
+      start,
     });
   }
   return services;
+}
+
+/** A service with every port moved by the offset (config files copied to data/stack/ with theirs moved). */
+function shifted(service: Service): Service {
+  const start = service.start;
+  return {
+    ...service,
+    start: {
+      ...start,
+      args: shiftArgs(service.name, start.args ?? []),
+      env: Object.fromEntries(
+        Object.entries(start.env ?? {}).map(([k, v]) => [
+          k,
+          /PORT$/.test(k) && /^\d+$/.test(v) ? String(shiftPort(Number(v))) : v,
+        ]),
+      ),
+      ...(start.ready ? { ready: shiftUrl(start.ready) } : {}),
+      urls: (start.urls ?? []).map((u) => ({ ...u, url: shiftUrl(u.url) })),
+      ports: (start.ports ?? []).map((p) =>
+        p.port === undefined ? p : { ...p, port: shiftPort(Number(p.port)) },
+      ),
+    },
+  };
 }
 
 /** Whether 127.0.0.1:port can be bound now (a wildcard listener elsewhere also makes it busy). */
@@ -217,39 +239,9 @@ function portFree(proto: 'tcp' | 'udp', port: number): Promise<boolean> {
   });
 }
 
-interface Claim {
-  service: string;
-  label: string;
-  proto: 'tcp' | 'udp';
-  port: number;
-}
-
-/** Every port the stack listens on, with who wants it. */
-function claims(services: Service[]): Claim[] {
-  const out = new Map<string, Claim>();
-  const add = (c: Claim): void => {
-    if (c.port > 0 && !out.has(`${c.proto}/${c.port}`)) out.set(`${c.proto}/${c.port}`, c);
-  };
-  add({ service: 'start-stack', label: 'landing page', proto: 'tcp', port: landingPort });
-  for (const s of services) {
-    const urls = [
-      ...(s.start.urls ?? []),
-      ...(s.start.ready ? [{ label: 'health', url: s.start.ready }] : []),
-    ];
-    for (const u of urls) {
-      const m = /^(?:https?|wss?):\/\/(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)/.exec(u.url);
-      if (m) add({ service: s.name, label: u.label, proto: 'tcp', port: Number(m[1]) });
-    }
-    for (const p of s.start.ports ?? []) {
-      if (p.port !== undefined && p.proto && !p.outbound)
-        add({ service: s.name, label: p.label, proto: p.proto, port: Number(p.port) });
-    }
-  }
-  return [...out.values()];
-}
-
 function moveHint(): string {
-  const next = offset + 1000;
+  // The first offset at least 1000 further that the port plan accepts.
+  const next = nextGoodOffset(plan, offset + 999) ?? offset + 1000;
   return (
     `Move every demo port: npm start -- --port-offset ${next}   (or ${OFFSET_ENV}=${next} npm start);\n` +
     `the landing page and every URL printed move with it.`
@@ -285,16 +277,10 @@ async function healthOf(service: Service, child: ChildProcess | undefined): Prom
   if (!child || child.exitCode !== null || child.signalCode !== null)
     return { name: service.name, state: 'stopped', detail: 'process not running' };
   if (!service.start.ready) return { name: service.name, state: 'up', detail: 'running (no health URL)' };
-  const started = performance.now();
-  try {
-    const res = await fetch(service.start.ready, { signal: AbortSignal.timeout(2000) });
-    await res.arrayBuffer();
-    const ms = Math.round(performance.now() - started);
-    if (res.ok) return { name: service.name, state: 'up', detail: `HTTP ${res.status} in ${ms} ms` };
-    return { name: service.name, state: res.status >= 500 ? 'degraded' : 'up', detail: `HTTP ${res.status}` };
-  } catch (err) {
-    return { name: service.name, state: 'down', detail: `no answer: ${(err as Error).message}` };
-  }
+  const r = await probe(service.start.ready, 2000);
+  if (!r.ok) return { name: service.name, state: 'down', detail: `no answer: ${r.error}` };
+  if (r.status < 400) return { name: service.name, state: 'up', detail: `HTTP ${r.status} in ${r.ms} ms` };
+  return { name: service.name, state: r.status >= 500 ? 'degraded' : 'up', detail: `HTTP ${r.status}` };
 }
 
 function landingHtml(services: Service[]): string {
@@ -343,6 +329,7 @@ function landingHtml(services: Service[]): string {
 <main>
 <h1>Broadcast-ops toolkit</h1>
 <p class="lead">Every service <code>npm start</code> runs, with its health (refreshed every 2 s), its pages and the ports to point your equipment at. Stop everything with Ctrl-C in the terminal.</p>
+${landingNotesHtml()}
 <div class="grid">
 ${cards}
 </div>
@@ -394,27 +381,49 @@ function startLanding(services: Service[], children: () => Map<string, ChildProc
 // ----------------------------------------------------------------------------------------------------------
 
 async function ready(url: string, child: ChildProcess, deadline: number): Promise<boolean> {
-  while (Date.now() < deadline && child.exitCode === null) {
-    try {
-      const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
-      if (res.status < 500) return true;
-    } catch {
-      /* not up yet */
-    }
-    await new Promise((r) => setTimeout(r, 200));
+  while (Date.now() < deadline && child.exitCode === null && child.signalCode === null) {
+    const r = await probe(url, 1000);
+    if (r.ok && r.status < 500) return true;
+    await new Promise((res) => setTimeout(res, 200));
   }
   return false;
 }
 
-const services = discover();
-if (services.length === 0) {
+const declared = discover();
+if (declared.length === 0) {
   console.log('start-stack: no service declares toolkit.start yet; nothing to run.');
   process.exit(0);
+}
+const plan: PlanService[] = declared.map((s) => ({
+  name: s.name,
+  ...(s.start.ready ? { ready: s.start.ready } : {}),
+  urls: s.start.urls ?? [],
+  ports: s.start.ports ?? [],
+}));
+
+// The plan is checked before anything is written or started: a port browsers refuse, or one outside
+// 1-65535, is named with a working offset (scripts/port-plan.ts).
+const checked = checkPlan(plan, offset);
+if (!checked.ok) {
+  console.error(describeRefusal(checked, OFFSET_ENV));
+  process.exit(2);
+}
+const services = declared.map(shifted);
+
+/**
+ * A service's environment: toolkit.start's env entries are defaults that a variable set in the launcher's own
+ * environment overrides (e.g. PUNCH_HOST=0.0.0.0 for join links other machines can open), except the *_PORT
+ * ones, which the port plan owns (move them with --port-offset).
+ */
+function serviceEnv(defaults: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const [k, v] of Object.entries(defaults)) if (/PORT$/.test(k) || !process.env[k]) env[k] = v;
+  return env;
 }
 
 // Every port is tried before anything starts: a busy one is named here, not only in a service's log.
 const busy: Claim[] = [];
-for (const c of claims(services)) if (!(await portFree(c.proto, c.port))) busy.push(c);
+for (const c of checked.claims) if (!(await portFree(c.proto, c.port))) busy.push(c);
 if (busy.length > 0) {
   const w = Math.max(...busy.map((c) => `${c.port}/${c.proto}`.length));
   const sw = Math.max(...busy.map((c) => c.service.length));
@@ -482,7 +491,7 @@ for (const service of services) {
   const log = createWriteStream(logFile, { flags: 'a' });
   const child = spawn(process.execPath, [service.bin, ...(service.start.args ?? [])], {
     cwd: root,
-    env: { ...process.env, ...service.start.env },
+    env: serviceEnv(service.start.env ?? {}),
     stdio: ['ignore', 'pipe', 'pipe'],
     // Own process group: a terminal Ctrl-C reaches the launcher, which stops the services in order.
     detached: true,
@@ -549,7 +558,7 @@ console.log(
 );
 console.log(`  ${'Landing page'.padEnd(labelWidth + 2)}${landingUrl}\n`);
 running.forEach((r, i) => {
-  const state = results[i] ? 'up' : 'NOT READY';
+  const state = results[i] ? 'up' : 'NOT READY yet';
   console.log(
     `  ${r.service.name.padEnd(nameWidth)}${state}  (pid ${r.child.pid}, log data/logs/${r.service.name}.log)`,
   );
@@ -564,11 +573,27 @@ running.forEach((r, i) => {
   }
 });
 console.log('\nPress Ctrl-C to stop.');
-if (results.some((ok) => !ok)) {
+const dead = running.filter((r) => r.child.exitCode !== null || r.child.signalCode !== null);
+if (dead.length > 0) {
   // A service that died is reported by its exit handler (with the reason from its log), which stops the
   // stack; on a loaded machine its log may still be flushing when the readiness check ends.
-  const dead = running.filter((r) => r.child.exitCode !== null || r.child.signalCode !== null);
-  if (dead.length > 0)
-    await Promise.race([Promise.all(dead.map((r) => r.reported)), new Promise((r) => setTimeout(r, 10_000))]);
+  await Promise.race([Promise.all(dead.map((r) => r.reported)), new Promise((r) => setTimeout(r, 10_000))]);
   await stopAll('a service did not become ready', 1);
 }
+// A slow service is reported, not a reason to stop the others: it keeps running, the landing page shows its
+// health live, and the console says when it answers.
+running.forEach((r, i) => {
+  if (results[i] || !r.service.start.ready) return;
+  console.error(
+    `start-stack: ${r.service.name} did not become ready within ${Math.round(readyTimeoutMs / 1000)} s; ` +
+      `it keeps running (the others are not stopped) and the landing page shows its health; see data/logs/${r.service.name}.log`,
+  );
+  const url = r.service.start.ready;
+  const since = Date.now();
+  void ready(url, r.child, Number.POSITIVE_INFINITY).then((ok) => {
+    if (ok && !stopping)
+      console.log(
+        `start-stack: ${r.service.name} is up (${Math.round((Date.now() - since + readyTimeoutMs) / 1000)} s after start)`,
+      );
+  });
+});

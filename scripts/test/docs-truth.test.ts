@@ -81,7 +81,7 @@ test('every CLI: help fits 80 columns and calls nothing future work; --version p
     for (const [name, bin] of Object.entries(pkg.bin ?? {}))
       bins.push({ name, bin: join(repoRoot, 'packages', dir, bin), version: pkg.version });
   }
-  assert.equal(bins.length, 4);
+  assert.equal(bins.length, 5);
   await Promise.all(
     bins.map(async ({ name, bin, version }) => {
       const help = await run(bin, ['--help']);

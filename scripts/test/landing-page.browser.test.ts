@@ -1,6 +1,6 @@
 /**
  * The landing page `npm start` serves, in Debian's chromium: no console error or CSP violation, a card per
- * service whose health badge turns "up" without a reload, and changes live when the service dies.
+ * service whose health badge turns "up" without a reload, the demo's lab credential and base-URL note shown, and changes live when the service dies.
  * Screenshots (desktop and phone) go to .tmp/test-output/landing/.
  */
 import assert from 'node:assert/strict';
@@ -46,6 +46,17 @@ test('landing page: live health per service, no console error, readable on a pho
       const badge = page.locator('.card[data-service="demo-service"] .health');
       await badge.filter({ hasText: /^up$/ }).waitFor({ timeout: 30_000 });
       assert.equal(await page.locator(`a[href="http://127.0.0.1:${demo}/"]`).count(), 1);
+      // The demo's timesvc lab credential and the base-URL note, visible without scrolling sideways.
+      const credential = page.locator('#note-credential');
+      assert.ok(await credential.isVisible());
+      assert.match(await credential.innerText(), /user admin, password timesvc-lab/);
+      const baseUrl = page.locator('#note-base-url');
+      assert.ok(await baseUrl.isVisible());
+      assert.match(await baseUrl.innerText(), /127\.0\.0\.1/);
+      assert.match(
+        await baseUrl.innerText(),
+        /PUNCH_BASE_URL=http:\/\/<this machine's address>:8787 npm start/,
+      );
       // Nothing wider than the screen on a phone.
       const overflow = await page.evaluate<number>(
         'document.documentElement.scrollWidth - window.innerWidth',

@@ -4,25 +4,25 @@
  * documented offset the whole stack comes up and every URL it prints answers.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot, requireTool, startProcess, tempDir } from '../../packages/core/src/testing/index.ts';
-import { PROBE, declaredServices, killQuietly, userEnv } from './npm-start-helpers.ts';
+import { repoRoot, startProcess, tempDir } from '../../packages/core/src/testing/index.ts';
+import {
+  PROBE,
+  UNSHARE_FLAGS,
+  declaredServices,
+  killQuietly,
+  nodeInStackNet,
+  requireStackTools,
+  userEnv,
+} from './npm-start-helpers.ts';
 
 test(`npm start on Node ${process.versions.node} with 9090 held by another program: the port is named, and the documented offset brings the whole stack up`, async () => {
-  requireTool('unshare');
-  requireTool('ip');
-  requireTool('setsid');
-  requireTool('npm');
-  requireTool('nsenter');
+  requireStackTools();
   const services = declaredServices();
   mkdirSync(join(repoRoot, 'data'), { recursive: true });
   const data = tempDir('npm-start-busy-');
-  const nsFlags =
-    process.getuid?.() === 0 ? ['--net', '--mount'] : ['--user', '--map-root-user', '--net', '--mount'];
-  const nsenterFlags = process.getuid?.() === 0 ? ['--net'] : ['--user', '--net', '--preserve-credentials'];
   // Prometheus's own default port, held by another program; then the first `npm start` must fail naming it,
   // and `npm start -- --port-offset 1000` must bring everything up beside it.
   const hold = `require('net').createServer().listen(9090, '127.0.0.1', () => console.log('holding 9090'))`;
@@ -32,7 +32,7 @@ test(`npm start on Node ${process.versions.node} with 9090 held by another progr
     'if npm start; then echo "FIRST START DID NOT FAIL"; fi; echo "=== with offset"; exec npm start -- --port-offset 1000';
   const stack = startProcess(
     'setsid',
-    ['unshare', ...nsFlags, '--', 'sh', '-c', inner, 'sh', data.path, repoRoot, process.execPath],
+    ['unshare', ...UNSHARE_FLAGS, '--', 'sh', '-c', inner, 'sh', data.path, repoRoot, process.execPath],
     { env: userEnv() },
   );
   const servicePids: number[] = [];
@@ -55,21 +55,7 @@ test(`npm start on Node ${process.versions.node} with 9090 held by another progr
       `metrics moved to 10090\n${out}`,
     );
     assert.ok(stack.child.pid);
-    const probe = spawnSync(
-      'nsenter',
-      [
-        ...nsenterFlags,
-        '-t',
-        String(stack.child.pid),
-        '--',
-        process.execPath,
-        '--input-type=module',
-        '-e',
-        PROBE,
-        ...urls,
-      ],
-      { encoding: 'utf8', timeout: 30_000 },
-    );
+    const probe = nodeInStackNet(stack.child.pid, PROBE, urls);
     assert.equal(probe.status, 0, `${probe.stdout}${probe.stderr}`);
     process.kill(-stack.child.pid, 'SIGINT');
     await stack.exited;

@@ -1,7 +1,8 @@
 // Shared by npm-start.test.ts and npm-start-busy-port.test.ts (no tests here).
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { repoRoot } from '../../packages/core/src/testing/index.ts';
+import { repoRoot, requireTool } from '../../packages/core/src/testing/index.ts';
 import { childEnv } from '../node-matrix.ts';
 
 /**
@@ -55,4 +56,33 @@ export function killQuietly(pid: number, signal: NodeJS.Signals): void {
   } catch {
     /* already gone */
   }
+}
+
+/** The tools the namespaced `npm start` tests need (requireTool: never a silent skip). */
+export function requireStackTools(): void {
+  for (const tool of ['unshare', 'ip', 'setsid', 'npm', 'nsenter']) requireTool(tool);
+}
+
+/** Root: plain network and mount namespaces; otherwise a user namespace maps us to root inside. */
+export const UNSHARE_FLAGS =
+  process.getuid?.() === 0 ? ['--net', '--mount'] : ['--user', '--map-root-user', '--net', '--mount'];
+const NSENTER_FLAGS = process.getuid?.() === 0 ? ['--net'] : ['--user', '--net', '--preserve-credentials'];
+
+/** Runs `node --input-type=module -e script ...args` inside the network namespace of process `pid`. */
+export function nodeInStackNet(pid: number, script: string, args: string[]): SpawnSyncReturns<string> {
+  return spawnSync(
+    'nsenter',
+    [
+      ...NSENTER_FLAGS,
+      '-t',
+      String(pid),
+      '--',
+      process.execPath,
+      '--input-type=module',
+      '-e',
+      script,
+      ...args,
+    ],
+    { encoding: 'utf8', timeout: 60_000 },
+  );
 }

@@ -13,12 +13,19 @@
  * `node <package>/dist/main.js` with no TypeScript loader.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot, requireTool, startProcess, tempDir } from '../../packages/core/src/testing/index.ts';
-import { PROBE, declaredServices, killQuietly, userEnv } from './npm-start-helpers.ts';
+import { repoRoot, startProcess, tempDir } from '../../packages/core/src/testing/index.ts';
+import {
+  PROBE,
+  UNSHARE_FLAGS,
+  declaredServices,
+  killQuietly,
+  nodeInStackNet,
+  requireStackTools,
+  userEnv,
+} from './npm-start-helpers.ts';
 
 const CYCLES = 5;
 
@@ -39,26 +46,18 @@ function assertPlainNode(pids: number[], out: string): void {
 }
 
 test(`npm start on Node ${process.versions.node}: all services up and a clean Ctrl-C stop, ${CYCLES} times in a row`, async () => {
-  requireTool('unshare');
-  requireTool('ip');
-  requireTool('setsid');
-  requireTool('npm');
-  requireTool('nsenter');
+  requireStackTools();
   const services = declaredServices();
-  assert.deepEqual(services, ['playout-monitor', 'punch', 'telemetry-bridge', 'timesvc']);
+  assert.deepEqual(services, ['broadcast-ops-status', 'playout-monitor', 'punch', 'telemetry-bridge', 'timesvc']);
   mkdirSync(join(repoRoot, 'data'), { recursive: true }); // the mount point
   const data = tempDir('npm-start-');
-  // Root: plain network and mount namespaces; otherwise a user namespace maps us to root inside.
-  const nsFlags =
-    process.getuid?.() === 0 ? ['--net', '--mount'] : ['--user', '--map-root-user', '--net', '--mount'];
-  const nsenterFlags = process.getuid?.() === 0 ? ['--net'] : ['--user', '--net', '--preserve-credentials'];
   const inner = 'set -e; ip link set lo up; mount --bind "$1" "$2/data"; cd "$2"; exec npm start';
   try {
     for (let cycle = 1; cycle <= CYCLES; cycle++) {
       // setsid: npm leads a new process group, as in a terminal, so a group SIGINT is exactly Ctrl-C.
       const stack = startProcess(
         'setsid',
-        ['unshare', ...nsFlags, '--', 'sh', '-c', inner, 'sh', data.path, repoRoot],
+        ['unshare', ...UNSHARE_FLAGS, '--', 'sh', '-c', inner, 'sh', data.path, repoRoot],
         // This Node first on PATH: npm's `#!/usr/bin/env node` runs on it, and the services with it.
         { env: userEnv() },
       );
@@ -81,21 +80,7 @@ test(`npm start on Node ${process.versions.node}: all services up and a clean Ct
         // Every HTTP URL the launcher printed answers, asked from inside the stack's network namespace.
         const urls = [...out.matchAll(/^\s+.+?\s(http:\/\/127\.0\.0\.1:\d+\/\S*)$/gm)].map((m) => m[1] ?? '');
         assert.ok(urls.length >= services.length, out);
-        const probe = spawnSync(
-          'nsenter',
-          [
-            ...nsenterFlags,
-            '-t',
-            String(stack.child.pid),
-            '--',
-            process.execPath,
-            '--input-type=module',
-            '-e',
-            PROBE,
-            ...urls,
-          ],
-          { encoding: 'utf8', timeout: 30_000 },
-        );
+        const probe = nodeInStackNet(stack.child.pid, PROBE, urls);
         assert.equal(probe.status, 0, `cycle ${cycle}: ${probe.stdout}${probe.stderr}`);
         process.kill(-stack.child.pid, 'SIGINT');
         const exit = await stack.exited;

@@ -139,3 +139,77 @@ test('a service killed by a signal is reported with the signal name', async () =
     await launcher.stop('SIGKILL');
   }
 });
+
+test('a port plan that lands on a browser-refused port is refused before anything starts, with a working offset', async () => {
+  const tmp = tempDir();
+  const marker = join(tmp.path, 'marker');
+  try {
+    // The demo's port 10000 moved by 80 is 10080, on the Fetch standard's bad-port list.
+    const launcher = launch({ DEMO_PORT: '10000', DEMO_MARKER: marker }, ['--port-offset', '80']);
+    const exit = await launcher.exited;
+    const out = launcher.output();
+    assert.equal(exit.code, 2, out);
+    assert.match(out, /^ +10080\/tcp +demo-service +Demo page: refused by browsers and fetch/m);
+    assert.match(out, /npm start -- --port-offset 100 +\(or BROADCAST_OPS_PORT_OFFSET=100 npm start\)/);
+    assert.match(out, /nothing was started/);
+    assert.doesNotMatch(out, /Press Ctrl-C/);
+    assert.throws(() => readFileSync(marker)); // the service never ran
+  } finally {
+    tmp.remove();
+  }
+});
+
+test('a slow service is reported without stopping the others, and announced once it answers', async () => {
+  const p = await ports();
+  let slow = await freePort();
+  while (slow === p.landing || slow === p.demo || slow - p.offset < 1) slow = await freePort();
+  const launcher = startProcess(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      join(repoRoot, 'scripts/start-stack.ts'),
+      '--packages',
+      fileURLToPath(new URL('./fixtures/slow-stack', import.meta.url)),
+      '--ready-timeout',
+      '2000',
+    ],
+    {
+      env: {
+        DEMO_PORT: String(p.demoBase),
+        DEMO_MARKER: '/dev/null',
+        SLOW_PORT: String(slow - p.offset),
+        SLOW_DELAY_MS: '12000',
+        BROADCAST_OPS_PORT_OFFSET: String(p.offset),
+      },
+    },
+  );
+  try {
+    await launcher.waitForOutput(/Press Ctrl-C to stop/, 60_000);
+    await launcher.waitForOutput(/slow-service did not become ready/, 10_000);
+    const out = launcher.output();
+    assert.match(out, /demo-service\s+up/);
+    assert.match(out, /slow-service\s+NOT READY yet/);
+    assert.match(out, /it keeps running \(the others are not stopped\)/);
+    assert.doesNotMatch(out, /stopping/);
+    // The others serve meanwhile, and the landing page says the slow one is not answering.
+    assert.equal(await (await fetch(`http://127.0.0.1:${p.demo}/`)).text(), 'hello serve');
+    const before = (await (await fetch(`http://127.0.0.1:${p.landing}/api/status`)).json()) as {
+      services: { name: string; state: string }[];
+    };
+    assert.deepEqual(
+      before.services.map((s) => [s.name, s.state]),
+      [
+        ['demo-service', 'up'],
+        ['slow-service', 'down'],
+      ],
+    );
+    await launcher.waitForOutput(/start-stack: slow-service is up/, 60_000);
+    assert.equal(await (await fetch(`http://127.0.0.1:${slow}/`)).text(), 'slow but here');
+    launcher.child.kill('SIGINT');
+    const exit = await launcher.exited;
+    assert.equal(exit.code, 0, launcher.output());
+  } finally {
+    await launcher.stop('SIGKILL');
+  }
+});

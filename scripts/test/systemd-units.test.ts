@@ -34,6 +34,7 @@ function aboutUnit(output: string, name: string): string[] {
 
 test('deploy/systemd holds a unit per service', () => {
   assert.deepEqual(units.sort(), [
+    'broadcast-ops-status.service',
     'playout-monitor@.service',
     'punch@.service',
     'telemetry-bridge@.service',

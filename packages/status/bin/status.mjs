@@ -1,0 +1,17 @@
+#!/usr/bin/env node
+// Runs the compiled service (dist/, built by `npm run build`, which `npm ci` runs) on plain node.
+// Under the `source` export condition (`node --conditions=source`, as the test runner sets it) it runs
+// src/ through tsx instead, so tests exercise the code being edited without a build.
+if (import.meta.resolve('@broadcast-ops/core').endsWith('.ts')) {
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import('../src/main.ts');
+} else {
+  const main = new URL('../dist/main.js', import.meta.url);
+  const { existsSync } = await import('node:fs');
+  if (!existsSync(main)) {
+    process.stderr.write(`${main.pathname} is missing: run \`npm run build\` (or \`npm ci\`) first\n`);
+    process.exit(1);
+  }
+  await import(main.href);
+}
