@@ -1,5 +1,5 @@
 /**
- * What a newcomer needs before the first click, shown on the landing page and in the root README's quick
+ * What a newcomer needs before the first click, shown on the landing page (the status service's page) and in the root README's quick
  * start (scripts/test/docs-truth.test.ts keeps the two the same; the npm-start tests log in with the
  * credential against the real timesvc).
  */
@@ -8,13 +8,23 @@
 export const TIMESVC_LAB_USER = 'admin';
 export const TIMESVC_LAB_PASSWORD = 'timesvc-lab';
 
-/** The notes as HTML for the landing page (no user input in them). */
-export function landingNotesHtml(): string {
-  return `<section class="notes" aria-label="Before you start">
-<h2>Before you start</h2>
-<ul>
-<li id="note-credential"><strong>timesvc dashboard login</strong> (the demo's lab credential): user <code>${TIMESVC_LAB_USER}</code>, password <code>${TIMESVC_LAB_PASSWORD}</code>. It is for a lab only: with <code>environment: production</code> timesvc refuses to start with it (packages/timesvc/README.md, "The lab credential").</li>
-<li id="note-base-url"><strong>Join links and QR codes</strong> (punch) point at <code>127.0.0.1</code>, so they open on this machine only. For an encoder or phone on another machine, start with the address it can reach: <code>PUNCH_HOST=0.0.0.0 PUNCH_BASE_URL=http://&lt;this machine's address&gt;:8787 npm start</code> (with <code>--port-offset</code>, add the offset to 8787).</li>
-</ul>
-</section>`;
+/** The notes as the status service's config `notes` (shown as text above the cards of the landing page). */
+export function landingNotes(): { id: string; title: string; text: string }[] {
+  return [
+    {
+      id: 'credential',
+      title: "timesvc dashboard login (the demo's lab credential)",
+      text:
+        `user ${TIMESVC_LAB_USER}, password ${TIMESVC_LAB_PASSWORD}. It is for a lab only: with ` +
+        'environment: production timesvc refuses to start with it (packages/timesvc/README.md, "The lab credential").',
+    },
+    {
+      id: 'base-url',
+      title: 'Join links and QR codes',
+      text:
+        '(punch) point at 127.0.0.1, so they open on this machine only. For an encoder or phone on another ' +
+        "machine, start with the address it can reach: PUNCH_HOST=0.0.0.0 PUNCH_BASE_URL=http://<this machine's " +
+        'address>:8787 npm start (with --port-offset, add the offset to 8787).',
+    },
+  ];
 }

@@ -1,7 +1,9 @@
 /**
  * `npm start`: starts every service package that declares a `toolkit.start` entry in its package.json, on
- * embedded defaults and the demo configs under config/, serves a landing page (the first URL printed) with
- * each service's live health, pages and ports, and stops them all on Ctrl-C (SIGINT) or SIGTERM.
+ * embedded defaults and the demo configs under config/, and stops them all on Ctrl-C (SIGINT) or SIGTERM. The
+ * landing page (the first URL printed) is the status service (packages/status) on the landing port, started
+ * with a config written from the port plan (data/stack/status-landing.json): each service's live health,
+ * figures, pages and ports, and the notes of scripts/landing-notes.ts.
  *
  * package.json of a service:
  * `${NAME}` and `${NAME:-default}` in these entries are taken from the environment, so a port moved by an
@@ -34,14 +36,13 @@ import {
   writeFileSync,
   type WriteStream,
 } from 'node:fs';
-import { createServer as createHttpServer, type Server } from 'node:http';
 import { createServer as createTcpServer } from 'node:net';
 import { basename, extname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { readConfigFile, substituteEnv } from '@broadcast-ops/core';
 import { probe } from './http-probe.ts';
-import { landingNotesHtml } from './landing-notes.ts';
+import { landingNotes } from './landing-notes.ts';
 import {
   LANDING_PORT,
   OFFSET_MAX,
@@ -99,7 +100,9 @@ interface Service {
 }
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const landingAssets = join(root, 'scripts', 'landing');
+/** The status service, which serves the landing page whatever --packages names. */
+const STATUS_DIR = join(root, 'packages', 'status');
+const STATUS_BIN = 'broadcast-ops-status';
 const OFFSET_ENV = 'BROADCAST_OPS_PORT_OFFSET';
 const sourceMode = import.meta.resolve('@broadcast-ops/core').endsWith('.ts');
 
@@ -171,34 +174,40 @@ function shiftArgs(name: string, args: string[]): string[] {
   });
 }
 
-/** The service packages declaring toolkit.start, with their entries as declared (`${VAR}` substituted). */
+/** The service a package declares in toolkit.start (`${VAR}` substituted), if any. */
+function readService(dir: string): Service | undefined {
+  const pkgFile = join(dir, 'package.json');
+  if (!existsSync(pkgFile)) return undefined;
+  const pkg = JSON.parse(readFileSync(pkgFile, 'utf8')) as {
+    version?: string;
+    bin?: Record<string, string>;
+    toolkit?: { start?: StartEntry };
+  };
+  const declared = pkg.toolkit?.start;
+  const binEntry = pkg.bin ? Object.entries(pkg.bin)[0] : undefined;
+  if (!declared || !binEntry) return undefined;
+  const start = substituteEnv(declared, process.env, `${pkgFile} toolkit.start`) as StartEntry;
+  // Users run the compiled entry point on plain node; under the `source` condition (tests) the bin,
+  // which then runs src/ through tsx.
+  const built = join(dir, 'dist', 'main.js');
+  return {
+    name: binEntry[0],
+    dir,
+    bin: !sourceMode && existsSync(built) ? built : join(dir, binEntry[1]),
+    version: pkg.version ?? '',
+    start,
+  };
+}
+
+/** The service packages declaring toolkit.start, the status service (the landing page) first. */
 function discover(): Service[] {
   const services: Service[] = [];
   for (const dirName of readdirSync(packagesDir).sort()) {
-    const dir = join(packagesDir, dirName);
-    const pkgFile = join(dir, 'package.json');
-    if (!existsSync(pkgFile)) continue;
-    const pkg = JSON.parse(readFileSync(pkgFile, 'utf8')) as {
-      version?: string;
-      bin?: Record<string, string>;
-      toolkit?: { start?: StartEntry };
-    };
-    const declared = pkg.toolkit?.start;
-    const binEntry = pkg.bin ? Object.entries(pkg.bin)[0] : undefined;
-    if (!declared || !binEntry) continue;
-    const start = substituteEnv(declared, process.env, `${pkgFile} toolkit.start`) as StartEntry;
-    // Users run the compiled entry point on plain node; under the `source` condition (tests) the bin,
-    // which then runs src/ through tsx.
-    const built = join(dir, 'dist', 'main.js');
-    services.push({
-      name: binEntry[0],
-      dir,
-      bin: !sourceMode && existsSync(built) ? built : join(dir, binEntry[1]),
-      version: pkg.version ?? '',
-      start,
-    });
+    const service = readService(join(packagesDir, dirName));
+    if (service && service.name !== STATUS_BIN) services.push(service);
   }
-  return services;
+  const status = readService(STATUS_DIR);
+  return services.length > 0 && status ? [status, ...services] : services;
 }
 
 /** A service with every port moved by the offset (config files copied to data/stack/ with theirs moved). */
@@ -261,121 +270,62 @@ function busyPortInLog(file: string): string | undefined {
 }
 
 // ----------------------------------------------------------------------------------------------------------
-// Landing page: server-rendered links and ports, health refreshed live by landing.js from /api/status.
+// Landing page: the status service's config, written from the (moved) plan.
 
-function escapeHtml(s: string): string {
-  return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+/** The demo config's entry of a service (its metrics and devices URLs), ports moved by the offset. */
+function demoStatusEntries(): Map<string, Record<string, unknown>> {
+  const file = join(root, 'config', 'status.demo.json');
+  if (!existsSync(file)) return new Map();
+  const demo = shiftConfigPorts(readConfigFile(file)) as { services?: Record<string, unknown>[] };
+  return new Map((demo.services ?? []).map((s) => [String(s['name']), s]));
 }
 
-interface Health {
-  name: string;
-  state: 'up' | 'degraded' | 'down' | 'stopped';
-  detail: string;
-}
+const STATUS_KINDS = new Set(['punch', 'telemetry-bridge', 'playout-monitor', 'timesvc']);
 
-async function healthOf(service: Service, child: ChildProcess | undefined): Promise<Health> {
-  if (!child || child.exitCode !== null || child.signalCode !== null)
-    return { name: service.name, state: 'stopped', detail: 'process not running' };
-  if (!service.start.ready) return { name: service.name, state: 'up', detail: 'running (no health URL)' };
-  const r = await probe(service.start.ready, 2000);
-  if (!r.ok) return { name: service.name, state: 'down', detail: `no answer: ${r.error}` };
-  if (r.status < 400) return { name: service.name, state: 'up', detail: `HTTP ${r.status} in ${r.ms} ms` };
-  return { name: service.name, state: r.status >= 500 ? 'degraded' : 'up', detail: `HTTP ${r.status}` };
-}
-
-function landingHtml(services: Service[]): string {
-  const cards = services
-    .map((s) => {
-      const urls = s.start.urls ?? [];
-      const link = (u: UrlEntry): string =>
-        u.template
-          ? `<li><span class="label">${escapeHtml(u.label)}</span> <code>${escapeHtml(u.url)}</code>${u.note ? ` <span class="note">${escapeHtml(u.note)}</span>` : ''}</li>`
-          : /^https?:/.test(u.url)
-            ? `<li><a href="${escapeHtml(u.url)}">${escapeHtml(u.label)}</a> <code>${escapeHtml(u.url)}</code></li>`
-            : `<li><span class="label">${escapeHtml(u.label)}</span> <code>${escapeHtml(u.url)}</code></li>`;
-      const ports = (s.start.ports ?? [])
-        .map(
-          (p) =>
-            `<li><span class="label">${escapeHtml(p.label)}</span>${p.port !== undefined ? ` <code>${p.proto ?? ''} ${p.port}</code>` : ''}<div class="use">${escapeHtml(p.use)}</div></li>`,
-        )
-        .join('');
-      return `<section class="card" data-service="${escapeHtml(s.name)}">
-  <header><h2>${escapeHtml(s.start.title ?? s.name)}</h2><span class="health" data-state="starting">starting…</span></header>
-  <p class="detail" aria-live="polite"></p>
-  <h3>Pages</h3><ul>${urls
-    .filter((u) => u.page)
-    .map(link)
-    .join('')}</ul>
-  <h3>API and monitoring</h3><ul>${urls
-    .filter((u) => !u.page)
-    .map(link)
-    .join('')}</ul>
-  ${ports ? `<h3>Other ports</h3><ul class="ports">${ports}</ul>` : ''}
-  ${s.start.docs ? `<p class="docs">Docs: <code>${escapeHtml(s.start.docs)}</code></p>` : ''}
-</section>`;
-    })
-    .join('\n');
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Broadcast-ops toolkit</title>
-<link rel="icon" href="data:,">
-<link rel="stylesheet" href="/landing.css">
-<script type="module" src="/landing.js"></script>
-</head>
-<body>
-<main>
-<h1>Broadcast-ops toolkit</h1>
-<p class="lead">Every service <code>npm start</code> runs, with its health (refreshed every 2 s), its pages and the ports to point your equipment at. Stop everything with Ctrl-C in the terminal.</p>
-${landingNotesHtml()}
-<div class="grid">
-${cards}
-</div>
-</main>
-</body>
-</html>
-`;
-}
-
-function startLanding(services: Service[], children: () => Map<string, ChildProcess>): Promise<Server> {
-  const html = landingHtml(services);
-  const assets: Record<string, string> = {
-    '/landing.js': 'text/javascript; charset=utf-8',
-    '/landing.css': 'text/css; charset=utf-8',
+/** The status service's config for the landing page: every other service with a health URL, links and ports. */
+function landingConfig(list: Service[]): string {
+  const demo = demoStatusEntries();
+  const config = {
+    listen: { host: '127.0.0.1', port: landingPort },
+    pollIntervalMs: 2000,
+    timeoutMs: 1500,
+    notes: landingNotes(),
+    services: list
+      .filter((s) => s.name !== STATUS_BIN && s.start.ready)
+      .map((s) => {
+        const urls = s.start.urls ?? [];
+        return {
+          name: s.name,
+          kind: STATUS_KINDS.has(s.name) ? s.name : 'http',
+          health: s.start.ready,
+          ...(urls.find((u) => u.page && !u.template)
+            ? { page: urls.find((u) => u.page && !u.template)?.url }
+            : {}),
+          // config/status.demo.json knows the URLs that give the figures (health body, metrics, devices).
+          ...(demo.get(s.name) ?? {}),
+          ...(s.start.title ? { title: s.start.title } : {}),
+          links: urls.map((u) => ({
+            label: u.label,
+            url: u.url,
+            ...(u.page ? { page: true } : {}),
+            ...(u.template ? { template: true } : {}),
+          })),
+          ports: (s.start.ports ?? []).map((p) => ({
+            label: p.label,
+            ...(p.proto ? { proto: p.proto } : {}),
+            ...(p.port !== undefined ? { port: Number(p.port) } : {}),
+            ...(p.outbound ? { outbound: true } : {}),
+            use: p.use,
+          })),
+          ...(s.start.docs ? { docs: s.start.docs } : {}),
+        };
+      }),
   };
-  const server = createHttpServer((req, res) => {
-    const path = (req.url ?? '/').split('?')[0] ?? '/';
-    const headers = {
-      'content-security-policy': "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
-      'x-content-type-options': 'nosniff',
-      'cache-control': 'no-store',
-    };
-    const send = (status: number, type: string, body: string | Buffer): void => {
-      res.writeHead(status, { ...headers, 'content-type': type });
-      res.end(req.method === 'HEAD' ? undefined : body);
-    };
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
-      send(405, 'application/json', JSON.stringify({ error: 'METHOD_NOT_ALLOWED', message: 'GET only' }));
-      return;
-    }
-    if (path === '/') return send(200, 'text/html; charset=utf-8', html);
-    const type = assets[path];
-    if (type) return send(200, type, readFileSync(join(landingAssets, path.slice(1))));
-    if (path === '/api/status') {
-      const map = children();
-      void Promise.all(services.map((s) => healthOf(s, map.get(s.name)))).then((list) =>
-        send(200, 'application/json', JSON.stringify({ services: list })),
-      );
-      return;
-    }
-    send(404, 'application/json', JSON.stringify({ error: 'NOT_FOUND', message: `no route GET ${path}` }));
-  });
-  return new Promise((res, rej) => {
-    server.once('error', rej);
-    server.listen(landingPort, '127.0.0.1', () => res(server));
-  });
+  const dir = join(root, 'data', 'stack');
+  mkdirSync(dir, { recursive: true });
+  const out = join(dir, 'status-landing.json');
+  writeFileSync(out, JSON.stringify(config, null, 2) + '\n');
+  return out;
 }
 
 // ----------------------------------------------------------------------------------------------------------
@@ -408,7 +358,13 @@ if (!checked.ok) {
   console.error(describeRefusal(checked, OFFSET_ENV));
   process.exit(2);
 }
-const services = declared.map(shifted);
+const services = declared
+  .map(shifted)
+  .map((s) =>
+    s.name === STATUS_BIN
+      ? { ...s, start: { ...s.start, args: ['--config', 'data/stack/status-landing.json'] } }
+      : s,
+  );
 
 /**
  * A service's environment: toolkit.start's env entries are defaults that a variable set in the launcher's own
@@ -446,7 +402,6 @@ interface Running {
 }
 const running: Running[] = [];
 let stopping = false;
-let landing: Server | undefined;
 
 function describeExit(e: { code: number | null; signal: NodeJS.Signals | null }): string {
   return e.signal ? `signal ${e.signal}` : String(e.code);
@@ -456,8 +411,6 @@ async function stopAll(reason: string, code: number): Promise<never> {
   if (stopping) return new Promise<never>(() => undefined);
   stopping = true;
   console.log(`\nstart-stack: ${reason}; stopping ${running.length} service(s)`);
-  landing?.close();
-  landing?.closeAllConnections();
   for (const r of running) if (r.child.exitCode === null) r.child.kill('SIGTERM');
   const killer = setTimeout(() => {
     for (const r of running) if (r.child.exitCode === null) r.child.kill('SIGKILL');
@@ -476,15 +429,7 @@ async function stopAll(reason: string, code: number): Promise<never> {
 process.on('SIGINT', () => void stopAll('SIGINT', 0));
 process.on('SIGTERM', () => void stopAll('SIGTERM', 0));
 
-try {
-  landing = await startLanding(services, () => new Map(running.map((r) => [r.service.name, r.child])));
-} catch (err) {
-  console.error(
-    `start-stack: cannot serve the landing page on 127.0.0.1:${landingPort}: ${(err as Error).message}`,
-  );
-  console.error(moveHint());
-  process.exit(1);
-}
+landingConfig(services);
 
 for (const service of services) {
   const logFile = join(logDir, `${service.name}.log`);

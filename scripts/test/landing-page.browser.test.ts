@@ -1,6 +1,6 @@
 /**
- * The landing page `npm start` serves, in Debian's chromium: no console error or CSP violation, a card per
- * service whose health badge turns "up" without a reload, the demo's lab credential and base-URL note shown, and changes live when the service dies.
+ * The landing page `npm start` serves (the status service's page), in Debian's chromium: no console error or CSP violation, a card per
+ * service whose health badge turns "OK" without a reload, the demo's lab credential and base-URL note shown, and changes live when the service dies.
  * Screenshots (desktop and phone) go to .tmp/test-output/landing/.
  */
 import assert from 'node:assert/strict';
@@ -43,9 +43,11 @@ test('landing page: live health per service, no console error, readable on a pho
       const page = await browser.newPage({ viewport });
       await watchPage(page, errors, { label: name, warnings: true });
       await page.goto(`http://127.0.0.1:${landing}/`);
-      const badge = page.locator('.card[data-service="demo-service"] .health');
-      await badge.filter({ hasText: /^up$/ }).waitFor({ timeout: 30_000 });
-      assert.equal(await page.locator(`a[href="http://127.0.0.1:${demo}/"]`).count(), 1);
+      const badge = page.locator('.card[data-service="demo-service"] .badge');
+      await badge.filter({ hasText: /^OK$/ }).waitFor({ timeout: 30_000 });
+      const links = page.locator('.card[data-service="demo-service"] .about');
+      assert.equal(await links.locator(`a[href="http://127.0.0.1:${demo}/"]`).count(), 1);
+      assert.match(await links.innerText(), /item\/<id>/); // a template link is shown as text
       // The demo's timesvc lab credential and the base-URL note, visible without scrolling sideways.
       const credential = page.locator('#note-credential');
       assert.ok(await credential.isVisible());
@@ -66,10 +68,10 @@ test('landing page: live health per service, no console error, readable on a pho
       if (name === 'phone') {
         assert.deepEqual(errors, []);
         // Live: the service dies and the badge says so without a reload. The launcher then stops the stack
-        // and its landing server too, so the page's next fetch fails (a console error expected from here).
-        const pid = Number(/\(pid (\d+), log/.exec(launcher.output())?.[1]);
+        // and the status service too, so the page's next fetch fails (a console error expected from here).
+        const pid = Number(/demo-service\s+up\s+\(pid (\d+), log/.exec(launcher.output())?.[1]);
         process.kill(pid, 'SIGKILL');
-        await badge.filter({ hasText: /stopped|not answering/ }).waitFor({ timeout: 30_000 });
+        await badge.filter({ hasText: /WARNING|DOWN|STALE/ }).waitFor({ timeout: 30_000 });
       }
       await page.close();
     }

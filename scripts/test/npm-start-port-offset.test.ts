@@ -105,7 +105,7 @@ test(`npm start -- --port-offset 2000 on Node ${process.versions.node}: refused 
 
     // The status service (started by npm start like the others, plain node on built files) sees them all
     // green; a SIGSTOPped punch turns red within two polls (2 s each) with the reason, the others stay green.
-    const fleetUrl = 'http://127.0.0.1:10800/api/fleet';
+    const fleetUrl = 'http://127.0.0.1:10700/api/fleet'; // the landing page is the status service
     const green = nodeInStackNet(stack.child.pid, FLEET_WAIT, [fleetUrl, '*', 'green', '50000']);
     assert.equal(green.status, 0, `not all green: ${green.stdout}${green.stderr}`);
     const all = (JSON.parse(green.stdout) as FleetWait).fleet.services;

@@ -34,6 +34,30 @@ function launch(env: Record<string, string>, args: string[] = []) {
   );
 }
 
+interface Fleet {
+  notes: { id: string; text: string }[];
+  services: { name: string; level: string; links: { label: string; url: string; template?: boolean }[] }[];
+}
+
+/**
+ * The landing page's /api/fleet (the status service) once `until` holds (bounded: 30 s; with a short
+ * --ready-timeout the status service may still be starting when the launcher prints its URLs).
+ */
+async function waitForFleet(port: number, until: (f: Fleet) => boolean): Promise<Fleet> {
+  let last: Fleet | string | undefined;
+  for (const t0 = Date.now(); Date.now() - t0 < 30_000;) {
+    try {
+      const fleet = (await (await fetch(`http://127.0.0.1:${port}/api/fleet`)).json()) as Fleet;
+      if (until(fleet)) return fleet;
+      last = fleet;
+    } catch (err) {
+      last = (err as Error).message;
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  assert.fail(`fleet never matched: ${JSON.stringify(last)}`);
+}
+
 test('launcher starts declared services, serves the landing page first, and stops them all on SIGINT with exit 0', async () => {
   const p = await ports();
   const tmp = tempDir();
@@ -58,21 +82,29 @@ test('launcher starts declared services, serves the landing page first, and stop
     const landing = await fetch(`http://127.0.0.1:${p.landing}/`);
     assert.equal(landing.status, 200);
     assert.match(landing.headers.get('content-security-policy') ?? '', /default-src 'self'/);
-    const html = await landing.text();
-    assert.match(html, new RegExp(`href="http://127\\.0\\.0\\.1:${p.demo}/"`));
-    assert.match(html, /item\/&#60;id&#62;/);
-    for (const asset of ['/landing.js', '/landing.css'])
+    assert.match(await landing.text(), /src="\/status\.js"/); // the status service's page
+    for (const asset of ['/status.js', '/status.css'])
       assert.equal((await fetch(`http://127.0.0.1:${p.landing}${asset}`)).status, 200, asset);
-    const status = (await (await fetch(`http://127.0.0.1:${p.landing}/api/status`)).json()) as {
-      services: { name: string; state: string }[];
-    };
+    // The page draws what /api/fleet says: each service's health, links (a template one as text) and the notes.
+    const fleet = await waitForFleet(p.landing, (f) => f.services.every((s) => s.level === 'green'));
     assert.deepEqual(
-      status.services.map((s) => [s.name, s.state]),
-      [['demo-service', 'up']],
+      fleet.services.map((s) => [s.name, s.level]),
+      [['demo-service', 'green']],
+    );
+    const demo = fleet.services[0];
+    assert.deepEqual(
+      demo?.links.map((l) => [l.label, l.url, l.template ?? false]),
+      [
+        ['Demo page', `http://127.0.0.1:${p.demo}/`, false],
+        ['Demo item', `http://127.0.0.1:${p.demo}/item/<id>`, true],
+      ],
+    );
+    assert.deepEqual(
+      fleet.notes.map((n) => n.id),
+      ['credential', 'base-url'],
     );
     const missing = await fetch(`http://127.0.0.1:${p.landing}/nope`);
     assert.equal(missing.status, 404);
-    assert.deepEqual(await missing.json(), { error: 'NOT_FOUND', message: 'no route GET /nope' });
     launcher.child.kill('SIGINT');
     const exit = await launcher.exited;
     assert.equal(exit.code, 0, launcher.output());
@@ -129,7 +161,7 @@ test('a service killed by a signal is reported with the signal name', async () =
   ]);
   try {
     await launcher.waitForOutput(/Press Ctrl-C to stop/, 60_000);
-    const pid = Number(/\(pid (\d+), log/.exec(launcher.output())?.[1]);
+    const pid = Number(/demo-service\s+up\s+\(pid (\d+), log/.exec(launcher.output())?.[1]);
     assert.ok(pid > 0);
     process.kill(pid, 'SIGKILL');
     const exit = await launcher.exited;
@@ -194,14 +226,14 @@ test('a slow service is reported without stopping the others, and announced once
     assert.doesNotMatch(out, /stopping/);
     // The others serve meanwhile, and the landing page says the slow one is not answering.
     assert.equal(await (await fetch(`http://127.0.0.1:${p.demo}/`)).text(), 'hello serve');
-    const before = (await (await fetch(`http://127.0.0.1:${p.landing}/api/status`)).json()) as {
-      services: { name: string; state: string }[];
-    };
+    const before = await waitForFleet(p.landing, (f) =>
+      f.services.some((s) => s.name === 'slow-service' && s.level === 'red'),
+    );
     assert.deepEqual(
-      before.services.map((s) => [s.name, s.state]),
+      before.services.map((s) => [s.name, s.level]),
       [
-        ['demo-service', 'up'],
-        ['slow-service', 'down'],
+        ['demo-service', 'green'],
+        ['slow-service', 'red'],
       ],
     );
     await launcher.waitForOutput(/start-stack: slow-service is up/, 60_000);

@@ -23,6 +23,35 @@ const serviceSchema = z.strictObject({
   devices: httpUrl.optional(),
   /** The service's own page, linked from the status page. */
   page: httpUrl.optional(),
+  /** A title shown above the name (e.g. "punch: SRT session broker"). */
+  title: z.string().max(200).optional(),
+  /** Links shown on the card (a `template` one, e.g. `.../s/<name>`, is shown as text, not linked). */
+  links: z
+    .array(
+      z.strictObject({
+        label: z.string().min(1).max(200),
+        url: z.string().min(1).max(2000),
+        page: z.boolean().optional(),
+        template: z.boolean().optional(),
+      }),
+    )
+    .max(32)
+    .default([]),
+  /** Ports to point equipment at, shown on the card. */
+  ports: z
+    .array(
+      z.strictObject({
+        label: z.string().min(1).max(200),
+        proto: z.enum(['tcp', 'udp']).optional(),
+        port: z.number().int().min(1).max(65_535).optional(),
+        outbound: z.boolean().optional(),
+        use: z.string().max(1000).default(''),
+      }),
+    )
+    .max(32)
+    .default([]),
+  /** Where the service's docs are (a path in the repository), shown on the card. */
+  docs: z.string().max(300).optional(),
   /** Name of an environment variable holding a bearer token sent to this service's URLs. */
   tokenEnv: z
     .string()
@@ -50,6 +79,17 @@ export const statusConfigSchema = z
       .max(16 * 1024 * 1024)
       .default(1024 * 1024),
     services: z.array(serviceSchema).min(1).max(64),
+    /** Notes shown above the cards as text (e.g. the demo's lab credential; `npm start` writes them). */
+    notes: z
+      .array(
+        z.strictObject({
+          id: z.string().regex(/^[a-z][a-z0-9-]{0,62}$/),
+          title: z.string().min(1).max(200),
+          text: z.string().min(1).max(2000),
+        }),
+      )
+      .max(16)
+      .default([]),
     logging: z
       .strictObject({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace']).default('info') })
       .prefault({}),

@@ -52,6 +52,7 @@ await runCli(
           version: packageVersion() ?? '0.0.0',
           pollIntervalMs: config.pollIntervalMs,
           startedAtMs: clock.monotonicMs(),
+          notes: config.notes,
         });
         await app.listen({ host: config.listen.host, port: config.listen.port });
         poller.start();

@@ -10,6 +10,10 @@ export interface ServiceStatus {
   name: string;
   kind: ServiceKind;
   page: string | null;
+  title: string | null;
+  links: ServiceConfig['links'];
+  ports: ServiceConfig['ports'];
+  docs: string | null;
   level: Level | 'unknown';
   reason: string;
   figures: Record<string, Figure>;
@@ -24,12 +28,19 @@ export interface ServiceStatus {
 export class Fleet {
   readonly #services = new Map<string, ServiceStatus>();
 
-  constructor(services: readonly ServiceConfig[]) {
+  constructor(
+    services: readonly (Omit<ServiceConfig, 'links' | 'ports'> &
+      Partial<Pick<ServiceConfig, 'links' | 'ports'>>)[],
+  ) {
     for (const s of services)
       this.#services.set(s.name, {
         name: s.name,
         kind: s.kind,
         page: s.page ?? null,
+        title: s.title ?? null,
+        links: s.links ?? [],
+        ports: s.ports ?? [],
+        docs: s.docs ?? null,
         level: 'unknown',
         reason: 'not polled yet',
         figures: {},

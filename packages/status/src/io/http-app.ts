@@ -25,6 +25,8 @@ export interface AppDeps {
   version: string;
   pollIntervalMs: number;
   startedAtMs: number;
+  /** Notes shown above the cards (config `notes`). */
+  notes?: readonly { id: string; title: string; text: string }[];
 }
 
 export function buildStatusApp(d: AppDeps): FastifyInstance {
@@ -45,6 +47,7 @@ export function buildStatusApp(d: AppDeps): FastifyInstance {
       generatedAt: new Date(d.clock.now()).toISOString(),
       pollIntervalMs: d.pollIntervalMs,
       overall: d.fleet.overall(),
+      notes: d.notes ?? [],
       services: d.fleet.list(),
     }),
   );

@@ -2,6 +2,7 @@
 // status service itself stops answering, every card turns grey with the age of what it shows.
 const fleetEl = document.getElementById('fleet');
 const freshEl = document.getElementById('freshness');
+const notesEl = document.getElementById('notes');
 const LABEL = { green: 'OK', amber: 'WARNING', red: 'DOWN', unknown: 'NOT POLLED YET' };
 let lastOk = 0;
 let intervalMs = 2000;
@@ -22,7 +23,7 @@ function card(name) {
   const head = el('header', 'head');
   const title = el('h2', 'name');
   head.append(title, el('span', 'badge'));
-  c.append(head, el('p', 'reason'), el('dl', 'figures'), el('p', 'age'));
+  c.append(head, el('p', 'reason'), el('dl', 'figures'), el('p', 'age'), el('div', 'about'));
   fleetEl.append(c);
   return c;
 }
@@ -32,7 +33,69 @@ function age(ms) {
   return s < 90 ? `${s} s` : s < 5400 ? `${Math.round(s / 60)} min` : `${Math.round(s / 3600)} h`;
 }
 
+// The notes and each card's links, ports and docs come from the config: drawn again only when they change.
+function renderNotes(notes) {
+  const key = JSON.stringify(notes);
+  if (notesEl.dataset.key === key) return;
+  notesEl.dataset.key = key;
+  notesEl.hidden = notes.length === 0;
+  const list = el('ul');
+  for (const n of notes) {
+    const li = el('li');
+    li.id = `note-${n.id}`;
+    li.append(el('strong', '', n.title), document.createTextNode(`: ${n.text}`));
+    list.append(li);
+  }
+  notesEl.replaceChildren(el('h2', '', 'Before you start'), list);
+}
+
+function link(l) {
+  const li = el('li');
+  if (l.template || !/^https?:/.test(l.url))
+    li.append(el('span', 'label', l.label), ' ', el('code', '', l.url));
+  else {
+    const a = el('a', '', l.label);
+    a.href = l.url;
+    li.append(a, ' ', el('code', '', l.url));
+  }
+  return li;
+}
+
+function renderAbout(c, s) {
+  const about = c.querySelector('.about');
+  const key = JSON.stringify([s.title, s.links, s.ports, s.docs]);
+  if (about.dataset.key === key) return;
+  about.dataset.key = key;
+  const parts = [];
+  if (s.title) parts.push(el('p', 'title', s.title));
+  const pages = s.links.filter((l) => l.page);
+  const others = s.links.filter((l) => !l.page);
+  if (pages.length) parts.push(el('h3', '', 'Pages'), el('ul', 'links'));
+  if (pages.length) parts.at(-1).append(...pages.map(link));
+  if (others.length) parts.push(el('h3', '', 'API and monitoring'), el('ul', 'links'));
+  if (others.length) parts.at(-1).append(...others.map(link));
+  if (s.ports.length) {
+    const ul = el('ul', 'ports');
+    for (const p of s.ports) {
+      const li = el('li');
+      li.append(el('span', 'label', p.label));
+      if (p.port !== undefined)
+        li.append(' ', el('code', '', `${p.proto ?? ''} ${p.port}${p.outbound ? ' (sent to)' : ''}`));
+      if (p.use) li.append(el('div', 'use', p.use));
+      ul.append(li);
+    }
+    parts.push(el('h3', '', 'Other ports'), ul);
+  }
+  if (s.docs) {
+    const d = el('p', 'docs', 'Docs: ');
+    d.append(el('code', '', s.docs));
+    parts.push(d);
+  }
+  about.replaceChildren(...parts);
+}
+
 function render(data) {
+  renderNotes(data.notes ?? []);
   intervalMs = data.pollIntervalMs || intervalMs;
   document.body.dataset.overall = data.overall;
   for (const s of data.services) {
@@ -61,6 +124,7 @@ function render(data) {
       );
     }
     c.dataset.checkedAt = s.checkedAt ?? '';
+    renderAbout(c, { links: [], ports: [], ...s });
   }
 }
 
