@@ -64,6 +64,9 @@ class SimSource implements ReferenceSource {
   }
 }
 
+/** The served-correction rules for a single reference that is followed at once (stepout 0). */
+const STEPOUT_OFF = { stepoutMs: 0 };
+
 function setup(options: Partial<ConstructorParameters<typeof ClockManager>[0]> = {}) {
   const clock = new ManualClock();
   const m = new ClockManager({ clock, precision: -23, ...options });
@@ -198,7 +201,7 @@ test('HOLDOVER → LOCKED directly when the reference returns agreeing; → SYNC
 });
 
 test('SYNCING → FAULT when the reference is lost before the estimate is usable again (after a FAULT)', () => {
-  const { clock, m, states } = setup();
+  const { clock, m, states } = setup(STEPOUT_OFF);
   const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0);
   m.register(peer);
   run(clock, m, 6, [peer]);
@@ -212,7 +215,7 @@ test('SYNCING → FAULT when the reference is lost before the estimate is usable
 });
 
 test('a backward correction beyond the step threshold: LI 3 is served first, then the step', () => {
-  const { clock, m } = setup();
+  const { clock, m } = setup(STEPOUT_OFF);
   const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0);
   m.register(peer);
   run(clock, m, 8, [peer]);
@@ -234,7 +237,7 @@ test('a backward correction beyond the step threshold: LI 3 is served first, the
 });
 
 test('a forward correction beyond the step threshold is stepped while serving', () => {
-  const { clock, m } = setup();
+  const { clock, m } = setup(STEPOUT_OFF);
   const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0);
   m.register(peer);
   run(clock, m, 8, [peer]);
@@ -245,7 +248,7 @@ test('a forward correction beyond the step threshold is stepped while serving', 
 });
 
 test('LOCKED → FAULT when the offset jumps by more than 1 s, then resynchronises from scratch', () => {
-  const { clock, m, states } = setup();
+  const { clock, m, states } = setup(STEPOUT_OFF);
   const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0);
   m.register(peer);
   run(clock, m, 6, [peer]);

@@ -99,7 +99,7 @@ export function stateMark(p: PeerRow): string {
   if (p.selected) return '*';
   if (!p.reachable || p.verdict === 'unusable') return '?';
   if (p.verdict === 'candidate') return '+';
-  if (p.verdict === 'falseticker') return 'x';
+  if (p.verdict === 'falseticker' || p.verdict === 'held') return 'x';
   if (p.verdict === 'too_few_samples') return '?';
   return '-';
 }

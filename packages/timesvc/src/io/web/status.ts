@@ -171,6 +171,8 @@ function verdictReason(
       return 'truechimer, combined but not chosen';
     case 'falseticker':
       return 'falseticker: outside the intersection of the correctness intervals';
+    case 'held':
+      return 'held back: its level moved beyond the step threshold; followed after the stepout or a confirmation';
     case 'unfit':
       return 'unfit: root distance beyond MAXDIST or failed header tests';
     case 'too_few_samples':
