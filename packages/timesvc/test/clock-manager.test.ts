@@ -367,6 +367,31 @@ test('local-stratum mode: LOCKED on the host clock at the configured stratum; a 
   assert.ok(Math.abs(m.correctionAt(clock.monotonicMs()) - 0.5) < 1e-3);
 });
 
+test('high-delay samples are left out at most once in a row: no update age beyond two polls while replies arrive', () => {
+  const { clock, m } = setup();
+  const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0.0001, 0, 10e-6, 7, 6);
+  m.register(peer);
+  run(clock, m, 8, [peer]); // an iburst-like start at 1 s
+  assert.equal(m.state, 'LOCKED');
+  // Then polls of 64 s, five replies in a row with 20 ms round trips (a loaded path), then normal ones.
+  for (let i = 0; i < 8; i++) {
+    clock.advance(64_000);
+    const t = clock.monotonicMs();
+    m.addSample(peer.id, {
+      offsetS: 0.0001,
+      delayS: i < 5 ? 0.02 : 0.0005,
+      dispersionS: 0.0001,
+      jitterS: 10e-6,
+      atMs: t,
+    });
+    m.tick();
+    const age = t - (m.snapshot().lastUpdateMs ?? 0);
+    assert.ok(age <= 2 * 64_000, `update age ${age / 1000} s after reply ${i}`);
+  }
+  assert.equal(m.state, 'LOCKED');
+  assert.ok(Math.abs(m.correctionAt(clock.monotonicMs()) - 0.0001) < 100e-6);
+});
+
 test('the periodic tick runs on the injected clock', () => {
   const { clock, m } = setup({ local: { stratum: 9, referenceId: asciiRefId('LOCL') } });
   m.start();

@@ -660,8 +660,12 @@ export class ClockManager {
     this.#samplesSinceReset++;
     const jitter = runJitter(run, 2 ** this.#o.precision);
     // A sample whose round trip is far above the run's best carries up to half of that as error (RFC 5905
-    // §8): left out, unless that has become the normal delay (several in a row).
-    if (sample.delayS > delayGate(run) && this.#delayRejects < MAX_DELAY_REJECTS) {
+    // §8): left out, unless that has become the normal delay (several in a row), and never when leaving it
+    // out would let the estimate's age exceed two polls while replies arrive (the weighted fit gives such a
+    // sample little weight anyway; docs/clock-discipline.md "Delay gate").
+    const pollMs = 2 ** (entry.source.status().pollLog2 ?? 0) * 1000;
+    const sinceUpdateMs = sample.atMs - (this.#lastUpdateMs ?? sample.atMs);
+    if (sample.delayS > delayGate(run) && this.#delayRejects < MAX_DELAY_REJECTS && sinceUpdateMs <= pollMs) {
       this.#delayRejects++;
       return;
     }
