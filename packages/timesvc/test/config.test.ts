@@ -4,7 +4,14 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { ConfigError } from '@broadcast-ops/core';
 import { repoRoot, tempDir } from '@broadcast-ops/core/testing';
-import { loadTimesvcConfig, ntpBindAddresses, parseHostPort, peerPolls } from '../src/config.ts';
+import {
+  configSchema,
+  loadTimesvcConfig,
+  ntpBindAddresses,
+  parseHostPort,
+  peerPolls,
+} from '../src/config.ts';
+import { configWarnings } from '../src/io/cli-commands.ts';
 
 test('the committed configs parse: demo, lab without GPS, GPSDO example', () => {
   const demo = loadTimesvcConfig(join(repoRoot, 'config/timesvc.demo.yaml'), {});
@@ -35,6 +42,14 @@ test('the committed configs parse: demo, lab without GPS, GPSDO example', () => 
   assert.equal(gps.gpsdo.type, 'serialpps');
   assert.equal(gps.gpsdo.poll_interval, 1);
   assert.equal(gps.nts.cookie_key, 'ab'.repeat(32));
+});
+
+test('check-config on a GPSDO-only config: no "stay unsynchronised" (it synchronises), the stepout named', () => {
+  const c = configSchema.parse({ gpsdo: { enabled: true, type: 'dummy' } });
+  const w = configWarnings(c).filter((x) => x.startsWith('ntp.upstream_peers'));
+  assert.equal(w.length, 1);
+  assert.doesNotMatch(w[0] ?? '', /unsynchronised/);
+  assert.match(w[0] ?? '', /held back for ntp\.discipline\.stepout \(300 s\)/);
 });
 
 test('defaults (README "Configuration")', () => {

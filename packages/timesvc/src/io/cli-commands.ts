@@ -249,7 +249,11 @@ export function configWarnings(c: TimesvcConfig): string[] {
     );
   }
   if (c.gpsdo.enabled && c.ntp.upstream_peers.length === 0 && !c.ntp.local_stratum) {
-    out.push('ntp.upstream_peers: none, and the GPSDO is not acted on: the service will stay unsynchronised');
+    // The GPSDO alone synchronises the service (docs/gpsdo.md), but nothing can confirm a jump of its labels.
+    out.push(
+      'ntp.upstream_peers: none: the GPSDO is the only reference; a level change of it beyond step_threshold ' +
+        `is held back for ntp.discipline.stepout (${c.ntp.discipline.stepout} s) before it is followed`,
+    );
   }
   if (c.web.users.length === 0) {
     out.push('web.users: none configured: every API route but health and metrics answers 401');
