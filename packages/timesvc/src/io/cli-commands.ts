@@ -83,6 +83,8 @@ export interface PeerRow {
   jitter_us: number | null;
   root_distance_us: number | null;
   last_sample_age_s: number | null;
+  /** Age of the last good reply (chronyc's LastRx); absent from servers before it was added. */
+  last_rx_age_s?: number | null;
   nts_enabled: boolean;
   sourcestats: {
     samples: number;
@@ -118,7 +120,7 @@ export function formatSources(peers: readonly PeerRow[]): string {
         .toString(8)
         .padStart(
           3,
-        )}  ${fmtAge(p.last_sample_age_s).padStart(5)}  ${fmtTime(off).padStart(7)} +/- ${fmtTime(err, false).padStart(6)}`,
+        )}  ${fmtAge(p.last_rx_age_s ?? p.last_sample_age_s).padStart(5)}  ${fmtTime(off).padStart(7)} +/- ${fmtTime(err, false).padStart(6)}`,
     );
   }
   if (peers.length === 0) lines.push('(no upstream peers configured)');
