@@ -96,11 +96,14 @@ export interface PeerRow {
   };
 }
 
-/** chronyc's source state: * selected, + combined, - not combined, x falseticker, ? unusable. */
+/**
+ * chronyc's source state: * selected, + combined, - not combined, x falseticker, ? unusable. timesvc
+ * combines nothing, so a truechimer that is not the system peer is `-`, as chronyc marks one it leaves out.
+ */
 export function stateMark(p: PeerRow): string {
   if (p.selected) return '*';
   if (!p.reachable || p.verdict === 'unusable') return '?';
-  if (p.verdict === 'candidate') return '+';
+  if (p.verdict === 'candidate') return '-';
   if (p.verdict === 'falseticker' || p.verdict === 'held') return 'x';
   if (p.verdict === 'too_few_samples') return '?';
   return '-';

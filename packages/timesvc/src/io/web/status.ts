@@ -170,7 +170,8 @@ function verdictReason(
     case 'selected':
       return 'system peer: best of the truechimers';
     case 'candidate':
-      return 'truechimer, combined but not chosen';
+      // timesvc follows one system peer and combines nothing (README "Selection").
+      return 'truechimer, not chosen (sources are not combined)';
     case 'falseticker':
       return 'falseticker: outside the intersection of the correctness intervals';
     case 'held':
