@@ -126,10 +126,11 @@ int nn_check(nn_t *n, const uint8_t *b, int end, double now_ms, nn_reply_t *r) {
   for (int at = HEADER; at < end;) {
     int type = u16(b + at), length = u16(b + at + 2), value = at + 4, value_len = length - 4;
     if (type == EF_AUTHENTICATOR) {
-      if (value_len < 4) return NN_PLAIN;
+      /* Malformed NTS content in well-formed fields: JavaScript drops it (nts-responder.ts check). */
+      if (value_len < 4) return NN_FORWARD;
       nonce_len = u16(b + value);
       ct_len = u16(b + value + 2);
-      if (4 + pad4(nonce_len) + pad4(ct_len) > value_len) return NN_PLAIN;
+      if (4 + pad4(nonce_len) + pad4(ct_len) > value_len) return NN_FORWARD;
       auth = 1;
       nts = 1;
       ad_end = at;
@@ -138,7 +139,7 @@ int nn_check(nn_t *n, const uint8_t *b, int end, double now_ms, nn_reply_t *r) {
       break;
     }
     if (type == EF_UID) {
-      if (uid >= 0) return NN_PLAIN;
+      if (uid >= 0) return NN_FORWARD;
       uid = value;
       uid_len = value_len;
       nts = 1;

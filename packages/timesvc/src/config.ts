@@ -72,10 +72,20 @@ const disciplineSchema = z.strictObject({
   max_slew_rate_ppm: num(z.number().min(10).max(83_333)).default(5000),
   /** Corrections beyond this are stepped (RFC 5905 STEPT, 128 ms); backwards only after LI 3 is served. */
   step_threshold: duration.default(0.128),
+  /**
+   * A reference whose level moves beyond step_threshold from the served clock is held back this long unless
+   * another source confirms it (the stepout of RFC 5905 §11.3, 300 s as ntpd's; 0 = at once). docs/clock-discipline.md.
+   */
+  stepout: duration.default(300),
   /** |estimate − served clock| beyond this is a FAULT (1 s). */
   fault_threshold: duration.default(1),
   /** Longest HOLDOVER before FAULT (4 h). */
   holdover_timeout: duration.default(4 * 3600),
+  /**
+   * /api/health (and timesvc_clock_health) is degraded while the advertised error (root delay/2 + root
+   * dispersion) exceeds this in LOCKED or SYNCING (docs/clock-discipline.md "Health").
+   */
+  health_max_error: duration.default(0.01),
   /** /api/health is healthy in HOLDOVER while the advertised error (root delay/2 + dispersion) is below this. */
   holdover_max_error: duration.default(0.01),
   /** Samples a source needs before it is selected (an iburst's 4). */

@@ -64,6 +64,9 @@ class SimSource implements ReferenceSource {
   }
 }
 
+/** The served-correction rules for a single reference that is followed at once (stepout 0). */
+const STEPOUT_OFF = { stepoutMs: 0 };
+
 function setup(options: Partial<ConstructorParameters<typeof ClockManager>[0]> = {}) {
   const clock = new ManualClock();
   const m = new ClockManager({ clock, precision: -23, ...options });
@@ -198,7 +201,7 @@ test('HOLDOVER → LOCKED directly when the reference returns agreeing; → SYNC
 });
 
 test('SYNCING → FAULT when the reference is lost before the estimate is usable again (after a FAULT)', () => {
-  const { clock, m, states } = setup();
+  const { clock, m, states } = setup(STEPOUT_OFF);
   const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0);
   m.register(peer);
   run(clock, m, 6, [peer]);
@@ -212,7 +215,7 @@ test('SYNCING → FAULT when the reference is lost before the estimate is usable
 });
 
 test('a backward correction beyond the step threshold: LI 3 is served first, then the step', () => {
-  const { clock, m } = setup();
+  const { clock, m } = setup(STEPOUT_OFF);
   const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0);
   m.register(peer);
   run(clock, m, 8, [peer]);
@@ -234,7 +237,7 @@ test('a backward correction beyond the step threshold: LI 3 is served first, the
 });
 
 test('a forward correction beyond the step threshold is stepped while serving', () => {
-  const { clock, m } = setup();
+  const { clock, m } = setup(STEPOUT_OFF);
   const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0);
   m.register(peer);
   run(clock, m, 8, [peer]);
@@ -245,7 +248,7 @@ test('a forward correction beyond the step threshold is stepped while serving', 
 });
 
 test('LOCKED → FAULT when the offset jumps by more than 1 s, then resynchronises from scratch', () => {
-  const { clock, m, states } = setup();
+  const { clock, m, states } = setup(STEPOUT_OFF);
   const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0);
   m.register(peer);
   run(clock, m, 6, [peer]);
@@ -362,6 +365,31 @@ test('local-stratum mode: LOCKED on the host clock at the configured stratum; a 
   hostOffset = 0.5;
   run(clock, m, 3, []);
   assert.ok(Math.abs(m.correctionAt(clock.monotonicMs()) - 0.5) < 1e-3);
+});
+
+test('high-delay samples are left out at most once in a row: no update age beyond two polls while replies arrive', () => {
+  const { clock, m } = setup();
+  const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0.0001, 0, 10e-6, 7, 6);
+  m.register(peer);
+  run(clock, m, 8, [peer]); // an iburst-like start at 1 s
+  assert.equal(m.state, 'LOCKED');
+  // Then polls of 64 s, five replies in a row with 20 ms round trips (a loaded path), then normal ones.
+  for (let i = 0; i < 8; i++) {
+    clock.advance(64_000);
+    const t = clock.monotonicMs();
+    m.addSample(peer.id, {
+      offsetS: 0.0001,
+      delayS: i < 5 ? 0.02 : 0.0005,
+      dispersionS: 0.0001,
+      jitterS: 10e-6,
+      atMs: t,
+    });
+    m.tick();
+    const age = t - (m.snapshot().lastUpdateMs ?? 0);
+    assert.ok(age <= 2 * 64_000, `update age ${age / 1000} s after reply ${i}`);
+  }
+  assert.equal(m.state, 'LOCKED');
+  assert.ok(Math.abs(m.correctionAt(clock.monotonicMs()) - 0.0001) < 100e-6);
 });
 
 test('the periodic tick runs on the injected clock', () => {

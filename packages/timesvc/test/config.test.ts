@@ -4,7 +4,14 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { ConfigError } from '@broadcast-ops/core';
 import { repoRoot, tempDir } from '@broadcast-ops/core/testing';
-import { loadTimesvcConfig, ntpBindAddresses, parseHostPort, peerPolls } from '../src/config.ts';
+import {
+  configSchema,
+  loadTimesvcConfig,
+  ntpBindAddresses,
+  parseHostPort,
+  peerPolls,
+} from '../src/config.ts';
+import { configWarnings, formatSources, type PeerRow } from '../src/io/cli-commands.ts';
 
 test('the committed configs parse: demo, lab without GPS, GPSDO example', () => {
   const demo = loadTimesvcConfig(join(repoRoot, 'config/timesvc.demo.yaml'), {});
@@ -35,6 +42,48 @@ test('the committed configs parse: demo, lab without GPS, GPSDO example', () => 
   assert.equal(gps.gpsdo.type, 'serialpps');
   assert.equal(gps.gpsdo.poll_interval, 1);
   assert.equal(gps.nts.cookie_key, 'ab'.repeat(32));
+});
+
+test('check-config on a GPSDO-only config: no "stay unsynchronised" (it synchronises), the stepout named', () => {
+  const c = configSchema.parse({ gpsdo: { enabled: true, type: 'dummy' } });
+  const w = configWarnings(c).filter((x) => x.startsWith('ntp.upstream_peers'));
+  assert.equal(w.length, 1);
+  assert.doesNotMatch(w[0] ?? '', /unsynchronised/);
+  assert.match(w[0] ?? '', /held back for ntp\.discipline\.stepout \(300 s\)/);
+});
+
+test('sources marks as chronyc: a truechimer not chosen is "-" (nothing is combined), a held-back level "x"', () => {
+  const row = (verdict: string, selected = false): PeerRow => ({
+    address: `192.0.2.1:123`,
+    stratum: 2,
+    poll: 6,
+    reach: 255,
+    reachable: true,
+    selected,
+    verdict,
+    offset_us: 12,
+    jitter_us: 3,
+    root_distance_us: 900,
+    last_sample_age_s: 300,
+    last_rx_age_s: 20,
+    nts_enabled: false,
+    sourcestats: {
+      samples: 0,
+      span_s: 0,
+      frequency_ppm: null,
+      skew_ppm: null,
+      offset_us: null,
+      stddev_us: null,
+    },
+  });
+  const lines = formatSources([row('selected', true), row('candidate'), row('held'), row('falseticker')])
+    .split('\n')
+    .slice(2, 6);
+  assert.deepEqual(
+    lines.map((l) => l.slice(0, 2)),
+    ['^*', '^-', '^x', '^x'],
+  );
+  assert.match(lines[0] ?? '', / 377 +20 /, 'LastRx: the last good reply, not the chosen sample');
 });
 
 test('defaults (README "Configuration")', () => {

@@ -9,7 +9,7 @@ import { configSchema } from '../src/config.ts';
 import { queryServer } from '../src/io/query.ts';
 import { createTimesvc } from '../src/io/service.ts';
 import { parseGpsdLine } from '../src/protocol/gpsd.ts';
-import { buildNmea } from '../src/protocol/nmea.ts';
+import { nmeaSecond } from './helpers/nmea-receiver.ts';
 
 const capture = JSON.parse(
   readFileSync(join(import.meta.dirname, 'fixtures/gpsd-3.22-watch.json'), 'utf8'),
@@ -192,18 +192,7 @@ test('network GPSDO against the real gpsd (Debian gpsd, device = a socat pty fed
     const tick = (): void => {
       timer = setTimeout(
         () => {
-          const iso = new Date(Math.floor(Date.now() / 1000) * 1000).toISOString();
-          const t = iso.slice(11, 19).replace(/:/g, '') + '.00';
-          const date = iso.slice(8, 10) + iso.slice(5, 7) + iso.slice(2, 4);
-          const out = [
-            `GPRMC,${t},A,5128.6740,N,00000.0900,W,0.01,,${date},,,A`,
-            `GPGGA,${t},5128.6740,N,00000.0900,W,1,07,0.92,45.3,M,47.0,M,,`,
-            'GPGSA,A,3,02,05,07,09,13,15,18,,,,,,1.61,0.92,1.32',
-            'GPGSV,2,1,08,02,61,297,44,05,52,075,46,07,40,126,41,09,33,236,39',
-            'GPGSV,2,2,08,13,25,018,36,15,22,119,40,18,14,307,33,20,06,243,',
-          ]
-            .map((b) => buildNmea(b) + '\r\n')
-            .join('');
+          const out = nmeaSecond(Math.floor(Date.now() / 1000));
           try {
             writeSync(writer, out);
           } catch {

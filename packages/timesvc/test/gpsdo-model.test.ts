@@ -89,6 +89,38 @@ test('a label that disagrees with the edge spacing is rejected (a late sentence 
   assert.equal(h.m.status(2200).counters.errors['pps_label_mismatch'], 1);
 });
 
+test('labels that jump by a whole second: the first is held back, a persisting jump is logged and counted', () => {
+  const h = harness();
+  h.fix(T0 - 1, -900);
+  const second = (i: number, lateS: number): void => {
+    h.pps(T0 + i, 0, i + 1, 1000 * i);
+    h.fix(T0 + i - lateS, 1000 * i + 120);
+  };
+  for (let i = 0; i < 4; i++) second(i, 0);
+  assert.equal(h.samples.length, 4);
+  // The receiver labels its seconds 1 s late for 20 s.
+  for (let i = 4; i < 24; i++) second(i, 1);
+  const st = h.m.status(24_000).counters.errors;
+  assert.equal(st['pps_label_mismatch'], 1, 'the first late label is held back');
+  assert.equal(st['pps_label_jump'], 1, 'the second confirms the jump');
+  assert.deepEqual(
+    h.events.filter((e) => e.type === 'label_jump'),
+    [{ type: 'label_jump', deltaS: -1 }],
+  );
+  // The first late label repeats the previous second (ignored as a duplicate), the next is held back; from
+  // then on the receiver's labelling is passed on (the clock manager holds the level back).
+  assert.equal(h.samples.length, 4 + 18);
+  assert.ok(h.samples.slice(4).every((s) => Math.abs(s.offsetS + 1) < 1e-9));
+  for (let i = 24; i < 28; i++) second(i, 0);
+  assert.deepEqual(
+    h.events.filter((e) => e.type === 'label_jump').map((e) => (e.type === 'label_jump' ? e.deltaS : 0)),
+    [-1, 1],
+  );
+  assert.equal(h.m.status(28_000).counters.errors['pps_label_mismatch'], 2);
+  assert.equal(h.samples.length, 4 + 18 + 3);
+  assert.ok(Math.abs(h.samples[h.samples.length - 1]!.offsetS) < 1e-9);
+});
+
 test('a fix without PPS loses the lock after 2 s (pps_lost), and a fix loss is reported', () => {
   const h = harness();
   for (let i = 0; i < 3; i++) {

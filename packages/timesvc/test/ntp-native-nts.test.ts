@@ -146,6 +146,25 @@ test('a tampered authenticator goes to JavaScript, which answers NTSN; a cookie 
   }
 });
 
+test('an authenticator whose length lies goes to JavaScript and is dropped like other malformed NTS requests', async () => {
+  const s = session();
+  const { sock, next } = await client();
+  try {
+    const f0 = forwarded();
+    const d0 = responder.counters.droppedBy.malformed;
+    const req = s.wrap(header(9))!;
+    let at = 48;
+    while (req.readUInt16BE(at) !== 0x0404) at += req.readUInt16BE(at + 2);
+    req.writeUInt16BE(0xfff0, at + 6); // the ciphertext length runs past the field
+    sock.send(req, port, '127.0.0.1');
+    assert.equal(await next(1500), undefined, 'no reply: neither a plain one nor a kiss');
+    assert.equal(forwarded() - f0, 1, 'not answered as plain NTP on the native thread');
+    assert.equal(responder.counters.droppedBy.malformed - d0, 1, 'dropped as malformed, in JavaScript');
+  } finally {
+    sock.close();
+  }
+});
+
 test('a key rotation: cookies under the new key are answered, and the native thread takes the new key over', async () => {
   // The jar's day turns over; the native thread still holds yesterday's keys until the server hands it
   // the new set (its timer, armed for the rotation when the keys were handed over).

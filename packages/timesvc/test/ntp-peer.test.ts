@@ -211,6 +211,24 @@ test('freezePoll delays the raise without losing the count; a held-back sample r
   assert.equal(step(), 64, 'four good samples after it');
 });
 
+test('lastRxMs is the last good reply (chronyc LastRx), not the age of the filter’s chosen sample', () => {
+  const peer = new NtpPeer(CFG, 0);
+  let now = 0;
+  let t = 3_900_000_000;
+  // The first reply has the lowest delay: the filter keeps choosing it while later ones arrive slower.
+  exchange(peer, now, t, 0.001, 0.0002);
+  for (let i = 1; i <= 5; i++) {
+    const next = peer.status().nextPollMs;
+    t += (next - now) / 1000;
+    now = next;
+    exchange(peer, now, t, 0.001, 0.002);
+  }
+  assert.ok(now > 3000);
+  const st = peer.status();
+  assert.equal(st.lastSampleMs, 0.2, 'the chosen sample is the first one');
+  assert.equal(st.lastRxMs, now + 4, 'the last good reply: the one received 4 ms after its request');
+});
+
 test('clock filter picks the minimum-delay sample; jitter is the RMS spread; empty stages are not MAXDISP', () => {
   const f = new ClockFilter(2 ** -20);
   const outs = [

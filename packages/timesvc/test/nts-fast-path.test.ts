@@ -157,6 +157,7 @@ test('fast-check: scanNtsRequest agrees with scanNtsPacket on every input', () =
         const full = scanNtsPacket(buf);
         const ok = scanNtsRequest(buf, f);
         assert.equal(ok, full.ok);
+        assert.equal(f.ntsMalformed, !full.ok && full.ntsMalformed === true);
         if (!full.ok) return;
         const v = full.view;
         assert.equal(f.nts, v.uid !== undefined || v.cookies.length > 0 || v.authenticator !== undefined);

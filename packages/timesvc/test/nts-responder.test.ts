@@ -77,6 +77,40 @@ test('placeholders of the wrong size earn no cookie; a request without UID is dr
   assert.equal(responder.counters.failures.no_uid, 1);
 });
 
+/** The offset of the Authenticator field in a request built by the client (the last field). */
+function authenticatorAt(req: Buffer): number {
+  let at = 48;
+  while (at < req.length && req.readUInt16BE(at) !== EF.AUTHENTICATOR) at += req.readUInt16BE(at + 2);
+  return at;
+}
+
+test('an authenticator whose nonce or ciphertext length lies is dropped as malformed; a legacy MAC is plain', () => {
+  const { responder, client } = setup();
+  const c = client(8);
+  for (const [offset, value] of [
+    [6, 0xfff0], // ciphertext length past the field
+    [4, 0x0400], // nonce length past the field
+  ] as const) {
+    const req = c.wrap(header())!;
+    req.writeUInt16BE(value, authenticatorAt(req) + offset);
+    const before = responder.counters.droppedBy.malformed;
+    assert.deepEqual(responder.check(req), { kind: 'drop', reason: 'malformed' });
+    assert.equal(responder.counters.droppedBy.malformed, before + 1);
+  }
+  // A second UID before the authenticator: malformed NTS, dropped too.
+  const req = c.wrap(header())!;
+  const twoUids = Buffer.concat([
+    header(),
+    encodeField(EF.UNIQUE_IDENTIFIER, randomBytes(32)),
+    req.subarray(48),
+  ]);
+  assert.deepEqual(responder.check(twoUids), { kind: 'drop', reason: 'malformed' });
+  // An NTPv4 request with a symmetric-key MAC (key id + 16-byte digest) is no extension field: plain.
+  const mac = Buffer.concat([header(), randomBytes(20)]);
+  assert.deepEqual(responder.check(mac), { kind: 'plain' });
+  assert.equal(responder.counters.authenticated, 0);
+});
+
 test('fast-check: random bytes after a valid header never throw and never authenticate', () => {
   const { responder } = setup();
   fc.assert(

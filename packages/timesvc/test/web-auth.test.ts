@@ -226,6 +226,55 @@ test('repeated failed logins from one address are slowed down (429 + Retry-After
   );
 });
 
+test(
+  'a login flood of 20 at once from one address (OWASP scrypt) does not keep an operator at another address out',
+  { timeout: 120_000 },
+  async () => {
+    // The real parameters (N = 2^17, 128 MiB): a verification that takes long enough to be flooded.
+    const flood = await startWebRig({
+      web: {
+        users: [
+          { username: 'operator', password_hash: await hashPassword('flood-pass-1'), role: 'operator' },
+        ],
+      },
+    });
+    try {
+      const login = (ip: string, password: string) =>
+        flood.service.app.inject({
+          method: 'POST',
+          url: '/api/auth/login',
+          remoteAddress: ip,
+          payload: { username: 'operator', password },
+        });
+      const started = performance.now();
+      const attackers = Array.from({ length: 20 }, (_, i) => login('203.0.113.9', `guess-${i}`));
+      const operator = login('198.51.100.20', 'flood-pass-1').then((r) => ({
+        r,
+        ms: performance.now() - started,
+      }));
+      const [{ r, ms }, floodReplies] = await Promise.all([operator, Promise.all(attackers)]);
+      assert.equal(r.statusCode, 200, r.body);
+      assert.ok(ms < 10_000, `the operator logged in after ${ms.toFixed(0)} ms`);
+      const codes = floodReplies.map((x) => x.statusCode).sort();
+      assert.equal(
+        codes.filter((c) => c === 401).length,
+        1,
+        `one verification for the flooding address: ${codes.join(',')}`,
+      );
+      assert.equal(codes.filter((c) => c === 429).length, 19, 'the others: login busy');
+      // Identical requests in flight share one verification: five at once from one address all succeed
+      // although that address has a single slot.
+      const same = await Promise.all(Array.from({ length: 5 }, () => login('198.51.100.21', 'flood-pass-1')));
+      assert.deepEqual(
+        same.map((x) => x.statusCode),
+        [200, 200, 200, 200, 200],
+      );
+    } finally {
+      await flood.close();
+    }
+  },
+);
+
 test('state-changing routes check the Host header (DNS rebinding) even for an admin', async () => {
   const token = await rig.login('admin');
   const put = (host: string, origin?: string) =>

@@ -37,6 +37,9 @@ test('sources, sourcestats and tracking against a running server with one chrony
   const scale = { ns: 1e-9, us: 1e-6, ms: 1e-3, s: 1 }[m[2] as 'ns'];
   assert.ok(Math.abs(Number(m[1]) * scale) < 0.005, `plausible offset on loopback: ${row}`);
   assert.match(row, / 6 /, 'chrony serves stratum 6');
+  // LastRx as chronyc means it: seconds since the last good reply, within one poll (2^0 s here) and a margin.
+  const [, , , poll, , lastRx] = row.trim().split(/\s+/);
+  assert.ok(Number(lastRx) <= 2 ** Number(poll) + 2, `LastRx ${lastRx} at poll ${poll}: ${row}`);
   assert.match(sources.stdout, /^MS Name\/IP address\s+Stratum Poll Reach LastRx Last sample/m);
 
   const tracking = await run(['tracking', '--user', 'viewer'], env);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Clock, TimerHandle } from '@broadcast-ops/core';
-import { LEAP, MAXSTRAT, PHI, unixToNtp } from '../protocol/ntp-packet.ts';
+import { LEAP, MAXDIST, MAXSTRAT, PHI, unixToNtp } from '../protocol/ntp-packet.ts';
 import { UNSYNCHRONISED_STATE, type ServerSystemState } from './ntp-responder.ts';
 import { expandIpv6 } from './ip-address.ts';
 import { selectReference, type SelectionInput, type Verdict } from './selection.ts';
@@ -10,6 +10,7 @@ import { delayGate, runJitter } from './sample-run.ts';
 import type {
   ClockManagerEvent,
   ClockSnapshot,
+  Disagreement,
   ReferenceSample,
   ReferenceSource,
   ReferenceStatus,
@@ -49,6 +50,7 @@ export { CLOCK_STATES, type ClockState };
 export type {
   ClockManagerEvent,
   ClockSnapshot,
+  Disagreement,
   ReferenceSample,
   ReferenceSource,
   ReferenceStatus,
@@ -99,6 +101,12 @@ export interface ClockManagerOptions {
   leapSmearMs?: number;
   /** The leap-seconds list, when one is configured and readable (io/leap-list.ts). */
   leapList?: () => LeapSecondsList | undefined;
+  /**
+   * A source whose level moved beyond the step threshold from the served clock is held back this long
+   * unless an independent source confirms the new level (the stepout of RFC 5905 §11.3; 300 s as in ntpd
+   * 4.2.8; 0 = follow at once). docs/clock-discipline.md "No single reference decides whole seconds".
+   */
+  stepoutMs?: number;
 }
 
 /** A leap second planned or being passed; `atMs` is fixed once it is close (LEAP_LOCK_MS). */
@@ -119,6 +127,19 @@ interface SourceEntry {
   samples: ReferenceSample[];
   verdict: Verdict;
   rootDistanceS: number | undefined;
+  /** The source's level is beyond the step threshold from the served clock (a step suspect). */
+  away: Away | undefined;
+  /** Samples before this monotonic ms were at a level that was not followed: they seed nothing. */
+  levelSinceMs: number;
+}
+
+/** A step suspect: since when the source has been at its new level, and that level (source − served). */
+interface Away {
+  sinceMs: number;
+  offsetS: number;
+  lastMs: number;
+  /** Followed: the stepout passed or an independent source confirmed the level. */
+  accepted: boolean;
 }
 
 /** What is advertised, from the selected reference, kept through HOLDOVER. */
@@ -135,13 +156,21 @@ const MAX_DELAY_REJECTS = 4;
 /** Longest wait for other sources' bursts before choosing a reference from none. */
 const MAX_BURST_WAIT_MS = 16_000;
 const SAMPLE_HISTORY = 16;
+/** The stepout (RFC 5905 §11.3; ntpd's `tinker stepout`, 300 s): a step is followed once it persisted this long. */
+export const STEPOUT_MS = 300_000;
 
 export class ClockManager {
   readonly #clock: Clock;
   readonly #o: Required<
-    Omit<ClockManagerOptions, 'clock' | 'local' | 'rawUnixMs' | 'primaryHoldoverMs' | 'leapList'>
+    Omit<
+      ClockManagerOptions,
+      'clock' | 'local' | 'rawUnixMs' | 'primaryHoldoverMs' | 'leapList' | 'stepoutMs'
+    >
   >;
   readonly #primaryHoldoverMs: number;
+  readonly #stepoutMs: number;
+  /** Step suspects since start (sources that moved beyond the step threshold and were held back). */
+  #stepSuspects = 0;
   /** Monotonic ms when the selected GPSDO was lost (while bridging its loss in HOLDOVER). */
   #primaryLostMs: number | undefined;
   readonly #leapList: (() => LeapSecondsList | undefined) | undefined;
@@ -180,6 +209,7 @@ export class ClockManager {
     this.#clock = options.clock;
     this.#rawUnixMs = options.rawUnixMs;
     this.#primaryHoldoverMs = options.primaryHoldoverMs ?? 0;
+    this.#stepoutMs = options.stepoutMs ?? STEPOUT_MS;
     this.#o = {
       tickMs: options.tickMs ?? 1000,
       lockThresholdS: options.lockThresholdS ?? 100e-6,
@@ -280,6 +310,8 @@ export class ClockManager {
       samples: [],
       verdict: 'too_few_samples',
       rootDistanceS: undefined,
+      away: undefined,
+      levelSinceMs: Number.NEGATIVE_INFINITY,
     });
   }
 
@@ -347,7 +379,9 @@ export class ClockManager {
     }
     entry.samples.push(sample);
     if (entry.samples.length > SAMPLE_HISTORY) entry.samples.shift();
-    if (this.#state === 'HOLDOVER' && id === this.#lastReference) this.#holdoverSuspect(sample);
+    this.#judgeLevel(entry, sample);
+    const heldBack = entry.away !== undefined && !entry.away.accepted;
+    if (this.#state === 'HOLDOVER' && id === this.#lastReference && !heldBack) this.#holdoverSuspect(sample);
     const changed = this.#select();
     // A newly selected reference was seeded with its run, this sample included.
     if (this.#selected === id && !changed) this.#discipline1(sample);
@@ -404,7 +438,97 @@ export class ClockManager {
     if (newest === undefined || now - newest.atMs > gapMs) return [];
     let i = s.length - 1;
     while (i > 0 && (s[i]?.atMs ?? 0) - (s[i - 1]?.atMs ?? 0) <= gapMs) i--;
-    return s.slice(i);
+    // A held-back level is not part of the run (nor the level before a followed step).
+    return s.slice(i).filter((x) => x.atMs >= entry.levelSinceMs);
+  }
+
+  /**
+   * No single reference decides whole seconds (docs/clock-discipline.md): a sample beyond the step
+   * threshold from the served clock puts its source at a new level, held back from selection until the
+   * level has persisted for the stepout or an independent source confirms it. The host clock (local
+   * stratum) is exempt: it is the last resort, not a reference that can be outvoted.
+   */
+  #judgeLevel(entry: SourceEntry, sample: ReferenceSample): void {
+    // Stepout 0: every level is followed at once, through the discipline's level-change rule alone.
+    if (entry.source.kind === 'local' || this.#stepoutMs <= 0) return;
+    if (!this.#served.synced) {
+      // Unsynchronised (LI 3): there is no served level to hold, and the next usable estimate is followed.
+      if (entry.away && !entry.away.accepted) entry.away = undefined;
+      return;
+    }
+    const residual = sample.offsetS - this.#served.at(sample.atMs);
+    const away = entry.away;
+    if (Math.abs(residual) <= this.#o.stepThresholdS) {
+      if (away === undefined) return;
+      entry.away = undefined;
+      // Back at the served level: what it said meanwhile was not followed and seeds nothing.
+      if (!away.accepted) {
+        entry.levelSinceMs = sample.atMs;
+        this.#emit({ type: 'suspect', phase: 'returned', source: entry.source.id, offsetS: residual });
+      }
+      return;
+    }
+    if (
+      away !== undefined &&
+      (away.accepted || Math.abs(residual - away.offsetS) <= this.#o.stepThresholdS)
+    ) {
+      away.offsetS = residual;
+      away.lastMs = sample.atMs;
+      return;
+    }
+    entry.away = { sinceMs: sample.atMs, offsetS: residual, lastMs: sample.atMs, accepted: false };
+    entry.levelSinceMs = sample.atMs;
+    this.#stepSuspects++;
+    this.#emit({ type: 'suspect', phase: 'held', source: entry.source.id, offsetS: residual });
+  }
+
+  /**
+   * Whether a source's current level may be followed: it is not a step suspect, or its suspect level has
+   * persisted for the stepout, or another source (not the same one) measures the same level within the
+   * two root distances.
+   */
+  #levelFollowed(entry: SourceEntry, now: number): boolean {
+    const a = entry.away;
+    if (a === undefined || a.accepted) return true;
+    let by: string | undefined;
+    if (now - a.sinceMs >= this.#stepoutMs) by = 'stepout';
+    for (const o of this.#sources.values()) {
+      if (by !== undefined) break;
+      if (o === entry || o.source.kind === 'local' || !o.source.status().usable) continue;
+      const last = o.samples[o.samples.length - 1];
+      if (last === undefined || this.#runSamples(o, now).length === 0) continue;
+      const theirs = last.offsetS - this.#served.at(last.atMs);
+      const margin = (o.rootDistanceS ?? MAXDIST) + (entry.rootDistanceS ?? MAXDIST);
+      if (Math.abs(theirs - a.offsetS) <= Math.min(margin, this.#o.stepThresholdS)) by = o.source.id;
+    }
+    if (by === undefined) return false;
+    a.accepted = true;
+    this.#emit({ type: 'suspect', phase: 'followed', source: entry.source.id, offsetS: a.offsetS, by });
+    return true;
+  }
+
+  /** The references held back at a level beyond the step threshold, with a recent sample. */
+  disagreements(): Disagreement[] {
+    const now = this.#clock.monotonicMs();
+    const out: Disagreement[] = [];
+    for (const e of this.#sources.values()) {
+      const a = e.away;
+      if (a === undefined || a.accepted || this.#runSamples(e, now).length === 0) continue;
+      out.push({
+        source: e.source.id,
+        offsetS: a.offsetS,
+        sinceMs: a.sinceMs,
+        stepoutEndsMs: a.sinceMs + this.#stepoutMs,
+      });
+    }
+    return out;
+  }
+
+  /** The largest disagreement held back: the advertised bound includes it (the served clock may be wrong). */
+  #disagreementS(): number {
+    let worst = 0;
+    for (const d of this.disagreements()) worst = Math.max(worst, Math.abs(d.offsetS));
+    return worst;
   }
 
   /** The selected (or held-over) GPSDO is lost and its HOLDOVER bridge has not run out yet. */
@@ -433,6 +557,7 @@ export class ClockManager {
         kind: entry.source.kind,
         prefer: entry.source.prefer,
         usable: st.usable && last !== undefined && (!bridging || entry.source.kind === 'gpsdo'),
+        held: !this.#levelFollowed(entry, now),
         stratum: st.stratum,
         leap: st.leap,
         rootDelayS: st.rootDelayS,
@@ -535,8 +660,12 @@ export class ClockManager {
     this.#samplesSinceReset++;
     const jitter = runJitter(run, 2 ** this.#o.precision);
     // A sample whose round trip is far above the run's best carries up to half of that as error (RFC 5905
-    // §8): left out, unless that has become the normal delay (several in a row).
-    if (sample.delayS > delayGate(run) && this.#delayRejects < MAX_DELAY_REJECTS) {
+    // §8): left out, unless that has become the normal delay (several in a row), and never when leaving it
+    // out would let the estimate's age exceed two polls while replies arrive (the weighted fit gives such a
+    // sample little weight anyway; docs/clock-discipline.md "Delay gate").
+    const pollMs = 2 ** (entry.source.status().pollLog2 ?? 0) * 1000;
+    const sinceUpdateMs = sample.atMs - (this.#lastUpdateMs ?? sample.atMs);
+    if (sample.delayS > delayGate(run) && this.#delayRejects < MAX_DELAY_REJECTS && sinceUpdateMs <= pollMs) {
       this.#delayRejects++;
       return;
     }
@@ -810,6 +939,7 @@ export class ClockManager {
       return;
     }
     const wall = this.#lastUpdateWallMs ?? this.#servedUnixMs(now);
+    const disagreementS = this.#disagreementS();
     this.#serverState = {
       // The leap bits are ours (docs/leap-seconds.md): the vote or the list, announced in the last day.
       leap: this.#leapIndicator(now),
@@ -824,11 +954,12 @@ export class ClockManager {
         adv.jitterS +
         this.#selectionJitterS +
         this.#ownErrorS(now) +
-        this.#smearDeviation(now),
+        this.#smearDeviation(now) +
+        disagreementS,
       dispersionRateS: PHI + est.k * est.freqError,
       updatedAtMs: now,
     };
-    this.#advertisedSuspectS = this.#suspectS;
+    this.#advertisedSuspectS = this.#suspectS + disagreementS;
   }
 
   snapshot(): ClockSnapshot {
@@ -882,6 +1013,8 @@ export class ClockManager {
           : Math.max(0, this.#o.holdoverTimeoutMs - (now - this.#holdoverStartedMs)),
       spikes: this.#spikes,
       steps: this.#served.steps,
+      stepSuspects: this.#stepSuspects,
+      disagreements: this.disagreements(),
       sources,
     };
   }

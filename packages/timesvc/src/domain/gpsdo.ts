@@ -43,7 +43,12 @@ export type GpsdoEvent =
   | { type: 'pps_lost' }
   | { type: 'fix_lost' }
   | { type: 'disconnected'; error: string }
-  | { type: 'connected' };
+  | { type: 'connected' }
+  /**
+   * The receiver's labels moved by whole seconds against the PPS edges and persisted for a second label
+   * (docs/gpsdo.md "Label continuity"): `deltaS` = new labelling − old.
+   */
+  | { type: 'label_jump'; deltaS: number };
 
 export type GpsdoEventType = GpsdoEvent['type'] | 'holdover';
 
@@ -135,6 +140,8 @@ export class GpsReceiverModel {
   // pps
   #lastEdge: (PpsEdge & { paired: boolean }) | undefined;
   #lastPaired: { unixS: number; edgeMonoMs: number } | undefined;
+  /** A label that disagreed with #lastPaired, held back: a second one consistent with it is a jump. */
+  #heldLabel: { unixS: number; edgeMonoMs: number; deltaS: number } | undefined;
   #offsetNs: number | undefined;
   #ppsSeenAt: number | undefined;
   #ppsLostReported = false;
@@ -362,15 +369,7 @@ export class GpsReceiverModel {
       this.error('pps_without_fix');
       return;
     }
-    const prev = this.#lastPaired;
-    if (prev && e.edgeMonoMs - prev.edgeMonoMs < 10_000) {
-      const seconds = Math.round((e.edgeMonoMs - prev.edgeMonoMs) / 1000);
-      if (l.unixS - prev.unixS !== seconds) {
-        this.error('pps_label_mismatch');
-        this.#lastPaired = undefined;
-        return;
-      }
-    }
+    if (!this.#labelContinues(l.unixS, e.edgeMonoMs)) return;
     this.#lastPaired = { unixS: l.unixS, edgeMonoMs: e.edgeMonoMs };
     const offsetS = l.unixS - e.sec - e.nsec / 1e9;
     this.#offsetNs = Math.round((l.unixS - e.sec) * 1e9 - e.nsec);
@@ -378,6 +377,38 @@ export class GpsReceiverModel {
     if (this.#evaluate(l.atMonoMs)) {
       this.#onSample?.({ offsetS, atMonoMs: e.edgeMonoMs, dispersionS: this.#o.ppsDispersionS });
     }
+  }
+
+  /**
+   * Label continuity (docs/gpsdo.md "Label continuity"): the second named for an edge must follow the
+   * previous paired label by the number of edges between them. A label that does not is held back
+   * (`pps_label_mismatch`): a delayed sentence of the previous second, or the first of a jump. A second
+   * label consistent with the held one is a jump of the receiver's labelling (`pps_label_jump`, the
+   * `label_jump` event): it is passed on from then, and the clock manager judges the new level like any
+   * reference's step (held back until its stepout or an independent confirmation).
+   */
+  #labelContinues(unixS: number, edgeMonoMs: number): boolean {
+    const prev = this.#lastPaired;
+    if (prev === undefined || edgeMonoMs - prev.edgeMonoMs >= 10_000) {
+      this.#heldLabel = undefined;
+      return true;
+    }
+    const expected = prev.unixS + Math.round((edgeMonoMs - prev.edgeMonoMs) / 1000);
+    if (unixS === expected) {
+      this.#heldLabel = undefined;
+      return true;
+    }
+    const held = this.#heldLabel;
+    const heldExpected = held ? held.unixS + Math.round((edgeMonoMs - held.edgeMonoMs) / 1000) : undefined;
+    if (held && unixS === heldExpected && edgeMonoMs - held.edgeMonoMs < 10_000) {
+      this.#heldLabel = undefined;
+      this.error('pps_label_jump');
+      this.#event({ type: 'label_jump', deltaS: held.deltaS });
+      return true;
+    }
+    this.error('pps_label_mismatch');
+    this.#heldLabel = { unixS, edgeMonoMs, deltaS: unixS - expected };
+    return false;
   }
 
   /** A time sample measured elsewhere (gpsd TOFF/PPS, the dummy). */

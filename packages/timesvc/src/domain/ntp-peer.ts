@@ -82,7 +82,10 @@ export interface PeerStatus {
   delayS: number | undefined;
   dispersionS: number;
   jitterS: number | undefined;
+  /** Monotonic ms of the clock filter's chosen sample (the one selection uses). */
   lastSampleMs: number | undefined;
+  /** Monotonic ms when the last good reply was received: chronyc's LastRx (`chronyc(1)` `sources`). */
+  lastRxMs: number | undefined;
   nextPollMs: number;
   pollCount: number;
   errorCount: number;
@@ -109,6 +112,7 @@ export class NtpPeer {
   /** The last reply was a RATE kiss (no time in it); cleared by the next valid reply. */
   #rateKissed = false;
   #last: FilterOutput | undefined;
+  #lastRxMs: number | undefined;
   #lastPacket: NtpPacket | undefined;
   #lastSynchronised = false;
   #pollCount = 0;
@@ -259,6 +263,7 @@ export class NtpPeer {
     const atMs = (pending.sentMs + nowMs) / 2;
     const output = this.#filter.add({ offsetS, delayS, dispersionS, atMs });
     this.#last = output;
+    this.#lastRxMs = nowMs;
     // While the poll is held, good samples do not count towards raising it: that starts once LOCKED.
     // The raise itself happens with the next request (the one already scheduled keeps its time).
     this.#goodStreak = this.holdPoll ? 0 : this.#goodStreak + 1;
@@ -311,6 +316,7 @@ export class NtpPeer {
       dispersionS: this.#last?.dispersionS ?? MAXDISP,
       jitterS: this.#last?.jitterS,
       lastSampleMs: this.#last?.atMs,
+      lastRxMs: this.#lastRxMs,
       nextPollMs: this.#nextPollMs,
       pollCount: this.#pollCount,
       errorCount: this.#errorCount,

@@ -205,8 +205,13 @@ export class NtsResponder {
   check(msg: Uint8Array): NtsCheck {
     if (msg.length <= NTP_HEADER_LENGTH) return { kind: 'plain' };
     const f = this.#fields;
-    // Not parseable as extension fields: the plain responder's own checks decide.
-    if (!scanNtsRequest(msg, f) || !f.nts) return { kind: 'plain' };
+    // Well-formed extension fields with malformed NTS content (an authenticator whose lengths run past its
+    // field, a second UID) are a malformed NTS request: dropped like the others (RFC 8915 §5.7 gives an
+    // unauthenticatable request no reply). Not parseable as extension fields at all (e.g. a legacy MAC):
+    // the plain responder's own checks decide.
+    if (!scanNtsRequest(msg, f))
+      return f.ntsMalformed ? this.#fail('malformed', msg, undefined) : { kind: 'plain' };
+    if (!f.nts) return { kind: 'plain' };
     const uid = f.uidOffset >= 0 ? msg.subarray(f.uidOffset, f.uidOffset + f.uidLength) : undefined;
     if (uid === undefined || uid.length < UID_MIN_LENGTH) return this.#fail('no_uid', msg, undefined);
     if (f.cookies !== 1 || !f.authenticator) return this.#fail('malformed', msg, uid);

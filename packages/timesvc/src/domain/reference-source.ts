@@ -64,6 +64,17 @@ export interface SourceSnapshot {
   authenticated: boolean;
 }
 
+/** A reference disagreeing with the served clock beyond the step threshold, held back (status, health). */
+export interface Disagreement {
+  source: string;
+  /** Source − served clock, seconds. */
+  offsetS: number;
+  /** Monotonic ms since when it has disagreed. */
+  sinceMs: number;
+  /** Monotonic ms when the stepout ends (the level is followed then unless it returns). */
+  stepoutEndsMs: number;
+}
+
 export interface ClockSnapshot {
   state: ClockState;
   /** Reference − served clock for the last sample of the selected source, seconds. */
@@ -93,6 +104,10 @@ export interface ClockSnapshot {
   spikes: number;
   /** Steps of the served clock since start. */
   steps: number;
+  /** Sources held back at a level beyond the step threshold since start (docs/clock-discipline.md). */
+  stepSuspects: number;
+  /** The references held back now: their level disagrees with the served clock beyond the step threshold. */
+  disagreements: Disagreement[];
   sources: SourceSnapshot[];
 }
 
@@ -100,6 +115,17 @@ export type ClockManagerEvent =
   | { type: 'state'; from: ClockState; to: ClockState; reason: string }
   | { type: 'selected'; from: string | undefined; to: string | undefined }
   | { type: 'step'; source: string; offsetS: number }
+  /**
+   * A source's level moved beyond the step threshold from the served clock: held back, returned to the
+   * served level, or followed (after the stepout, `by: 'stepout'`, or confirmed by source `by`).
+   */
+  | {
+      type: 'suspect';
+      phase: 'held' | 'returned' | 'followed';
+      source: string;
+      offsetS: number;
+      by?: string;
+    }
   /** The correction changed: the served clock must take `manager.correction`. */
   | { type: 'update' }
   /** The reply fields (serverState) were replaced. */

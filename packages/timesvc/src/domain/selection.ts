@@ -28,6 +28,11 @@ export interface SelectionInput {
   runSamples: number;
   /** The source's poll interval, log2 s. */
   pollLog2: number;
+  /**
+   * Held back at a level beyond the step threshold from the served clock until its stepout or a
+   * confirmation (docs/clock-discipline.md): judged against the intersection, never chosen, no vote.
+   */
+  held?: boolean;
 }
 
 export interface SelectionOptions {
@@ -49,7 +54,8 @@ export interface SelectionOptions {
   waitForSilent: boolean;
 }
 
-export type Verdict = 'selected' | 'candidate' | 'falseticker' | 'unfit' | 'too_few_samples' | 'unusable';
+export type Verdict =
+  'selected' | 'candidate' | 'falseticker' | 'held' | 'unfit' | 'too_few_samples' | 'unusable';
 
 export interface SelectionResult {
   selected: string | undefined;
@@ -76,7 +82,10 @@ export function rootDistance(s: SelectionInput, nowMs: number): number {
   );
 }
 
-/** Selection rank (lower wins): GPSDO 0, preferred peer 1, other peers stratum + 10, local stratum last. */
+/**
+ * Selection rank (lower wins) among the truechimers: GPSDO 0, preferred peer 1, other peers stratum + 10,
+ * local stratum last.
+ */
 function rank(s: SelectionInput): number {
   if (s.kind === 'gpsdo') return 0;
   if (s.kind === 'local') return 1000;
@@ -91,8 +100,9 @@ export function selectReference(inputs: readonly SelectionInput[], o: SelectionO
     const lambda = rootDistance(s, o.nowMs);
     rootDistances.set(s.id, lambda);
     if (!s.usable) verdicts.set(s.id, 'unusable');
-    else if (s.kind !== 'local' && s.runSamples < o.minSamples) verdicts.set(s.id, 'too_few_samples');
-    else if (
+    else if (s.held !== true && s.kind !== 'local' && s.runSamples < o.minSamples) {
+      verdicts.set(s.id, 'too_few_samples');
+    } else if (
       // The fit test (A.5.2.3 fit()): synchronised, stratum below MAXSTRAT, λ ≤ MAXDIST + PHI·poll.
       s.leap === 3 ||
       s.stratum >= MAXSTRAT ||
@@ -101,13 +111,25 @@ export function selectReference(inputs: readonly SelectionInput[], o: SelectionO
       verdicts.set(s.id, 'unfit');
     } else fit.push(s);
   }
-  const ntp = fit.filter((s) => s.kind === 'ntp');
-  const bad = new Set(
-    intersect(ntp.map((s) => ({ id: s.id, offsetS: s.offsetS, rootDistanceS: rootDistances.get(s.id) ?? 0 })))
-      .falsetickers,
+  const ntp = fit.filter((s) => s.kind === 'ntp' && s.held !== true);
+  const ntpResult = intersect(
+    ntp.map((s) => ({ id: s.id, offsetS: s.offsetS, rootDistanceS: rootDistances.get(s.id) ?? 0 })),
   );
-  const truechimers = fit.filter((s) => !bad.has(s.id));
+  const bad = new Set(ntpResult.falsetickers);
+  // A GPSDO takes part in the same selection: outside the NTP truechimers' intersection it is a
+  // falseticker like a server would be (chrony puts refclocks through the same intersection as its NTP
+  // sources; docs/gpsdo.md "Selection"). Its rank decides only among truechimers.
+  const interval = ntpResult.interval;
+  if (interval !== undefined && ntpResult.truechimers.length > 0) {
+    for (const s of fit) {
+      if (s.kind !== 'gpsdo' && s.held !== true) continue;
+      const lambda = rootDistances.get(s.id) ?? 0;
+      if (s.offsetS + lambda < interval.low || s.offsetS - lambda > interval.high) bad.add(s.id);
+    }
+  }
   for (const id of bad) verdicts.set(id, 'falseticker');
+  for (const s of fit) if (s.held === true && !bad.has(s.id)) verdicts.set(s.id, 'held');
+  const truechimers = fit.filter((s) => !bad.has(s.id) && s.held !== true);
   let best: SelectionInput | undefined;
   for (const s of truechimers) {
     verdicts.set(s.id, 'candidate');

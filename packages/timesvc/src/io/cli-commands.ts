@@ -83,6 +83,8 @@ export interface PeerRow {
   jitter_us: number | null;
   root_distance_us: number | null;
   last_sample_age_s: number | null;
+  /** Age of the last good reply (chronyc's LastRx); absent from servers before it was added. */
+  last_rx_age_s?: number | null;
   nts_enabled: boolean;
   sourcestats: {
     samples: number;
@@ -94,12 +96,15 @@ export interface PeerRow {
   };
 }
 
-/** chronyc's source state: * selected, + combined, - not combined, x falseticker, ? unusable. */
+/**
+ * chronyc's source state: * selected, + combined, - not combined, x falseticker, ? unusable. timesvc
+ * combines nothing, so a truechimer that is not the system peer is `-`, as chronyc marks one it leaves out.
+ */
 export function stateMark(p: PeerRow): string {
   if (p.selected) return '*';
   if (!p.reachable || p.verdict === 'unusable') return '?';
-  if (p.verdict === 'candidate') return '+';
-  if (p.verdict === 'falseticker') return 'x';
+  if (p.verdict === 'candidate') return '-';
+  if (p.verdict === 'falseticker' || p.verdict === 'held') return 'x';
   if (p.verdict === 'too_few_samples') return '?';
   return '-';
 }
@@ -118,7 +123,7 @@ export function formatSources(peers: readonly PeerRow[]): string {
         .toString(8)
         .padStart(
           3,
-        )}  ${fmtAge(p.last_sample_age_s).padStart(5)}  ${fmtTime(off).padStart(7)} +/- ${fmtTime(err, false).padStart(6)}`,
+        )}  ${fmtAge(p.last_rx_age_s ?? p.last_sample_age_s).padStart(5)}  ${fmtTime(off).padStart(7)} +/- ${fmtTime(err, false).padStart(6)}`,
     );
   }
   if (peers.length === 0) lines.push('(no upstream peers configured)');
@@ -249,7 +254,11 @@ export function configWarnings(c: TimesvcConfig): string[] {
     );
   }
   if (c.gpsdo.enabled && c.ntp.upstream_peers.length === 0 && !c.ntp.local_stratum) {
-    out.push('ntp.upstream_peers: none, and the GPSDO is not acted on: the service will stay unsynchronised');
+    // The GPSDO alone synchronises the service (docs/gpsdo.md), but nothing can confirm a jump of its labels.
+    out.push(
+      'ntp.upstream_peers: none: the GPSDO is the only reference; a level change of it beyond step_threshold ' +
+        `is held back for ntp.discipline.stepout (${c.ntp.discipline.stepout} s) before it is followed`,
+    );
   }
   if (c.web.users.length === 0) {
     out.push('web.users: none configured: every API route but health and metrics answers 401');

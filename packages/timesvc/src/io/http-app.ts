@@ -2,6 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { createHttpApp, type Logger, type Registry } from '@broadcast-ops/core';
 import { fail } from '../errors.ts';
 import type { ClockState } from '../domain/clock-state.ts';
+import { assessHealth, type HealthLimits, type HealthStatus } from '../domain/health.ts';
+import type { Disagreement } from '../domain/reference-source.ts';
 
 /**
  * The web app: `GET /api/health` and `GET /metrics` (both public); the rest of the web API, the streams and
@@ -20,6 +22,8 @@ export function buildHttpApp(options: {
   clock?: () => ClockHealth;
   /** HOLDOVER stays healthy while the advertised error is below this, seconds. */
   holdoverMaxErrorS?: number;
+  /** LOCKED (and SYNCING) stay healthy while the advertised error is below this, seconds. */
+  maxErrorS?: number;
   /** TLS for the web port (`web.tls_enabled`): PEM certificate chain and key. */
   https?: { cert: Buffer; key: Buffer } | undefined;
 }): FastifyInstance {
@@ -35,10 +39,15 @@ export function buildHttpApp(options: {
   });
   app.get('/api/health', (_request, reply) => {
     const clock = options.clock?.();
-    const status = clock ? healthStatus(clock, options.holdoverMaxErrorS ?? 0.01) : 'healthy';
+    const limits = {
+      holdoverMaxErrorS: options.holdoverMaxErrorS ?? 0.01,
+      maxErrorS: options.maxErrorS ?? 0.01,
+    };
+    const h = clock ? assessHealth(clock, limits) : { status: 'healthy' as const, reason: 'no clock' };
     // Load balancers and monitors read the status code: anything but healthy is 503.
-    return reply.code(status === 'healthy' ? 200 : 503).send({
-      status,
+    return reply.code(h.status === 'healthy' ? 200 : 503).send({
+      status: h.status,
+      reason: h.reason,
       version: options.version,
       time: rfc3339Nano(options.servedNowMs()),
       rx_timestamps: options.rxTimestamps?.() ?? 'off',
@@ -50,6 +59,12 @@ export function buildHttpApp(options: {
             reference: clock.selected ?? null,
             host_clock_steps: clock.hostClockSteps,
             kernel_timestamps_replaced: clock.kernelStampsReplaced,
+            disagreements: (clock.disagreements ?? []).map((d) => ({
+              source: d.source,
+              offset_s: d.offsetS,
+              stepout_remaining_s:
+                clock.nowMs === undefined ? null : Math.max(0, (d.stepoutEndsMs - clock.nowMs) / 1000),
+            })),
           }
         : {}),
     });
@@ -72,19 +87,20 @@ export interface ClockHealth {
   hostClockSteps: number;
   /** Kernel timestamps outside their window, replaced by the handler's reading (kernel-rx-timestamp.ts). */
   kernelStampsReplaced: number;
+  /** References held back at a level beyond the step threshold (domain/health.ts). */
+  disagreements?: readonly Disagreement[];
+  /** Monotonic ms now. */
+  nowMs?: number;
 }
 
-/**
- * healthy: LOCKED, or HOLDOVER with the advertised error within `holdoverMaxErrorS`; degraded: serving
- * time (SYNCING while slewing, or HOLDOVER beyond that error); unsynchronised: clients get LI 3.
- */
+/** The status of domain/health.ts `assessHealth` (`maxErrorS` defaults to the holdover limit). */
 export function healthStatus(
   clock: ClockHealth,
   holdoverMaxErrorS: number,
-): 'healthy' | 'degraded' | 'unsynchronised' {
-  if (clock.state === 'LOCKED') return 'healthy';
-  if (clock.state === 'HOLDOVER' && clock.estimatedErrorS <= holdoverMaxErrorS) return 'healthy';
-  return Number.isFinite(clock.estimatedErrorS) ? 'degraded' : 'unsynchronised';
+  maxErrorS: number = holdoverMaxErrorS,
+): HealthStatus {
+  const limits: HealthLimits = { holdoverMaxErrorS, maxErrorS };
+  return assessHealth(clock, limits).status;
 }
 
 /** RFC 3339 UTC with nanosecond digits, from Unix ms with a fractional part. */

@@ -1,5 +1,6 @@
 import { Counter, Gauge, createMetricsRegistry, type Registry } from '@broadcast-ops/core';
 import { CLOCK_STATES, type ClockManager } from '../domain/clock-manager.ts';
+import { HEALTH_STATUSES, assessHealth, type HealthLimits } from '../domain/health.ts';
 import type { NtpServer } from './ntp-server.ts';
 import type { NtsServerSide } from './nts-service.ts';
 import type { PeerClient } from './peer-client.ts';
@@ -17,6 +18,8 @@ export function createTimesvcMetrics(sources: {
   now?: () => number;
   /** The NTS server side, for NTSN replies and dropped NTS requests in the NTP counters. */
   nts?: () => NtsServerSide | undefined;
+  /** /api/health's limits, for timesvc_clock_health (domain/health.ts). */
+  healthLimits?: HealthLimits;
 }): Registry {
   const registry = createMetricsRegistry();
   const now = sources.now ?? Date.now;
@@ -135,6 +138,18 @@ export function createTimesvcMetrics(sources: {
     collect() {
       const state = manager.state;
       for (const s of CLOCK_STATES) this.set({ state: s.toLowerCase() }, s === state ? 1 : 0);
+    },
+  });
+  const limits = sources.healthLimits ?? { maxErrorS: 0.01, holdoverMaxErrorS: 0.01 };
+  new Gauge({
+    name: 'timesvc_clock_health',
+    help: 'What /api/health says: 1 for the current status (healthy, degraded, unhealthy, unsynchronised)',
+    labelNames: ['status'],
+    registers: [registry],
+    collect() {
+      const snap = manager.snapshot();
+      const { status } = assessHealth(snap, limits);
+      for (const s of HEALTH_STATUSES) this.set({ status: s }, s === status ? 1 : 0);
     },
   });
   new Gauge({

@@ -113,6 +113,7 @@ export function createTimesvc(
     precision,
     maxSlewRate: d.max_slew_rate_ppm * 1e-6,
     stepThresholdS: d.step_threshold,
+    stepoutMs: d.stepout * 1000,
     faultThresholdS: d.fault_threshold,
     holdoverTimeoutMs: d.holdover_timeout * 1000,
     minSamples: d.min_samples,
@@ -128,7 +129,22 @@ export function createTimesvc(
   manager.on((e) => {
     if (e.type === 'state') clockLog.info({ from: e.from, to: e.to, reason: e.reason }, 'clock state');
     else if (e.type === 'selected') clockLog.info({ from: e.from, to: e.to }, 'reference selected');
-    else if (e.type === 'leap') {
+    else if (e.type === 'suspect') {
+      clockLog.warn(
+        {
+          source: e.source,
+          offsetS: e.offsetS,
+          phase: e.phase,
+          stepoutS: d.stepout,
+          ...(e.by ? { by: e.by } : {}),
+        },
+        e.phase === 'held'
+          ? 'reference moved beyond the step threshold: held back until its stepout or a confirmation'
+          : e.phase === 'returned'
+            ? 'reference back at the served level'
+            : 'reference level change followed',
+      );
+    } else if (e.type === 'leap') {
       clockLog.warn(
         {
           phase: e.phase,
@@ -230,6 +246,7 @@ export function createTimesvc(
     peers: () => peers,
     startedMs,
     nts: () => ntsSide,
+    healthLimits: { maxErrorS: d.health_max_error, holdoverMaxErrorS: d.holdover_max_error },
   });
   registerNtsMetrics(registry, () => ntsSide);
   if (gpsdo) registerGpsdoMetrics(registry, () => gpsdo);
@@ -248,9 +265,12 @@ export function createTimesvc(
         selected: snap.selected ?? snap.lastReference,
         hostClockSteps: served.steps,
         kernelStampsReplaced: served.kernelStampsReplaced + (server?.nativeKernelStampsReplaced ?? 0),
+        disagreements: snap.disagreements,
+        nowMs: hiresClock.monotonicMs(),
       };
     },
     holdoverMaxErrorS: d.holdover_max_error,
+    maxErrorS: d.health_max_error,
     https: config.web.tls_enabled
       ? { cert: readFileSync(config.web.tls_cert), key: readFileSync(config.web.tls_key) }
       : undefined,

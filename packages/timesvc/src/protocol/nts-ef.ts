@@ -46,7 +46,12 @@ export interface NtsPacketView {
   readonly fields: ScannedField[];
 }
 
-export type ScanResult = { ok: true; view: NtsPacketView } | { ok: false; reason: string };
+/**
+ * `ntsMalformed`: the extension fields are well formed but their NTS content is not (an authenticator whose
+ * nonce or ciphertext length runs past its field, a second UID): a malformed NTS request, not a plain one.
+ */
+export type ScanResult =
+  { ok: true; view: NtsPacketView } | { ok: false; reason: string; ntsMalformed?: boolean };
 
 function pad4(n: number): number {
   return (n + 3) & ~3;
@@ -98,13 +103,13 @@ export function scanNtsPacket(buf: Uint8Array): ScanResult {
   for (const f of scan.fields) {
     if (f.type === EF.AUTHENTICATOR) {
       authenticator = parseAuthenticator(f.value);
-      if (!authenticator) return { ok: false, reason: 'malformed authenticator' };
+      if (!authenticator) return { ok: false, reason: 'malformed authenticator', ntsMalformed: true };
       adEnd = f.offset;
       break;
     }
     fields.push(f);
     if (f.type === EF.UNIQUE_IDENTIFIER) {
-      if (uid !== undefined) return { ok: false, reason: 'two Unique Identifier fields' };
+      if (uid !== undefined) return { ok: false, reason: 'two Unique Identifier fields', ntsMalformed: true };
       uid = f.value;
     } else if (f.type === EF.COOKIE) cookies.push(f.value);
     else if (f.type === EF.COOKIE_PLACEHOLDER) placeholders.push(f.value.length);
@@ -154,6 +159,8 @@ export function authenticatorInputs(packet: Uint8Array, adEnd: number, nonce: Ui
 export interface NtsRequestFields {
   /** Any NTS field (UID, cookie or authenticator) present. */
   nts: boolean;
+  /** Set when the scan failed on NTS content in well-formed fields (ScanResult `ntsMalformed`). */
+  ntsMalformed: boolean;
   /** Offset of the first UID's value, -1 when absent; its length (padding included, as scanNtsPacket gives). */
   uidOffset: number;
   uidLength: number;
@@ -179,6 +186,7 @@ const MAX_PLACEHOLDERS = 512;
 export function newNtsRequestFields(): NtsRequestFields {
   return {
     nts: false,
+    ntsMalformed: false,
     uidOffset: -1,
     uidLength: 0,
     cookies: 0,
@@ -202,6 +210,7 @@ export function newNtsRequestFields(): NtsRequestFields {
  */
 export function scanNtsRequest(buf: Uint8Array, f: NtsRequestFields): boolean {
   const end = buf.length;
+  f.ntsMalformed = false;
   if (end < NTP_HEADER_LENGTH) return false;
   // Strict layout first, over every field (also those after the authenticator), as scanFields does.
   for (let at = NTP_HEADER_LENGTH; at < end;) {
@@ -225,10 +234,12 @@ export function scanNtsRequest(buf: Uint8Array, f: NtsRequestFields): boolean {
     const value = at + 4;
     const valueLength = length - 4;
     if (type === EF.AUTHENTICATOR) {
-      if (valueLength < 4) return false;
-      const nonceLength = ((buf[value] ?? 0) << 8) | (buf[value + 1] ?? 0);
-      const ctLength = ((buf[value + 2] ?? 0) << 8) | (buf[value + 3] ?? 0);
-      if (4 + pad4(nonceLength) + pad4(ctLength) > valueLength) return false;
+      const nonceLength = valueLength < 4 ? 0 : ((buf[value] ?? 0) << 8) | (buf[value + 1] ?? 0);
+      const ctLength = valueLength < 4 ? 0 : ((buf[value + 2] ?? 0) << 8) | (buf[value + 3] ?? 0);
+      if (valueLength < 4 || 4 + pad4(nonceLength) + pad4(ctLength) > valueLength) {
+        f.ntsMalformed = true;
+        return false;
+      }
       f.authenticator = true;
       f.nts = true;
       f.adEnd = at;
@@ -239,7 +250,10 @@ export function scanNtsRequest(buf: Uint8Array, f: NtsRequestFields): boolean {
       return true;
     }
     if (type === EF.UNIQUE_IDENTIFIER) {
-      if (f.uidOffset >= 0) return false;
+      if (f.uidOffset >= 0) {
+        f.ntsMalformed = true;
+        return false;
+      }
       f.uidOffset = value;
       f.uidLength = valueLength;
       f.nts = true;

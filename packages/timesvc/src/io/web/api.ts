@@ -6,9 +6,10 @@ import { ConfigError, bearerToken, type Logger } from '@broadcast-ops/core';
 import { fail } from '../../errors.ts';
 import { allowed, ROUTES, type Permission, type Role, type RouteSpec } from '../../domain/permissions.ts';
 import type { TimesvcConfig } from '../../config.ts';
-import { Authenticator, LoginThrottle } from './auth.ts';
+import { Authenticator, LoginThrottle, type User } from './auth.ts';
 import { changedPaths, type ConfigStore } from './config-store.ts';
 import { LOG_LEVELS, type LogLevel, type LogRing } from './log-ring.ts';
+import { LoginSlots } from './login-slots.ts';
 import { clockStatus, fullStatus, ntpStatus, ntsStatus, peersStatus, type StatusSources } from './status.ts';
 
 /**
@@ -53,8 +54,12 @@ const peerBody = z.strictObject({
   nts_ke_port: z.number().int().optional(),
 });
 
-/** Concurrent scrypt verifications (128 MiB each at the OWASP parameters). */
-const MAX_CONCURRENT_LOGINS = 2;
+/**
+ * Concurrent scrypt verifications (128 MiB each at the OWASP parameters: 384 MiB at most), and per client
+ * address (IPv6: per /64); identical requests in flight share one (login-slots.ts).
+ */
+const MAX_CONCURRENT_LOGINS = 3;
+const MAX_LOGINS_PER_ADDRESS = 1;
 
 /** Token from `Authorization: Bearer`, else `?token=` (browsers cannot set headers on WebSockets). */
 export function requestToken(
@@ -131,7 +136,10 @@ function hostOnly(host: string): string {
 
 export function registerWebApi(app: FastifyInstance, ctx: WebApiContext): void {
   const throttle = new LoginThrottle();
-  let verifying = 0;
+  const slots = new LoginSlots<User | undefined>({
+    total: MAX_CONCURRENT_LOGINS,
+    perAddress: MAX_LOGINS_PER_ADDRESS,
+  });
   const authLog = ctx.logger.child({ component: 'auth' });
   const specs = new Map<string, RouteSpec>(ROUTES.map((r) => [`${r.method} ${r.url}`, r]));
 
@@ -185,16 +193,13 @@ export function registerWebApi(app: FastifyInstance, ctx: WebApiContext): void {
         authLog.warn({ ip, username: body.data.username }, 'login refused: no users are configured');
         throw fail('UNAUTHORIZED', 'invalid credentials');
       }
-      if (verifying >= MAX_CONCURRENT_LOGINS) {
+      const auth = ctx.auth;
+      const { username, password } = body.data;
+      const verifying = slots.run(ip, username, password, () => auth.check(username, password));
+      if (verifying === undefined) {
         throw fail('RATE_LIMITED', 'login busy; try again', { headers: { 'retry-after': '1' } });
       }
-      verifying++;
-      let user;
-      try {
-        user = await ctx.auth.check(body.data.username, body.data.password);
-      } finally {
-        verifying--;
-      }
+      const user = await verifying;
       if (!user) {
         const failures = throttle.fail(ip);
         authLog.warn({ ip, username: body.data.username, failures }, 'login failed');

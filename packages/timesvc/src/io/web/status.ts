@@ -135,6 +135,8 @@ export function peersStatus(s: StatusSources) {
       jitter_us: ps.jitterS === undefined ? null : ps.jitterS * 1e6,
       root_distance_us: finite(src?.rootDistanceS) === null ? null : (src?.rootDistanceS ?? 0) * 1e6,
       last_sample_age_s: ps.lastSampleMs === undefined ? null : (now - ps.lastSampleMs) / 1000,
+      // chronyc's LastRx: the age of the last good reply, not of the filter's chosen sample.
+      last_rx_age_s: ps.lastRxMs === undefined ? null : (now - ps.lastRxMs) / 1000,
       next_poll_s: Math.max(0, (ps.nextPollMs - now) / 1000),
       poll_count: ps.pollCount,
       error_count: ps.errorCount,
@@ -168,9 +170,12 @@ function verdictReason(
     case 'selected':
       return 'system peer: best of the truechimers';
     case 'candidate':
-      return 'truechimer, combined but not chosen';
+      // timesvc follows one system peer and combines nothing (README "Selection").
+      return 'truechimer, not chosen (sources are not combined)';
     case 'falseticker':
       return 'falseticker: outside the intersection of the correctness intervals';
+    case 'held':
+      return 'held back: its level moved beyond the step threshold; followed after the stepout or a confirmation';
     case 'unfit':
       return 'unfit: root distance beyond MAXDIST or failed header tests';
     case 'too_few_samples':
