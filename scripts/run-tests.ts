@@ -105,7 +105,8 @@ const NOT_QUICK = new RegExp(
  * walks. They prove our protocols against other implementations, which does not change with the Node line,
  * and take most of a run's wall time, so `--skip-heavy` leaves them out.
  */
-const HEAVY = /interop|\.browser\.test\.ts$|npm-start|agent-(e2e|lifetime|restart|halfopen)|scripts\/test\/guides/;
+const HEAVY =
+  /interop|\.browser\.test\.ts$|npm-start|agent-(e2e|lifetime|restart|halfopen)|scripts\/test\/guides/;
 
 const selected = files
   .map((f) => relative(root, f))

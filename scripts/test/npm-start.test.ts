@@ -48,7 +48,13 @@ function assertPlainNode(pids: number[], out: string): void {
 test(`npm start on Node ${process.versions.node}: all services up and a clean Ctrl-C stop, ${CYCLES} times in a row`, async () => {
   requireStackTools();
   const services = declaredServices();
-  assert.deepEqual(services, ['broadcast-ops-status', 'playout-monitor', 'punch', 'telemetry-bridge', 'timesvc']);
+  assert.deepEqual(services, [
+    'broadcast-ops-status',
+    'playout-monitor',
+    'punch',
+    'telemetry-bridge',
+    'timesvc',
+  ]);
   mkdirSync(join(repoRoot, 'data'), { recursive: true }); // the mount point
   const data = tempDir('npm-start-');
   const inner = 'set -e; ip link set lo up; mount --bind "$1" "$2/data"; cd "$2"; exec npm start';
