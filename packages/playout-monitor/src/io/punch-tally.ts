@@ -1,5 +1,5 @@
 /**
- * Tally to punch (spec 1, "tally": `{type, stream, state}` with `off`/`preview`/`program`, admin role only):
+ * Tally to punch (punch README "WebSocket signalling", "tally": `{type, stream, state}` with `off`/`preview`/`program`, admin role only):
  * mixer inputs mapped by vMix key to punch streams (`settings.punchTally`, docs/TALLY.md "Tally to punch").
  * One WebSocket per broker session, to `<brokerUrl>/api/ws/<session>` with the session's admin token in the
  * `Authorization` header (never in the URL). A stream's `tally` is sent when its input's tally changes, and
