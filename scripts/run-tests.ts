@@ -103,10 +103,11 @@ const NOT_QUICK = new RegExp(
  * Heavy interop suites: real third-party tools in network namespaces (chrony, ptp4l, ffmpeg, GStreamer,
  * srt-live-transmit, a HyperDeck peer), chromium, the whole stack started again and again, the task-guide
  * walks. They prove our protocols against other implementations, which does not change with the Node line,
- * and take most of a run's wall time, so `--skip-heavy` leaves them out.
+ * and take most of a run's wall time, so `--skip-heavy` leaves them out. Tests that run the compiled files
+ * (`dist/`, as installed) are here too: the other lines' trees (scripts/node-matrix.ts) keep no build output.
  */
 const HEAVY =
-  /interop|\.browser\.test\.ts$|npm-start|agent-(e2e|lifetime|restart|halfopen)|scripts\/test\/guides/;
+  /interop|\.browser\.test\.ts$|npm-start|agent-(e2e|lifetime|restart|halfopen)|status-timesvc-holdover|scripts\/test\/guides/;
 
 const selected = files
   .map((f) => relative(root, f))

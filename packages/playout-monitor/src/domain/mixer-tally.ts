@@ -36,10 +36,24 @@ export type TallyDigit = 0 | 1 | 2;
 const MAX_LAYER_DEPTH = 16;
 
 /**
- * The tally of every input of `s`. `digits` (the last TCP push, index 0 = input 1) are taken only when they
- * were received before `s` was asked for, so the number → key mapping of `s` is at least as new as them.
+ * Digits of a push agree with the document's own program and preview numbers. Digits received before the
+ * document was asked for can still be older than its numbering (inputs renumbered in between): mapped through
+ * the new numbers they would put another input on air, so such digits are left out and the document, which
+ * is one consistent picture, decides alone (docs/TALLY.md "Rule").
  */
-export function tallyFromSnapshot(s: VmixSnapshot, digits?: readonly TallyDigit[]): MixerInputTally[] {
+function digitsAgree(s: VmixSnapshot, digits: readonly TallyDigit[]): boolean {
+  if (!s.fadeToBlack && s.active !== undefined && digits[s.active - 1] !== 1) return false;
+  if (s.preview !== undefined && s.preview !== s.active && digits[s.preview - 1] !== 2) return false;
+  return true;
+}
+
+/**
+ * The tally of every input of `s`. `digits` (the last TCP push, index 0 = input 1) are taken only when they
+ * were received before `s` was asked for, so the number → key mapping of `s` is at least as new as them, and
+ * when they agree with it (digitsAgree).
+ */
+export function tallyFromSnapshot(s: VmixSnapshot, given?: readonly TallyDigit[]): MixerInputTally[] {
+  const digits = given !== undefined && digitsAgree(s, given) ? given : undefined;
   const byNumber = new Map(s.inputRefs.map((i) => [i.number, i]));
   const byKey = new Map(s.inputRefs.filter((i) => i.key !== '').map((i) => [i.key, i]));
   const program = new Set<string>();

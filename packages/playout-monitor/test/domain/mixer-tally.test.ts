@@ -92,10 +92,16 @@ test('fade to black: no input is program (active, overlays and layers), preview 
   );
 });
 
-test('TCP tally digits add to the document (mapped through its numbers); a cycle of layers ends', () => {
+test('TCP tally digits add to the document (mapped through its numbers) only when they agree with it; a cycle of layers ends', () => {
   const s = snapshot(readFixture('vmix', 'vmix-help-developer-api.xml'));
-  const t = byKey(tallyFromSnapshot(s, [0, 1, 0, 0, 0, 2]));
+  // The document has <active>2 and <preview>1; digits that agree with it add input 6 on preview.
+  const t = byKey(tallyFromSnapshot(s, [2, 1, 0, 0, 0, 2]));
   assert.equal(t[WIDE], 'preview');
+  // Digits from before a renumbering (input 6 was on program then) disagree with the document's <active>:
+  // mapped through its numbers they would put Wide on air, so the document decides alone.
+  const older = tallyFromSnapshot(s, [0, 0, 0, 0, 0, 1]);
+  assert.deepEqual(older, tallyFromSnapshot(s));
+  assert.notEqual(byKey(older)[WIDE], 'program');
   const cyclic = snapshot(
     '<vmix><inputs><input key="a" number="1" title="A"><overlay index="0" key="b"/></input>' +
       '<input key="b" number="2" title="B"><overlay index="0" key="a"/></input>' +
