@@ -7,15 +7,14 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot, startProcess, tempDir } from '../../packages/core/src/testing/index.ts';
+import { repoRoot, tempDir } from '../../packages/core/src/testing/index.ts';
 import {
-  PROBE,
-  UNSHARE_FLAGS,
   declaredServices,
-  killQuietly,
+  endStack,
   nodeInStackNet,
+  PROBE,
   requireStackTools,
-  userEnv,
+  startStack,
 } from './npm-start-helpers.ts';
 
 test(`npm start on Node ${process.versions.node} with 9090 held by another program: the port is named, and the documented offset brings the whole stack up`, async () => {
@@ -30,11 +29,7 @@ test(`npm start on Node ${process.versions.node} with 9090 held by another progr
     'set -e; ip link set lo up; mount --bind "$1" "$2/data"; cd "$2"; ' +
     `"$3" -e "${hold}" & sleep 1; ` +
     'if npm start; then echo "FIRST START DID NOT FAIL"; fi; echo "=== with offset"; exec npm start -- --port-offset 1000';
-  const stack = startProcess(
-    'setsid',
-    ['unshare', ...UNSHARE_FLAGS, '--', 'sh', '-c', inner, 'sh', data.path, repoRoot, process.execPath],
-    { env: userEnv() },
-  );
+  const stack = startStack(inner, data.path, process.execPath);
   const servicePids: number[] = [];
   try {
     await stack.waitForOutput(/Press Ctrl-C to stop|exited unexpectedly|did not become ready/, 240_000);
@@ -61,9 +56,7 @@ test(`npm start on Node ${process.versions.node} with 9090 held by another progr
     await stack.exited;
     assert.match(stack.output(), /^start-stack: exit 0$/m, stack.output());
   } finally {
-    if (stack.child.pid && stack.child.exitCode === null) killQuietly(-stack.child.pid, 'SIGKILL');
-    for (const pid of servicePids) killQuietly(-pid, 'SIGKILL');
-    await stack.exited;
+    await endStack(stack, servicePids);
     data.remove();
   }
 });

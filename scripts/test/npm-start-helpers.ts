@@ -1,8 +1,8 @@
-// Shared by npm-start.test.ts and npm-start-busy-port.test.ts (no tests here).
+// Shared by the npm-start*.test.ts files (no tests here).
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { repoRoot, requireTool } from '../../packages/core/src/testing/index.ts';
+import { repoRoot, requireTool, startProcess } from '../../packages/core/src/testing/index.ts';
 import { childEnv } from '../node-matrix.ts';
 
 /**
@@ -85,4 +85,32 @@ export function nodeInStackNet(pid: number, script: string, args: string[]): Spa
     ],
     { encoding: 'utf8', timeout: 60_000 },
   );
+}
+
+/**
+ * `sh -c inner` in fresh network and mount namespaces, with $1 the test's data directory, $2 the repository
+ * and $3… the extra arguments. setsid: npm leads a new process group, as in a terminal, so a group SIGINT is
+ * exactly Ctrl-C. This Node first on PATH (userEnv): npm's `#!/usr/bin/env node` runs on it, and the services
+ * with it.
+ */
+export function startStack(
+  inner: string,
+  dataDir: string,
+  ...extra: string[]
+): ReturnType<typeof startProcess> {
+  return startProcess(
+    'setsid',
+    ['unshare', ...UNSHARE_FLAGS, '--', 'sh', '-c', inner, 'sh', dataDir, repoRoot, ...extra],
+    { env: userEnv() },
+  );
+}
+
+/** Whatever happened: the launcher's group and each service's (each leads its own) killed, and waited for. */
+export async function endStack(
+  stack: ReturnType<typeof startProcess>,
+  servicePids: readonly number[],
+): Promise<void> {
+  if (stack.child.pid && stack.child.exitCode === null) killQuietly(-stack.child.pid, 'SIGKILL');
+  for (const pid of servicePids) killQuietly(-pid, 'SIGKILL');
+  await stack.exited;
 }

@@ -9,16 +9,15 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot, startProcess, tempDir } from '../../packages/core/src/testing/index.ts';
+import { repoRoot, tempDir } from '../../packages/core/src/testing/index.ts';
 import { TIMESVC_LAB_PASSWORD, TIMESVC_LAB_USER } from '../landing-notes.ts';
 import {
-  PROBE,
-  UNSHARE_FLAGS,
   declaredServices,
-  killQuietly,
+  endStack,
   nodeInStackNet,
+  PROBE,
   requireStackTools,
-  userEnv,
+  startStack,
 } from './npm-start-helpers.ts';
 
 /** Logs in to timesvc with the lab credential; exits 1 unless a bearer token comes back. */
@@ -68,11 +67,7 @@ test(`npm start -- --port-offset 2000 on Node ${process.versions.node}: refused 
     'if npm start -- --port-offset 2000; then echo "REFUSAL DID NOT HAPPEN"; fi; ' +
     'ls data/logs 2>/dev/null | sed "s/^/LOG: /"; echo "=== with suggestion"; ' +
     'exec npm start -- --port-offset 2100';
-  const stack = startProcess(
-    'setsid',
-    ['unshare', ...UNSHARE_FLAGS, '--', 'sh', '-c', inner, 'sh', data.path, repoRoot],
-    { env: userEnv() },
-  );
+  const stack = startStack(inner, data.path);
   const servicePids: number[] = [];
   try {
     await stack.waitForOutput(/Press Ctrl-C to stop|exited unexpectedly|REFUSAL DID NOT HAPPEN/, 240_000);
@@ -134,9 +129,7 @@ test(`npm start -- --port-offset 2000 on Node ${process.versions.node}: refused 
     await stack.exited;
     assert.match(stack.output(), /^start-stack: exit 0$/m, stack.output());
   } finally {
-    if (stack.child.pid && stack.child.exitCode === null) killQuietly(-stack.child.pid, 'SIGKILL');
-    for (const pid of servicePids) killQuietly(-pid, 'SIGKILL');
-    await stack.exited;
+    await endStack(stack, servicePids);
     data.remove();
   }
 });

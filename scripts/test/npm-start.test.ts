@@ -16,15 +16,14 @@ import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot, startProcess, tempDir } from '../../packages/core/src/testing/index.ts';
+import { repoRoot, tempDir } from '../../packages/core/src/testing/index.ts';
 import {
-  PROBE,
-  UNSHARE_FLAGS,
   declaredServices,
-  killQuietly,
+  endStack,
   nodeInStackNet,
+  PROBE,
   requireStackTools,
-  userEnv,
+  startStack,
 } from './npm-start-helpers.ts';
 
 const CYCLES = 5;
@@ -60,13 +59,7 @@ test(`npm start on Node ${process.versions.node}: all services up and a clean Ct
   const inner = 'set -e; ip link set lo up; mount --bind "$1" "$2/data"; cd "$2"; exec npm start';
   try {
     for (let cycle = 1; cycle <= CYCLES; cycle++) {
-      // setsid: npm leads a new process group, as in a terminal, so a group SIGINT is exactly Ctrl-C.
-      const stack = startProcess(
-        'setsid',
-        ['unshare', ...UNSHARE_FLAGS, '--', 'sh', '-c', inner, 'sh', data.path, repoRoot],
-        // This Node first on PATH: npm's `#!/usr/bin/env node` runs on it, and the services with it.
-        { env: userEnv() },
-      );
+      const stack = startStack(inner, data.path);
       const servicePids: number[] = [];
       try {
         await stack.waitForOutput(/Press Ctrl-C to stop|exited unexpectedly|did not become ready/, 120_000);
@@ -111,9 +104,7 @@ test(`npm start on Node ${process.versions.node}: all services up and a clean Ct
           assert.doesNotMatch(log, /Assertion failed|Aborted|Segmentation fault|"level":60/, `${name}.log`);
         }
       } finally {
-        if (stack.child.pid && stack.child.exitCode === null) killQuietly(-stack.child.pid, 'SIGKILL');
-        for (const pid of servicePids) killQuietly(-pid, 'SIGKILL'); // each service leads its own group
-        await stack.exited;
+        await endStack(stack, servicePids);
       }
     }
   } finally {
