@@ -16,7 +16,7 @@ export default tseslint.config(
       '**/*.cjs',
       // Browser JavaScript served as plain files (no build step) is linted, by the last block below.
       '!packages/*/public/**/*.js',
-      '!scripts/landing/**/*.js',
+      '!packages/status/src/io/page/**/*.js',
     ],
   },
   js.configs.recommended,
@@ -59,7 +59,7 @@ export default tseslint.config(
   },
   {
     // Pages' scripts: ES modules in the browser, recommended rules, no type information.
-    files: ['packages/*/public/**/*.js', 'scripts/landing/**/*.js'],
+    files: ['packages/*/public/**/*.js', 'packages/status/src/io/page/**/*.js'],
     languageOptions: { sourceType: 'module', globals: { ...globals.browser } },
     rules: {
       'no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
