@@ -88,6 +88,7 @@
       return;
     }
     if (blindReason !== undefined) renderBlind();
+    else if (document.querySelector('#link-events li.open')) queueRender();
   }, 500);
 
   function showLogin(message) {
@@ -236,6 +237,55 @@
     const err = val('companion.connection.lastError');
     if (err) rows.push(['Last error', err]);
     $('link').innerHTML = rows.map(([k, v]) => '<dt>' + esc(k) + '</dt><dd>' + esc(v) + '</dd>').join('');
+    renderLinkEvents(st, active);
+  }
+
+  // One row per outage of the Companion link (docs/console.md "Link events"): while it lasts, a row that
+  // says where it started and why; when Companion is back, the same row becomes the one `failover` or
+  // `reconnected` record the bridge kept (`companion.connection.events`), however many attempts it took.
+  const hostName = (h) => h.role + ' ' + h.host + ':' + h.port;
+  function renderLinkEvents(st, active) {
+    const events = val('companion.connection.events');
+    const list = Array.isArray(events) ? events.slice().reverse() : [];
+    const rows = [];
+    if (active && !active.connected && st !== 'connected' && st !== undefined) {
+      const since = active.since || Date.now();
+      rows.push({
+        cls: 'open',
+        text:
+          time(since) +
+          ' Link lost: ' +
+          hostName(active) +
+          ' (' +
+          (active.reason || 'unknown') +
+          '); ' +
+          st +
+          ', ' +
+          age(Date.now() - since) +
+          ' so far',
+      });
+    }
+    for (const e of list)
+      rows.push({
+        cls: e.kind,
+        text:
+          time(e.at) +
+          (e.kind === 'failover'
+            ? ' Failover: ' + hostName(e.from) + ' → ' + hostName(e.to)
+            : ' Reconnected to ' + hostName(e.to)) +
+          ' after ' +
+          (e.durationMs / 1000).toFixed(1) +
+          ' s (' +
+          e.reason +
+          (e.failedAttempts
+            ? '; ' + e.failedAttempts + ' failed attempt' + (e.failedAttempts > 1 ? 's' : '')
+            : '') +
+          ')',
+      });
+    if (rows.length === 0) rows.push({ cls: 'none', text: 'No link outage recorded.' });
+    const html = rows.map((r) => '<li class="' + esc(r.cls) + '">' + esc(r.text) + '</li>').join('');
+    const ol = $('link-events');
+    if (ol.innerHTML !== html) ol.innerHTML = html;
   }
 
   const keyEls = new Map();

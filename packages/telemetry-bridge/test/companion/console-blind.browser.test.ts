@@ -8,28 +8,20 @@
  * packages/telemetry-bridge/.tmp/test-output/console/ (gitignored).
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { after, before, test } from 'node:test';
-import type { Browser, Page } from 'playwright-core';
+import { test } from 'node:test';
+import type { Page } from 'playwright-core';
 import { loadFactor, tempDir, waitFor } from '@broadcast-ops/core/testing';
-import { launchChromium, watchPage } from '@broadcast-ops/core/testing/browser';
+import { watchPage } from '@broadcast-ops/core/testing/browser';
+import { consoleBrowser, SHOTS } from './console-browser.ts';
 import { CompanionSimulator } from '../../src/simulators/companion-sim.ts';
 import { listSegments } from '../../src/io/event-log.ts';
 import { bridgeProcess, type BridgeProcess } from '../bridge-process.ts';
 
-const SHOTS = fileURLToPath(new URL('../../.tmp/test-output/console/', import.meta.url));
 const DEVICE = 'tb-blind-01';
 
-let browser: Browser;
-before(async () => {
-  mkdirSync(SHOTS, { recursive: true });
-  browser = await launchChromium();
-});
-after(async () => {
-  await browser?.close();
-});
+const chromium = consoleBrowser();
 
 const blindState = (page: Page): Promise<{ sections: number; notes: string[]; blind: boolean }> =>
   page.evaluate<{ sections: number; notes: string[]; blind: boolean }>(`(() => {
@@ -59,7 +51,7 @@ test('console: every panel grey with reason and age within 2 s of losing the bri
       sim.setButton(1, Math.floor(i / 8), i % 8, { text: `CAM ${i + 1}`, color: '#204060' });
     const bridge = await proc.start();
     const url = `http://127.0.0.1:${proc.port}/`;
-    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const page = await chromium().newPage({ viewport: { width: 1280, height: 900 } });
     await watchPage(page, problems);
     await page.goto(url);
     await page.waitForSelector('#conn.ok', { timeout: 15_000 });
@@ -133,7 +125,7 @@ test('console: every panel grey with reason and age within 2 s of losing the bri
     assert.deepEqual(mine, []);
 
     // Phone: keys do not overlap, text at least 15 px.
-    const phone = await browser.newPage({ viewport: { width: 390, height: 844 } });
+    const phone = await chromium().newPage({ viewport: { width: 390, height: 844 } });
     await watchPage(phone, problems);
     await phone.goto(url);
     await phone.waitForSelector('#conn.ok', { timeout: 15_000 });

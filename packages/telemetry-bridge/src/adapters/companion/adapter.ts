@@ -30,6 +30,7 @@ import {
 } from './features.ts';
 import { openLink, type SatelliteLink, type SatelliteTransport } from './link.ts';
 import { HeldKeys, type HeldTarget } from './held-keys.ts';
+import { LinkHistory, type LinkHost } from './link-history.ts';
 
 export type CompanionConnectionState = 'disconnected' | 'connecting' | 'connected' | 'reconnecting' | 'error';
 
@@ -179,6 +180,8 @@ export class CompanionAdapter implements Adapter {
   readonly #subStatus = new Map<string, { status: SubStatus; reason?: string }>();
   /** Presses whose release Companion has not confirmed (held-keys.ts), published as `companion.held`. */
   readonly #held = new HeldKeys();
+  /** Each outage of the link as one event (link-history.ts), published as `companion.connection.events`. */
+  #history = new LinkHistory();
 
   constructor(options: CompanionAdapterOptions) {
     this.#o = options;
@@ -237,6 +240,7 @@ export class CompanionAdapter implements Adapter {
         'keys an earlier run may have left held on Companion; each is released once linked to that Companion',
       );
     this.#publishHeld();
+    this.#history = new LinkHistory(ctx.read('companion.connection.events'));
     this.#setState('connecting');
     void this.#connect();
   }
@@ -332,6 +336,11 @@ export class CompanionAdapter implements Adapter {
     for (const l of early.splice(0)) this.#onLine(session, l);
   }
 
+  #linkHost(index: number): LinkHost {
+    const h = this.#hosts[index] ?? { host: this.#o.host, port: this.#o.port };
+    return { host: h.host, port: h.port, role: index === 0 ? 'primary' : 'backup' };
+  }
+
   #timer(session: Session, ms: number, fn: () => void): void {
     session.timers.push(setTimeout(fn, ms));
   }
@@ -361,6 +370,7 @@ export class CompanionAdapter implements Adapter {
     }
     // Hot standby: the next host in order; the backoff grows once per round over all of them.
     const from = this.#hosts[this.#hostIndex];
+    if (from) this.#history.lost(this.#linkHost(this.#hostIndex), reason, Date.now());
     const n = this.#hosts.length;
     if (n > 1) {
       this.#hostIndex = (this.#hostIndex + 1) % n;
@@ -651,6 +661,13 @@ export class CompanionAdapter implements Adapter {
       since: Date.now(),
     });
     this.#setState('connected');
+    const outage = this.#history.registered(this.#linkHost(s.hostIndex), Date.now());
+    if (outage) {
+      // One event for the whole outage, however many attempts it took (docs/console.md "Link events").
+      this.#set('companion.connection.events', this.#history.list());
+      this.#ctx?.emitEvent('companion.connection', outage.kind, outage);
+      this.#ctx?.logger.warn({ ...outage }, `companion ${outage.kind} after ${outage.durationMs} ms`);
+    }
     this.#ctx?.logger.info(
       { apiVersion: s.apiVersion, companion: s.companionVersion, host: s.host.host, port: s.host.port },
       'companion surface registered',
