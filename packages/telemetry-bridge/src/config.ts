@@ -40,6 +40,12 @@ export const configSchema = z.strictObject({
       reconnectJitter: z.number().int().min(0).max(60_000).default(500),
       maxReconnectAttempts: z.number().int().min(0).default(0),
       refreshTimeout: z.number().int().min(10).max(60_000).default(1000),
+      // Absolute button locations ("page/row/column") subscribed on every session where Companion offers
+      // subscriptions (docs/companion.md "Button state for every app").
+      locations: z
+        .array(z.string().regex(/^[1-9]\d{0,4}\/\d{1,4}\/\d{1,4}$/, 'a location: page/row/column, page ≥ 1'))
+        .max(1024)
+        .default([]),
       device: z
         .strictObject({
           deviceId: z
@@ -59,6 +65,8 @@ export const configSchema = z.strictObject({
           keysTotal: z.number().int().min(1).max(2000).default(32),
           keysPerRow: z.number().int().min(1).max(1000).default(8),
           bitmaps: z.number().int().min(0).max(512).default(0),
+          // Preferred bitmap encoding; used where CAPS BITMAP_FORMATS offers it (1.12.0), raw rgb otherwise.
+          bitmapFormat: z.enum(['rgb', 'png', 'webp']).default('rgb'),
           colors: z.union([z.enum(['hex', 'rgb']), z.literal(false)]).default('hex'),
           text: z.boolean().default(true),
           textStyle: z.boolean().default(false),

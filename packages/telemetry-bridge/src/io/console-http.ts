@@ -22,7 +22,8 @@ import type { EventLog } from './event-log.ts';
 import { listSegments } from './log-recovery.ts';
 import { tokenAccepted } from './client-session.ts';
 import { hostAllowed } from './request-origin.ts';
-import { buttonsSince } from './button-state.ts';
+import type { StateEntry } from '../domain/state-store.ts';
+import { buttonView, changedSince, isButtonPath, isVariablePath, variableView } from './button-state.ts';
 
 /** Largest page of `/api/state`: keys, and bytes of value JSON (a page ends early once past it). */
 export const STATE_PAGE_MAX_KEYS = 1000;
@@ -162,15 +163,30 @@ export function buildConsoleApp(o: ConsoleOptions): FastifyInstance {
     return reply.send({ epoch: o.hub.epoch, offset: o.hub.offset, ...entryView(e) });
   });
 
-  app.get('/api/buttons', async (req, reply) => {
-    if (!(await guard(req, reply))) return reply;
-    const q = req.query as Record<string, string | undefined>;
-    const epoch = o.hub.epoch;
-    const seq = o.hub.offset;
-    const r = buttonsSince(o.hub.store.entries(), epoch, { since: q['since'], epoch: q['epoch'] });
-    if ('error' in r) return reply.status(400).send({ error: 'INVALID_MESSAGE', message: r.error });
-    return reply.send({ epoch, seq, full: r.full, buttons: r.buttons });
-  });
+  // Companion's button state and variables as JSON, with `seq` and `since` (docs/console.md "Button state API").
+  const changedRoute = (
+    url: string,
+    field: string,
+    matches: (path: string) => boolean,
+    view: (e: StateEntry) => { path: string },
+  ): void => {
+    app.get(url, async (req, reply) => {
+      if (!(await guard(req, reply))) return reply;
+      const epoch = o.hub.epoch;
+      const seq = o.hub.offset;
+      const r = changedSince(
+        o.hub.store.entries(),
+        epoch,
+        req.query as Record<string, string>,
+        matches,
+        view,
+      );
+      if ('error' in r) return reply.status(400).send({ error: 'INVALID_MESSAGE', message: r.error });
+      return reply.send({ epoch, seq, full: r.full, [field]: r.items });
+    });
+  };
+  changedRoute('/api/buttons', 'buttons', isButtonPath, buttonView);
+  changedRoute('/api/variables', 'variables', isVariablePath, variableView);
 
   app.get('/api/hub', async (req, reply) => {
     if (!(await guard(req, reply))) return reply;

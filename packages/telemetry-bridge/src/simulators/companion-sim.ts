@@ -17,6 +17,7 @@
  */
 import { createServer, type Server, type Socket } from 'node:net';
 import { StringDecoder } from 'node:string_decoder';
+import { crc32, deflateSync } from 'node:zlib';
 import { WebSocketServer, type WebSocket } from 'ws';
 import {
   LineSplitter,
@@ -73,9 +74,21 @@ interface Conn {
   write(text: string): void;
   destroy(): void;
   splitter: LineSplitter;
-  subs: Map<string, { page: number; row: number; column: number }>;
+  subs: Map<string, SimSub>;
   lastRx: number;
 }
+
+/** An ADD-SUB: where, and the bitmap asked for (size 0 = none; SatelliteApi.ts `#addSub`). */
+interface SimSub {
+  page: number;
+  row: number;
+  column: number;
+  bitmaps: number;
+  bitmapFormat: SimBitmapFormat;
+}
+
+/** What the simulator can encode; Companion also offers webp (no encoder here, so not advertised). */
+type SimBitmapFormat = 'rgb' | 'png';
 
 interface SimDevice {
   id: string;
@@ -83,6 +96,7 @@ interface SimDevice {
   keysTotal: number;
   keysPerRow: number;
   bitmaps: number;
+  bitmapFormat: SimBitmapFormat;
   colors: 'hex' | 'rgb' | false;
   text: boolean;
   textStyle: boolean;
@@ -274,7 +288,8 @@ export class CompanionSimulator {
   #caps(): Record<string, SatelliteValue> {
     const caps: Record<string, SatelliteValue> = { SUBSCRIPTIONS: this.subscriptions };
     if (atLeast(this.apiVersion, '1.11.0')) caps['NONSQUARE'] = true;
-    if (atLeast(this.apiVersion, '1.12.0')) caps['BITMAP_FORMATS'] = 'rgb,png,webp';
+    // Companion 5.x sends rgb,png,webp; the simulator offers what it can encode (a client must fall back).
+    if (atLeast(this.apiVersion, '1.12.0')) caps['BITMAP_FORMATS'] = 'rgb,png';
     if (atLeast(this.apiVersion, '1.14.0')) caps['ROTARY_AMOUNT'] = true;
     return { ...caps, ...this.capsOverride };
   }
@@ -511,6 +526,7 @@ export class CompanionSimulator {
       keysTotal,
       keysPerRow,
       bitmaps,
+      bitmapFormat: this.#bitmapFormat(p['BITMAP_FORMAT']),
       colors,
       text: p['TEXT'] !== undefined && isTruthy(p['TEXT']),
       textStyle:
@@ -548,7 +564,18 @@ export class CompanionSimulator {
       if (!loc || loc === true) return this.#error(conn, name, undefined, 'Missing LOCATION');
       const m = /^(\d+)\/(\d+)\/(\d+)$/.exec(loc);
       if (!m) return this.#error(conn, name, undefined, 'Invalid LOCATION');
-      const where = { page: Number(m[1]), row: Number(m[2]), column: Number(m[3]) };
+      let bitmaps = 0;
+      if (p['BITMAP'] !== undefined && !isFalsey(p['BITMAP'])) {
+        bitmaps = Number(p['BITMAP']);
+        if (isNaN(bitmaps) || bitmaps < 5) bitmaps = 72;
+      }
+      const where: SimSub = {
+        page: Number(m[1]),
+        row: Number(m[2]),
+        column: Number(m[3]),
+        bitmaps,
+        bitmapFormat: this.#bitmapFormat(p['BITMAP_FORMAT']),
+      };
       conn.subs.set(subId, where);
       this.#send(conn, formatServerLine(name, 'OK', null, { SUBID: subId }));
       this.#sendSubState(conn, subId, where);
@@ -589,7 +616,7 @@ export class CompanionSimulator {
       return `rgb(${(n >> 16) & 255},${(n >> 8) & 255},${n & 255})`;
     };
     const colour = (c: string | undefined): string => (d.colors === 'rgb' ? rgb(c) : hex(c));
-    const bitmap = d.bitmaps ? this.#bitmap(d.bitmaps, s.color) : undefined;
+    const bitmap = d.bitmaps ? this.#bitmap(d.bitmaps, s.color, d.bitmapFormat) : undefined;
     if (this.#legacy) {
       let params = '';
       if (d.colors) params += ` COLOR=${colour(s.color)} TEXTCOLOR=${colour(s.textColor)}`;
@@ -629,8 +656,40 @@ export class CompanionSimulator {
     return args;
   }
 
-  /** Raw RGB, `size × size × 3` bytes, filled with the button colour (Companion's bitmap for `BITMAPS=size`). */
-  #bitmap(size: number, color: string | undefined): string {
+  /** BITMAP_FORMAT (1.12.0): one this simulator offers, else rgb (Companion's `parseSatelliteBitmapFormat`). */
+  #bitmapFormat(v: string | true | undefined): SimBitmapFormat {
+    return atLeast(this.apiVersion, '1.12.0') && v === 'png' ? 'png' : 'rgb';
+  }
+
+  /**
+   * The button's bitmap for `BITMAPS=size`, filled with its colour: raw RGB (`size × size × 3` bytes), or
+   * that image as a PNG (RFC 2083: IHDR 8-bit truecolour, one IDAT of filter-0 rows, IEND), base64.
+   */
+  #bitmap(size: number, color: string | undefined, format: SimBitmapFormat = 'rgb'): string {
+    if (format === 'png') {
+      const raw = Buffer.from(this.#bitmap(size, color), 'base64');
+      const rows = Buffer.alloc(size * (size * 3 + 1));
+      for (let y = 0; y < size; y++) raw.copy(rows, y * (size * 3 + 1) + 1, y * size * 3, (y + 1) * size * 3);
+      const chunk = (type: string, data: Buffer): Buffer => {
+        const body = Buffer.concat([Buffer.from(type, 'latin1'), data]);
+        const out = Buffer.alloc(body.length + 8);
+        out.writeUInt32BE(data.length, 0);
+        body.copy(out, 4);
+        out.writeUInt32BE(crc32(body), body.length + 4);
+        return out;
+      };
+      const ihdr = Buffer.alloc(13);
+      ihdr.writeUInt32BE(size, 0);
+      ihdr.writeUInt32BE(size, 4);
+      ihdr[8] = 8;
+      ihdr[9] = 2;
+      return Buffer.concat([
+        Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+        chunk('IHDR', ihdr),
+        chunk('IDAT', deflateSync(rows)),
+        chunk('IEND', Buffer.alloc(0)),
+      ]).toString('base64');
+    }
     const n = parseInt((color ?? BLACK).slice(1), 16);
     const buf = Buffer.alloc(size * size * 3);
     for (let i = 0; i < buf.length; i += 3) {
@@ -681,13 +740,14 @@ export class CompanionSimulator {
     }
   }
 
-  #sendSubState(conn: Conn, subId: string, where: { page: number; row: number; column: number }): void {
+  #sendSubState(conn: Conn, subId: string, where: SimSub): void {
     const s = this.#style(where.page, where.row, where.column);
+    const bitmap = where.bitmaps ? this.#bitmap(where.bitmaps, s.color, where.bitmapFormat) : undefined;
     this.#send(
       conn,
       formatServerLine('SUB-STATE', null, null, {
         SUBID: subId,
-        ...this.#styleArgs(s, 'hex', undefined, true, false),
+        ...this.#styleArgs(s, 'hex', bitmap, true, false),
       }),
     );
   }

@@ -20,12 +20,14 @@ import {
 } from '../../protocol/satellite.ts';
 import { planCommand, type Plan, type Target } from './commands.ts';
 import {
+  bitmapFormatFor,
   capsValue,
   featuresOf,
   parseLocation,
   segment,
   styleValue,
   variablePath,
+  type BitmapFormat,
   type CompanionFeatures,
 } from './features.ts';
 import { openLink, type SatelliteLink, type SatelliteTransport } from './link.ts';
@@ -50,6 +52,8 @@ export interface CompanionDevice {
   keysPerRow: number;
   /** Bitmap edge in px; 0 = no bitmaps (keys then carry text and colours only). */
   bitmaps: number;
+  /** Preferred encoding of bitmaps; asked for only where CAPS BITMAP_FORMATS lists it (1.12.0). */
+  bitmapFormat?: BitmapFormat;
   colors: 'hex' | 'rgb' | false;
   text: boolean;
   textStyle: boolean;
@@ -76,6 +80,11 @@ interface SubLocation {
 
 /** What `companion.subscriptions` says about one location. */
 type SubStatus = 'live' | 'restoring' | 'stale' | 'failed' | 'unavailable';
+
+const subIdOf = (l: { page: number; row: number; column: number }): string =>
+  `tb-${l.page}-${l.row}-${l.column}`;
+const locationPath = (l: { page: number; row: number; column: number }): string =>
+  `companion.page.${l.page}.row.${l.row}.column.${l.column}`;
 
 /** ADD-SUB locations remembered across sessions; beyond this a new location is refused (clients choose them). */
 export const MAX_SUBSCRIPTIONS = 1024;
@@ -109,6 +118,8 @@ export interface CompanionAdapterOptions {
   /** Longest wait for the key refresh after registration before stale flags are cleared anyway. */
   refreshTimeout: number;
   maxLineLength: number;
+  /** Absolute locations `page/row/column` subscribed on every session that offers subscriptions. */
+  locations?: string[];
   random?: () => number;
 }
 
@@ -127,6 +138,8 @@ interface Session {
   companionVersion: string;
   caps: SatelliteParams;
   features: CompanionFeatures;
+  /** The bitmap encoding this session's Companion sends (undefined: no bitmaps asked for). */
+  imageFormat: BitmapFormat | undefined;
   pending: Map<string, Pending[]>;
   /** ADD-SUB acknowledged on this session. */
   subsLive: Set<string>;
@@ -178,6 +191,8 @@ export class CompanionAdapter implements Adapter {
   #failover: string | undefined;
   readonly #subs = new Map<string, SubLocation>();
   readonly #subStatus = new Map<string, { status: SubStatus; reason?: string }>();
+  /** Locations from `companion.locations`: subscribed on every session, never dropped by `unwatch`. */
+  readonly #configured = new Set<string>();
   /** Presses whose release Companion has not confirmed (held-keys.ts), published as `companion.held`. */
   readonly #held = new HeldKeys();
   /** Each outage of the link as one event (link-history.ts), published as `companion.connection.events`. */
@@ -195,6 +210,14 @@ export class CompanionAdapter implements Adapter {
       options.device.variables.filter((v) => v.type === 'output').map((v) => [v.id, variablePath(v.id)]),
     );
     this.#inputs = new Set(options.device.variables.filter((v) => v.type === 'input').map((v) => v.id));
+    for (const l of options.locations ?? []) {
+      const loc = parseLocation(l);
+      if (!loc || loc.page < 1 || this.#subs.size >= MAX_SUBSCRIPTIONS) continue;
+      const id = subIdOf(loc);
+      this.#subs.set(id, { path: locationPath(loc), ...loc });
+      this.#configured.add(id);
+      this.#subState(id, 'restoring', 'configured: waiting for a Companion session');
+    }
   }
 
   /** Silence (ms) after which the link is suspect and commands are refused unsent. */
@@ -240,6 +263,7 @@ export class CompanionAdapter implements Adapter {
         'keys an earlier run may have left held on Companion; each is released once linked to that Companion',
       );
     this.#publishHeld();
+    if (this.#subs.size > 0) this.#publishSubs();
     this.#history = new LinkHistory(ctx.read('companion.connection.events'));
     this.#setState('connecting');
     void this.#connect();
@@ -286,6 +310,7 @@ export class CompanionAdapter implements Adapter {
       companionVersion: '',
       caps: Object.create(null) as SatelliteParams,
       features: featuresOf('0.0.0', {}),
+      imageFormat: undefined,
       pending: new Map(),
       subsLive: new Set(),
       subsAdding: new Map(),
@@ -522,7 +547,7 @@ export class CompanionAdapter implements Adapter {
           row: Math.floor(index / this.#o.device.keysPerRow),
           column: index % this.#o.device.keysPerRow,
           ...(loc ? { page: loc.page } : {}),
-          ...styleValue(p, this.#o.device.bitmaps > 0),
+          ...styleValue(p, s.imageFormat),
         });
         s.refreshed.add(index);
         if (s.refreshed.size >= this.#o.device.keysTotal) this.#freshSoon(s);
@@ -571,7 +596,7 @@ export class CompanionAdapter implements Adapter {
           page: where.page,
           row: where.row,
           column: where.column,
-          ...styleValue(p, false),
+          ...styleValue(p, s.imageFormat),
         });
         // Drawn by this session: fresh, even when the value did not change.
         s.subsFresh.add(id);
@@ -605,12 +630,15 @@ export class CompanionAdapter implements Adapter {
     s.phase = 'register';
     const d = this.#o.device;
     const f = s.features;
+    const format = d.bitmaps > 0 ? bitmapFormatFor(f, d.bitmapFormat ?? 'rgb') : undefined;
+    s.imageFormat = d.bitmaps > 0 ? (format ?? 'rgb') : undefined;
     const args: Record<string, SatelliteValue | undefined> = {
       DEVICEID: d.deviceId,
       PRODUCT_NAME: d.productName,
       KEYS_TOTAL: d.keysTotal,
       KEYS_PER_ROW: d.keysPerRow,
       BITMAPS: d.bitmaps > 0 ? (f.bitmapSize ? d.bitmaps : true) : false,
+      BITMAP_FORMAT: format,
       COLORS: d.colors ? (f.rowColumn ? d.colors : true) : false,
       TEXT: d.text,
       TEXT_STYLE: f.textStyle ? d.textStyle : undefined,
@@ -636,6 +664,7 @@ export class CompanionAdapter implements Adapter {
       companionVersion: s.companionVersion,
       caps: capsValue(s.caps),
       features: { ...f },
+      ...(s.imageFormat ? { bitmapFormat: s.imageFormat } : {}),
     });
     try {
       await this.#request(s, 'ADD-DEVICE', args, this.#o.connectionTimeout);
@@ -811,7 +840,15 @@ export class CompanionAdapter implements Adapter {
       p = this.#request(
         s,
         'ADD-SUB',
-        { SUBID: id, LOCATION: `${loc.page}/${loc.row}/${loc.column}`, TEXT: true, COLORS: 'hex' },
+        {
+          SUBID: id,
+          LOCATION: `${loc.page}/${loc.row}/${loc.column}`,
+          TEXT: true,
+          COLORS: 'hex',
+          // Bitmaps (and their encoding) are negotiated per subscription (SatelliteApi.ts `#addSub`).
+          BITMAP: s.imageFormat ? this.#o.device.bitmaps : undefined,
+          BITMAP_FORMAT: s.imageFormat && s.features.bitmapFormats.length > 0 ? s.imageFormat : undefined,
+        },
         this.#o.replyTimeout,
       ).then(
         () => {
@@ -986,14 +1023,29 @@ export class CompanionAdapter implements Adapter {
           if (!down) this.#confirmRelease(s, target);
           event(path, down ? 'pressed' : 'released', data);
         }
-      } else {
+      } else if (plan.kind === 'rotate') {
         await send('KEY-ROTATE', { DEVICEID: dev, KEY: t.keyIndex, DIRECTION: plan.direction });
         event(path, 'rotated', { ...data, direction: plan.direction });
       }
       return sent;
     }
-    const subId = `tb-${t.page}-${t.row}-${t.column}`;
-    const path = `companion.page.${t.page}.row.${t.row}.column.${t.column}`;
+    const subId = subIdOf(t);
+    const path = locationPath(t);
+    if (plan.kind === 'unwatch') {
+      if (this.#configured.has(subId))
+        throw new Error(`${t.page}/${t.row}/${t.column} is configured in companion.locations: not removed`);
+      if (!this.#subs.has(subId)) return sent;
+      if (s.subsLive.has(subId)) {
+        await send('REMOVE-SUB', { SUBID: subId });
+        s.subsLive.delete(subId);
+      }
+      this.#subs.delete(subId);
+      this.#subStatus.delete(subId);
+      s.subsFresh.delete(subId);
+      this.#publishSubs();
+      this.#set(path, null);
+      return sent;
+    }
     if (!s.subsLive.has(subId)) {
       const isNew = !this.#subs.has(subId);
       if (isNew && this.#subs.size >= MAX_SUBSCRIPTIONS)
@@ -1015,6 +1067,7 @@ export class CompanionAdapter implements Adapter {
       sent.push('ADD-SUB');
       if (isNew) this.#publishSubs();
     }
+    if (plan.kind === 'watch') return sent;
     const data = { page: t.page, row: t.row, column: t.column };
     if (plan.kind === 'press') {
       const target: HeldTarget = { kind: 'sub', page: t.page, row: t.row, column: t.column };
@@ -1026,7 +1079,7 @@ export class CompanionAdapter implements Adapter {
         if (!down) this.#confirmRelease(s, target);
         event(path, down ? 'pressed' : 'released', data);
       }
-    } else {
+    } else if (plan.kind === 'rotate') {
       await send('SUB-ROTATE', { SUBID: subId, DIRECTION: plan.direction });
       event(path, 'rotated', { ...data, direction: plan.direction });
     }

@@ -7,6 +7,8 @@
  * - The same at an absolute location: path `companion.page.<p>.row.<r>.column.<c>`, `companion.page.<p>.bank.<b>`
  *   (Companion's legacy 1-based bank on an 8-wide grid), or `params.page` with `row`+`column` or `bank`
  *   → ADD-SUB + SUB-PRESS / SUB-ROTATE, only when CAPS SUBSCRIPTIONS=1.
+ * - `watch` / `unwatch` at an absolute location → ADD-SUB / REMOVE-SUB only: its button state is published
+ *   at `companion.page.<p>.row.<r>.column.<c>` without pressing it (subscriptions only).
  * - `setVariable` with `params.variable` (a declared input id) and `params.value` → SET-VARIABLE-VALUE.
  */
 import type { CompanionFeatures } from './features.ts';
@@ -26,6 +28,7 @@ export type Plan =
   | { kind: 'press'; target: Target; pressed: boolean[] }
   | { kind: 'rotate'; target: Target; direction: number }
   | { kind: 'variable'; variable: string; value: string }
+  | { kind: 'watch' | 'unwatch'; target: Extract<Target, { kind: 'location' }> }
   | { kind: 'reject'; reason: string };
 
 const PRESS: Record<string, boolean[]> = {
@@ -116,18 +119,30 @@ export function planCommand(
     return { kind: 'variable', variable, value: String(value) };
   }
   const pressed = PRESS[action];
-  if (!pressed && action !== 'rotate')
-    return { kind: 'reject', reason: `unknown action "${action}" (press, down, up, rotate, setVariable)` };
+  const watch = action === 'watch' || action === 'unwatch' ? action : undefined;
+  if (!pressed && action !== 'rotate' && !watch)
+    return {
+      kind: 'reject',
+      reason: `unknown action "${action}" (press, down, up, rotate, watch, unwatch, setVariable)`,
+    };
   const target = targetOf(path, params, surface);
   if (typeof target === 'string') return { kind: 'reject', reason: target };
+  if (watch && target.kind !== 'location')
+    return {
+      kind: 'reject',
+      reason: `${watch} takes an absolute location (companion.page.<p>.row.<r>.column.<c>); the surface's own keys are always published`,
+    };
   if (target.kind === 'location' && !f.subscriptions) {
     return {
       kind: 'reject',
-      reason: f.caps
-        ? 'absolute page/row/column needs Companion subscriptions (CAPS SUBSCRIPTIONS=0: enable satellite subscriptions in Companion settings)'
-        : `absolute page/row/column needs ADD-SUB/SUB-PRESS (ApiVersion ≥ 1.10.0); Companion reports ${apiVersion}`,
+      reason:
+        (f.caps
+          ? 'absolute page/row/column needs Companion subscriptions (CAPS SUBSCRIPTIONS=0: enable satellite subscriptions in Companion settings)'
+          : `absolute page/row/column needs ADD-SUB/SUB-PRESS (ApiVersion ≥ 1.10.0); Companion reports ${apiVersion}`) +
+        (watch ? "; the bridge's surface keys (companion.device.<id>.key.<n>) are still published" : ''),
     };
   }
+  if (watch && target.kind === 'location') return { kind: watch, target };
   if (pressed) return { kind: 'press', target, pressed };
   if (!f.rotate)
     return { kind: 'reject', reason: `KEY-ROTATE needs ApiVersion ≥ 1.3.0; Companion reports ${apiVersion}` };

@@ -23,6 +23,20 @@ export interface CompanionFeatures {
   subscriptions: boolean;
   /** Signed DIRECTION step counts: CAPS ROTARY_AMOUNT (1.14.0) */
   rotaryAmount: boolean;
+  /** Bitmap encodings Companion offers in CAPS BITMAP_FORMATS (1.12.0); before, raw rgb only. */
+  bitmapFormats: string[];
+}
+
+export type BitmapFormat = 'rgb' | 'png' | 'webp';
+
+/**
+ * The encoding to ask for: the preferred one when CAPS BITMAP_FORMATS lists it, else raw rgb, which every
+ * Companion sends when BITMAP_FORMAT is absent or unknown (`parseSatelliteBitmapFormat` in Companion's
+ * SatelliteRenderUtil.ts). `undefined` = do not send BITMAP_FORMAT at all (a Companion before 1.12.0).
+ */
+export function bitmapFormatFor(f: CompanionFeatures, preferred: BitmapFormat): BitmapFormat | undefined {
+  if (f.bitmapFormats.length === 0) return undefined;
+  return f.bitmapFormats.includes(preferred) ? preferred : 'rgb';
 }
 
 export function featuresOf(apiVersion: string, caps: SatelliteParams): CompanionFeatures {
@@ -37,6 +51,13 @@ export function featuresOf(apiVersion: string, caps: SatelliteParams): Companion
     caps: v('1.10.0'),
     subscriptions: v('1.10.0') && isTruthy(caps['SUBSCRIPTIONS']),
     rotaryAmount: v('1.14.0') && isTruthy(caps['ROTARY_AMOUNT']),
+    bitmapFormats:
+      v('1.12.0') && typeof caps['BITMAP_FORMATS'] === 'string'
+        ? caps['BITMAP_FORMATS']
+            .split(',')
+            .map((x) => x.trim().toLowerCase())
+            .filter((x) => x !== '')
+        : [],
   };
 }
 
@@ -76,12 +97,14 @@ export interface KeyValue {
   textColour?: string;
   fontSize?: number | string;
   image?: string;
+  /** How `image` is encoded (base64): raw `rgb` pixels, or `png` / `webp` where negotiated (1.12.0). */
+  imageFormat?: BitmapFormat;
 }
 
 /** KEY-STATE or SUB-STATE parameters → the published key value (text decoded from base64). */
 export function styleValue(
   p: SatelliteParams,
-  withImage: boolean,
+  imageFormat: BitmapFormat | undefined,
 ): Omit<KeyValue, 'deviceId' | 'keyIndex' | 'row' | 'column'> {
   const out: Omit<KeyValue, 'deviceId' | 'keyIndex' | 'row' | 'column'> = {
     type: typeof p['TYPE'] === 'string' ? p['TYPE'] : 'BUTTON',
@@ -94,7 +117,10 @@ export function styleValue(
     const n = Number(p['FONT_SIZE']);
     out.fontSize = Number.isFinite(n) ? n : p['FONT_SIZE'];
   }
-  if (withImage && typeof p['BITMAP'] === 'string') out.image = p['BITMAP'];
+  if (imageFormat && typeof p['BITMAP'] === 'string') {
+    out.image = p['BITMAP'];
+    out.imageFormat = imageFormat;
+  }
   return out;
 }
 

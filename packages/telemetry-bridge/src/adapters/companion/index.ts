@@ -30,6 +30,7 @@ export function companionAdapterFromConfig(c: BridgeConfig['companion']): Compan
     reconnectJitter: c.reconnectJitter,
     maxReconnectAttempts: c.maxReconnectAttempts,
     refreshTimeout: c.refreshTimeout,
+    locations: c.locations,
     maxLineLength: MAX_LINE_LENGTH,
   });
 }
