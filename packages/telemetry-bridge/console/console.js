@@ -232,8 +232,9 @@
         active.host + ':' + active.port + ' (' + active.role + (active.connected ? '' : ', down') + ')',
       ]);
     if (caps.companionVersion) rows.push(['Companion', caps.companionVersion + ' · API ' + caps.apiVersion]);
-    const feats = caps.features ? Object.keys(caps.features).filter((k) => caps.features[k]) : [];
+    const feats = caps.features ? Object.keys(caps.features).filter((k) => caps.features[k] === true) : [];
     if (feats.length) rows.push(['Capabilities', feats.join(', ')]);
+    if (caps.bitmapFormat) rows.push(['Bitmaps', caps.bitmapFormat]);
     const err = val('companion.connection.lastError');
     if (err) rows.push(['Last error', err]);
     $('link').innerHTML = rows.map(([k, v]) => '<dt>' + esc(k) + '</dt><dd>' + esc(v) + '</dd>').join('');
@@ -340,6 +341,13 @@
 
   // Satellite BITMAP: base64 of raw 8-bit RGB, square (Companion's Satellite API documentation).
   function bitmap(b64) {
+    // png/webp come as a data URL (docs/companion.md "Handshake negotiation"); raw rgb as bare base64.
+    if (/^data:image\/(png|webp);base64,/.test(b64)) {
+      const im = document.createElement('img');
+      im.alt = '';
+      im.src = b64;
+      return im;
+    }
     const raw = atob(b64);
     const side = Math.round(Math.sqrt(raw.length / 3));
     const c = document.createElement('canvas');

@@ -663,7 +663,7 @@ export class CompanionSimulator {
 
   /**
    * The button's bitmap for `BITMAPS=size`, filled with its colour: raw RGB (`size × size × 3` bytes), or
-   * that image as a PNG (RFC 2083: IHDR 8-bit truecolour, one IDAT of filter-0 rows, IEND), base64.
+   * that image as a PNG (RFC 2083: IHDR 8-bit truecolour, one IDAT of filter-0 rows, IEND) in a data URL.
    */
   #bitmap(size: number, color: string | undefined, format: SimBitmapFormat = 'rgb'): string {
     if (format === 'png') {
@@ -683,12 +683,14 @@ export class CompanionSimulator {
       ihdr.writeUInt32BE(size, 4);
       ihdr[8] = 8;
       ihdr[9] = 2;
-      return Buffer.concat([
+      // Companion sends compressed formats as a data URL (SatelliteRenderUtil.ts `buildSatelliteStyleArgs`).
+      const png = Buffer.concat([
         Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
         chunk('IHDR', ihdr),
         chunk('IDAT', deflateSync(rows)),
         chunk('IEND', Buffer.alloc(0)),
-      ]).toString('base64');
+      ]);
+      return `data:image/png;base64,${png.toString('base64')}`;
     }
     const n = parseInt((color ?? BLACK).slice(1), 16);
     const buf = Buffer.alloc(size * size * 3);

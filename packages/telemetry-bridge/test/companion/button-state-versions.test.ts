@@ -173,9 +173,16 @@ for (const c of CASES) {
       assert.equal(caps.bitmapFormat, c.format);
       const k0 = r.get(KEY(0))?.value as { image: string; imageFormat: string };
       assert.equal(k0.imageFormat, c.format);
-      const bytes = Buffer.from(k0.image, 'base64');
-      if (c.format === 'png') assert.equal(bytes.subarray(0, 8).toString('hex'), PNG);
-      else assert.equal(bytes.length, 8 * 8 * 3, 'raw rgb, 8 × 8 × 3');
+      // png arrives as a data URL (Companion's SatelliteRenderUtil.ts), rgb as bare base64 pixels.
+      if (c.format === 'png') {
+        assert.match(k0.image, /^data:image\/png;base64,/);
+        assert.equal(
+          Buffer.from(k0.image.split(',')[1] ?? '', 'base64')
+            .subarray(0, 8)
+            .toString('hex'),
+          PNG,
+        );
+      } else assert.equal(Buffer.from(k0.image, 'base64').length, 8 * 8 * 3, 'raw rgb, 8 × 8 × 3');
 
       // The configured location: subscribed where offered, otherwise unavailable with the reason.
       const subs = (): Record<string, { status: string; reason?: string }> =>

@@ -3,7 +3,8 @@
  * chromium: the primary goes away while the backup is not yet listening, so the adapter fails several
  * attempts before the backup answers. Throughout, the console's link-event list holds one row for the
  * outage: "Link lost" while it lasts, then the same row as "Failover: primary → backup" with the time and
- * the failed attempts. A WebSocket client sees exactly one `failover` event. Screenshots under
+ * the failed attempts. A WebSocket client sees exactly one `failover` event. The surface asks for png
+ * bitmaps, which Companion sends as data URLs: the mirror draws them as images. Screenshots under
  * packages/telemetry-bridge/.tmp/test-output/console/ (gitignored).
  */
 import assert from 'node:assert/strict';
@@ -15,7 +16,7 @@ import { watchPage } from '@broadcast-ops/core/testing/browser';
 import { consoleBrowser, SHOTS } from './console-browser.ts';
 import { CompanionSimulator } from '../../src/simulators/companion-sim.ts';
 import type { EventMessage } from '../../src/client/bridge-client.ts';
-import { rig } from './harness.ts';
+import { DEVICE, rig } from './harness.ts';
 
 const chromium = consoleBrowser();
 
@@ -38,6 +39,15 @@ test('console: a primary → backup failover with failed attempts is one row, an
         { host: '127.0.0.1', port: priPort },
         { host: '127.0.0.1', port: bakPort },
       ],
+      // png bitmaps (a data URL from Companion 1.12.0+): the mirror shows them as images.
+      device: {
+        deviceId: DEVICE,
+        productName: 'Failover',
+        keysTotal: 8,
+        keysPerRow: 4,
+        bitmaps: 8,
+        bitmapFormat: 'png',
+      },
       failoverDelay: 100,
       reconnectDelay: 200,
       maxReconnectDelay: 400,
@@ -58,6 +68,9 @@ test('console: a primary → backup failover with failed attempts is one row, an
       { what: 'live on the primary' },
     );
 
+    await waitFor(async () => (await page.locator('#surface .key img').count()) === 8 || undefined, {
+      what: 'eight png bitmaps in the mirror',
+    });
     const c = await r.client('watcher');
     const linkEvents: EventMessage[] = [];
     c.on('event', (m) => {

@@ -97,8 +97,18 @@ export interface KeyValue {
   textColour?: string;
   fontSize?: number | string;
   image?: string;
-  /** How `image` is encoded (base64): raw `rgb` pixels, or `png` / `webp` where negotiated (1.12.0). */
+  /** How `image` is encoded: raw `rgb` pixels in base64, or a `png` / `webp` data URL where negotiated (1.12.0). */
   imageFormat?: BitmapFormat;
+}
+
+/**
+ * How a BITMAP value is encoded: Companion sends png and webp as a data URL (`data:image/webp;base64,…`,
+ * "sent verbatim: the client distinguishes them from raw rgb by the `data:` prefix", `buildSatelliteStyleArgs`
+ * in SatelliteRenderUtil.ts) and raw rgb as bare base64.
+ */
+export function bitmapFormatOf(bitmap: string): BitmapFormat {
+  const m = /^data:image\/(png|webp);base64,/.exec(bitmap);
+  return m ? (m[1] as BitmapFormat) : 'rgb';
 }
 
 /** KEY-STATE or SUB-STATE parameters → the published key value (text decoded from base64). */
@@ -119,7 +129,7 @@ export function styleValue(
   }
   if (imageFormat && typeof p['BITMAP'] === 'string') {
     out.image = p['BITMAP'];
-    out.imageFormat = imageFormat;
+    out.imageFormat = bitmapFormatOf(p['BITMAP']);
   }
   return out;
 }
