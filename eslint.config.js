@@ -11,6 +11,8 @@ export default tseslint.config(
       'data/**',
       'dist/**',
       'packages/*/dist/**',
+      // Companion's own Satellite server code, vendored unmodified for the interop test (its PROVENANCE.md).
+      'packages/telemetry-bridge/test/fixtures/companion-satellite/**',
       '**/*.js',
       '**/*.mjs',
       '**/*.cjs',

@@ -14,60 +14,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import WebSocket from 'ws';
-import { waitFor } from '@broadcast-ops/core/testing';
 import { DEV, DEVICE, VARIABLES, rig, stateOf, type Rig } from './harness.ts';
-
-interface Msg {
-  type: string;
-  path?: string;
-  offset?: number;
-  payload?: Record<string, unknown>;
-}
-
-/** A raw WebSocket reader of button paths: handshake, one subscribe (optionally resuming), every message kept. */
-async function reader(
-  url: string,
-  since?: { offset: number; epoch: string },
-): Promise<{ msgs: Msg[]; complete: () => Msg | undefined; last: () => number; close: () => void }> {
-  const ws = new WebSocket(url);
-  const msgs: Msg[] = [];
-  ws.on('message', (d: Buffer) => msgs.push(JSON.parse(d.toString()) as Msg));
-  await new Promise<void>((res, rej) => {
-    ws.once('open', () => res());
-    ws.once('error', rej);
-  });
-  ws.send(JSON.stringify({ type: 'handshake', name: 'button-reader', version: '1' }));
-  await waitFor(() => msgs.some((m) => m.type === 'handshake_response') || undefined, { what: 'handshake' });
-  ws.send(
-    JSON.stringify({
-      id: 'sub-buttons',
-      type: 'subscribe',
-      path: 'hub.subscriptions',
-      payload: {
-        patterns: ['companion.page.**', 'companion.device.*.key.*'],
-        filter: 'state',
-        snapshot: true,
-        ...(since ? { since } : {}),
-      },
-      timestamp: Date.now(),
-    }),
-  );
-  const complete = (): Msg | undefined =>
-    msgs.find((m) => m.type === 'event' && m.payload?.['event'] === 'snapshot_complete');
-  await waitFor(() => complete(), { what: 'snapshot_complete' });
-  return {
-    msgs,
-    complete,
-    // The resume position: what this connection has received (docs/protocol.md "Subscribe, snapshot and resume").
-    last: () =>
-      Math.max(
-        (complete()?.payload?.['data'] as { offset: number }).offset,
-        ...msgs.filter((m) => m.type === 'state').map((m) => m.offset ?? 0),
-      ),
-    close: () => ws.close(),
-  };
-}
+import { buttonReader } from './button-reader.ts';
 
 interface Buttons {
   epoch: string;
@@ -83,6 +31,7 @@ interface Variables {
 }
 
 const LOC = 'companion.page.2.row.1.column.3';
+const PATTERNS = ['companion.page.**', 'companion.device.*.key.*'];
 const KEY = (i: number): string => `companion.device.${DEV}.key.${i}`;
 const PNG = '89504e470d0a1a0a';
 
@@ -222,7 +171,7 @@ for (const c of CASES) {
       }
 
       // A reader on the WebSocket, and the JSON as it stands.
-      const w1 = await reader(r.bridge.clientUrl);
+      const w1 = await buttonReader(r.bridge.clientUrl, PATTERNS);
       readers.push(w1);
       const j0 = await json<Buttons>(r, 'api/buttons');
       assert.equal(j0.full, true);
@@ -242,18 +191,7 @@ for (const c of CASES) {
       const down = await client.command('companion', target, 'down').done;
       assert.equal(down.payload.status, 'completed', JSON.stringify(down.payload));
       assert.equal(r.sim.linesNamed(c.subscriptions ? 'SUB-PRESS' : 'KEY-PRESS').length, 1);
-      const diff = await waitFor(
-        () =>
-          w1.msgs
-            .slice(before)
-            .find(
-              (m) =>
-                m.type === 'state' &&
-                m.path === target &&
-                (m.payload?.['value'] as { pressed?: boolean }).pressed,
-            ),
-        { what: 'the pressed diff on the WebSocket' },
-      );
+      const diff = await w1.pressedAfter(before, target);
       const j1 = await json<Buttons>(r, `api/buttons?since=${j0.seq}&epoch=${j0.epoch}`);
       assert.equal(j1.full, false);
       assert.deepEqual(
@@ -276,7 +214,7 @@ for (const c of CASES) {
       r.sim.setButton(1, 0, 1, { text: 'NEW', color: '#0000ff' });
       await r.until(() => (r.get(KEY(1))?.value as { text?: string }).text === 'NEW', 'key 1 redrawn');
       await r.until(() => (r.get(target)?.value as { pressed?: boolean }).pressed === false, 'released');
-      const w2 = await reader(r.bridge.clientUrl, { offset: position, epoch: j0.epoch });
+      const w2 = await buttonReader(r.bridge.clientUrl, PATTERNS, { offset: position, epoch: j0.epoch });
       readers.push(w2);
       const data = w2.complete()?.payload?.['data'] as { replayed?: number };
       assert.ok(data.replayed !== undefined, `resumed, not a snapshot: ${JSON.stringify(data)}`);
