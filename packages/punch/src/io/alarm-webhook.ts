@@ -1,5 +1,4 @@
 import { createHmac } from 'node:crypto';
-import type { Logger } from '@broadcast-ops/core';
 import type { HealthAlarm } from '../domain/health-monitor.ts';
 
 /**
@@ -17,7 +16,8 @@ export interface AlarmWebhookOptions {
   secret: string | undefined;
   retries: number;
   timeoutMs: number;
-  logger: Pick<Logger, 'warn' | 'info'>;
+  /** Where failures go (pino's `warn` fits); never given the URL or the secret. */
+  logger: { warn: (fields: object, message: string) => void };
   /** Delay before retry n (1-based); default 1 s doubling, at most 30 s. Tests shorten it. */
   backoffMs?: (attempt: number) => number;
 }
