@@ -83,10 +83,12 @@ describe('link health windows', () => {
     assert.equal(ok.advice.length, 1);
     assert.match(ok.advice[0] ?? '', /^Healthy: latency 200 ms covers 4 × RTT/);
     const f = ok.ends.receiver?.w10;
-    assert.deepEqual(f?.rtt, { min: 0.3, avg: 0.4, max: 0.5 });
+    // The 10 s window holds the reports of seconds 5-14: RTTs 0.5, 0.3, 0.4, … (four of 0.5).
+    assert.deepEqual(f?.rtt, { min: 0.3, avg: 0.41, max: 0.5 });
     assert.equal(f?.lossPct, 0);
     assert.equal(f?.dropped, 0);
-    assert.equal(f?.marginMs, 200 - (4 * 0.4 + 0.2));
+    assert.equal(f?.needMs, 1.8, '4 × 0.41 + (0.5 - 0.3)');
+    assert.equal(f?.marginMs, 198.2);
   });
 
   test('RTT min/avg/max differ between the 10 s and the 60 s window; both ends are kept apart by role', () => {

@@ -74,6 +74,8 @@ export const HISTORY_MS = 600_000;
 export const MAX_SAMPLES = 1200;
 
 const round1 = (n: number): number => Math.round(n * 10) / 10;
+/** RTTs keep libsrt's precision (ms with three decimals): a LAN's RTT is well below 0.1 ms. */
+const round3 = (n: number): number => Math.round(n * 1000) / 1000;
 const pct = (part: number, whole: number): number => (whole > 0 ? Math.min(100, (100 * part) / whole) : 0);
 
 function lossOf(c: LinkCounts, dropped: number): number {
@@ -147,7 +149,7 @@ export class EndHistory {
     return {
       windowS: windowMs / 1000,
       reports: inWindow.length,
-      rtt: { min: round1(rttMin), avg: round1(rttAvg), max: round1(rttMax) },
+      rtt: { min: round3(rttMin), avg: round3(rttAvg), max: round3(rttMax) },
       lossPct,
       retransmitPct: round1(retransmitPct),
       dropped,
@@ -164,7 +166,7 @@ export class EndHistory {
       .filter((s) => now - s.at <= HISTORY_MS)
       .map((s) => ({
         t: s.wall,
-        rtt: round1(s.rtt),
+        rtt: round3(s.rtt),
         lossPct: s.counts ? round1(lossOf(s.counts, s.dropped)) : null,
         retransmitPct: round1(s.counts ? pct(s.counts.retransmitted, s.counts.packets) : s.retransmit),
         dropped: s.dropped,
