@@ -2,9 +2,11 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import fc from 'fast-check';
 import { ManualClock, repoRoot } from '@broadcast-ops/core/testing';
 import { StatsAccumulator, parseStatsLine } from '../src/agent/srt-stats.ts';
 import { HealthMonitor } from '../src/domain/health-monitor.ts';
+import { parseClientMessage } from '../src/protocol/ws-messages.ts';
 import { EndHistory, HISTORY_MS, MAX_SAMPLES, assess, type LinkSample } from '../src/domain/link-health.ts';
 
 /**
@@ -229,5 +231,79 @@ describe('agent: srt-live-transmit statistics summed per health period', () => {
     const f = acc.take();
     assert.equal(f?.retransmit, (100 * 5) / 105);
     assert.equal(f?.lost, 5);
+  });
+});
+
+describe('parsers fed by peers: statistics lines and health counters (fast-check)', () => {
+  const anyValue = fc.oneof(
+    fc.double(),
+    fc.integer(),
+    fc.string({ maxLength: 8 }),
+    fc.constant(null),
+    fc.boolean(),
+  );
+  const statsObject = fc.record({
+    link: fc.dictionary(fc.constantFrom('rtt', 'bandwidth'), anyValue),
+    recv: fc.dictionary(
+      fc.constantFrom(
+        'packets',
+        'packetsUnique',
+        'packetsLost',
+        'packetsDropped',
+        'packetsRetransmitted',
+        'msBuf',
+        'mbitRate',
+        'msTsbPdDelay',
+      ),
+      anyValue,
+    ),
+    send: fc.dictionary(
+      fc.constantFrom('packets', 'packetsUnique', 'packetsLost', 'packetsRetransmitted', 'mbitRate'),
+      anyValue,
+    ),
+  });
+
+  test('a statistics line gives finite, non-negative figures or nothing; summing never yields NaN', () => {
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.string({ maxLength: 200 }),
+          statsObject.map((o) => JSON.stringify(o)),
+        ),
+        fc.constantFrom('sender', 'receiver' as const),
+        (line, role) => {
+          const s = parseStatsLine(line, role);
+          if (!s) return;
+          const acc = new StatsAccumulator();
+          acc.add(s);
+          acc.add(s);
+          const f = acc.take();
+          for (const v of [s.rtt, s.bitrate, s.buffer, f?.packets, f?.lost, f?.retransmit, f?.dropped]) {
+            assert.ok(typeof v === 'number' && Number.isFinite(v) && v >= 0, `${line} → ${String(v)}`);
+          }
+          assert.ok((f?.retransmit ?? 0) <= 100);
+        },
+      ),
+      { numRuns: 1000, interruptAfterTimeLimit: 5000 },
+    );
+  });
+
+  test('health counts: accepted only as non-negative integers within bounds, else INVALID with the field named', () => {
+    fc.assert(
+      fc.property(
+        fc.dictionary(fc.constantFrom('packets', 'unique', 'lost', 'retransmitted', 'x'), anyValue),
+        (counts) => {
+          const r = parseClientMessage(
+            JSON.stringify({ type: 'health', rtt: 1, retransmit: 0, bitrate: 1, counts }),
+          );
+          if (r.ok) {
+            const c = r.message.type === 'health' ? r.message.counts : undefined;
+            assert.ok(c);
+            for (const v of Object.values(c)) assert.ok(Number.isInteger(v) && v >= 0 && v <= 2 ** 40);
+          } else assert.match(r.reason, /^counts/);
+        },
+      ),
+      { numRuns: 1000, interruptAfterTimeLimit: 5000 },
+    );
   });
 });

@@ -29,8 +29,11 @@ export interface SrtSample {
 /** Longest stats line accepted (a report is about 900 bytes). */
 export const MAX_STATS_LINE = 8192;
 
+/** Largest counter or figure taken from a report; beyond it the line is not a real report's (sums stay finite). */
+const MAX_FIGURE = 2 ** 40;
+
 function num(v: unknown): number {
-  return typeof v === 'number' && Number.isFinite(v) ? v : 0;
+  return typeof v === 'number' && Number.isFinite(v) ? Math.min(MAX_FIGURE, Math.max(-MAX_FIGURE, v)) : 0;
 }
 
 function obj(v: unknown): Record<string, unknown> {

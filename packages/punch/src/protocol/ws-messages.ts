@@ -121,8 +121,10 @@ function parseCounts(v: unknown): HealthMessage['counts'] {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) bad('counts: must be an object');
   const c = v as Obj;
   const get = (k: string): number => {
-    const n = number(c, k, 0, MAX_COUNT, true) as number;
-    if (!Number.isInteger(n)) bad(`counts.${k}: must be an integer`);
+    const n = c[k];
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > MAX_COUNT) {
+      bad(`counts.${k}: must be an integer between 0 and ${MAX_COUNT}`);
+    }
     return n;
   };
   return {
