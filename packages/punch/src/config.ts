@@ -108,6 +108,32 @@ export const punchConfigSchema = z.strictObject({
       verifyUrl: z.url().default('https://challenges.cloudflare.com/turnstile/v0/siteverify'),
     })
     .prefault({}),
+  /**
+   * Health alarms (README "Health", src/io/alarm-webhook.ts): a webhook POSTed on every alarm change. The
+   * URL must not carry a secret (no user:password, no query string: URLs end up in proxy logs); a secret,
+   * if the receiver wants one, signs the body instead.
+   */
+  alarms: z
+    .strictObject({
+      webhook: z
+        .strictObject({
+          url: z
+            .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
+            .refine((u) => !/^[a-z]+:\/\/[^/]*@/i.test(u), {
+              error: 'must not contain user or password (use secret)',
+            })
+            .refine((u) => !u.includes('?') && !u.includes('#'), {
+              error:
+                'must not contain a query string or fragment (secrets in URLs end up in logs; use secret)',
+            })
+            .optional(),
+          secret: z.string().min(16, { error: 'must be at least 16 characters' }).optional(),
+          retries: z.number().int().min(0).max(5).default(3),
+          timeoutMs: z.number().int().min(100).max(30_000).default(5_000),
+        })
+        .prefault({}),
+    })
+    .prefault({}),
 });
 
 export type PunchConfig = z.output<typeof punchConfigSchema>;
@@ -145,6 +171,10 @@ export const PUNCH_ENV: Record<string, EnvOverride | string> = {
   PUNCH_DEFAULT_LATENCY: 'limits.defaultLatency',
   PUNCH_BODY_LIMIT: 'limits.bodyLimit',
   PUNCH_TOMBSTONE_TTL: 'limits.tombstoneTtl',
+  PUNCH_ALARM_WEBHOOK_URL: str('alarms.webhook.url'),
+  PUNCH_ALARM_WEBHOOK_SECRET: str('alarms.webhook.secret'),
+  PUNCH_ALARM_WEBHOOK_RETRIES: 'alarms.webhook.retries',
+  PUNCH_ALARM_WEBHOOK_TIMEOUT_MS: 'alarms.webhook.timeoutMs',
   TURNSTILE_SECRET: str('turnstile.secret'),
   TURNSTILE_SITE_KEY: str('turnstile.siteKey'),
   TURNSTILE_VERIFY_URL: str('turnstile.verifyUrl'),

@@ -14,6 +14,7 @@ import { SessionBroker } from './domain/broker.ts';
 import type { RandomBytes } from './domain/session.ts';
 import type { SessionStore } from './domain/store.ts';
 import { ClientLimits } from './io/client-limits.ts';
+import { AlarmWebhook } from './io/alarm-webhook.ts';
 import { buildHttpApi } from './io/http-api.ts';
 import { SqliteSessionStore } from './io/sqlite-store.ts';
 import { AccessChecker } from './domain/access.ts';
@@ -141,6 +142,8 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     tls: options.tls,
     clientLimits,
     sharedLimits: shared ? (group, ip) => shared[group](ip) : undefined,
+    // The hub is built below; requests arrive only after listen.
+    healthView: (session, stream) => hub.healthView(session, stream),
     storeInfo: async () => {
       if (!cluster) return { kind: 'sqlite' };
       // A PING with a short bound: a stopped (not closed) Redis keeps the connection `ready`.
@@ -203,6 +206,16 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
       this.set({ presence: 'absent' }, n.absent);
     },
   });
+  const hook = config.alarms.webhook;
+  const alarmWebhook = hook.url
+    ? new AlarmWebhook({
+        url: hook.url,
+        secret: hook.secret,
+        retries: hook.retries,
+        timeoutMs: hook.timeoutMs,
+        logger,
+      })
+    : undefined;
   const hub = new SignallingHub({
     broker,
     clock,
@@ -213,6 +226,13 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     onError: (err) => logger.error({ err }, 'signalling handler failed'),
     log: logger,
     onRefused: (code) => refusals.inc({ code }),
+    onAlarm: (alarm) => {
+      logger.warn(
+        { session: alarm.session, stream: alarm.stream, alarm: alarm.alarm, active: alarm.active },
+        'health alarm',
+      );
+      alarmWebhook?.send(alarm);
+    },
   });
   const wsRejected = new Counter({
     name: 'punch_ws_rejected_total',
@@ -337,6 +357,7 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
       closed = true;
       bridge?.stop();
       await signalling.close();
+      alarmWebhook?.close();
       hub.stop();
       await app.close();
       broker.stop();

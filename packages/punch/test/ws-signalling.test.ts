@@ -176,7 +176,7 @@ describe('WebSocket signalling: a session from creation to close', () => {
       delete report['streams']['cam-a']['ends'];
       assert.deepEqual(
         { ...ends.b, age: 0 },
-        { rtt, retransmit, bitrate: 5_000_000, dropped: 0, buffer: 40, age: 0 },
+        { rtt, retransmit, bitrate: 5_000_000, dropped: 0, buffer: 40, age: 0, role: 'receiver' },
       );
       assert.deepEqual(
         report['streams'],

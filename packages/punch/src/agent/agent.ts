@@ -6,7 +6,7 @@ import { createReadStream, createWriteStream, existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import type { Logger } from '@broadcast-ops/core';
 import { WebSocket } from 'ws';
-import { parseStatsLine, type SrtSample } from './srt-stats.ts';
+import { StatsAccumulator, parseStatsLine, type SrtSample } from './srt-stats.ts';
 
 /**
  * The peer agent (`punch agent`, docs/agent.md): one end of an SRT link driven by the broker's signalling.
@@ -95,7 +95,7 @@ export class PunchAgent {
   #srtState: SrtState = 'disconnected';
   #sample: SrtSample | undefined;
   #sampleAt = 0;
-  #lastDropped = 0;
+  readonly #period = new StatsAccumulator();
   #healthTimer: NodeJS.Timeout | null = null;
   #reconnectTimer: NodeJS.Timeout | null = null;
   #backoff = 500;
@@ -361,17 +361,22 @@ export class PunchAgent {
 
   #sendHealth(): void {
     const s = this.#sample;
+    const period = this.#period.take();
     if (!s || this.#srtState !== 'connected' || Date.now() - this.#sampleAt > 15_000) return;
-    const dropped = Math.max(0, s.droppedTotal - this.#lastDropped);
-    this.#lastDropped = s.droppedTotal;
+    // A period without a statistics report (a slow stream: `-s:100` counts packets) repeats the latest
+    // RTT with empty counters, so the broker keeps seeing a live link (README "Health").
+    const f = period ?? { ...s, retransmit: 0, dropped: 0, packets: 0, unique: 0, lost: 0, retransmitted: 0 };
     this.#send({
       type: 'health',
       ...(this.#o.stream ? { stream: this.#o.stream } : {}),
-      rtt: s.rtt,
-      retransmit: s.retransmit,
-      bitrate: s.bitrate,
-      dropped,
-      buffer: s.buffer,
+      rtt: f.rtt,
+      retransmit: f.retransmit,
+      bitrate: f.bitrate,
+      dropped: f.dropped,
+      ...(this.#o.role === 'receiver' ? { buffer: s.buffer } : {}),
+      role: this.#o.role,
+      counts: { packets: f.packets, unique: f.unique, lost: f.lost, retransmitted: f.retransmitted },
+      ...(f.latency === undefined ? {} : { latency: f.latency }),
     });
   }
 
@@ -429,6 +434,7 @@ export class PunchAgent {
       const sample = parseStatsLine(line, this.#o.role);
       if (!sample) return;
       this.#sample = sample;
+      this.#period.add(sample);
       this.#sampleAt = Date.now();
       this.#setState('connected');
     });

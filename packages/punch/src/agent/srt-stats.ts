@@ -11,17 +11,29 @@ export interface SrtSample {
   retransmit: number;
   /** Bits per second. */
   bitrate: number;
-  /** Cumulative dropped packets (the agent reports the difference since its last report). */
-  droppedTotal: number;
   /** Receive buffer fullness, percent of the TSBPD latency (receiver), 0 for a sender. */
   buffer: number;
+  /**
+   * The report's own counters. Without `-f` srt-live-transmit clears them at every report
+   * (`srt_bstats(…, clear)` in apps/transmitmedia.cpp), so each report covers the packets since the last.
+   */
+  packets: number;
+  unique: number;
+  lost: number;
+  retransmitted: number;
+  dropped: number;
+  /** Receiver: `msTsbPdDelay`, the latency in force (ms); undefined for a sender. */
+  latency: number | undefined;
 }
 
 /** Longest stats line accepted (a report is about 900 bytes). */
 export const MAX_STATS_LINE = 8192;
 
+/** Largest counter or figure taken from a report; beyond it the line is not a real report's (sums stay finite). */
+const MAX_FIGURE = 2 ** 40;
+
 function num(v: unknown): number {
-  return typeof v === 'number' && Number.isFinite(v) ? v : 0;
+  return typeof v === 'number' && Number.isFinite(v) ? Math.min(MAX_FIGURE, Math.max(-MAX_FIGURE, v)) : 0;
 }
 
 function obj(v: unknown): Record<string, unknown> {
@@ -49,7 +61,56 @@ export function parseStatsLine(line: string, role: 'sender' | 'receiver'): SrtSa
     rtt: Math.max(0, num(link['rtt'])),
     retransmit: packets > 0 ? Math.min(100, (retransmitted / packets) * 100) : 0,
     bitrate: Math.max(0, Math.round(num(dir['mbitRate']) * 1e6)),
-    droppedTotal: Math.max(0, num(dir['packetsDropped'])),
     buffer: Math.min(100, Math.max(0, Math.round(buffer * 10) / 10)),
+    packets: Math.max(0, packets),
+    unique: Math.max(0, num(dir['packetsUnique'])),
+    lost: Math.max(0, num(dir['packetsLost'])),
+    retransmitted: Math.max(0, retransmitted),
+    dropped: Math.max(0, num(dir['packetsDropped'])),
+    latency: role === 'receiver' && latency > 0 ? latency : undefined,
   };
+}
+
+/** What an agent's `health` carries beyond the spec's fields (docs/health.md "What the agent sends"). */
+export interface HealthCounts {
+  rtt: number;
+  retransmit: number;
+  bitrate: number;
+  dropped: number;
+  packets: number;
+  unique: number;
+  lost: number;
+  retransmitted: number;
+  latency: number | undefined;
+}
+
+/**
+ * Sums the interval reports between two `health` messages, so a report covers every packet of its period
+ * (not only the last `-s:N` sample): counters are added, RTT and bit rate are the latest.
+ */
+export class StatsAccumulator {
+  #sum: HealthCounts | undefined;
+
+  add(s: SrtSample): void {
+    const p = this.#sum;
+    this.#sum = {
+      rtt: s.rtt,
+      bitrate: s.bitrate,
+      latency: s.latency,
+      dropped: (p?.dropped ?? 0) + s.dropped,
+      packets: (p?.packets ?? 0) + s.packets,
+      unique: (p?.unique ?? 0) + s.unique,
+      lost: (p?.lost ?? 0) + s.lost,
+      retransmitted: (p?.retransmitted ?? 0) + s.retransmitted,
+      retransmit: 0,
+    };
+  }
+
+  /** The period's figures, and a fresh period; undefined when no report arrived since the last take. */
+  take(): HealthCounts | undefined {
+    const s = this.#sum;
+    this.#sum = undefined;
+    if (!s) return undefined;
+    return { ...s, retransmit: s.packets > 0 ? Math.min(100, (100 * s.retransmitted) / s.packets) : 0 };
+  }
 }

@@ -13,6 +13,7 @@ import {
 } from '../protocol/ws-messages.ts';
 import type { BrokerEvent, ClaimResult, SessionBroker } from './broker.ts';
 import { HEALTH_MAX_AGE_MS, classifyHealth, liveHealth, suggestedLatency } from './health.ts';
+import { HealthMonitor, type HealthAlarm, type LinkHealthView } from './health-monitor.ts';
 import { refuse, type Refusal } from './outcome.ts';
 import { isLive, type PeerClaim, type PeerSlot, type SessionRecord, type StreamRecord } from './session.ts';
 
@@ -72,6 +73,8 @@ export interface SignallingOptions {
   log?: SignallingLog;
   /** A `register` refused (for the metrics): the error code, or ADDRESS_FAMILY / STORE_FAILED. */
   onRefused?: (code: string) => void;
+  /** A health alarm raised or cleared (README "Health"): the webhook's feed; admins get `health_alarm`. */
+  onAlarm?: (alarm: HealthAlarm) => void;
 }
 
 interface HealthSample {
@@ -84,6 +87,10 @@ interface HealthSample {
   receiver: boolean;
   dropped: number | undefined;
   buffer: number | undefined;
+  /** The end's role (its claim's, else the one its report names); null when neither says. */
+  role: 'sender' | 'receiver' | null;
+  /** Whether it carried the interval counters (a `punch agent`; docs/health.md). */
+  counted: boolean;
 }
 
 /** How a saved claim came about, for the log: a first claim, the same token back, or another holder. */
@@ -141,6 +148,8 @@ export class SignallingHub {
   readonly #onError: (err: unknown) => void;
   readonly #log: SignallingLog | undefined;
   readonly #onRefused: (code: string) => void;
+  readonly #onAlarm: (alarm: HealthAlarm) => void;
+  readonly #monitor = new HealthMonitor();
   /** Per connection and stream, the coordinates of the last `peer` it was sent (README "When `peer` is sent"). */
   readonly #lastPeer = new WeakMap<PeerLink, Map<string, string>>();
   /** Connections whose `register` waits for a liveness probe, with the latest `register` they sent. */
@@ -163,6 +172,7 @@ export class SignallingHub {
     this.#onError = options.onError ?? (() => undefined);
     this.#log = options.log;
     this.#onRefused = options.onRefused ?? (() => undefined);
+    this.#onAlarm = options.onAlarm ?? (() => undefined);
     this.#startedAt = this.#clock.monotonicMs();
     this.#unsubscribe = this.#broker.subscribe((e) => this.#onBrokerEvent(e));
   }
@@ -763,7 +773,10 @@ export class SignallingHub {
       receiver: role === 'receiver',
       dropped: msg.dropped,
       buffer: msg.buffer,
+      role: role ?? msg.role ?? null,
+      counted: msg.counts !== undefined,
     };
+    this.#recordHistory(room, session, stream.name, samples[slot ?? 'b'] as HealthSample, msg);
     // The view shows the receiver's latest report while it is fresh, otherwise the latest of either.
     const all = Object.values(samples).filter((s): s is HealthSample => s !== undefined);
     const fresh = all.find((s) => s.receiver && at - s.at < this.#healthFreshMs);
@@ -775,6 +788,52 @@ export class SignallingHub {
       at: latest.wall,
     });
     this.#scheduleHealthReport(session.name, room);
+  }
+
+  /** Into the 10-minute history (health-monitor.ts), when the end's role is known; alarms go out at once. */
+  #recordHistory(
+    room: Room,
+    session: SessionRecord,
+    stream: string,
+    s: HealthSample,
+    msg: HealthMessage,
+  ): void {
+    if (!s.role) return;
+    const alarms = this.#monitor.record(
+      session.name,
+      stream,
+      s.role,
+      {
+        at: s.at,
+        wall: s.wall,
+        rtt: s.rtt,
+        retransmit: s.retransmit,
+        bitrate: s.bitrate,
+        counts: msg.counts,
+        dropped: s.dropped ?? 0,
+        latency: s.role === 'receiver' ? (msg.latency ?? session.latency) : undefined,
+      },
+      session.latency,
+    );
+    for (const a of alarms) {
+      const text = encode({
+        type: 'health_alarm',
+        stream,
+        alarm: a.alarm,
+        active: a.active,
+        message: a.message,
+        at: a.at,
+      });
+      for (const l of room.links) if (l.claims.role === 'admin') l.send(text);
+      this.#onAlarm(a);
+    }
+  }
+
+  /** A stream's assessment and 10-minute history (the API's `GET …/health`); null for an unknown session. */
+  healthView(name: string, stream: string): LinkHealthView | null {
+    const session = this.#broker.get(name);
+    if (!session || !isLive(session) || !session.streams.some((s) => s.name === stream)) return null;
+    return this.#monitor.view(name, stream, this.#clock.monotonicMs(), session.latency);
   }
 
   #scheduleHealthReport(name: string, room: Room): void {
@@ -806,6 +865,7 @@ export class SignallingHub {
         dropped: s.dropped ?? null,
         buffer: s.buffer ?? null,
         age: Math.round((now - s.at) / 100) / 10,
+        role: s.role,
       };
     }
     return out;
@@ -820,13 +880,20 @@ export class SignallingHub {
     for (const s of session.streams) {
       const h = liveHealth(s.health, now);
       if (!h) continue;
+      // From ends that send their counters (docs/health.md), the verdict is taken over the 10 s window
+      // (link-health.ts); a client that sends only the spec's fields is classified by its latest report.
+      const counted = Object.values(room.health.get(s.name) ?? {}).some((x) => x?.counted === true);
+      const a = counted
+        ? this.#monitor.assess(name, s.name, this.#clock.monotonicMs(), session.latency)
+        : null;
       streams[s.name] = {
-        rtt: h.rtt,
-        retransmit: h.retransmit,
+        rtt: a?.rtt ?? h.rtt,
+        retransmit: a?.retransmit ?? h.retransmit,
         bitrate: h.bitrate,
-        status: classifyHealth(h.rtt, h.retransmit),
-        suggestedLatency: suggestedLatency(h.rtt),
+        status: a?.status ?? classifyHealth(h.rtt, h.retransmit),
+        suggestedLatency: a?.suggestedLatency ?? suggestedLatency(h.rtt),
         ends: this.#ends(room, s.name),
+        ...(a ? { figures: a.ends, advice: a.advice, alarms: a.alarms } : {}),
       };
     }
     const text = encode({ type: 'health_report', streams });
@@ -913,6 +980,7 @@ export class SignallingHub {
         room.healthTimer?.cancel();
         for (const t of room.graceTimers.values()) t.cancel();
         this.#rooms.delete(e.session.name);
+        this.#monitor.drop(e.session.name);
         for (const l of room.links) {
           this.#sessionOf.delete(l);
           l.send(text);

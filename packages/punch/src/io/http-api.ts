@@ -21,6 +21,8 @@ import { PUNCH_VERSION, makeSchemas, type Schemas } from '../protocol/schemas.ts
 import type { TokenClaims, TokenSigner } from '../protocol/token.ts';
 import { clientAddress, parseTrustPolicy, type TrustPolicy } from './client-address.ts';
 import { fail, orThrow, unavailable } from './http-errors.ts';
+import type { LinkHealthView } from '../domain/health-monitor.ts';
+import { registerHealthRoutes } from './routes/health-routes.ts';
 import { registerOpsRoutes } from './routes/ops-routes.ts';
 import { registerPageRoutes } from './routes/page-routes.ts';
 import { registerSessionRoutes } from './routes/session-routes.ts';
@@ -52,6 +54,8 @@ export interface HttpApiDeps {
   sharedLimits?: ((group: LimitGroup, ip: string) => Promise<number>) | undefined;
   /** What `/api/health` says about the store besides its save state (kind, Redis reachability, role). */
   storeInfo?: (() => Promise<StoreInfo>) | undefined;
+  /** A stream's health and 10-minute history (the signalling hub's; set once the hub exists). */
+  healthView?: ((session: string, stream: string) => LinkHealthView | null) | undefined;
   /** PEM certificate chain and key: the app serves HTTPS (and, later, WSS on the same port). */
   tls?: { cert: Buffer; key: Buffer } | undefined;
 }
@@ -315,6 +319,7 @@ export function buildHttpApi(deps: HttpApiDeps): FastifyInstance {
       return reply.status(e.status).send(errorBodyOf(e));
     });
     registerSessionRoutes(api, ctx);
+    registerHealthRoutes(api, ctx);
     registerPageRoutes(api, ctx);
     registerOpsRoutes(api, ctx);
     done();

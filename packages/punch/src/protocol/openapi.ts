@@ -153,6 +153,26 @@ export function buildOpenApi(schemas: Schemas, options: { serverUrl: string; max
           },
         },
       },
+      '/api/session/{name}/health': {
+        get: {
+          operationId: 'streamHealth',
+          summary:
+            "One stream's health (docs/health.md): verdict, advice, alarms, each end's figures over 10 s and 60 s by role, and 10 minutes of reports per end",
+          parameters: [
+            nameParam,
+            { name: 'stream', in: 'query', required: false, schema: { type: 'string' } },
+          ],
+          responses: {
+            '200': {
+              description:
+                '{session, latency, stream, assessment (null before any report), history: {sender?, receiver?}}',
+              content: { 'application/json': { schema: { type: 'object' } } },
+            },
+            '400': err('INVALID_MESSAGE: unknown stream'),
+            ...common,
+          },
+        },
+      },
       '/api/session/{name}/token': {
         post: {
           operationId: 'issuePeerToken',

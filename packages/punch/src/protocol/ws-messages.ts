@@ -1,3 +1,4 @@
+import type { LinkAssessment } from '../domain/link-health.ts';
 import { NAME_PATTERN } from './schemas.ts';
 
 /**
@@ -35,6 +36,14 @@ export interface HealthMessage {
   bitrate: number;
   dropped: number | undefined;
   buffer: number | undefined;
+  /**
+   * Added fields (docs/health.md "What the agent sends"; servers ignore unknown fields, so other clients
+   * may leave them out): the end's role, the interval counters of srt-live-transmit's statistics summed
+   * over the report's period, and the receiver's TSBPD latency in ms.
+   */
+  role: 'sender' | 'receiver' | undefined;
+  counts: { packets: number; unique: number; lost: number; retransmitted: number } | undefined;
+  latency: number | undefined;
 }
 export interface StatusMessage {
   type: 'status';
@@ -104,6 +113,28 @@ function parseMeta(v: unknown): Record<string, unknown> {
   return meta;
 }
 
+/** Largest interval counter accepted: a day of 1 Gbit/s in 1316-byte packets fits many times over. */
+const MAX_COUNT = 2 ** 40;
+
+function parseCounts(v: unknown): HealthMessage['counts'] {
+  if (v === undefined) return undefined;
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) bad('counts: must be an object');
+  const c = v as Obj;
+  const get = (k: string): number => {
+    const n = c[k];
+    if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > MAX_COUNT) {
+      bad(`counts.${k}: must be an integer between 0 and ${MAX_COUNT}`);
+    }
+    return n;
+  };
+  return {
+    packets: get('packets'),
+    unique: get('unique'),
+    lost: get('lost'),
+    retransmitted: get('retransmitted'),
+  };
+}
+
 function parseObject(o: Obj): ClientMessage {
   const type = o['type'];
   if (typeof type !== 'string') bad('type: required string');
@@ -130,6 +161,9 @@ function parseObject(o: Obj): ClientMessage {
         bitrate: number(o, 'bitrate', 0, 1e12, true) as number,
         dropped: number(o, 'dropped', 0, Number.MAX_SAFE_INTEGER, false),
         buffer: number(o, 'buffer', 0, 100, false),
+        role: o['role'] === undefined ? undefined : oneOf(o, 'role', ['sender', 'receiver'] as const),
+        counts: parseCounts(o['counts']),
+        latency: number(o, 'latency', 0, 600_000, false),
       };
     case 'status':
       return { type, stream: optionalStream(o), srt: oneOf(o, 'srt', SRT_STATUSES) };
@@ -244,8 +278,21 @@ export type ServerMessage =
           suggestedLatency: number;
           /** Added: each end's latest report (slot a, slot b). */
           ends?: Record<string, EndHealth>;
+          /** Added (docs/health.md): each end's figures over 10 s and 60 s, by role; advice; alarm state. */
+          figures?: LinkAssessment['ends'];
+          advice?: string[];
+          alarms?: LinkAssessment['alarms'];
         }
       >;
+    }
+  /** Added (docs/health.md "Alarms"): to admin connections when an alarm is raised or cleared. */
+  | {
+      type: 'health_alarm';
+      stream: string;
+      alarm: 'drops' | 'margin';
+      active: boolean;
+      message: string;
+      at: number;
     }
   | { type: 'error'; code: WsErrorCode; message: string }
   | { type: 'session_closed'; reason: 'admin_closed' | 'ttl_expired' | 'error' };
@@ -259,6 +306,8 @@ export interface EndHealth {
   buffer: number | null;
   /** Seconds since it arrived. */
   age: number;
+  /** Added: which end this is (sender or receiver), null when it did not say. */
+  role: 'sender' | 'receiver' | null;
 }
 
 export function encode(message: ServerMessage): string {
