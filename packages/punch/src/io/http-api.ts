@@ -21,6 +21,7 @@ import { PUNCH_VERSION, makeSchemas, type Schemas } from '../protocol/schemas.ts
 import type { TokenClaims, TokenSigner } from '../protocol/token.ts';
 import { clientAddress, parseTrustPolicy, type TrustPolicy } from './client-address.ts';
 import { fail, orThrow, unavailable } from './http-errors.ts';
+import { registerAgentRoutes } from './routes/agent-routes.ts';
 import { registerOpsRoutes } from './routes/ops-routes.ts';
 import { registerPageRoutes } from './routes/page-routes.ts';
 import { registerSessionRoutes } from './routes/session-routes.ts';
@@ -317,6 +318,7 @@ export function buildHttpApi(deps: HttpApiDeps): FastifyInstance {
     registerSessionRoutes(api, ctx);
     registerPageRoutes(api, ctx);
     registerOpsRoutes(api, ctx);
+    registerAgentRoutes(api, ctx);
     done();
   });
 
