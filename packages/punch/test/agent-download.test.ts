@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { repoRoot, startProcess, tempDir } from '@broadcast-ops/core/testing';
 import { agentFileName } from '../src/io/agent-bundle.ts';
-import { startTestServer, type TestServer } from './helpers.ts';
+import { SECRET, startTestServer, type TestServer } from './helpers.ts';
 import { joinStepsOf } from './join-page.ts';
 
 /**
@@ -79,6 +81,9 @@ describe('the agent download and the join steps, broker on 127.0.0.1', () => {
     const { peer } = await session(t, 'dl1');
     const page = await t.call('GET', `/s/dl1?t=${peer}`);
     assert.equal(page.status, 200);
+    // The page holds the peer's own join link: never cached, never sent on as a Referer.
+    assert.equal(page.headers.get('cache-control'), 'no-store');
+    assert.equal(page.headers.get('referrer-policy'), 'no-referrer');
     const steps = joinStepsOf(page.text);
     for (const os of ['Linux', 'macOS', 'Windows']) assert.ok(steps.html.includes(`<b>${os}</b>`), os);
     assert.equal(steps.download['linux macos'], `curl -fsSLo punch-agent.mjs '${t.url}/agent/${file}'`);
@@ -132,5 +137,39 @@ describe('links under a public base URL', () => {
     assert.ok(
       steps.send.startsWith(`node punch-agent.mjs --link 'https://punch.example.com/s/pub?t=${peer}'`),
     );
+  });
+});
+
+describe('the quick start (npm start: PUNCH_HOST=127.0.0.1, no PUNCH_BASE_URL)', () => {
+  test('punch serve says at start that links reach only this machine, and names PUNCH_BASE_URL', async () => {
+    const tmp = tempDir('punch-base-note-');
+    const proc = startProcess(process.execPath, [join(repoRoot, 'packages/punch/bin/punch.mjs'), 'serve'], {
+      env: {
+        PUNCH_SECRET: SECRET,
+        PUNCH_HOST: '127.0.0.1',
+        PUNCH_PORT: '0',
+        PUNCH_DB: join(tmp.path, 'punch.db'),
+        LOG_LEVEL: 'info',
+      },
+    });
+    try {
+      const m = await proc.waitForOutput(
+        /"baseUrl":"(http:\/\/127\.0\.0\.1:\d+)","setting":"PUNCH_BASE_URL"[^\n]*/,
+        30_000,
+      );
+      assert.match(m[0], /only this machine reaches/);
+      assert.match(m[0], /PUNCH_BASE_URL=https:\/\/punch\.example\.com/, 'says how to set it');
+    } finally {
+      await proc.stop('SIGKILL');
+      tmp.remove();
+    }
+  });
+
+  test("the npm start landing entry of the console says the same (this package's toolkit.start)", () => {
+    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+      toolkit: { start: { urls: { label: string; note?: string }[] } };
+    };
+    const consoleEntry = pkg.toolkit.start.urls.find((u) => u.label.startsWith('Console'));
+    assert.match(consoleEntry?.note ?? '', /PUNCH_BASE_URL.*only this machine reaches/);
   });
 });

@@ -68,6 +68,8 @@ export function registerPageRoutes(api: FastifyInstance, ctx: RouteContext): voi
       const a = pageAccess(name, request.query.t);
       void reply.header('content-security-policy', PAGE_CSP).type('text/html; charset=utf-8');
       if (a.kind === 'valid') {
+        // The page of a token: never stored by a cache, and no Referer with its address to the links it has.
+        void reply.header('cache-control', 'no-store').header('referrer-policy', 'no-referrer');
         const base = ctx.deps.baseUrl();
         const admin = a.claims.role === 'admin';
         const extra = admin
