@@ -11,7 +11,8 @@ import { inNamespace, sh, type Group } from './netns.ts';
  * The agent anyone can run (docs/agent.md "Without a checkout"), end to end between two network namespaces
  * (test/netns.ts, the rig in test/agent-netns.ts): the broker in namespace B with PUNCH_BASE_URL set to its
  * address there. Each side takes the commands from its own peer join page's HTML (the steps the page shows,
- * src/io/join-steps.ts) and runs them unchanged in an empty directory outside the repository, with Node's
+ * src/io/join-steps.ts, with the page's address as the join link, as the page script writes it in:
+ * test/join-page.browser.test.ts) and runs them unchanged in an empty directory outside the repository, with Node's
  * module search cut off from the checkout (no NODE_OPTIONS, a cwd under the system's temp dir): the Linux
  * download command (curl from the broker), then `node punch-agent.mjs --link '…' --role …` as shown, sender
  * in A, receiver in B. The receiver plays to udp://127.0.0.1:5001 as the page says, where a UDP sink writes
@@ -50,7 +51,8 @@ test('the join page agent: downloaded from the broker with the page command into
     const pageFor = async (label: string) => {
       const token = (await rest('POST', '/api/session/dl/token', admin, { label })).json.token as string;
       // The page as a browser in namespace B gets it (HTML, not JSON: curl, not the rig's REST helper).
-      return joinStepsOf(sh('ip', ['netns', 'exec', rig.ns.b, 'curl', '-fsS', `${BROKER}/s/dl?t=${token}`]));
+      const link = `${BROKER}/s/dl?t=${token}`;
+      return joinStepsOf(sh('ip', ['netns', 'exec', rig.ns.b, 'curl', '-fsS', link]), link);
     };
     const [sendSteps, recvSteps] = [await pageFor('sender'), await pageFor('receiver')];
 

@@ -9,7 +9,7 @@ import { joinStepsOf } from './join-page.ts';
 
 /**
  * A peer's join page in Debian's chromium at 1440x900 and 390x844: the commands it shows are the ones in
- * its HTML (what test/agent-e2e-download.test.ts runs), each with a Copy button that copies exactly that
+ * its HTML with its own address as the join link (what test/agent-e2e-download.test.ts runs), each with a Copy button that copies exactly that
  * text, the loopback base URL note is visible, and the phone never scrolls sideways. A console error or
  * CSP violation fails the test. Screenshots in .tmp/punch-join/ of the repository.
  */
@@ -25,7 +25,8 @@ test('join page: the per-OS steps shown are the HTML commands, Copy copies them,
       await t.call('POST', '/api/session/join-1/token', { token: s.token, body: { label: 'cam' } })
     ).json.token as string;
     const url = `${t.url}/s/join-1?t=${peer}`;
-    const steps = joinStepsOf((await t.call('GET', `/s/join-1?t=${peer}`)).text);
+    // What the page shows: its HTML's commands with its own address where the HTML has the placeholder.
+    const steps = joinStepsOf((await t.call('GET', `/s/join-1?t=${peer}`)).text, url);
     const expected = [
       steps.download['linux macos'],
       steps.download['windows'],

@@ -20,13 +20,19 @@ const decode = (s: string): string =>
     .replace(/&quot;/g, '"')
     .replace(/&amp;/g, '&');
 
-export function joinStepsOf(page: string): JoinSteps {
+/**
+ * The steps as the page script shows them on the page opened at `link`: it writes that link where the HTML
+ * has the placeholder (src/io/console/console.js `joinLink`; test/join-page.browser.test.ts checks that
+ * the page shows exactly this). Without `link`, the HTML's own text.
+ */
+export function joinStepsOf(page: string, link?: string): JoinSteps {
   const html = /<template id="join-steps">([\s\S]*?)<\/template>/.exec(page)?.[1];
   if (html === undefined) throw new Error(`no join steps in the page:\n${page.slice(0, 400)}`);
   const steps: JoinSteps = { html, download: {}, send: '', feed: '', receive: '' };
   for (const m of html.matchAll(/<pre data-step="([a-z]+)"(?: data-os="([^"]+)")?>([\s\S]*?)<\/pre>/g)) {
     const [, step, os, text] = m;
-    const command = decode(text ?? '');
+    const raw = decode(text ?? '');
+    const command = link === undefined ? raw : raw.replaceAll('<join link>', link);
     if (step === 'download') steps.download[os ?? ''] = command;
     else if (step === 'send' || step === 'feed' || step === 'receive') steps[step] = command;
   }

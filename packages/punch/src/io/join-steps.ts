@@ -3,18 +3,25 @@ import { isLoopbackHost } from '../config.ts';
 /**
  * The join page's steps for a peer (README "Pages", docs/agent.md "Without a checkout"): install Node.js
  * and srt-live-transmit, download the single-file agent from this broker, run it with node and the join
- * link. Rendered by the broker into the page (a `<template>` the page script shows), so the commands name
- * the broker's public address (`PUNCH_BASE_URL`) and the agent file of the version it runs. The download
- * URL carries no token; the join link goes only on the agent's command line.
+ * link. Rendered by the broker into the page (a `<template>` the page script shows), so the download names
+ * the broker's public address (`PUNCH_BASE_URL`) and the agent file of the version it runs; the page script
+ * writes the page's own address (the join link) where LINK_PLACEHOLDER stands. The download URL carries no
+ * token; the join link goes only on the agent's command line.
  */
 export interface JoinStepsInput {
-  /** The join link with the peer token (`{base_url}/s/<name>?t=…`). */
+  /**
+   * The join link in the commands. The page is rendered with LINK_PLACEHOLDER (the token is never written
+   * into the HTML, README "Pages"); its script puts the page's own address there.
+   */
   link: string;
   /** The broker's public origin (`{base_url}`). */
   base: string;
   /** `punch-agent-<version>.mjs`. */
   agentFile: string;
 }
+
+/** What the page's HTML has where the join link goes; the page script replaces it with its own address. */
+export const LINK_PLACEHOLDER = '<join link>';
 
 /** The name the download is saved under: the commands stay the same from one broker version to the next. */
 export const AGENT_LOCAL_NAME = 'punch-agent.mjs';

@@ -310,12 +310,19 @@ function updateLifetime() {
 }
 setInterval(updateLifetime, 1000);
 
+// This page's join link, rebuilt from its parts (a link with extra parameters would otherwise carry them
+// into a shell command); a quote can never end the command's quoted word.
+const joinLink = () =>
+  `${location.origin}${location.pathname}?t=${encodeURIComponent(token)}`.replaceAll("'", '%27');
+
 // The join steps per OS come from the broker (src/io/join-steps.ts, a <template> in the page): download the
-// single-file agent from this broker, run it with node. Each command gets a Copy button.
+// single-file agent from this broker, run it with node and this page's address, the join link (the HTML
+// holds a placeholder: the token is never written into it). Each command gets a Copy button.
 function joinSteps() {
   const template = document.getElementById('join-steps');
   const steps = template ? template.content.cloneNode(true) : document.createDocumentFragment();
   for (const pre of steps.querySelectorAll('pre')) {
+    pre.textContent = pre.textContent.replaceAll('<join link>', joinLink());
     const row = el('div', { class: 'row' });
     pre.replaceWith(row);
     row.append(pre, copyButton(pre.textContent));

@@ -13,7 +13,7 @@ import {
 } from '../pages.ts';
 import type { RouteContext } from '../http-api.ts';
 import { PUNCH_PACKAGE_VERSION, agentFileName } from '../agent-bundle.ts';
-import { isLoopbackBase, loopbackBaseNote, renderJoinSteps } from '../join-steps.ts';
+import { LINK_PLACEHOLDER, isLoopbackBase, loopbackBaseNote, renderJoinSteps } from '../join-steps.ts';
 
 const agentFile = agentFileName(PUNCH_PACKAGE_VERSION);
 const baseUrlNote = (base: string): string | undefined =>
@@ -74,7 +74,7 @@ export function registerPageRoutes(api: FastifyInstance, ctx: RouteContext): voi
         const admin = a.claims.role === 'admin';
         const extra = admin
           ? { note: baseUrlNote(base) }
-          : { joinSteps: renderJoinSteps({ link: ctx.urls(name, a.token).url, base, agentFile }) };
+          : { joinSteps: renderJoinSteps({ link: LINK_PLACEHOLDER, base, agentFile }) };
         void reply.send(renderConsole(name, admin ? 'admin' : 'peer', extra));
         return;
       }
