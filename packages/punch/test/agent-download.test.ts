@@ -70,6 +70,13 @@ describe('the agent download and the join steps, broker on 127.0.0.1', () => {
     assert.equal(again.status, 304);
   });
 
+  test('the OpenAPI document lists both agent routes, without security', async () => {
+    const doc = (await t.call('GET', '/api/openapi.json')).json;
+    assert.deepEqual(doc.paths['/agent/'].get.security, []);
+    assert.deepEqual(doc.paths['/agent/{file}'].get.security, []);
+    assert.equal(doc.paths['/agent/{file}'].get.operationId, 'agentDownload');
+  });
+
   test('another version is a 404 that names the file this broker serves', async () => {
     const r = await t.call('GET', '/agent/punch-agent-0.0.1.mjs');
     assert.equal(r.status, 404);
