@@ -3,8 +3,9 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { silentLogger } from '@broadcast-ops/core';
 import { repoRoot, startProcess, tempDir } from '@broadcast-ops/core/testing';
-import { agentFileName } from '../src/io/agent-bundle.ts';
+import { AgentBundle, AgentBundleError, agentFileName } from '../src/io/agent-bundle.ts';
 import { SECRET, startTestServer, type TestServer } from './helpers.ts';
 import { joinStepsOf } from './join-page.ts';
 
@@ -179,4 +180,21 @@ describe('the quick start (npm start: PUNCH_HOST=127.0.0.1, no PUNCH_BASE_URL)',
     const consoleEntry = pkg.toolkit.start.urls.find((u) => u.label.startsWith('Console'));
     assert.match(consoleEntry?.note ?? '', /PUNCH_BASE_URL.*only this machine reaches/);
   });
+});
+
+test('without esbuild the bundle fails with a message that says what to do, and is tried again next time', async () => {
+  let tries = 0;
+  const bundle = new AgentBundle(silentLogger(), '9.9.9', () => {
+    tries++;
+    return Promise.reject(new Error("Cannot find package 'esbuild'"));
+  });
+  assert.equal(bundle.file, 'punch-agent-9.9.9.mjs');
+  for (let i = 1; i <= 2; i++) {
+    await assert.rejects(bundle.get(), (err: unknown) => {
+      assert.ok(err instanceof AgentBundleError);
+      assert.match(err.message, /esbuild is not installed.*npm ci/);
+      return true;
+    });
+    assert.equal(tries, i, 'a failed build is not cached');
+  }
 });

@@ -37,10 +37,18 @@ export class AgentBundle {
   #pending: Promise<AgentFile> | null = null;
   readonly #log: Logger;
 
-  constructor(log: Logger, version = PUNCH_PACKAGE_VERSION) {
+  readonly #loadEsbuild: () => Promise<typeof import('esbuild')>;
+
+  /** `loadEsbuild`: tests stand in for an installation without esbuild. */
+  constructor(
+    log: Logger,
+    version = PUNCH_PACKAGE_VERSION,
+    loadEsbuild: () => Promise<typeof import('esbuild')> = () => import('esbuild'),
+  ) {
     this.#log = log;
     this.version = version;
     this.file = agentFileName(version);
+    this.#loadEsbuild = loadEsbuild;
   }
 
   /** The bundle, built on the first call; a failed build is tried again on the next call. */
@@ -56,7 +64,7 @@ export class AgentBundle {
     const started = performance.now();
     let esbuild: typeof import('esbuild');
     try {
-      esbuild = await import('esbuild');
+      esbuild = await this.#loadEsbuild();
     } catch {
       throw new AgentBundleError(
         'the agent bundle cannot be built: esbuild is not installed (install the broker with `npm ci`)',
