@@ -3,7 +3,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import { randomBytes } from 'node:crypto';
 import { dirname, resolve } from 'node:path';
 import { ConfigError, Shutdown, createLogger, runCli } from '@broadcast-ops/core';
-import { PunchAgent, parseJoinLink, streamOfToken } from './agent/agent.ts';
+import { AGENT_COMMAND } from './agent/cli.ts';
 import type { PunchServer } from './server.ts';
 
 const DEMO_SECRET_FILE = 'data/punch/secret';
@@ -20,8 +20,17 @@ function demoSecret(file: string): { secret: string; created: boolean } {
 
 async function serve(values: Record<string, unknown>): Promise<void> {
   // Loaded here, not at the top: `punch agent` (a device restart) starts without the broker's modules.
-  const [{ loadPunchConfig, warnsPlainHttp }, { SessionStoreError }, { createPunchServer }] =
-    await Promise.all([import('./config.ts'), import('./io/sqlite-store.ts'), import('./server.ts')]);
+  const [
+    { defaultBaseUrl, isLoopbackHost, loadPunchConfig, warnsPlainHttp },
+    { SessionStoreError },
+    { createPunchServer },
+    { isLoopbackBase, loopbackBaseNote },
+  ] = await Promise.all([
+    import('./config.ts'),
+    import('./io/sqlite-store.ts'),
+    import('./server.ts'),
+    import('./io/join-steps.ts'),
+  ]);
   let config;
   try {
     config = loadPunchConfig({ file: typeof values['config'] === 'string' ? values['config'] : undefined });
@@ -127,100 +136,15 @@ async function serve(values: Record<string, unknown>): Promise<void> {
         'text. Put a TLS reverse proxy in front (and set PUNCH_TRUST_PROXY), or set PUNCH_TLS_CERT and PUNCH_TLS_KEY',
     );
   }
-  if (!config.baseUrl && (config.host === '0.0.0.0' || config.host === '::')) {
-    logger.warn('PUNCH_BASE_URL is not set: session links use localhost; set it to the public origin');
+  // Links handed out under a loopback base URL reach only this machine (the quick start's 127.0.0.1): say so,
+  // and how to set it; a warning when the broker listens for other machines that would get such links.
+  const base =
+    config.baseUrl?.replace(/\/+$/, '') ??
+    defaultBaseUrl(config.host, Number(new URL(url).port), tls ? 'https' : 'http');
+  if (isLoopbackBase(base)) {
+    const level = isLoopbackHost(config.host) ? 'info' : 'warn';
+    logger[level]({ baseUrl: base, setting: 'PUNCH_BASE_URL' }, loopbackBaseNote(base));
   }
-}
-
-/** The agent's last line for a `session_closed` reason (spec: admin_closed, ttl_expired, error). */
-function closedText(reason: string): string {
-  switch (reason) {
-    case 'admin_closed':
-      return 'session closed by the operator; agent done';
-    case 'ttl_expired':
-      return 'session reached the end of its lifetime with no media flowing; agent done';
-    default:
-      return `session closed by the broker (${reason}); agent done`;
-  }
-}
-
-/** `punch agent`: one end of an SRT link, driven by the broker (docs/agent.md). */
-async function agent(values: Record<string, unknown>): Promise<void> {
-  const str = (k: string): string | undefined => (typeof values[k] === 'string' ? values[k] : undefined);
-  const fail = (message: string, code = 2): void => {
-    process.stderr.write(`punch agent: ${message}\n`);
-    process.exitCode = code;
-  };
-  let target: { broker: string; session: string; token: string; stream?: string | undefined };
-  try {
-    const link = str('link');
-    if (link) target = parseJoinLink(link);
-    else {
-      const broker = str('broker');
-      const session = str('session');
-      const token = str('token') ?? process.env['PUNCH_TOKEN'];
-      if (!broker || !session || !token) {
-        fail('give --link <join link>, or --broker <url> --session <name> --token <token> (or PUNCH_TOKEN)');
-        return;
-      }
-      target = { broker: broker.replace(/\/+$/, ''), session, token, stream: streamOfToken(token) };
-    }
-  } catch (err) {
-    fail((err as Error).message);
-    return;
-  }
-  const role = str('role');
-  if (role !== 'sender' && role !== 'receiver') {
-    fail('--role must be sender or receiver');
-    return;
-  }
-  const port = Number(str('port') ?? '');
-  if (!Number.isInteger(port) || port < 1024 || port > 65535) {
-    fail('--port must be the local UDP port for SRT, 1024-65535');
-    return;
-  }
-  const media = role === 'sender' ? str('input') : str('output');
-  if (!media || !/^(udp:\/\/[^\s]+:\d+|file:.+|-)$/.test(media)) {
-    fail(
-      role === 'sender'
-        ? '--input must be udp://127.0.0.1:<port> (e.g. from ffmpeg), file:<path> or - (stdin)'
-        : '--output must be udp://<host>:<port>, file:<path> or - (stdout)',
-    );
-    return;
-  }
-  const healthS = Number(str('health') ?? '2');
-  if (!(healthS >= 1 && healthS <= 5)) {
-    fail('--health must be 1-5 seconds');
-    return;
-  }
-  // Logs go to stderr: stdout may carry the media.
-  const logger = createLogger({
-    service: 'punch-agent',
-    level: process.env['LOG_LEVEL'] ?? 'info',
-    destination: { write: (s: string) => process.stderr.write(s) },
-  });
-  const a = new PunchAgent({
-    ...target,
-    stream: str('stream') ?? target.stream,
-    role,
-    port,
-    media,
-    label: str('label'),
-    logger,
-    healthMs: healthS * 1000,
-    ...(str('srt') ? { srtBinary: str('srt') } : {}),
-  });
-  const stop = (): void => {
-    a.stop();
-    process.exit(130);
-  };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
-  const exit = await a.start();
-  if (exit.code !== 0) fail(exit.message, exit.code);
-  else logger.info({ reason: exit.closeReason }, closedText(exit.closeReason));
-  // Let the logger flush, then leave even if stdin is still open.
-  setTimeout(() => process.exit(exit.code), 200);
 }
 
 await runCli('punch', 'SRT session broker (sessions, tokens, connection strings)', {
@@ -235,22 +159,5 @@ await runCli('punch', 'SRT session broker (sessions, tokens, connection strings)
     },
     run: ({ values }) => serve(values),
   },
-  agent: {
-    summary: 'Run one end of an SRT link: register, wait for the partner, run srt-live-transmit',
-    options: {
-      link: { type: 'string', description: 'Join link from the console: http(s)://host/s/<name>?t=<token>' },
-      broker: { type: 'string', description: 'Broker URL (instead of --link), with --session and --token' },
-      session: { type: 'string', description: 'Session name (with --broker)' },
-      token: { type: 'string', description: 'Peer token (with --broker; or PUNCH_TOKEN)' },
-      stream: { type: 'string', description: "Stream slot (default: the token's stream or the only one)" },
-      role: { type: 'string', description: 'sender or receiver' },
-      port: { type: 'string', description: 'Local UDP port for SRT (1024-65535)' },
-      input: { type: 'string', description: 'Sender media: udp://127.0.0.1:<port>, file:<path> or -' },
-      output: { type: 'string', description: 'Receiver media: udp://<host>:<port>, file:<path> or -' },
-      label: { type: 'string', description: 'Name shown on the console' },
-      health: { type: 'string', description: 'Seconds between health reports, 1-5 (default 2)' },
-      srt: { type: 'string', description: 'Path of srt-live-transmit (default: from PATH)' },
-    },
-    run: ({ values }) => agent(values),
-  },
+  agent: AGENT_COMMAND,
 });

@@ -4,7 +4,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { requireTool, waitFor } from '@broadcast-ops/core/testing';
-import { UDP_IN, count, createRig, listening } from './agent-netns.ts';
+import { UDP_IN, count, createRig, deleteSession, listening } from './agent-netns.ts';
 import { IP_A, IP_B, type Group } from './netns.ts';
 
 /**
@@ -124,13 +124,7 @@ test('punch agent: a real SRT link between two namespaces, brokered; survives a 
     live.signal('SIGTERM');
 
     // DELETE: both agents stop SRT and exit 0.
-    const del = await rest('DELETE', '/api/session/e2e', admin);
-    assert.equal(del.status, 204);
-    const codes = await Promise.race([
-      Promise.all([sender.exited, receiver.exited]),
-      new Promise<null>((r) => setTimeout(() => r(null), 15_000)),
-    ]);
-    assert.deepEqual(codes, [0, 0], diag());
+    assert.deepEqual(await deleteSession(rig, 'e2e', admin, [sender, receiver]), [0, 0], diag());
   } finally {
     rig.cleanup();
   }

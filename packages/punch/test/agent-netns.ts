@@ -120,3 +120,18 @@ export function wholePasses(received: Buffer, ref: Buffer): number {
 }
 
 export const readBytes = (file: string): Buffer => readFileSync(file);
+
+/** `DELETE` the session as its admin: the exit codes of `agents` (each ends on `session_closed`), or null after 15 s. */
+export async function deleteSession(
+  rig: Rig,
+  session: string,
+  admin: string,
+  agents: Group[],
+): Promise<(number | null)[] | null> {
+  const del = await rig.rest('DELETE', `/api/session/${session}`, admin);
+  if (del.status !== 204) throw new Error(`DELETE /api/session/${session}: ${del.status} ${del.text}`);
+  return Promise.race([
+    Promise.all(agents.map((g) => g.exited)),
+    new Promise<null>((r) => setTimeout(() => r(null), 15_000)),
+  ]);
+}

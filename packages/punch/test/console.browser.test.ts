@@ -141,7 +141,7 @@ test('console: create, two peers, CONNECTED, health verdict, copy, peer token wi
       if (m.type() === 'error') problems.push(`peer page: ${m.text()}`);
     });
     await peerPage.goto(link ?? '');
-    await peerPage.locator('text=npx punch agent').first().waitFor();
+    await peerPage.locator('text=node punch-agent.mjs').first().waitFor();
     await peerPage.screenshot({ path: join(OUT, 'peer-page.png'), fullPage: true });
     // (Closed before the session: its next poll would get the 410 of a closed session, which chromium
     // reports as a console error for any failed fetch.)

@@ -57,9 +57,13 @@ export const SRT_INSTALL_HINT =
 
 export function findSrtLiveTransmit(explicit?: string): string | undefined {
   if (explicit) return existsSync(explicit) ? explicit : undefined;
+  // Windows names its executables with .exe (a build from the SRT sources, docs/agent.md).
+  const names = process.platform === 'win32' ? ['srt-live-transmit.exe'] : ['srt-live-transmit'];
   for (const dir of (process.env['PATH'] ?? '').split(delimiter)) {
-    const candidate = join(dir, 'srt-live-transmit');
-    if (dir && existsSync(candidate)) return candidate;
+    for (const name of names) {
+      const candidate = join(dir, name);
+      if (dir && existsSync(candidate)) return candidate;
+    }
   }
   return undefined;
 }

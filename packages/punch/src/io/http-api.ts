@@ -22,6 +22,7 @@ import type { TokenClaims, TokenSigner } from '../protocol/token.ts';
 import { clientAddress, parseTrustPolicy, type TrustPolicy } from './client-address.ts';
 import { fail, orThrow, unavailable } from './http-errors.ts';
 import type { LinkHealthView } from '../domain/health-monitor.ts';
+import { registerAgentRoutes } from './routes/agent-routes.ts';
 import { registerHealthRoutes } from './routes/health-routes.ts';
 import { registerOpsRoutes } from './routes/ops-routes.ts';
 import { registerPageRoutes } from './routes/page-routes.ts';
@@ -322,6 +323,7 @@ export function buildHttpApi(deps: HttpApiDeps): FastifyInstance {
     registerHealthRoutes(api, ctx);
     registerPageRoutes(api, ctx);
     registerOpsRoutes(api, ctx);
+    registerAgentRoutes(api, ctx);
     done();
   });
 

@@ -80,11 +80,16 @@ function shell(title: string, body: string, role = ''): string {
   );
 }
 
+/** The loopback base URL note (src/io/join-steps.ts) as a paragraph, or nothing. */
+const baseNote = (note: string | undefined): string =>
+  note ? `<p class="warn-note" data-testid="base-url-note">${escapeHtml(note)}</p>` : '';
+
 /** `GET /`: create a session (name, streams, latency, TTL) and land on its console. */
-export function renderCreatePage(): string {
+export function renderCreatePage(note?: string): string {
   return shell(
     'Punch: new SRT session',
     `<header><h1>Punch: new SRT session</h1></header>` +
+      baseNote(note) +
       `<form class="create" id="create">` +
       `<label for="name">Session name</label><input id="name" name="name" required maxlength="64" pattern="[A-Za-z0-9._~\\-]+" placeholder="e.g. match-day-cam1" autocomplete="off">` +
       `<label for="streams">Streams (comma-separated, optional)</label><input id="streams" name="streams" placeholder="e.g. cam-1, cam-2">` +
@@ -97,13 +102,22 @@ export function renderCreatePage(): string {
   );
 }
 
-/** `GET /s/<name>?t=…` with a valid token: the console (admin) or the join page (peer); data over the API. */
-export function renderConsole(name: string, role: 'admin' | 'peer'): string {
+/**
+ * `GET /s/<name>?t=…` with a valid token: the console (admin) or the join page (peer); data over the API.
+ * `joinSteps` (a peer's page, src/io/join-steps.ts) goes into a `<template>` the page script shows.
+ */
+export function renderConsole(
+  name: string,
+  role: 'admin' | 'peer',
+  extra: { note?: string | undefined; joinSteps?: string | undefined } = {},
+): string {
   return shell(
     `Punch ${name}`,
     `<header><h1>${escapeHtml(name)}</h1><span id="state" class="badge">…</span>` +
       `<span id="live" class="muted">${role === 'admin' ? 'connecting…' : ''}</span>` +
       `<span id="expires" class="muted"></span></header>` +
+      (role === 'admin' ? baseNote(extra.note) : '') +
+      (extra.joinSteps ? `<template id="join-steps">${extra.joinSteps}</template>` : '') +
       `<div id="lifetime" class="lifetime" hidden><span id="lifetime-text"></span></div><main id="app"></main>` +
       `<script src="/assets/console.js"></script>`,
     role,

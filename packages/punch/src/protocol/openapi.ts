@@ -236,6 +236,39 @@ export function buildOpenApi(schemas: Schemas, options: { serverUrl: string; max
           },
         },
       },
+      '/agent/': {
+        get: {
+          operationId: 'agentInfo',
+          security: [],
+          summary:
+            'The single-file agent this broker serves: version, file, url, alias, bytes, sha256 (README "The agent without a checkout")',
+          responses: {
+            '200': {
+              description: 'About the agent file',
+              content: { 'application/json': { schema: { type: 'object' } } },
+            },
+            '503': { description: 'The agent could not be built (the message says why)' },
+          },
+        },
+      },
+      '/agent/{file}': {
+        get: {
+          operationId: 'agentDownload',
+          security: [],
+          summary:
+            'The agent as one ES module for `node` (no token): punch-agent-<version>.mjs, or the alias punch-agent.mjs',
+          parameters: [{ name: 'file', in: 'path', required: true, schema: { type: 'string' } }],
+          responses: {
+            '200': {
+              description: 'The agent',
+              content: { 'text/javascript': { schema: { type: 'string' } } },
+            },
+            '304': { description: 'Unchanged (If-None-Match with its ETag, the SHA-256)' },
+            '404': { description: 'Another file or version: the message names the one served' },
+            '503': { description: 'The agent could not be built (the message says why)' },
+          },
+        },
+      },
       '/api/ws/{name}': {
         get: {
           operationId: 'signalling',

@@ -310,35 +310,24 @@ function updateLifetime() {
 }
 setInterval(updateLifetime, 1000);
 
+// This page's join link, rebuilt from its parts (a link with extra parameters would otherwise carry them
+// into a shell command); a quote can never end the command's quoted word.
+const joinLink = () =>
+  `${location.origin}${location.pathname}?t=${encodeURIComponent(token)}`.replaceAll("'", '%27');
+
+// The join steps per OS come from the broker (src/io/join-steps.ts, a <template> in the page): download the
+// single-file agent from this broker, run it with node and this page's address, the join link (the HTML
+// holds a placeholder: the token is never written into it). Each command gets a Copy button.
 function joinSteps() {
-  const link = location.href;
-  const send = `npx punch agent --link '${link}' --role sender --port 9000 --input udp://127.0.0.1:5000`;
-  const feed = 'ffmpeg -re -i <your source> -c copy -f mpegts "udp://127.0.0.1:5000?pkt_size=1316"';
-  const recv = `npx punch agent --link '${link}' --role receiver --port 9000 --output udp://127.0.0.1:5001`;
-  const step = (title, text) =>
-    el('li', {}, title, el('div', { class: 'row' }, el('pre', {}, text), copyButton(text)));
-  return el(
-    'div',
-    {},
-    el('h3', {}, 'Join this stream'),
-    el(
-      'ol',
-      {},
-      el(
-        'li',
-        {},
-        'Install Node.js 20+, this repository (npm ci) and srt-live-transmit (Debian/Ubuntu: apt-get install srt-tools; macOS: brew install srt).',
-      ),
-      step('Sending: run the agent', send),
-      step('…and feed it MPEG-TS over UDP', feed),
-      step('Receiving instead: run the agent and play udp://127.0.0.1:5001', recv),
-      el(
-        'li',
-        {},
-        'Other tools (OBS, vMix, GStreamer, FFmpeg): the operator copies your connection string from the console once both ends have joined; it contains the passphrase.',
-      ),
-    ),
-  );
+  const template = document.getElementById('join-steps');
+  const steps = template ? template.content.cloneNode(true) : document.createDocumentFragment();
+  for (const pre of steps.querySelectorAll('pre')) {
+    pre.textContent = pre.textContent.replaceAll('<join link>', joinLink());
+    const row = el('div', { class: 'row' });
+    pre.replaceWith(row);
+    row.append(pre, copyButton(pre.textContent));
+  }
+  return el('div', {}, steps);
 }
 
 async function refresh() {

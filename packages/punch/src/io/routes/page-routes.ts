@@ -12,6 +12,12 @@ import {
   type PageView,
 } from '../pages.ts';
 import type { RouteContext } from '../http-api.ts';
+import { PUNCH_PACKAGE_VERSION, agentFileName } from '../agent-bundle.ts';
+import { LINK_PLACEHOLDER, isLoopbackBase, loopbackBaseNote, renderJoinSteps } from '../join-steps.ts';
+
+const agentFile = agentFileName(PUNCH_PACKAGE_VERSION);
+const baseUrlNote = (base: string): string | undefined =>
+  isLoopbackBase(base) ? loopbackBaseNote(base) : undefined;
 
 /**
  * Pages (README "Pages"): the join page `/s/:name` and its QR `/s/:name/qr`, bucket `page`. A token in
@@ -37,7 +43,7 @@ export function registerPageRoutes(api: FastifyInstance, ctx: RouteContext): voi
     void reply
       .header('content-security-policy', PAGE_CSP)
       .type('text/html; charset=utf-8')
-      .send(renderCreatePage());
+      .send(renderCreatePage(baseUrlNote(ctx.deps.baseUrl())));
   });
 
   // Browsers ask for it on every page; no icon, and no 404 in their consoles.
@@ -62,7 +68,14 @@ export function registerPageRoutes(api: FastifyInstance, ctx: RouteContext): voi
       const a = pageAccess(name, request.query.t);
       void reply.header('content-security-policy', PAGE_CSP).type('text/html; charset=utf-8');
       if (a.kind === 'valid') {
-        void reply.send(renderConsole(name, a.claims.role === 'admin' ? 'admin' : 'peer'));
+        // The page of a token: never stored by a cache, and no Referer with its address to the links it has.
+        void reply.header('cache-control', 'no-store').header('referrer-policy', 'no-referrer');
+        const base = ctx.deps.baseUrl();
+        const admin = a.claims.role === 'admin';
+        const extra = admin
+          ? { note: baseUrlNote(base) }
+          : { joinSteps: renderJoinSteps({ link: LINK_PLACEHOLDER, base, agentFile }) };
+        void reply.send(renderConsole(name, admin ? 'admin' : 'peer', extra));
         return;
       }
       const session = broker.get(name);

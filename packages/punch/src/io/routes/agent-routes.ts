@@ -1,0 +1,69 @@
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { AGENT_ALIAS, AgentBundle, AgentBundleError, type AgentFile } from '../agent-bundle.ts';
+import type { RouteContext } from '../http-api.ts';
+
+/**
+ * The single-file agent (docs/agent.md "Without a checkout"), public and without a token: it holds no
+ * secret, and a download URL never carries one (the join link goes on the agent's command line, not to
+ * the server). `GET /agent/` describes it (JSON); `GET /agent/punch-agent-<version>.mjs` is this broker's
+ * version, `GET /agent/punch-agent.mjs` the same file under a stable name. Bucket `page`.
+ */
+export function registerAgentRoutes(api: FastifyInstance, ctx: RouteContext, bundle?: AgentBundle): void {
+  const agent = bundle ?? new AgentBundle(ctx.deps.logger.child({ component: 'agent-bundle' }));
+
+  const built = async (reply: FastifyReply): Promise<AgentFile | undefined> => {
+    try {
+      return await agent.get();
+    } catch (err) {
+      const message =
+        err instanceof AgentBundleError
+          ? err.message
+          : 'the agent bundle could not be built (see the broker log)';
+      if (!(err instanceof AgentBundleError)) ctx.deps.logger.error({ err }, 'agent bundle build failed');
+      void reply.status(503).send({ error: 'SERVER_ERROR', code: 'SERVER_ERROR', message });
+      return undefined;
+    }
+  };
+
+  const index = async (_request: unknown, reply: FastifyReply) => {
+    const f = await built(reply);
+    if (!f) return reply;
+    return reply.header('cache-control', 'no-cache').send({
+      version: f.version,
+      file: f.file,
+      url: `${ctx.deps.baseUrl()}/agent/${f.file}`,
+      alias: `${ctx.deps.baseUrl()}/agent/${AGENT_ALIAS}`,
+      bytes: f.body.length,
+      sha256: f.sha256,
+      needs: 'Node.js 20 or later and srt-live-transmit',
+      run: `node ${f.file} --link '<join link>' --role sender|receiver --port <UDP port> (--input|--output) <media>`,
+    });
+  };
+  api.get('/agent', { onRequest: ctx.limit.page }, index);
+  api.get('/agent/', { onRequest: ctx.limit.page }, index);
+
+  api.get<{ Params: { file: string } }>(
+    '/agent/:file',
+    { onRequest: ctx.limit.page },
+    async (request, reply) => {
+      const name = request.params.file;
+      if (name !== agent.file && name !== AGENT_ALIAS) {
+        return reply.status(404).send({
+          error: 'NOT_FOUND',
+          code: 'NOT_FOUND',
+          message: `this broker serves the agent as /agent/${agent.file} (or /agent/${AGENT_ALIAS})`,
+        });
+      }
+      const f = await built(reply);
+      if (!f) return reply;
+      const etag = `"${f.sha256}"`;
+      void reply
+        .header('cache-control', 'no-cache')
+        .header('etag', etag)
+        .header('x-content-type-options', 'nosniff')
+        .header('content-disposition', `attachment; filename="${f.file}"`);
+      if (request.headers['if-none-match'] === etag) return reply.status(304).send();
+      return reply.type('text/javascript; charset=utf-8').send(f.body);
+    },
+  );
+}
