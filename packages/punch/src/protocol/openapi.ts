@@ -245,7 +245,7 @@ export function buildOpenApi(schemas: Schemas, options: { serverUrl: string; max
         get: {
           operationId: 'signalling',
           summary:
-            'WebSocket signalling (upgrade; wss:// with the built-in TLS). Token in Authorization: Bearer or ?token=. ' +
+            'WebSocket signalling (upgrade; wss:// with the built-in TLS). Token in Authorization: Bearer, in Sec-WebSocket-Protocol as bearer.<token> beside punch.v1 (browsers), or ?token=. ' +
             'Messages, order, close codes: README "WebSocket signalling"',
           parameters: [
             nameParam,
