@@ -395,6 +395,8 @@ function start() {
       );
       const update = (i) => {
         setText(state, INVITE_WORDS[i.state] || i.state);
+        const at = (iso) => new Date(iso).toLocaleTimeString();
+        setText(when, i.revoked ? ` revoked ${at(i.revoked)}` : ` issued ${at(i.issued)}`);
         setClass(state, `badge invite-${i.state}`);
         li.classList.toggle('revoked', i.state === 'revoked');
         revoke.hidden = i.state === 'revoked';
