@@ -228,6 +228,19 @@ for (const [width, height] of [
       const signature = admin.slice(admin.lastIndexOf('.') + 1);
       for (const u of urls) assert.ok(!decodeURIComponent(u).includes(signature), `admin token in ${u}`);
 
+      // The broker freezes (SIGSTOP: its sockets stay open): within 5 s the page is grey and says why; it
+      // clears once the broker answers again.
+      broker.proc.child.kill('SIGSTOP');
+      try {
+        await page
+          .locator('body.stale #conn', { hasText: 'no answer from the broker' })
+          .waitFor({ timeout: 5000 });
+      } finally {
+        broker.proc.child.kill('SIGCONT');
+      }
+      await page.locator('#live', { hasText: /^live$/ }).waitFor({ timeout: 10_000 });
+      assert.equal(await page.locator('body.stale').count(), 0);
+
       // The broker dies: within 5 s the page is grey and says why, with the age.
       const killedAt = Date.now();
       await broker.proc.stop('SIGKILL');

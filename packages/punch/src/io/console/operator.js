@@ -91,13 +91,13 @@ function start() {
   setInterval(async () => {
     if (closed) return;
     try {
-      const r = await fetch('/api/health', { signal: AbortSignal.timeout(3000) });
+      const r = await fetch('/api/health', { signal: AbortSignal.timeout(2500) });
       if (!r.ok) setLink(false, `the broker answers ${r.status} (its store cannot save)`);
       else if (wsOpen && !link.up) setLink(true, '');
     } catch {
-      setLink(false, 'no answer from the broker within 3 s');
+      setLink(false, 'no answer from the broker within 2.5 s');
     }
-  }, 2000);
+  }, 1500);
 
   // --- verdict and health (fields as the health report carries them)
   const fmt = (v, digits, unit) => (typeof v === 'number' ? `${v.toFixed(digits)}${unit}` : '—');
