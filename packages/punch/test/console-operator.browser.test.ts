@@ -168,7 +168,14 @@ for (const [width, height] of [
       await page.evaluate(
         `document.querySelector('section[data-stream="cam-1"] .strings details[open]').dataset.marked = 'yes'`,
       );
+      // What the operator looks at stays where it is on the screen (no rebuild that scrolls the page).
+      const top = `Math.round(document.querySelector('[data-marked=yes]').getBoundingClientRect().top)`;
+      const placed = await page.evaluate<number>(top);
       await page.waitForTimeout(10_000);
+      assert.ok(
+        Math.abs((await page.evaluate<number>(top)) - placed) <= 2,
+        'the open section kept its place',
+      );
       const open = card.locator('details[open][data-marked=yes]');
       assert.equal(await open.count(), 1, 'the section is still open and was never rebuilt');
       assert.notEqual(await card.locator('.health .big').textContent(), null);
