@@ -19,6 +19,7 @@ export default tseslint.config(
       // Browser JavaScript served as plain files (no build step) is linted, by the last block below.
       '!packages/*/public/**/*.js',
       '!packages/status/src/io/page/**/*.js',
+      '!packages/punch/src/io/console/**/*.js',
     ],
   },
   js.configs.recommended,
@@ -61,7 +62,11 @@ export default tseslint.config(
   },
   {
     // Pages' scripts: ES modules in the browser, recommended rules, no type information.
-    files: ['packages/*/public/**/*.js', 'packages/status/src/io/page/**/*.js'],
+    files: [
+      'packages/*/public/**/*.js',
+      'packages/status/src/io/page/**/*.js',
+      'packages/punch/src/io/console/**/*.js',
+    ],
     languageOptions: { sourceType: 'module', globals: { ...globals.browser } },
     rules: {
       'no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],

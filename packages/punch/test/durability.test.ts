@@ -50,6 +50,10 @@ class FailOnDemandStore implements SessionStore {
     this.#gate();
     await this.inner.putExpiry(name, expiresAt);
   }
+  async putInvites(name: string, invites: Parameters<SessionStore['putInvites']>[1]) {
+    this.#gate();
+    await this.inner.putInvites(name, invites);
+  }
   async putStreams(session: string, streams: readonly StreamRecord[]) {
     this.#gate();
     await this.inner.putStreams(session, streams);

@@ -322,6 +322,7 @@ describe('HTTP API on 127.0.0.1:0', () => {
         exp: s.expiresAt / 1000,
         sid: t.server.broker.get('tok-1')?.id,
         label: 'cam 2',
+        inv: r.json.invite,
       });
     });
     test('stream omitted = first stream; null = all streams; no body accepted', async () => {

@@ -51,6 +51,38 @@ describe('two broker instances on Redis', () => {
     return c;
   }
 
+  test('an invite revoked through the relay: its bridged socket is closed and both instances refuse the token', async () => {
+    const { token: admin } = await session(relay, 'revoke1');
+    const keep = await peerToken(owner, 'revoke1', admin, 'keep');
+    const gone = await peerToken(relay, 'revoke1', admin, 'gone');
+    const list = await relay.call('GET', '/api/session/revoke1/invites', { token: admin });
+    assert.equal(list.status, 200, list.text);
+    const invites = list.json.invites as { id: string; label: string; token: string }[];
+    assert.deepEqual(
+      invites.map((i) => [i.label, i.token]),
+      [
+        ['keep', keep],
+        ['gone', gone],
+      ],
+    );
+    // The peer of the invite to revoke is on the relay (a bridged socket), the other on the owner.
+    const peer = await ws(relay, 'revoke1', gone);
+    await peer.next('session');
+    peer.send({ type: 'register', port: 9000 });
+    await peer.next('session');
+    const id = invites[1]?.id ?? '';
+    const r = await relay.call('DELETE', `/api/session/revoke1/invites/${id}`, { token: admin });
+    assert.equal(r.status, 204, r.text);
+    assert.equal((await peer.next('error'))['code'], 'AUTH_FAILED');
+    assert.equal((await peer.closed).code, 4401);
+    for (const i of [owner, relay]) {
+      assert.equal((await i.call('GET', '/api/session/revoke1', { token: gone })).status, 401);
+      assert.equal((await i.call('GET', '/api/session/revoke1', { token: keep })).status, 200);
+    }
+    const again = await ws(owner, 'revoke1', gone);
+    assert.equal((await again.next('error'))['code'], 'AUTH_FAILED');
+  });
+
   test('health names the store and the owner on both instances', async () => {
     for (const i of [owner, relay]) {
       const h = await i.health();

@@ -126,3 +126,34 @@ test('an extension is saved to Redis (expiry loads back); past the TTL the key i
   assert.ok((await client.pexpiretime(key)) >= keepFrom + 600_000 + 3_600_000 - 1000);
   b2.stop();
 });
+
+test('invites and their revocation are saved to Redis and load back (a revoked token stays refused on a new owner)', async () => {
+  await client.set(`${prefix}leader`, 'me:1');
+  const s = store(() => 'me:1');
+  const b1 = new SessionBroker({ store: s, clock: systemClock, maxSessions: 0, tombstoneMs: 600_000 });
+  await b1.start();
+  assert.ok((await b1.create({ name: 'inv1', streams: ['a', 'b'], latency: 200, ttl: 600 })).ok);
+  const one = await b1.issueInvite('inv1', 'a', 'Camera 1');
+  const two = await b1.issueInvite('inv1', 'b', null);
+  assert.ok(one.ok && two.ok);
+  assert.ok((await b1.revokeInvite('inv1', two.invite.id)).ok);
+  b1.stop();
+  // Another instance takes the lease and loads the sessions.
+  await client.set(`${prefix}leader`, 'next:2');
+  const b2 = new SessionBroker({
+    store: store(() => 'next:2'),
+    clock: systemClock,
+    maxSessions: 0,
+    tombstoneMs: 600_000,
+  });
+  await b2.start();
+  const loaded = b2.get('inv1')?.invites ?? [];
+  assert.deepEqual(
+    loaded.map((i) => [i.id, i.stream, i.label, i.revokedAt !== null]),
+    [
+      [one.invite.id, 'a', 'Camera 1', false],
+      [two.invite.id, 'b', null, true],
+    ],
+  );
+  b2.stop();
+});

@@ -302,7 +302,8 @@ test('guide "Two encoders through punch": every step walked against punch', asyn
         );
         // "the console shows them too": the admin console, in the browser, once both sides are in.
         assert.ok(browser, 'the browser of step 3');
-        const console_ = await openPage(browser, `${base}/s/${session.name}?t=${session.admin}`, pageErrors);
+        // The admin token in the fragment, as the create page links it: it never reaches a server.
+        const console_ = await openPage(browser, `${base}/s/${session.name}#t=${session.admin}`, pageErrors);
         const summary = console_.getByText('Connection strings for peer A');
         await summary.waitFor({ timeout: 30_000 });
         await summary.click(); // a closed <details>, opened as an operator opens it

@@ -13,7 +13,8 @@ import type { SessionRecord } from './session.ts';
  * it is then valid while that session is live, extended or past its TTL (README "Lifetime"). A token
  * without `sid` must carry the session's expiry (`exp`) and not have expired.
  */
-export type AuthFailureReason = TokenFailure | 'missing' | 'other_session' | 'peer_role' | 'other_stream';
+export type AuthFailureReason =
+  TokenFailure | 'missing' | 'other_session' | 'peer_role' | 'other_stream' | 'revoked';
 
 /** AUTH_FAILED with the reason the transport maps (401 or 403 for HTTP). */
 export interface AuthRefusal extends Refusal<'AUTH_FAILED'> {
@@ -89,6 +90,13 @@ export class AccessChecker {
   ): AccessOutcome<{ session: SessionRecord }> {
     if (!session || session.state === 'CLOSED') {
       return refuse('SESSION_EXPIRED', `session "${name}" is closed or unknown`);
+    }
+    // README "Invites": a revoked invite's token is refused from the moment the revocation is saved.
+    if (
+      claims.inv !== undefined &&
+      session.invites?.some((i) => i.id === claims.inv && i.revokedAt !== null)
+    ) {
+      return this.#deny('revoked', 'token: its invite was revoked by the operator');
     }
     const sameIncarnation =
       claims.sid !== undefined ? claims.sid === session.id : claims.exp * 1000 === session.expiresAt;

@@ -7,7 +7,9 @@ import {
   isLive,
   peerCount,
   pooledRandomBytes,
+  MAX_INVITES,
   type CloseReason,
+  type InviteRecord,
   type PeerClaim,
   type PeerSlot,
   type RandomBytes,
@@ -34,6 +36,8 @@ export type BrokerEvent =
   | { type: 'session_closed'; session: SessionRecord; reason: CloseReason }
   | { type: 'session_changed'; session: SessionRecord }
   | { type: 'peer_matched'; session: SessionRecord; stream: StreamRecord }
+  /** An invite was revoked: connections holding its token are ended (README "Invites"). */
+  | { type: 'invite_revoked'; session: SessionRecord; invite: InviteRecord }
   /** A claimed slot's holder came (back) or left; memory only (README "Presence"). */
   | { type: 'peer_presence'; session: SessionRecord; stream: StreamRecord; slot: PeerSlot; present: boolean };
 
@@ -79,6 +83,10 @@ export type CreateOutcome = Outcome<
 >;
 export type CloseOutcome = Outcome<{ session: SessionRecord }, 'SESSION_EXPIRED' | 'STORE_FAILED'>;
 export type ExtendOutcome = Outcome<{ session: SessionRecord }, 'SESSION_EXPIRED' | 'STORE_FAILED'>;
+export type InviteOutcome = Outcome<
+  { session: SessionRecord; invite: InviteRecord },
+  'SESSION_EXPIRED' | 'INVALID_MESSAGE' | 'STORE_FAILED'
+>;
 export type SrtReport = 'connecting' | 'connected' | 'disconnected' | 'error';
 export type ClaimResult = Outcome<
   { slot: PeerSlot; matched: boolean; stream: StreamRecord },
@@ -303,6 +311,7 @@ export class SessionBroker {
       expiresAt,
       closedAt: null,
       closeReason: null,
+      invites: [],
       streams: (input.streams ?? [DEFAULT_STREAM]).map((name) => ({
         name,
         state: 'waiting',
@@ -842,6 +851,57 @@ export class SessionBroker {
     this.#armExpiry(session);
     this.#emit({ type: 'session_changed', session });
     return { ok: true, session };
+  }
+
+  /**
+   * Record a new invite (README "Invites"): saved before it is returned, so a token handed out is always
+   * one the broker can list and revoke. Refused past the TTL (no new invites) and beyond MAX_INVITES.
+   */
+  async issueInvite(name: string, stream: string | null, label: string | null): Promise<InviteOutcome> {
+    const session = this.#sessions.get(name);
+    if (!session || !isLive(session) || !this.admits(session)) {
+      return refuse('SESSION_EXPIRED', `session "${name}" is closed, unknown or past its lifetime`);
+    }
+    const invites = session.invites ?? [];
+    if (invites.length >= MAX_INVITES) {
+      return refuse('INVALID_MESSAGE', `invites: at most ${MAX_INVITES} per session; revoked ones count`);
+    }
+    const invite: InviteRecord = {
+      id: (this.#random ?? pooledRandomBytes)(9).toString('base64url'),
+      stream,
+      label,
+      issuedAt: this.#clock.now(),
+      revokedAt: null,
+    };
+    const next = [...invites, invite];
+    const failed = await this.#save(() => this.#store.putInvites(name, next));
+    if (failed) return failed;
+    if (this.#sessions.get(name) !== session || !isLive(session)) {
+      return refuse('SESSION_EXPIRED', `session "${name}" is closed or unknown`);
+    }
+    // Another invite may have been saved meanwhile: append to what memory holds now.
+    session.invites = [...(session.invites ?? []), invite];
+    return { ok: true, session, invite };
+  }
+
+  /** Revoke an invite: saved first, then its token is refused and its connections are ended (event). */
+  async revokeInvite(name: string, id: string): Promise<InviteOutcome> {
+    const session = this.#sessions.get(name);
+    if (!session || !isLive(session))
+      return refuse('SESSION_EXPIRED', `session "${name}" is closed or unknown`);
+    const invite = session.invites?.find((i) => i.id === id);
+    if (!invite) return refuse('INVALID_MESSAGE', `invite: no invite "${id}" in this session`);
+    if (invite.revokedAt !== null) return { ok: true, session, invite };
+    const revoked: InviteRecord = { ...invite, revokedAt: this.#clock.now() };
+    const next = (session.invites ?? []).map((i) => (i.id === id ? revoked : i));
+    const failed = await this.#save(() => this.#store.putInvites(name, next));
+    if (failed) return failed;
+    if (this.#sessions.get(name) !== session || !isLive(session)) {
+      return refuse('SESSION_EXPIRED', `session "${name}" is closed or unknown`);
+    }
+    session.invites = (session.invites ?? []).map((i) => (i.id === id ? revoked : i));
+    this.#emit({ type: 'invite_revoked', session, invite: revoked });
+    return { ok: true, session, invite: revoked };
   }
 
   /**

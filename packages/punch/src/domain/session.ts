@@ -46,6 +46,21 @@ export interface StreamRecord {
   health: StreamHealth | null;
 }
 
+/**
+ * A peer token the operator issued (README "Invites"): kept so that the console lists every invite and can
+ * revoke one. The token itself is not stored: it is re-signed from these fields (signing is deterministic).
+ */
+export interface InviteRecord {
+  /** Random id, carried in the token as the `inv` claim. */
+  id: string;
+  stream: string | null;
+  label: string | null;
+  /** Unix epoch ms. */
+  issuedAt: number;
+  /** Unix epoch ms when revoked; a revoked invite's token is refused everywhere from then on. */
+  revokedAt: number | null;
+}
+
 export interface SessionRecord {
   name: string;
   /**
@@ -65,7 +80,12 @@ export interface SessionRecord {
   closedAt: number | null;
   closeReason: CloseReason | null;
   streams: StreamRecord[];
+  /** Issued invites, oldest first (absent on records made before invites were kept: none). */
+  invites?: InviteRecord[] | undefined;
 }
+
+/** Invites kept per session at most: a bound on the record's size. */
+export const MAX_INVITES = 200;
 
 export const PASSPHRASE_LENGTH = 32;
 const ALPHANUMERIC = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';

@@ -36,11 +36,16 @@ export interface PeerLink {
   /** Fingerprint of the connection's token: a reconnect with the same token gets its slot back. */
   readonly holder: string;
   send(text: string): void;
-  /** Close the connection: `replaced` by a newer connection of the same peer, or its session closed. */
-  end(reason: 'replaced' | 'session_closed'): void;
+  /**
+   * Close the connection: `replaced` by a newer connection of the same peer, its session closed, or its
+   * token's invite revoked (README "Invites").
+   */
+  end(reason: EndReason): void;
   /** Ping the connection: true when it answers within `timeoutMs`. */
   probe(timeoutMs: number): Promise<boolean>;
 }
+
+export type EndReason = 'replaced' | 'session_closed' | 'revoked';
 
 /** The log the hub writes to (a pino logger in production). */
 export interface SignallingLog {
@@ -973,6 +978,18 @@ export class SignallingHub {
         });
         const h = this.#holders(room, e.stream.name);
         for (const l of room.links) if (l.claims.role === 'admin' || l === h[0] || l === h[1]) l.send(text);
+        return;
+      }
+      case 'invite_revoked': {
+        // README "Invites": the revoked token's connections end at once; their slots stay claimed
+        // (detached) and are freed after the grace period, or taken by another peer then.
+        const text = errorText('AUTH_FAILED', 'token: its invite was revoked by the operator');
+        for (const l of [...room.links]) {
+          if (l.claims.inv !== e.invite.id) continue;
+          l.send(text);
+          this.detach(l, 'invite revoked');
+          l.end('revoked');
+        }
         return;
       }
       case 'session_closed': {

@@ -1,4 +1,4 @@
-import type { CloseReason, SessionRecord, SessionState, StreamRecord } from './session.ts';
+import type { CloseReason, InviteRecord, SessionRecord, SessionState, StreamRecord } from './session.ts';
 
 /**
  * Durable session store. The broker keeps the working set in memory (one owner per session, like the
@@ -23,6 +23,8 @@ export interface SessionStore {
    * past its TTL last had media: a store whose records expire on their own (Redis) keeps it from then on.
    */
   putExpiry(name: string, expiresAt: number, keepFrom: number): void | Promise<void>;
+  /** Persist a session's invites (README "Invites"): issued and revoked peer tokens. */
+  putInvites(name: string, invites: readonly InviteRecord[]): void | Promise<void>;
   /** Persist the streams of a session: their states and peer claims. */
   putStreams(session: string, streams: readonly StreamRecord[]): void | Promise<void>;
   deleteSession(name: string): void | Promise<void>;
@@ -63,6 +65,11 @@ export class MemoryStore implements SessionStore {
   putExpiry(name: string, expiresAt: number): void {
     const s = this.#sessions.get(name);
     if (s) s.expiresAt = expiresAt;
+  }
+
+  putInvites(name: string, invites: readonly InviteRecord[]): void {
+    const s = this.#sessions.get(name);
+    if (s) s.invites = structuredClone([...invites]);
   }
 
   putStreams(session: string, streams: readonly StreamRecord[]): void {

@@ -10,6 +10,11 @@ function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
+const JOIN_HINT =
+  `<p>This page needs the link the session's operator gave you: it ends in <code>?t=…</code> (an ` +
+  `access token). Ask the operator to issue a peer token for your stream in the Punch console and ` +
+  `send you its join link or QR code.</p>`;
+
 export type PageView =
   { kind: 'join' } | { kind: 'closed' } | { kind: 'admin' } | { kind: 'peer'; token: string };
 
@@ -35,11 +40,9 @@ export function renderSessionPage(name: string, view: PageView): string {
         `<img alt="QR code of this page" src="${path}/qr?t=${encodeURIComponent(view.token)}" width="240" height="240">`;
       break;
     case 'join':
-      body =
-        `<p>This page needs the link the session's operator gave you: it ends in <code>?t=…</code> (an ` +
-        `access token). Ask the operator to issue a peer token for your stream in the Punch console and ` +
-        `send you its join link or QR code.</p>`;
-      break;
+      // The same page serves the operator's console link (`#t=<admin>`, a fragment the server never sees):
+      // operator.js replaces this text with the console when the fragment holds an admin token.
+      return renderConsole(name, '', `<section class="card">${JOIN_HINT}</section>`);
   }
   // The console's stylesheet, never an inline style: the page's CSP allows styles from this origin only.
   return shell(
@@ -57,6 +60,9 @@ export const ASSETS: Record<string, { type: string; body: string }> = Object.fro
   (
     [
       ['console.js', 'text/javascript; charset=utf-8'],
+      ['operator.js', 'text/javascript; charset=utf-8'],
+      ['dom.js', 'text/javascript; charset=utf-8'],
+      ['lifetime.js', 'text/javascript; charset=utf-8'],
       ['create.js', 'text/javascript; charset=utf-8'],
       ['health-graph.js', 'text/javascript; charset=utf-8'],
       ['console.css', 'text/css; charset=utf-8'],
@@ -96,30 +102,38 @@ export function renderCreatePage(note?: string): string {
       `<label for="latency">SRT latency (ms)</label><input id="latency" name="latency" type="number" min="20" max="8000" value="200">` +
       `<label for="ttl">Lifetime (minutes)</label><input id="ttl" name="ttl" type="number" min="1" max="1440" value="30">` +
       `<p><button type="submit">Create session</button></p><p id="result" role="status"></p>` +
-      `<p class="muted">The console that opens holds the session's admin token in its address: keep that link to ` +
-      `yourself and invite each device with a peer token from the console.</p></form>` +
+      `<p class="muted">The console that opens holds the session's admin token in its address (after <code>#</code>, ` +
+      `a part the browser never sends to a server): keep that link to yourself and invite each device with a ` +
+      `peer token from the console.</p></form>` +
       `<script src="/assets/create.js"></script>`,
   );
 }
 
 /**
- * `GET /s/<name>?t=…` with a valid token: the console (admin) or the join page (peer); data over the API.
- * `joinSteps` (a peer's page, src/io/join-steps.ts) goes into a `<template>` the page script shows.
+/**
+ * `GET /s/<name>?t=…` with a valid token: the console (admin, operator.js) or the join page (peer,
+ * console.js); data over the API. Role '' is the page without a token in the query: the join hint, and the
+ * console once operator.js finds an admin token in the fragment. `extra.note` (the base-URL note) goes on
+ * the admin's page; `extra.joinSteps` (a peer's page, src/io/join-steps.ts) into a `<template>` the page
+ * script shows.
  */
 export function renderConsole(
   name: string,
-  role: 'admin' | 'peer',
+  role: 'admin' | 'peer' | '',
+  content = '',
   extra: { note?: string | undefined; joinSteps?: string | undefined } = {},
 ): string {
   return shell(
     `Punch ${name}`,
-    `<header><h1>${escapeHtml(name)}</h1><span id="state" class="badge">…</span>` +
-      `<span id="live" class="muted">${role === 'admin' ? 'connecting…' : ''}</span>` +
-      `<span id="expires" class="muted"></span></header>` +
+    `<header><h1>${escapeHtml(name)}</h1><span id="state" class="badge" hidden>…</span>` +
+      `<span id="live" class="live" hidden>connecting…</span>` +
+      `<span id="expires" class="muted"></span><span id="session-tools" class="session-tools"></span></header>` +
       (role === 'admin' ? baseNote(extra.note) : '') +
       (extra.joinSteps ? `<template id="join-steps">${extra.joinSteps}</template>` : '') +
-      `<div id="lifetime" class="lifetime" hidden><span id="lifetime-text"></span></div><main id="app"></main>` +
-      `<script src="/assets/console.js"></script>`,
+      `<div id="conn" class="conn" role="status" hidden></div>` +
+      `<div id="lifetime" class="lifetime" hidden><span id="lifetime-text"></span></div>` +
+      `<main id="app">${content}</main>` +
+      `<script type="module" src="/assets/${role === 'peer' ? 'console' : 'operator'}.js"></script>`,
     role,
   );
 }

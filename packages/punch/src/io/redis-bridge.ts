@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Clock, Logger } from '@broadcast-ops/core';
 import type { AccessChecker, AccessRefusal } from '../domain/access.ts';
 import type { SessionBroker } from '../domain/broker.ts';
-import type { PeerLink, SignallingHub } from '../domain/signalling.ts';
+import type { EndReason, PeerLink, SignallingHub } from '../domain/signalling.ts';
 import type { TokenClaims } from '../protocol/token.ts';
 import { WS_CLOSE, encode, type ClientMessage, type WsErrorCode } from '../protocol/ws-messages.ts';
 import type { BusMessage, RedisCluster } from './redis-cluster.ts';
@@ -24,7 +24,7 @@ import type { BusMessage, RedisCluster } from './redis-cluster.ts';
 export interface BridgedSocket {
   readonly ip: string;
   send(text: string): void;
-  end(reason: 'replaced' | 'session_closed'): void;
+  end(reason: EndReason): void;
   probe(timeoutMs: number): Promise<boolean>;
   /** Close with a code and reason (refused by the owner, or the owner is gone). */
   closeWith(code: number, reason: string): void;
@@ -87,7 +87,7 @@ class RemoteLink implements PeerLink {
     this.#bridge.toSocket(this, { t: 'send', conn: this.conn, text });
   }
 
-  end(reason: 'replaced' | 'session_closed'): void {
+  end(reason: EndReason): void {
     this.#bridge.toSocket(this, { t: 'end', conn: this.conn, reason });
   }
 
@@ -347,7 +347,8 @@ export class RedisBridge {
         const l = this.#local.get(String(m['conn']));
         if (!l) return;
         this.#local.delete(String(m['conn']));
-        l.socket.end(m['reason'] === 'replaced' ? 'replaced' : 'session_closed');
+        const reason = m['reason'];
+        l.socket.end(reason === 'replaced' || reason === 'revoked' ? reason : 'session_closed');
         return;
       }
       case 'refuse': {

@@ -1,12 +1,18 @@
 import type { Redis } from 'ioredis';
-import type { CloseReason, SessionRecord, SessionState, StreamRecord } from '../domain/session.ts';
+import type {
+  CloseReason,
+  InviteRecord,
+  SessionRecord,
+  SessionState,
+  StreamRecord,
+} from '../domain/session.ts';
 import type { SessionStore } from '../domain/store.ts';
 import { redisKeys } from './redis-keys.ts';
 
 /**
  * The session store on Redis (docs/multi-instance.md). One hash per session, `<prefix>s:<name>`:
- * `core` (JSON: id, passphrase, latency, ttl, createdAt, expiresAt), `state`, `closedAt`, `closeReason`
- * and `streams` (JSON: streams with their peer claims, health left out as in every store). The key expires
+ * `core` (JSON: id, passphrase, latency, ttl, createdAt, expiresAt), `state`, `closedAt`, `closeReason`,
+ * `streams` (JSON: streams with their peer claims, health left out as in every store) and `invites` (JSON). The key expires
  * on its own once the session is past its TTL and its tombstone time (a safety net: the owning broker
  * closes and purges it before), and the set `<prefix>sessions` lists the names for `loadAll`.
  *
@@ -25,7 +31,7 @@ const FENCE = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_
 
 const PUT_SESSION = `${FENCE}
 redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[2], 'core', ARGV[2], 'state', ARGV[3], 'closedAt', ARGV[4], 'closeReason', ARGV[5], 'streams', ARGV[6])
+redis.call('HSET', KEYS[2], 'core', ARGV[2], 'state', ARGV[3], 'closedAt', ARGV[4], 'closeReason', ARGV[5], 'streams', ARGV[6], 'invites', ARGV[9])
 redis.call('PEXPIREAT', KEYS[2], ARGV[7])
 redis.call('SADD', KEYS[3], ARGV[8])
 return 1`;
@@ -44,9 +50,10 @@ redis.call('HSET', KEYS[2], 'core', cjson.encode(core))
 redis.call('PEXPIREAT', KEYS[2], ARGV[3])
 return 1`;
 
-const PUT_STREAMS = `${FENCE}
+/** One JSON field of the hash: `streams` or `invites` (ARGV[3]). */
+const PUT_FIELD = `${FENCE}
 if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
-redis.call('HSET', KEYS[2], 'streams', ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[3], ARGV[2])
 return 1`;
 
 const DELETE_SESSION = `${FENCE}
@@ -136,6 +143,7 @@ export class RedisSessionStore implements SessionStore {
           closedAt: h['closedAt'] ? Number(h['closedAt']) : null,
           closeReason: h['closeReason'] ? (h['closeReason'] as CloseReason) : null,
           streams: JSON.parse(h['streams'] ?? '[]') as StreamRecord[],
+          invites: JSON.parse(h['invites'] ?? '[]') as InviteRecord[],
         });
       });
     }
@@ -167,6 +175,7 @@ export class RedisSessionStore implements SessionStore {
       storedStreams(session.streams),
       String(this.#expireAt(session.expiresAt, session.closedAt)),
       session.name,
+      JSON.stringify(session.invites ?? []),
     );
   }
 
@@ -201,13 +210,22 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async putStreams(session: string, streams: readonly StreamRecord[]): Promise<void> {
+    await this.#putField(session, 'streams', storedStreams(streams));
+  }
+
+  async putInvites(name: string, invites: readonly InviteRecord[]): Promise<void> {
+    await this.#putField(name, 'invites', JSON.stringify(invites));
+  }
+
+  async #putField(name: string, field: 'streams' | 'invites', json: string): Promise<void> {
     await this.#redis.eval(
-      PUT_STREAMS,
+      PUT_FIELD,
       2,
       this.#keys.leader,
-      this.#keys.session(session),
+      this.#keys.session(name),
       this.#token(),
-      storedStreams(streams),
+      json,
+      field,
     );
   }
 

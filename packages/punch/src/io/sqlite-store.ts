@@ -2,6 +2,7 @@ import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type {
   CloseReason,
+  InviteRecord,
   PeerClaim,
   SessionRecord,
   SessionState,
@@ -51,7 +52,8 @@ CREATE TABLE IF NOT EXISTS sessions (
   expires_at   INTEGER NOT NULL,
   closed_at    INTEGER,
   close_reason TEXT,
-  streams      TEXT NOT NULL
+  streams      TEXT NOT NULL,
+  invites      TEXT NOT NULL DEFAULT '[]'
 ) STRICT;
 CREATE TABLE IF NOT EXISTS probe (k INTEGER PRIMARY KEY, at INTEGER NOT NULL) STRICT;
 `;
@@ -96,7 +98,17 @@ const rowSchema = z.object({
   closed_at: z.number().int().nullable(),
   close_reason: z.enum(['admin_closed', 'ttl_expired', 'error']).nullable(),
   streams: z.string(),
+  invites: z.string(),
 });
+const storedInvitesSchema = z.array(
+  z.object({
+    id: z.string().min(1),
+    stream: z.string().nullable(),
+    label: z.string().nullable(),
+    issuedAt: z.number(),
+    revokedAt: z.number().nullable(),
+  }),
+);
 
 /** Create the file 0600 before SQLite opens it; narrow an existing file's mode. */
 function prepareFile(file: string): void {
@@ -125,6 +137,7 @@ export class SqliteSessionStore implements SessionStore {
   readonly #updateState: SqliteStatement;
   readonly #updateExpiry: SqliteStatement;
   readonly #updateStreams: SqliteStatement;
+  readonly #updateInvites: SqliteStatement;
   readonly #deleteSession: SqliteStatement;
   #queue: (() => void)[] = [];
   /** The batch being collected: one promise for all its writers, settled by the commit (or its failure). */
@@ -153,19 +166,26 @@ export class SqliteSessionStore implements SessionStore {
       this.#db.exec('BEGIN EXCLUSIVE; COMMIT;');
       this.#db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;');
       this.#db.exec(SCHEMA);
+      // Files made before invites were kept (README "Invites") gain the column, empty.
+      const columns = this.#db.prepare('PRAGMA table_info(sessions)').all() as { name: string }[];
+      if (!columns.some((c) => c.name === 'invites')) {
+        this.#db.exec(`ALTER TABLE sessions ADD COLUMN invites TEXT NOT NULL DEFAULT '[]'`);
+      }
     } catch (err) {
       this.#db.close();
       throw this.#openError(err);
     }
     this.#insertSession = this.#db.prepare(
       `INSERT OR REPLACE INTO sessions
-         (name, id, state, passphrase, latency, ttl, created_at, expires_at, closed_at, close_reason, streams)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         (name, id, state, passphrase, latency, ttl, created_at, expires_at, closed_at, close_reason, streams,
+          invites)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     this.#updateState = this.#db.prepare(
       'UPDATE sessions SET state = ?, closed_at = ?, close_reason = ? WHERE name = ?',
     );
     this.#updateStreams = this.#db.prepare('UPDATE sessions SET streams = ? WHERE name = ?');
+    this.#updateInvites = this.#db.prepare('UPDATE sessions SET invites = ? WHERE name = ?');
     this.#updateExpiry = this.#db.prepare('UPDATE sessions SET expires_at = ? WHERE name = ?');
     this.#deleteSession = this.#db.prepare('DELETE FROM sessions WHERE name = ?');
     this.#probe = this.#db.prepare('INSERT OR REPLACE INTO probe (k, at) VALUES (1, ?)');
@@ -259,6 +279,7 @@ export class SqliteSessionStore implements SessionStore {
           closedAt: r.closed_at,
           closeReason: r.close_reason,
           streams: streams.map((st) => ({ ...st, health: null })),
+          invites: storedInvitesSchema.parse(JSON.parse(r.invites)),
         };
       } catch (err) {
         const why =
@@ -293,6 +314,7 @@ export class SqliteSessionStore implements SessionStore {
       s.closedAt,
       s.closeReason,
       streamsJson(s.streams),
+      JSON.stringify(s.invites ?? []),
     ];
     return this.#enqueue(() => this.#insertSession.run(...args));
   }
@@ -308,6 +330,11 @@ export class SqliteSessionStore implements SessionStore {
 
   putExpiry(name: string, expiresAt: number): Promise<void> {
     return this.#enqueue(() => this.#updateExpiry.run(expiresAt, name));
+  }
+
+  putInvites(name: string, invites: readonly InviteRecord[]): Promise<void> {
+    const json = JSON.stringify(invites);
+    return this.#enqueue(() => this.#updateInvites.run(json, name));
   }
 
   putStreams(session: string, streams: readonly StreamRecord[]): Promise<void> {

@@ -5,7 +5,7 @@ import { bearerToken, type Clock, type Logger } from '@broadcast-ops/core';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import type { AccessChecker, AccessRefusal } from '../domain/access.ts';
 import type { SessionBroker } from '../domain/broker.ts';
-import type { PeerLink, SignallingHub } from '../domain/signalling.ts';
+import type { EndReason, PeerLink, SignallingHub } from '../domain/signalling.ts';
 import { PUNCH_VERSION } from '../protocol/schemas.ts';
 import type { TokenClaims } from '../protocol/token.ts';
 import {
@@ -84,6 +84,21 @@ const MAX_SEND_BUFFER = 1024 * 1024;
 
 const PATH = /^\/api\/ws\/([^/?#]+)\/?(?:\?.*)?$/;
 
+/** The subprotocol the console offers with its token (README "WebSocket signalling"). */
+export const WS_SUBPROTOCOL = 'punch.v1';
+const BEARER_PROTOCOL = 'bearer.';
+
+/** The token of a `bearer.<token>` entry of Sec-WebSocket-Protocol (a token's characters are all tchar). */
+export function subprotocolToken(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  for (const p of header.split(',')) {
+    const v = p.trim();
+    if (v.startsWith(BEARER_PROTOCOL) && v.length > BEARER_PROTOCOL.length)
+      return v.slice(BEARER_PROTOCOL.length);
+  }
+  return undefined;
+}
+
 /** Fingerprint of a token: who registered a claim, without keeping the credential. */
 export function tokenFingerprint(token: string): string {
   return createHash('sha256').update(token).digest().subarray(0, 16).toString('base64url');
@@ -154,8 +169,9 @@ class WsLink implements PeerLink, BridgedSocket {
     setTimeout(() => this.ws.terminate(), 1000).unref();
   }
 
-  end(reason: 'replaced' | 'session_closed'): void {
-    if (reason === 'replaced') {
+  end(reason: EndReason): void {
+    if (reason === 'revoked') this.ws.close(WS_CLOSE.authFailed, 'AUTH_FAILED');
+    else if (reason === 'replaced') {
       // The old socket may be half-open: no close handshake to wait for.
       this.ws.close(WS_CLOSE.replaced, 'replaced by a newer connection of this peer');
       setTimeout(() => this.ws.terminate(), 1000).unref();
@@ -167,7 +183,14 @@ export function attachSignalling(server: Server, options: SignallingServerOption
   const { broker, hub, access, clock, logger } = options;
   const maxPayload = options.maxPayload ?? 16 * 1024;
   const perSecond = options.messagesPerSecond;
-  const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload });
+  const wss = new WebSocketServer({
+    noServer: true,
+    perMessageDeflate: false,
+    maxPayload,
+    // README "WebSocket signalling": a browser cannot set Authorization on a WebSocket, so the console
+    // offers `punch.v1` and `bearer.<token>`; the answer names `punch.v1` only (RFC 6455 section 4.2.2).
+    handleProtocols: (offered) => (offered.has(WS_SUBPROTOCOL) ? WS_SUBPROTOCOL : false),
+  });
   // Spec "Versioning": every response carries Punch-Version, the 101 Switching Protocols answer included.
   wss.on('headers', (headers) => headers.push(`Punch-Version: ${PUNCH_VERSION}`));
   const deadlineMs = options.registerDeadlineMs ?? 10_000;
@@ -367,7 +390,11 @@ export function attachSignalling(server: Server, options: SignallingServerOption
     try {
       name = decodeURIComponent(m[1] ?? '');
       const query = new URL(req.url ?? '/', 'http://localhost').searchParams;
-      token = bearerToken(req.headers.authorization) ?? query.get('token') ?? undefined;
+      token =
+        bearerToken(req.headers.authorization) ??
+        subprotocolToken(req.headers['sec-websocket-protocol']) ??
+        query.get('token') ??
+        undefined;
     } catch {
       reject(socket, 400, 'Bad Request');
       return;

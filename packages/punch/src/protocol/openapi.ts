@@ -5,6 +5,7 @@ import {
   createSessionResponse,
   errorBody,
   healthResponse,
+  inviteList,
   sessionView,
   tokenResponse,
   type Schemas,
@@ -181,7 +182,31 @@ export function buildOpenApi(schemas: Schemas, options: { serverUrl: string; max
           requestBody: { required: false, ...json(schemas.tokenRequest, 'input') },
           responses: {
             '201': { description: 'Peer token', ...json(tokenResponse) },
-            '400': err('INVALID_MESSAGE: unknown stream'),
+            '400': err('INVALID_MESSAGE: unknown stream, or the session holds its maximum of invites'),
+            ...common,
+          },
+        },
+      },
+      '/api/session/{name}/invites': {
+        get: {
+          operationId: 'listInvites',
+          summary: 'Every peer token issued for the session, oldest first, with its state (admin only)',
+          parameters: [nameParam],
+          responses: { '200': { description: 'Invites', ...json(inviteList) }, ...common },
+        },
+      },
+      '/api/session/{name}/invites/{id}': {
+        delete: {
+          operationId: 'revokeInvite',
+          summary:
+            'Revoke an invite (admin only): its token is refused from now on and its connections are closed (4401)',
+          parameters: [
+            nameParam,
+            { name: 'id', in: 'path', required: true, schema: { type: 'string' }, description: 'Invite id' },
+          ],
+          responses: {
+            '204': { description: 'Revoked (also when it already was)' },
+            '400': err('INVALID_MESSAGE: no such invite in this session'),
             ...common,
           },
         },
@@ -273,7 +298,7 @@ export function buildOpenApi(schemas: Schemas, options: { serverUrl: string; max
         get: {
           operationId: 'signalling',
           summary:
-            'WebSocket signalling (upgrade; wss:// with the built-in TLS). Token in Authorization: Bearer or ?token=. ' +
+            'WebSocket signalling (upgrade; wss:// with the built-in TLS). Token in Authorization: Bearer, in Sec-WebSocket-Protocol as bearer.<token> beside punch.v1 (browsers), or ?token=. ' +
             'Messages, order, close codes: README "WebSocket signalling"',
           parameters: [
             nameParam,

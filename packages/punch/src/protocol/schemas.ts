@@ -176,8 +176,35 @@ export const tokenResponse = z
     exp: z.number().int().meta({ description: 'Unix seconds (the session expiry)' }),
     url: z.string(),
     qr: z.string(),
+    invite: z.string().meta({ description: 'Invite id (extra field): list and revoke it under /invites' }),
   })
   .meta({ id: 'PeerTokenResponse' });
+
+export const INVITE_STATES = ['unused', 'present', 'away', 'revoked'] as const;
+
+export const inviteList = z
+  .object({
+    invites: z.array(
+      z
+        .object({
+          id: z.string(),
+          stream: z.string().nullable(),
+          label: z.string().nullable(),
+          issued: z.string().meta({ description: 'ISO 8601 UTC' }),
+          state: z.enum(INVITE_STATES).meta({
+            description:
+              'unused: no peer registered with it; present: its peer holds a slot and is connected; ' +
+              'away: its peer holds a slot but is disconnected; revoked: its token is refused',
+          }),
+          revoked: z.string().nullable().meta({ description: 'ISO 8601 UTC of the revocation' }),
+          token: z.string().nullable().meta({ description: 'The peer token; null once revoked' }),
+          url: z.string().nullable(),
+          qr: z.string().nullable(),
+        })
+        .meta({ id: 'Invite' }),
+    ),
+  })
+  .meta({ id: 'InviteList' });
 
 export const healthResponse = z
   .object({

@@ -21,6 +21,8 @@ export interface TokenClaims {
   sid?: string;
   /** Optional operator label for peer tokens (an extra claim; unknown claims are ignored by readers). */
   label?: string;
+  /** Invite id of a peer token (extra claim, README "Invites"): the broker can revoke it. */
+  inv?: string;
 }
 
 export const TOKEN_PREFIX = 'p_';
@@ -61,6 +63,7 @@ export class TokenSigner {
     };
     if (claims.sid !== undefined) body['sid'] = claims.sid;
     if (claims.label !== undefined) body['label'] = claims.label;
+    if (claims.inv !== undefined) body['inv'] = claims.inv;
     const segment = Buffer.from(JSON.stringify(body), 'utf8').toString('base64url');
     return `${TOKEN_PREFIX}${segment}.${this.#mac(segment).toString('base64url')}`;
   }
@@ -109,5 +112,6 @@ function parseClaims(segment: string): TokenClaims | undefined {
   const claims: TokenClaims = { session, role, stream, exp };
   if (typeof o['sid'] === 'string') claims.sid = o['sid'];
   if (typeof o['label'] === 'string') claims.label = o['label'];
+  if (typeof o['inv'] === 'string') claims.inv = o['inv'];
   return claims;
 }

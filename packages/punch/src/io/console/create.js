@@ -28,5 +28,6 @@ form.addEventListener('submit', async (ev) => {
     out.className = 'error';
     return;
   }
-  location.assign(`/s/${encodeURIComponent(json.session)}?t=${encodeURIComponent(json.token)}`);
+  // The admin token goes in the fragment: browsers never send it to a server (README "Operator console").
+  location.assign(`/s/${encodeURIComponent(json.session)}#t=${encodeURIComponent(json.token)}`);
 });

@@ -75,7 +75,7 @@ export function registerPageRoutes(api: FastifyInstance, ctx: RouteContext): voi
         const extra = admin
           ? { note: baseUrlNote(base) }
           : { joinSteps: renderJoinSteps({ link: LINK_PLACEHOLDER, base, agentFile }) };
-        void reply.send(renderConsole(name, admin ? 'admin' : 'peer', extra));
+        void reply.send(renderConsole(name, admin ? 'admin' : 'peer', '', extra));
         return;
       }
       const session = broker.get(name);

@@ -3,13 +3,18 @@ import { z } from 'zod';
 import type { Refusal } from '../../domain/outcome.ts';
 import { connectionStrings } from '../../protocol/connection-strings.ts';
 import { MAX_TURNSTILE_TOKEN_LENGTH, createSessionResponse, describeIssues } from '../../protocol/schemas.ts';
+import type { InviteRecord, SessionRecord } from '../../domain/session.ts';
+import type { INVITE_STATES } from '../../protocol/schemas.ts';
 import { check, fail, httpErrorOf } from '../http-errors.ts';
+import { tokenFingerprint } from '../ws-server.ts';
 import { iso, sessionViewOf, type RouteContext } from '../http-api.ts';
 
 /**
- * Session routes (spec "Endpoints"): create, view, close, connection strings, peer tokens. Buckets: create
- * (POST), read (GET), admin (DELETE, /connect, /token).
+ * Session routes (spec "Endpoints"): create, view, close, connection strings, peer tokens and their invites
+ * (README "Invites"). Buckets: create (POST), read (GET), admin (DELETE, /connect, /token, /invites).
  */
+type InviteState = (typeof INVITE_STATES)[number];
+
 export function registerSessionRoutes(api: FastifyInstance, ctx: RouteContext): void {
   const { deps, schemas, access } = ctx;
   const { broker, signer, logger } = deps;
@@ -177,18 +182,89 @@ export function registerSessionRoutes(api: FastifyInstance, ctx: RouteContext): 
       if (stream !== null && !session.streams.some((s) => s.name === stream)) {
         throw fail('INVALID_MESSAGE', `stream: no stream "${stream}" in this session`);
       }
+      // README "Invites": recorded (saved) before the token is handed out, so it can be listed and revoked.
+      const outcome = await broker.issueInvite(session.name, stream, body.data.label ?? null);
+      if (!outcome.ok) throw refused(outcome, 'invite', session.name);
+      const token = inviteToken(outcome.session, outcome.invite);
       const exp = session.expiresAt / 1000;
-      const token = signer.sign({
+      return reply.status(201).send({
+        token,
         session: session.name,
-        role: 'peer',
         stream,
+        role: 'peer',
         exp,
-        sid: session.id,
-        ...(body.data.label === undefined ? {} : { label: body.data.label }),
+        ...ctx.urls(session.name, token),
+        invite: outcome.invite.id,
       });
-      return reply
-        .status(201)
-        .send({ token, session: session.name, stream, role: 'peer', exp, ...ctx.urls(session.name, token) });
+    },
+  );
+
+  /** The token of an invite, re-signed from its record (signing is deterministic, nothing else stored). */
+  const inviteToken = (session: SessionRecord, invite: InviteRecord): string =>
+    signer.sign({
+      session: session.name,
+      role: 'peer',
+      stream: invite.stream,
+      exp: session.expiresAt / 1000,
+      sid: session.id,
+      ...(invite.label === null ? {} : { label: invite.label }),
+      inv: invite.id,
+    });
+
+  /** Whether a slot is held with this token, and whether its holder is connected now. */
+  const inviteState = (session: SessionRecord, invite: InviteRecord, token: string): InviteState => {
+    if (invite.revokedAt !== null) return 'revoked';
+    const holder = tokenFingerprint(token);
+    for (const s of session.streams) {
+      for (const slot of ['a', 'b'] as const) {
+        const claim = slot === 'a' ? s.peerA : s.peerB;
+        if (claim?.holder === holder) return broker.isPresent(s, slot) ? 'present' : 'away';
+      }
+    }
+    return 'unused';
+  };
+
+  api.get<{ Params: { name: string } }>(
+    '/api/session/:name/invites',
+    { onRequest: ctx.limit.admin },
+    (request) => {
+      const claims = ctx.authorize(request, request.params.name);
+      check(access.requireAdmin(claims, 'listing invites'));
+      const session = ctx.liveSession(request.params.name, claims);
+      return {
+        invites: (session.invites ?? []).map((invite) => {
+          // A revoked token is never handed out again.
+          const token = invite.revokedAt === null ? inviteToken(session, invite) : null;
+          const urls = token === null ? { url: null, qr: null } : ctx.urls(session.name, token);
+          return {
+            id: invite.id,
+            stream: invite.stream,
+            label: invite.label,
+            issued: iso(invite.issuedAt),
+            state: inviteState(session, invite, token ?? ''),
+            revoked: invite.revokedAt === null ? null : iso(invite.revokedAt),
+            token,
+            ...urls,
+          };
+        }),
+      };
+    },
+  );
+
+  api.delete<{ Params: { name: string; id: string } }>(
+    '/api/session/:name/invites/:id',
+    { onRequest: ctx.limit.admin },
+    async (request, reply) => {
+      const claims = ctx.authorize(request, request.params.name);
+      check(access.requireAdmin(claims, 'revoking invites'));
+      ctx.liveSession(request.params.name, claims);
+      const outcome = await broker.revokeInvite(request.params.name, request.params.id);
+      if (!outcome.ok) throw refused(outcome, 'invite revoke', request.params.name);
+      logger.info(
+        { session: request.params.name, invite: outcome.invite.id, stream: outcome.invite.stream },
+        'invite revoked',
+      );
+      return reply.status(204).send();
     },
   );
 }
