@@ -63,13 +63,29 @@ export function fmtTime(seconds: number | null | undefined, signed = true): stri
   return `${sign}${Math.round(v)}${u}`;
 }
 
-function fmtAge(s: number | null): string {
-  if (s === null || !Number.isFinite(s)) return '-';
-  if (s < 1000) return String(Math.round(s));
-  if (s < 60 * 1000) return `${Math.round(s / 60)}m`;
-  if (s < 3600 * 1000) return `${Math.round(s / 3600)}h`;
-  return `${Math.round(s / 86400)}d`;
+/** chronyc's interval (client.c print_seconds): seconds below 1200, then minutes, hours, days, years. */
+export function fmtAge(s: number | null): string {
+  if (s === null || !Number.isFinite(s) || s < 0) return '-';
+  const v = Math.round(s);
+  if (v < 1200) return String(v);
+  if (v < 36000) return `${Math.floor(v / 60)}m`;
+  if (v < 345600) return `${Math.floor(v / 3600)}h`;
+  const d = Math.floor(v / 86400);
+  return d > 999 ? `${Math.floor(d / 365)}y` : `${d}d`;
 }
+
+/** chronyc's frequency column (client.c print_signed_freq_ppm): 3 decimals below 99999.5 ppm. */
+function fmtPpm(ppm: number | null, signed: boolean): string {
+  if (ppm === null || !Number.isFinite(ppm)) return '-';
+  const text = ppm.toFixed(Math.abs(ppm) < 99999.5 ? 3 : 0);
+  return signed && ppm >= 0 ? `+${text}` : text;
+}
+
+/**
+ * timesvc's API gives offsets as source − served clock (RFC 5905's θ); chronyc prints local − source
+ * ("positive: the local clock is ahead", chrony sourcestats.c stores −offset). The CLI prints chronyc's.
+ */
+export const chronySign = (v: number | null): number | null => (v === null ? null : -v);
 
 export interface PeerRow {
   address: string;
@@ -88,6 +104,8 @@ export interface PeerRow {
   nts_enabled: boolean;
   sourcestats: {
     samples: number;
+    /** Runs of residuals of one sign (chronyc's NR); absent from servers before it was added. */
+    runs?: number;
     span_s: number;
     frequency_ppm: number | null;
     skew_ppm: number | null;
@@ -115,7 +133,7 @@ export function formatSources(peers: readonly PeerRow[]): string {
     '===============================================================================',
   ];
   for (const p of peers) {
-    const off = p.offset_us === null ? null : p.offset_us / 1e6;
+    const off = chronySign(p.offset_us === null ? null : p.offset_us / 1e6);
     const err = p.root_distance_us === null ? null : p.root_distance_us / 1e6;
     const name = (p.nts_enabled ? `${p.address} (NTS)` : p.address).slice(0, 27).padEnd(27);
     lines.push(
@@ -123,32 +141,36 @@ export function formatSources(peers: readonly PeerRow[]): string {
         .toString(8)
         .padStart(
           3,
-        )}  ${fmtAge(p.last_rx_age_s ?? p.last_sample_age_s).padStart(5)}  ${fmtTime(off).padStart(7)} +/- ${fmtTime(err, false).padStart(6)}`,
+        )}  ${fmtAge(p.last_rx_age_s ?? p.last_sample_age_s).padStart(4)}  ${fmtTime(off).padStart(7)} +/- ${fmtTime(err, false).padStart(6)}`,
     );
   }
   if (peers.length === 0) lines.push('(no upstream peers configured)');
   return lines.join('\n') + '\n';
 }
 
+/**
+ * chronyc sourcestats (client.c process_cmd_sourcestats: "%-25s %3U %3U  %I %+P %P  %+S  %S"): NP, NR,
+ * Span, residual Frequency against the served clock, Freq Skew, Offset and Std Dev, in chronyc's signs.
+ */
 export function formatSourcestats(peers: readonly PeerRow[]): string {
   const lines = [
-    'Name/IP Address            NP  Span  Frequency  Freq Skew  Offset  Std Dev',
+    'Name/IP Address            NP  NR  Span  Frequency  Freq Skew  Offset  Std Dev',
     '==============================================================================',
   ];
-  const num = (v: number | null, digits: number): string => (v === null ? '-' : v.toFixed(digits));
+  const us = (v: number | null): number | null => (v === null ? null : v / 1e6);
   for (const p of peers) {
     const s = p.sourcestats;
-    lines.push(
-      `${p.address.slice(0, 25).padEnd(25)} ${String(s.samples).padStart(3)} ${String(Math.round(s.span_s)).padStart(5)} ${num(
-        s.frequency_ppm,
-        3,
-      ).padStart(
-        10,
-      )} ${num(s.skew_ppm, 3).padStart(10)} ${fmtTime(s.offset_us === null ? null : s.offset_us / 1e6).padStart(7)} ${fmtTime(
-        s.stddev_us === null ? null : s.stddev_us / 1e6,
-        false,
-      ).padStart(8)}`,
-    );
+    const cells = [
+      p.address.slice(0, 25).padEnd(25),
+      String(s.samples).padStart(3),
+      (s.runs === undefined ? '-' : String(s.runs)).padStart(3),
+      ` ${fmtAge(s.samples > 0 ? s.span_s : null).padStart(4)}`,
+      fmtPpm(chronySign(s.frequency_ppm), true).padStart(10),
+      fmtPpm(s.skew_ppm, false).padStart(10),
+      ` ${fmtTime(chronySign(us(s.offset_us))).padStart(7)}`,
+      ` ${fmtTime(us(s.stddev_us), false).padStart(6)}`,
+    ];
+    lines.push(cells.join(' '));
   }
   return lines.join('\n') + '\n';
 }
@@ -174,10 +196,20 @@ export interface TrackingStatus {
     root_delay_ms: number;
     root_dispersion_ms: number;
   };
+  /** The sources, for the selected one's residual frequency (absent: "-"). */
+  peers?: readonly PeerRow[];
 }
 
+/**
+ * chronyc tracking's rows from `GET /api/status`, in chronyc's signs (docs/cli.md): `Last offset` positive
+ * when the served clock was ahead of the reference; `Frequency` the host clock's rate error that the
+ * served clock corrects ("slow": the host clock runs slow and the served clock is sped up by that much;
+ * the API's `drift_ppb` is served − host rate, chronyd's freq_ppm is its negation); `Residual freq` the
+ * selected source's sourcestats Frequency.
+ */
 export function formatTracking(s: TrackingStatus): string {
   const c = s.clock;
+  const selected = s.peers?.find((p) => p.selected);
   const sec = (ns: number | null, digits = 9): string =>
     ns === null ? '-' : `${(ns / 1e9).toFixed(digits)} seconds`;
   const signed = (ns: number): string => `${ns >= 0 ? '+' : '-'}${Math.abs(ns / 1e9).toFixed(9)} seconds`;
@@ -195,12 +227,15 @@ export function formatTracking(s: TrackingStatus): string {
     ['Ref time (UTC)', c.last_sync ? new Date(c.last_sync).toUTCString() : '-'],
     ['Clock state', c.state.toUpperCase()],
     ['Reference', c.active_reference ?? '-'],
-    ['Last offset', signed(c.offset_ns)],
+    ['Last offset', signed(-c.offset_ns)],
     ['Offset std dev', sec(c.offset_stddev_ns)],
     ['Slew remaining', signed(c.remaining_slew_ns)],
+    ['Frequency', `${Math.abs(c.drift_ppb / 1000).toFixed(3)} ppm ${c.drift_ppb > 0 ? 'slow' : 'fast'}`],
     [
-      'Frequency',
-      `${Math.abs(c.drift_ppb / 1000).toFixed(3)} ppm ${c.drift_ppb >= 0 ? 'fast' : 'slow'} (served vs host clock)`,
+      'Residual freq',
+      selected?.sourcestats.frequency_ppm != null
+        ? `${fmtPpm(chronySign(selected.sourcestats.frequency_ppm), true)} ppm`
+        : '-',
     ],
     ['Skew', `${(c.drift_error_ppb / 1000).toFixed(3)} ppm`],
     ['Root delay', `${(s.ntp.root_delay_ms / 1000).toFixed(9)} seconds`],

@@ -148,6 +148,7 @@ export function peersStatus(s: StatusSources) {
       nts_enabled: p.ntsStatus !== undefined,
       sourcestats: {
         samples: stats.samples,
+        runs: stats.runs,
         span_s: stats.spanS,
         frequency_ppm: stats.frequencyPpm,
         skew_ppm: stats.skewPpm,

@@ -150,7 +150,7 @@ export function createWebLayer(o: WebLayerOptions): WebLayer {
   });
   let statsTimer: NodeJS.Timeout | undefined;
   let offStats: (() => void) | undefined;
-  const updateStats = (): void => o.stats.update(o.manager.snapshot().sources);
+  const updateStats = (): void => o.stats.update(o.manager.snapshot().sources, o.manager.correction);
 
   return {
     logs,
