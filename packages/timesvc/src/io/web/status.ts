@@ -171,8 +171,8 @@ function verdictReason(
     case 'selected':
       return 'system peer: best of the truechimers';
     case 'candidate':
-      // timesvc follows one system peer and combines nothing (README "Selection").
-      return 'truechimer, not chosen (sources are not combined)';
+      // timesvc follows one system peer; the other truechimers are its fallbacks (README "Clock discipline").
+      return 'truechimer, standby: agrees with the system peer, used if it fails';
     case 'falseticker':
       return 'falseticker: outside the intersection of the correctness intervals';
     case 'held':

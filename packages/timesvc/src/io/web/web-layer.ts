@@ -87,6 +87,7 @@ export function createWebLayer(o: WebLayerOptions): WebLayer {
     gpsdo: o.gpsdo,
     ptp: o.ptp,
     defaultCredential: () => lab.length > 0,
+    labCredential: () => lab,
     logger: o.logger,
     logs,
     auth,
