@@ -224,7 +224,7 @@ export function formatTracking(s: TrackingStatus): string {
   const rows: [string, string][] = [
     ['Reference ID', `${s.ntp.ref_id_hex} (${s.ntp.ref_id})`],
     ['Stratum', String(s.ntp.stratum)],
-    ['Ref time (UTC)', c.last_sync ? new Date(c.last_sync).toUTCString() : '-'],
+    ['Ref time (UTC)', chronyDate(c.last_sync)],
     ['Clock state', c.state.toUpperCase()],
     ['Reference', c.active_reference ?? '-'],
     ['Last offset', signed(-c.offset_ns)],
@@ -245,6 +245,152 @@ export function formatTracking(s: TrackingStatus): string {
     ['Leap status', leap],
   ];
   return rows.map(([k, v]) => `${k.padEnd(16)}: ${v}`).join('\n') + '\n';
+}
+
+/** chronyc's time of day (client.c %T: strftime "%a %b %d %H:%M:%S %Y", UTC). */
+export function chronyDate(iso: string | null): string {
+  if (!iso) return '-';
+  const d = new Date(iso);
+  const [wd, , , , time] = d.toUTCString().split(' ');
+  const month = d.toLocaleString('en-US', { month: 'short', timeZone: 'UTC' });
+  const day = String(d.getUTCDate()).padStart(2, '0');
+  return `${(wd ?? '').replace(',', '')} ${month} ${day} ${time ?? ''} ${d.getUTCFullYear()}`;
+}
+
+const LEAP_TEXT = ['Normal', 'Insert second', 'Delete second', 'Not synchronised'];
+const MODE_TEXT: Record<number, string> = { 1: 'Active peer', 2: 'Passive peer', 4: 'Server' };
+
+/** `ntpdata` of `GET /api/peers` (each source's `ntpdata`; docs/cli.md "ntpdata"). */
+export interface NtpDataRow {
+  address: string;
+  ntpdata: {
+    remote_address: string | null;
+    remote_port: number;
+    local_address: string | null;
+    leap: number;
+    version: number | null;
+    mode: number | null;
+    stratum: number;
+    poll: number;
+    precision: number | null;
+    root_delay_s: number;
+    root_dispersion_s: number;
+    ref_id_hex: string;
+    reference_time: string | null;
+    offset_s: number | null;
+    peer_delay_s: number | null;
+    peer_dispersion_s: number | null;
+    response_time_s: number | null;
+    authenticated: boolean;
+    tx_timestamping: string | null;
+    rx_timestamping: string | null;
+    total_tx: number;
+    total_rx: number;
+    total_valid_rx: number;
+    total_good_rx: number;
+  };
+}
+
+/**
+ * chronyc ntpdata's rows (client.c process_cmd_ntpdata) per source, or for the one named. Offset is RFC
+ * 5905's θ (source − served clock), which is also chronyd's sign here. Rows chronyd has and timesvc does
+ * not measure (jitter asymmetry, the NTP test bits, interleaved mode, hardware timestamps) say so.
+ */
+export function formatNtpdata(rows: readonly NtpDataRow[], only?: string): string {
+  const chosen = only ? rows.filter((r) => r.address === only || r.ntpdata.remote_address === only) : rows;
+  if (only && chosen.length === 0) throw new Error(`no source ${only}`);
+  const f9 = (v: number | null, signed = false): string =>
+    v === null ? '-' : `${signed && v >= 0 ? '+' : ''}${v.toFixed(9)} seconds`;
+  const ts = (v: string | null): string => (v === 'kernel' ? 'Kernel' : v === 'daemon' ? 'Daemon' : '-');
+  const blocks = chosen.map((r) => {
+    const d = r.ntpdata;
+    const rows: [string, string][] = [
+      ['Remote address', `${d.remote_address ?? r.address} (${r.address})`],
+      ['Remote port', String(d.remote_port)],
+      ['Local address', d.local_address ?? '-'],
+      ['Leap status', LEAP_TEXT[d.leap] ?? String(d.leap)],
+      ['Version', d.version === null ? '-' : String(d.version)],
+      ['Mode', d.mode === null ? '-' : (MODE_TEXT[d.mode] ?? String(d.mode))],
+      ['Stratum', String(d.stratum)],
+      ['Poll interval', `${d.poll} (${(2 ** d.poll).toFixed(0)} seconds)`],
+      ['Precision', d.precision === null ? '-' : `${d.precision} (${(2 ** d.precision).toFixed(9)} seconds)`],
+      ['Root delay', `${d.root_delay_s.toFixed(6)} seconds`],
+      ['Root dispersion', `${d.root_dispersion_s.toFixed(6)} seconds`],
+      ['Reference ID', d.ref_id_hex],
+      ['Reference time', chronyDate(d.reference_time)],
+      ['Offset', f9(d.offset_s, true)],
+      ['Peer delay', f9(d.peer_delay_s)],
+      ['Peer dispersion', f9(d.peer_dispersion_s)],
+      ['Response time', f9(d.response_time_s)],
+      ['Jitter asymmetry', 'not measured'],
+      ['NTP tests', 'not reported (a reply failing one is not counted as good)'],
+      ['Interleaved', 'No'],
+      ['Authenticated', d.authenticated ? 'Yes' : 'No'],
+      ['TX timestamping', ts(d.tx_timestamping)],
+      ['RX timestamping', ts(d.rx_timestamping)],
+      ['Total TX', String(d.total_tx)],
+      ['Total RX', String(d.total_rx)],
+      ['Total valid RX', String(d.total_valid_rx)],
+      ['Total good RX', String(d.total_good_rx)],
+    ];
+    return rows.map(([k, v]) => `${k.padEnd(16)}: ${v}`).join('\n') + '\n';
+  });
+  if (blocks.length === 0) return '(no upstream peers configured)\n';
+  return blocks.join('\n');
+}
+
+export interface ServerStatsStatus {
+  ntp: {
+    request_count: number;
+    response_count: number;
+    kod_rate_count: number;
+    kod_deny_count: number;
+    dropped?: Record<string, number>;
+    send_error_count?: number;
+    authenticated_count?: number;
+    rx_timestamps: string;
+  };
+  nts: {
+    running: boolean;
+    total_ke_requests?: number;
+    total_ke_success?: number;
+    total_ke_failures?: number;
+  };
+}
+
+/**
+ * chronyc serverstats' rows (client.c process_cmd_serverstats) that timesvc has, then its own counters.
+ * "NTP packets dropped" is chronyd's meaning: dropped by rate limiting; the other drops follow.
+ */
+export function formatServerstats(s: ServerStatsStatus): string {
+  const n = s.ntp;
+  const dropped = n.dropped ?? {};
+  const other = Object.entries(dropped)
+    .filter(([k]) => k !== 'rate_limited')
+    .reduce((a, [, v]) => a + v, 0);
+  const rows: [string, string][] = [
+    ['NTP packets received', String(n.request_count)],
+    ['NTP packets dropped', String(dropped['rate_limited'] ?? 0)],
+    ['NTS-KE connections accepted', s.nts.running ? String(s.nts.total_ke_requests ?? 0) : '-'],
+    ['NTS-KE connections failed', s.nts.running ? String(s.nts.total_ke_failures ?? 0) : '-'],
+    ['Authenticated NTP packets', String(n.authenticated_count ?? 0)],
+    ['Interleaved NTP packets', '0 (not offered)'],
+    ['NTP RX timestamps', n.rx_timestamps === 'kernel' ? 'kernel' : n.rx_timestamps],
+    ['NTP responses sent', String(n.response_count)],
+    ['KoD RATE sent', String(n.kod_rate_count)],
+    ['KoD DENY sent', String(n.kod_deny_count)],
+    [
+      'NTP packets refused',
+      `${other} (${
+        Object.entries(dropped)
+          .filter(([k, v]) => k !== 'rate_limited' && v > 0)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ') || 'none'
+      })`,
+    ],
+    ['NTP send errors', String(n.send_error_count ?? 0)],
+  ];
+  return rows.map(([k, v]) => `${k.padEnd(27)}: ${v}`).join('\n') + '\n';
 }
 
 /** One line per query, readable: offset, delay, stratum, refid as text where it is ASCII. */
