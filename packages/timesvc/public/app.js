@@ -158,7 +158,7 @@
   function loadHistory(points) {
     if (!Array.isArray(points)) return;
     history.length = 0;
-    for (const p of points) history.push({ t: p.t, off: p.offset_s, jit: p.jitter_s, err: p.error_s });
+    for (const p of points) history.push({ t: p.t, off: -p.offset_s, jit: p.jitter_s, err: p.error_s });
     drawChart();
   }
 
@@ -206,7 +206,8 @@
     const c = s.clock;
     $('state').textContent = c.state;
     $('state').dataset.state = c.state;
-    $('offset').textContent = fmt(c.offset_ns / 1e9);
+    // Offsets in chronyc's sign (docs/cli.md "Signs"): served clock − reference, positive when ahead.
+    $('offset').textContent = fmt(-c.offset_ns / 1e9);
     $('error').textContent =
       c.estimated_error_ns === null ? 'unsynchronised' : `± ${fmt(c.estimated_error_ns / 1e9, false)}`;
     $('stratum').textContent = s.ntp ? String(s.ntp.stratum) : '—';
@@ -217,7 +218,7 @@
     if (history.length && history[history.length - 1].t >= now) history.pop();
     history.push({
       t: now,
-      off: c.offset_ns / 1e9,
+      off: -c.offset_ns / 1e9,
       jit: c.jitter_ns / 1e9,
       err: c.estimated_error_ns === null ? null : c.estimated_error_ns / 1e9,
     });
@@ -243,7 +244,7 @@
       s.nts && s.nts.running ? { ...s.nts, ke_requests_per_s: keRate(s.nts) } : null,
       'NTS not enabled',
     );
-    kv($('gpsdo'), gpsdoView(s.gpsdo), 'GPSDO not enabled');
+    kv($('gpsdo'), gpsdoView(s.gpsdo, Date.parse(s.time)), 'GPSDO not enabled');
     kv($('ptp'), s.ptp, 'PTP not enabled');
     renderSky(s.gpsdo);
   }
@@ -256,12 +257,23 @@
     const x = Math.floor(sec % 60);
     return d ? `${d} d ${h} h` : h ? `${h} h ${m} min` : m ? `${m} min ${x} s` : `${x} s`;
   };
-  function gpsdoView(g) {
+  // Last PPS / NMEA as an age on the served clock ("0.4 s ago"): a wall of ISO stamps wraps and hides staleness.
+  const ago = (iso, now) => {
+    const t = iso ? Date.parse(iso) : NaN;
+    return Number.isFinite(t) ? `${Math.max(0, (now - t) / 1000).toFixed(1)} s ago` : '—';
+  };
+  function gpsdoView(g, now) {
     if (!g || g.message || typeof g.lock_duration !== 'number') return g;
-    const { lock_duration: ns, fix_mode: mode, ...rest } = g;
+    const { lock_duration: ns, fix_mode: mode, last_pps: pps, last_nmea: nmea, ...rest } = g;
     // NMEA GSA fix modes; without a valid fix the server reports 1 (docs/gpsdo.md).
     const fix = g.fix ? (['', 'none', '2D', '3D'][mode] ?? String(mode)) : 'none';
-    return { ...rest, fix, locked_for: g.locked ? duration(ns / 1e9) : '—' };
+    return {
+      ...rest,
+      fix,
+      last_pps: ago(pps, now),
+      last_nmea: ago(nmea, now),
+      locked_for: g.locked ? duration(ns / 1e9) : '—',
+    };
   }
 
   // GPS satellites as a sky plot (centre = zenith, rim = horizon, north up; filled = used in the fix) and one
@@ -382,7 +394,7 @@
         p.address,
         p.stratum,
         reach,
-        fmt(p.offset_us === null ? null : p.offset_us / 1e6),
+        fmt(p.offset_us === null ? null : -p.offset_us / 1e6),
         fmt(p.delay_us === null ? null : p.delay_us / 1e6, false),
         fmt(p.jitter_us === null ? null : p.jitter_us / 1e6, false),
         p.last_rx_age_s == null ? '—' : `${Math.round(p.last_rx_age_s)} s`,

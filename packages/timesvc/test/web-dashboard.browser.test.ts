@@ -163,7 +163,7 @@ test('with the dummy GPSDO: stratum 1, the GPSDO panel with its lock time, a sky
     gpsdo: { enabled: true, type: 'dummy' },
   });
   try {
-    const page = await browser.newPage({ viewport: { width: 1920, height: 1080 } });
+    const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
     const errors: string[] = [];
     await watchPage(page, errors);
     await page.goto(gps.url + '/');
