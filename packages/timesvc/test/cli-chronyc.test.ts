@@ -154,6 +154,27 @@ test('LastRx, ntpdata, sourcestats and serverstats as chronyc prints them for th
   assert.ok(Number(s[1]) >= 3 && Number(s[2]) >= 1 && Number(s[2]) <= Number(s[1]), ourStats);
   assert.ok(Math.abs(Number(s[4])) < 50, `residual frequency within reason: ${s[4]} ppm`);
 
+  const theirRow =
+    theirStats
+      .split('\n')
+      .find((l) => l.startsWith('127.0.0.1'))
+      ?.trim()
+      .split(/\s+/) ?? [];
+  assert.ok(
+    Math.abs(Number(s[4]) - Number(theirRow[4])) < 2,
+    `residual frequencies of the same source agree: ${s[4]} vs chronyc ${theirRow[4]} ppm`,
+  );
+
+  // One frequency definition: both follow a source on this host's own clock, so tracking's Frequency (the
+  // host clock's rate error, "slow"/"fast") agrees between the two tools, and so does its sign convention.
+  const freq = (text: string): number => {
+    const m = /^Frequency\s+: ([\d.]+) ppm (slow|fast)$/m.exec(text);
+    assert.ok(m, text);
+    return Number(m[1]) * (m[2] === 'fast' ? 1 : -1);
+  };
+  const [ourFreq, theirFreq] = [freq(await timesvc('tracking')), freq(await chronyc(socket, 'tracking'))];
+  assert.ok(Math.abs(ourFreq - theirFreq) < 2, `tracking Frequency ${ourFreq} vs chronyc ${theirFreq} ppm`);
+
   // serverstats: three requests to each server: "NTP packets received" moves by three on both.
   const before = [rows(await chronyc(socket, 'serverstats')), rows(await timesvc('serverstats'))];
   for (let i = 0; i < 3; i++) {
