@@ -6,7 +6,7 @@ import type { ClockManager } from '../../domain/clock-manager.ts';
 import { authorise, hostAllowed, requestToken, type WebApiContext } from './api.ts';
 import { LOG_LEVELS, levelAtLeast, type LogEntry, type LogLevel, type LogRing } from './log-ring.ts';
 import type { ReferenceEvent, ReferenceEventWatcher } from './reference-events.ts';
-import { fullStatus, type StatusSources } from './status.ts';
+import { clockStatus, fullStatus, type StatusSources } from './status.ts';
 import { historyPoint, StatusHistory } from './status-history.ts';
 
 /**
@@ -192,9 +192,14 @@ export class Streams {
   }
 
   #pushStatus(): void {
+    if (this.#status.size === 0) {
+      // Nobody watching: only the chart's point (the clock part of the status), so a page opened later
+      // still starts with the last five minutes.
+      this.history.add(historyPoint(this.#o.ctx.servedNowMs(), clockStatus(this.#o.ctx)));
+      return;
+    }
     const status = fullStatus(this.#o.ctx);
     this.history.add(historyPoint(Date.parse(status.time), status.clock));
-    if (this.#status.size === 0) return;
     const text = JSON.stringify({ type: 'status', data: status });
     for (const ws of [...this.#status.keys()]) {
       if (ws.bufferedAmount > this.#o.maxBufferedBytes) this.#tooSlow(ws, 'status buffer full');
