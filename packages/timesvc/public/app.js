@@ -51,6 +51,31 @@
   function showLogin() {
     $('app').hidden = true;
     $('login').hidden = false;
+    void showLabNote();
+  }
+  // The documented lab credential, named while the server uses it (public route; nothing with real users).
+  async function showLabNote() {
+    const note = $('labNote');
+    const res = await fetch('/api/auth/lab-credential').catch(() => null);
+    const lab = res && res.ok ? await res.json().catch(() => null) : null;
+    note.hidden = !lab || !lab.in_use;
+    note.dataset.checked = lab ? 'yes' : 'failed';
+    if (note.hidden) return;
+    note.replaceChildren();
+    const add = (text, strong) => {
+      const el = document.createElement(strong ? 'code' : 'span');
+      el.textContent = text;
+      note.append(el);
+    };
+    if (lab.users.length) {
+      add('Lab credential in use: user ');
+      add(lab.users.join(', '), true);
+      add(', password ');
+      add(lab.password, true);
+      add('. ');
+    }
+    if (lab.jwt_secret) add('The documented lab JWT secret is in use. ');
+    add('Anyone can log in; change it before production use.');
   }
   function logout() {
     sessionStorage.clear();
@@ -102,11 +127,39 @@
     statusWs = new WebSocket(wsUrl('/api/ws/status'));
     statusWs.onmessage = (m) => {
       const msg = JSON.parse(m.data);
+      if (msg.type === 'history') loadHistory(msg.data);
       if (msg.type === 'status') render(msg.data);
     };
     statusWs.onclose = (e) => {
+      staleReason = 'connection to the server lost; reconnecting';
+      checkStale();
       if (token && e.code !== 1000) retry = setTimeout(connectStatus, 2000);
     };
+  }
+
+  // Stale: no status for 3 s (or the stream closed): grey, with the reason and the age of what is shown.
+  let lastStatusAt = 0;
+  let staleReason = '';
+  function checkStale() {
+    if (!token || !lastStatusAt) return;
+    const age = (Date.now() - lastStatusAt) / 1000;
+    const stale = age > 3 || (statusWs && statusWs.readyState !== WebSocket.OPEN);
+    $('app').classList.toggle('stale', Boolean(stale));
+    $('stale').hidden = !stale;
+    if (stale) {
+      const why =
+        statusWs && statusWs.readyState === WebSocket.OPEN ? 'no update from the server' : staleReason;
+      $('stale').textContent = `STALE — ${why}; showing data from ${Math.round(age)} s ago`;
+    }
+  }
+  setInterval(checkStale, 1000);
+
+  // The server keeps the chart's last five minutes (one point per second): a reload starts with them.
+  function loadHistory(points) {
+    if (!Array.isArray(points)) return;
+    history.length = 0;
+    for (const p of points) history.push({ t: p.t, off: -p.offset_s, jit: p.jitter_s, err: p.error_s });
+    drawChart();
   }
 
   function connectLogs() {
@@ -123,6 +176,8 @@
         d.className = e.level;
         d.dataset.seq = e.seq;
         d.textContent = `${e.timestamp.slice(11, 23)} ${e.level.padEnd(7)} ${e.component}: ${e.message}`;
+        const fields = logFields(e.fields);
+        if (fields) d.append(' ', fields);
         box.append(d);
       }
       while (box.childElementCount > 500) box.firstElementChild.remove();
@@ -130,21 +185,40 @@
     };
   }
   $('logLevel').addEventListener('change', connectLogs);
+  // A log entry's fields (from/to/reason, source, offset …) as key=value after the message: they carry
+  // what happened. Objects are shown as compact JSON.
+  function logFields(fields) {
+    if (!fields || typeof fields !== 'object') return null;
+    const span = document.createElement('span');
+    span.className = 'fields';
+    for (const [k, v] of Object.entries(fields)) {
+      if (v === undefined) continue;
+      const key = document.createElement('b');
+      key.textContent = k;
+      const text = typeof v === 'string' ? (/\s/.test(v) ? JSON.stringify(v) : v) : JSON.stringify(v);
+      span.append(span.childNodes.length ? ' ' : '', key, `=${text}`);
+    }
+    return span.childNodes.length ? span : null;
+  }
 
   function render(s) {
     $('banner').hidden = !s.default_credential;
     const c = s.clock;
     $('state').textContent = c.state;
     $('state').dataset.state = c.state;
-    $('offset').textContent = fmt(c.offset_ns / 1e9);
+    // Offsets in chronyc's sign (docs/cli.md "Signs"): served clock − reference, positive when ahead.
+    $('offset').textContent = fmt(-c.offset_ns / 1e9);
     $('error').textContent =
       c.estimated_error_ns === null ? 'unsynchronised' : `± ${fmt(c.estimated_error_ns / 1e9, false)}`;
     $('stratum').textContent = s.ntp ? String(s.ntp.stratum) : '—';
     $('reference').textContent = c.active_reference || c.last_reference || 'none';
-    const now = Date.now();
+    lastStatusAt = Date.now();
+    checkStale();
+    const now = Date.parse(s.time);
+    if (history.length && history[history.length - 1].t >= now) history.pop();
     history.push({
       t: now,
-      off: c.offset_ns / 1e9,
+      off: -c.offset_ns / 1e9,
       jit: c.jitter_ns / 1e9,
       err: c.estimated_error_ns === null ? null : c.estimated_error_ns / 1e9,
     });
@@ -170,7 +244,7 @@
       s.nts && s.nts.running ? { ...s.nts, ke_requests_per_s: keRate(s.nts) } : null,
       'NTS not enabled',
     );
-    kv($('gpsdo'), gpsdoView(s.gpsdo), 'GPSDO not enabled');
+    kv($('gpsdo'), gpsdoView(s.gpsdo, Date.parse(s.time)), 'GPSDO not enabled');
     kv($('ptp'), s.ptp, 'PTP not enabled');
     renderSky(s.gpsdo);
   }
@@ -183,10 +257,23 @@
     const x = Math.floor(sec % 60);
     return d ? `${d} d ${h} h` : h ? `${h} h ${m} min` : m ? `${m} min ${x} s` : `${x} s`;
   };
-  function gpsdoView(g) {
+  // Last PPS / NMEA as an age on the served clock ("0.4 s ago"): a wall of ISO stamps wraps and hides staleness.
+  const ago = (iso, now) => {
+    const t = iso ? Date.parse(iso) : NaN;
+    return Number.isFinite(t) ? `${Math.max(0, (now - t) / 1000).toFixed(1)} s ago` : '—';
+  };
+  function gpsdoView(g, now) {
     if (!g || g.message || typeof g.lock_duration !== 'number') return g;
-    const { lock_duration: ns, ...rest } = g;
-    return { ...rest, locked_for: g.locked ? duration(ns / 1e9) : '—' };
+    const { lock_duration: ns, fix_mode: mode, last_pps: pps, last_nmea: nmea, ...rest } = g;
+    // NMEA GSA fix modes; without a valid fix the server reports 1 (docs/gpsdo.md).
+    const fix = g.fix ? (['', 'none', '2D', '3D'][mode] ?? String(mode)) : 'none';
+    return {
+      ...rest,
+      fix,
+      last_pps: ago(pps, now),
+      last_nmea: ago(nmea, now),
+      locked_for: g.locked ? duration(ns / 1e9) : '—',
+    };
   }
 
   // GPS satellites as a sky plot (centre = zenith, rim = horizon, north up; filled = used in the fix) and one
@@ -290,14 +377,16 @@
       const tr = document.createElement('tr');
       tr.dataset.address = p.address;
       if (p.selected) tr.className = 'selected';
+      // chronyc's marks: * system peer, - truechimer on standby (timesvc combines none, so no +),
+      // x falseticker or held back, ? unusable.
       const mark = p.selected
-        ? '★'
-        : p.verdict === 'candidate'
-          ? '+'
-          : p.verdict === 'falseticker'
-            ? '✗'
-            : p.reachable
-              ? '·'
+        ? '*'
+        : !p.reachable
+          ? '?'
+          : p.verdict === 'candidate'
+            ? '-'
+            : p.verdict === 'falseticker' || p.verdict === 'held'
+              ? 'x'
               : '?';
       const reach = p.reach.toString(2).padStart(8, '0').replaceAll('1', '●').replaceAll('0', '○');
       const cells = [
@@ -305,10 +394,10 @@
         p.address,
         p.stratum,
         reach,
-        fmt(p.offset_us === null ? null : p.offset_us / 1e6),
+        fmt(p.offset_us === null ? null : -p.offset_us / 1e6),
         fmt(p.delay_us === null ? null : p.delay_us / 1e6, false),
         fmt(p.jitter_us === null ? null : p.jitter_us / 1e6, false),
-        p.last_sample_age_s === null ? '—' : `${Math.round(p.last_sample_age_s)} s`,
+        p.last_rx_age_s == null ? '—' : `${Math.round(p.last_rx_age_s)} s`,
         p.verdict_reason,
         p.nts_enabled ? 'yes' : 'no',
       ];
@@ -330,8 +419,10 @@
     const h = (cv.height = cv.clientHeight * devicePixelRatio);
     const g = cv.getContext('2d');
     g.clearRect(0, 0, w, h);
+    cv.dataset.points = String(history.length);
     if (history.length < 2) return;
-    const now = Date.now();
+    // The axis ends at the newest point (served time), so the browser's own clock does not shift it.
+    const now = history[history.length - 1].t;
     let max = 1e-6;
     for (const p of history) max = Math.max(max, Math.abs(p.off) + p.jit, p.err ?? 0);
     const x = (t) => ((t - (now - WINDOW_MS)) / WINDOW_MS) * w;

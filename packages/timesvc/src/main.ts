@@ -10,11 +10,15 @@ import {
   apiGet,
   apiTarget,
   configWarnings,
+  formatNtpdata,
   formatQuery,
+  formatServerstats,
   formatSources,
   formatSourcestats,
   formatTracking,
+  type NtpDataRow,
   type PeerRow,
+  type ServerStatsStatus,
   type TrackingStatus,
 } from './io/cli-commands.ts';
 
@@ -167,6 +171,18 @@ await runCli(
       summary: 'The served clock of a running server, like chronyc tracking',
       options: { ...apiOptions, json: { type: 'boolean' as const, description: 'print the API JSON' } },
       run: ({ values }) => fromApi(values, '/api/status', (b) => formatTracking(b as TrackingStatus)),
+    },
+    ntpdata: {
+      summary: 'The last NTP reply and packet totals per source, like chronyc ntpdata [address]',
+      positionals: '[address]',
+      options: { ...apiOptions, json: { type: 'boolean' as const, description: 'print the API JSON' } },
+      run: ({ values, positionals }) =>
+        fromApi(values, '/api/peers', (b) => formatNtpdata(b as NtpDataRow[], positionals[0])),
+    },
+    serverstats: {
+      summary: 'NTP server counters of a running server, like chronyc serverstats',
+      options: { ...apiOptions, json: { type: 'boolean' as const, description: 'print the API JSON' } },
+      run: ({ values }) => fromApi(values, '/api/status', (b) => formatServerstats(b as ServerStatsStatus)),
     },
     'hash-password': {
       summary:

@@ -12,6 +12,7 @@ import {
   peerPolls,
 } from '../src/config.ts';
 import { configWarnings, formatSources, type PeerRow } from '../src/io/cli-commands.ts';
+import { peerRow } from './helpers/cli.ts';
 
 test('the committed configs parse: demo, lab without GPS, GPSDO example', () => {
   const demo = loadTimesvcConfig(join(repoRoot, 'config/timesvc.demo.yaml'), {});
@@ -53,29 +54,7 @@ test('check-config on a GPSDO-only config: no "stay unsynchronised" (it synchron
 });
 
 test('sources marks as chronyc: a truechimer not chosen is "-" (nothing is combined), a held-back level "x"', () => {
-  const row = (verdict: string, selected = false): PeerRow => ({
-    address: `192.0.2.1:123`,
-    stratum: 2,
-    poll: 6,
-    reach: 255,
-    reachable: true,
-    selected,
-    verdict,
-    offset_us: 12,
-    jitter_us: 3,
-    root_distance_us: 900,
-    last_sample_age_s: 300,
-    last_rx_age_s: 20,
-    nts_enabled: false,
-    sourcestats: {
-      samples: 0,
-      span_s: 0,
-      frequency_ppm: null,
-      skew_ppm: null,
-      offset_us: null,
-      stddev_us: null,
-    },
-  });
+  const row = (verdict: string, selected = false): PeerRow => peerRow({ verdict, selected });
   const lines = formatSources([row('selected', true), row('candidate'), row('held'), row('falseticker')])
     .split('\n')
     .slice(2, 6);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { GpsReceiverModel, type GpsdoEvent, type GpsSample } from '../src/domain/gpsdo.ts';
+import { GpsReceiverModel, gpsdoApiBody, type GpsdoEvent, type GpsSample } from '../src/domain/gpsdo.ts';
 import { buildNmea, parseNmea } from '../src/protocol/nmea.ts';
 import { parsePpsAssert, ppsSysfsPath, formatPpsAssert } from '../src/protocol/pps.ts';
 
@@ -139,9 +139,15 @@ test('a fix without PPS loses the lock after 2 s (pps_lost), and a fix loss is r
   h.pps(T0 + 5, 0, 6, 5000);
   h.fix(T0 + 5, 5100);
   assert.equal(h.m.locked, true);
+  assert.equal(gpsdoApiBody(h.m.status(5200), 5200)['fix_mode'], 3, 'a valid 3D fix');
   h.m.tick(9000);
   assert.equal(h.m.locked, false);
   assert.ok(h.events.some((e) => e.type === 'fix_lost'));
+  // The last GSA said 3D; without a valid fix the API says "fix not available" (NMEA GSA mode 1), so the
+  // dashboard never shows "fix mode 3" beside "fix false".
+  const body = gpsdoApiBody(h.m.status(9000), 9000);
+  assert.equal(h.m.status(9000).fix.valid, false);
+  assert.equal(body['fix_mode'], 1);
 });
 
 test('GSV cycles: satellites that left view are pruned on the next complete cycle; used from GSA', () => {

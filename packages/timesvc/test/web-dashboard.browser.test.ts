@@ -7,6 +7,9 @@ import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { launchChromium, watchPage } from '@broadcast-ops/core/testing/browser';
+import { repoRoot } from '@broadcast-ops/core/testing';
+import { loadTimesvcConfig } from '../src/config.ts';
+import { LAB_PASSWORD, LAB_USERNAME } from '../src/io/web/lab-credential.ts';
 import { startService } from './helpers/service.ts';
 import { PASSWORDS, startWebRig, type WebRig } from './helpers/web.ts';
 
@@ -36,6 +39,63 @@ async function open(size: { width: number; height: number }): Promise<{ page: Pa
   return { page, errors };
 }
 
+test('login page: no lab-credential note with a real user list', async () => {
+  const { page, errors } = await open({ width: 1440, height: 900 });
+  await page.waitForSelector('#login:not([hidden])');
+  await page.waitForSelector('#labNote[data-checked="yes"]', { state: 'attached', timeout: 10_000 });
+  assert.equal(await page.isHidden('#labNote'), true, 'no note when the users are real');
+  assert.deepEqual(errors, []);
+  await page.close();
+});
+
+test("login page with the demo config's credential: the note names it; stale data goes grey with its age", async () => {
+  const demo = loadTimesvcConfig(join(repoRoot, 'config/timesvc.demo.yaml'), {});
+  const lab = await startWebRig({ web: { users: demo.web.users, jwt_secret: demo.web.jwt_secret } });
+  let closed = false;
+  try {
+    for (const size of [
+      { width: 1440, height: 900, name: 'login-lab-wall.png' },
+      { width: 390, height: 844, name: 'login-lab-phone.png' },
+    ]) {
+      const page = await browser.newPage({ viewport: size });
+      const errors: string[] = [];
+      await watchPage(page, errors);
+      await page.goto(lab.url + '/');
+      await page.waitForSelector('#labNote:not([hidden])', { timeout: 10_000 });
+      const note = (await page.textContent('#labNote')) ?? '';
+      assert.match(note, new RegExp(`user ${LAB_USERNAME}, password ${LAB_PASSWORD}`), note);
+      assert.match(note, /lab JWT secret/);
+      await page.screenshot({ path: join(SHOTS, size.name) });
+      if (size.width === 390) {
+        await page.fill('#user', LAB_USERNAME);
+        await page.fill('#password', LAB_PASSWORD);
+        await page.click('#signin');
+        await page.waitForSelector('#state[data-state="locked"]', { timeout: 30_000 });
+        assert.equal(await page.isHidden('#banner'), false, 'the banner says so once logged in');
+        await lab.close();
+        closed = true;
+        await page.waitForSelector('#stale:not([hidden])', { timeout: 10_000 });
+        assert.match((await page.textContent('#stale')) ?? '', /STALE — .+ \d+ s ago/);
+        assert.equal(
+          await page.evaluate<boolean>(`document.getElementById('app').classList.contains('stale')`),
+          true,
+        );
+        await page.screenshot({ path: join(SHOTS, 'phone-stale.png'), fullPage: true });
+        // The reconnect attempts fail while the server is gone: only those are allowed as console errors.
+        assert.deepEqual(
+          errors.filter((e) => !/WebSocket connection .* failed|ERR_CONNECTION_REFUSED/.test(e)),
+          [],
+        );
+      } else {
+        assert.deepEqual(errors, []);
+      }
+      await page.close();
+    }
+  } finally {
+    if (!closed) await lab.close();
+  }
+});
+
 async function login(page: Page, user: keyof typeof PASSWORDS): Promise<void> {
   await page.waitForSelector('#login:not([hidden])');
   await page.fill('#user', user);
@@ -46,7 +106,7 @@ async function login(page: Page, user: keyof typeof PASSWORDS): Promise<void> {
 }
 
 test('admin: log in, state and chart move, logs shown, add a peer and see it in the sources table', async () => {
-  const { page, errors } = await open({ width: 1920, height: 1080 });
+  const { page, errors } = await open({ width: 1440, height: 900 });
   await login(page, 'admin');
   await page.waitForSelector('#state[data-state="locked"]', { timeout: 15_000 });
   const fontSize = await page.evaluate<number>(
@@ -54,6 +114,10 @@ test('admin: log in, state and chart move, logs shown, add a peer and see it in 
   );
   assert.ok(fontSize >= 40, `state readable across a room (${fontSize}px)`);
   await page.waitForSelector('#logs div', { timeout: 10_000 });
+  // The log lines carry their fields: the state change says from, to and why.
+  const stateLine = await page.textContent('#logs div:has-text("to=LOCKED")', { timeout: 10_000 });
+  assert.match(stateLine ?? '', /clock: clock state from=\w+ to=LOCKED reason=/, `${stateLine}`);
+  assert.equal(await page.isHidden('#stale'), true, 'fresh data is not marked stale');
   const chart1 = await page.evaluate<string>(`document.getElementById('chart').toDataURL()`);
   await page.waitForTimeout(2500);
   const chart2 = await page.evaluate<string>(`document.getElementById('chart').toDataURL()`);
@@ -67,6 +131,14 @@ test('admin: log in, state and chart move, logs shown, add a peer and see it in 
   await page.waitForSelector('#logs div:has-text("reference")', { timeout: 10_000 });
   await page.evaluate('scrollTo(0, 0)');
   await page.screenshot({ path: join(SHOTS, 'wall-admin.png') });
+  // The server keeps the chart's last five minutes: right after a reload the chart already holds more
+  // points than the page could have gathered itself (one per second).
+  const loaded = Date.now();
+  await page.reload();
+  await page.waitForSelector('#chart[data-points]', { timeout: 10_000 });
+  const points = Number(await page.getAttribute('#chart', 'data-points'));
+  const own = Math.ceil((Date.now() - loaded) / 1000) + 1;
+  assert.ok(points >= 10 && points > own + 5, `${points} points after a reload (${own} s on the page)`);
   assert.deepEqual(errors, []);
   await page.close();
 });
@@ -91,7 +163,7 @@ test('with the dummy GPSDO: stratum 1, the GPSDO panel with its lock time, a sky
     gpsdo: { enabled: true, type: 'dummy' },
   });
   try {
-    const page = await browser.newPage({ viewport: { width: 1920, height: 1080 } });
+    const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
     const errors: string[] = [];
     await watchPage(page, errors);
     await page.goto(gps.url + '/');

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import WebSocket from 'ws';
 import { startService } from './helpers/service.ts';
+import { historyPoint, StatusHistory } from '../src/io/web/status-history.ts';
 import { startWebRig, until, type WebRig } from './helpers/web.ts';
 
 interface Msg {
@@ -86,7 +87,9 @@ test('status: on connect, on every clock-state change at once, and every second'
   });
   const c = connect(rig, '/api/ws/status', token);
   await c.open;
-  const first = await until(() => c.messages[0], 1000, 'status within a second of connecting');
+  const first = await until(() => c.messages[1], 1000, 'history and status within a second of connecting');
+  // The chart's history first (kept by the server, README "Web API: streams"), then the status.
+  assert.equal(c.messages[0]?.msg.type, 'history');
   assert.equal(first.msg.type, 'status');
   const initial = first.msg.data?.clock?.state;
   await until(() => rig.service.manager.state === 'LOCKED' || undefined, 30_000, 'locked on the upstream');
@@ -106,7 +109,33 @@ test('status: on connect, on every clock-state change at once, and every second'
   closers.push(() => rig2.close());
   const c2 = connect(rig2, '/api/ws/status', await rig2.login('viewer'));
   await c2.open;
-  await until(() => c2.messages.length >= 4 || undefined, 6000, 'a status every second');
+  await until(() => c2.messages.length >= 5 || undefined, 6000, 'a status every second');
+  // A reconnecting dashboard gets the points gathered meanwhile, one per second, oldest first.
+  const c3 = connect(rig2, '/api/ws/status', await rig2.login('viewer'));
+  await c3.open;
+  const h = await until(() => c3.messages[0], 2000, 'history on connect');
+  const points = h.msg.data as unknown as { t: number; offset_s: number; error_s: number | null }[];
+  assert.equal(h.msg.type, 'history');
+  assert.ok(points.length >= 3, `${points.length} points`);
+  for (let i = 1; i < points.length; i++)
+    assert.ok(points[i]!.t > points[i - 1]!.t, 'oldest first, no repeats');
+  assert.equal(typeof points[0]?.offset_s, 'number');
+});
+
+test('the chart history is bounded: five minutes and at most the configured points', () => {
+  const h = new StatusHistory(5 * 60_000, 100);
+  for (let i = 0; i < 1000; i++) {
+    h.add(historyPoint(i * 1000, { offset_ns: i, jitter_ns: 1, estimated_error_ns: null, state: 'locked' }));
+  }
+  assert.equal(h.points(999_000).length, 100, 'count bound');
+  const w = new StatusHistory(5 * 60_000, 1000);
+  for (let i = 0; i < 1000; i++) {
+    w.add(historyPoint(i * 1000, { offset_ns: i, jitter_ns: 1, estimated_error_ns: 5, state: 'locked' }));
+  }
+  const pts = w.points(999_000);
+  assert.equal(pts.length, 301, 'the last five minutes only');
+  assert.equal(pts[0]?.t, 699_000);
+  assert.equal(w.points(2_000_000).length, 0, 'nothing older than the window is shown');
 });
 
 test('logs: the backlog on connect, then each new line exactly once; ?level= filters', async () => {

@@ -537,7 +537,9 @@ export function gpsdoApiBody(s: GpsdoStatus, nowMonoMs: number): Record<string, 
     lock_duration: s.lockSinceMonoMs === undefined ? 0 : Math.round((nowMonoMs - s.lockSinceMonoMs) * 1e6),
     satellites: s.satellitesUsed,
     satellites_in_view: s.satellites.length,
-    fix_mode: s.fix.mode,
+    // NMEA GSA mode 1 ("fix not available") while the fix is not valid: the last GSA's 3 beside
+    // "fix: false" (holdover) contradicted itself.
+    fix_mode: s.fix.valid ? s.fix.mode : 1,
     pps_count: s.ppsCount,
     last_pps: iso(s.lastPpsUnixMs),
     last_nmea: iso(s.lastTimeUnixMs),

@@ -91,6 +91,29 @@ export interface PeerStatus {
   errorCount: number;
 }
 
+/**
+ * What `chronyc ntpdata` shows of a source (doc/chronyc.adoc "ntpdata"): the last valid reply's header,
+ * the last measurement, and the packet totals. Valid: passed the origin and header checks (chrony's
+ * first two test groups); good: its sample went to the clock filter.
+ */
+export interface PeerNtpData {
+  version: number | undefined;
+  mode: number | undefined;
+  precision: number | undefined;
+  /** Reference timestamp of the last valid reply, undefined if zero. */
+  referenceTimestamp: NtpTimestamp | undefined;
+  /** T3 − T2 of the last good reply: the server's processing and waiting time, seconds. */
+  responseTimeS: number | undefined;
+  /** The last good measurement (not the filter's choice), seconds. */
+  lastOffsetS: number | undefined;
+  lastDelayS: number | undefined;
+  lastDispersionS: number | undefined;
+  totalTx: number;
+  totalRx: number;
+  totalValidRx: number;
+  totalGoodRx: number;
+}
+
 interface Outstanding {
   transmit: NtpTimestamp;
   t1: NtpTimestamp;
@@ -117,6 +140,8 @@ export class NtpPeer {
   #lastSynchronised = false;
   #pollCount = 0;
   #errorCount = 0;
+  readonly #totals = { rx: 0, validRx: 0, goodRx: 0 };
+  #lastMeasurement: { offsetS: number; delayS: number; dispersionS: number; responseS: number } | undefined;
   /**
    * Keep the poll interval at minpoll (set by the io layer while the clock is not LOCKED): acquisition
    * needs samples, and a longer poll only delays it (chrony likewise stays at minpoll until synchronised).
@@ -213,6 +238,7 @@ export class NtpPeer {
 
   /** Feed one datagram from the peer; `t4` is the raw local clock taken on arrival. */
   receive(msg: Uint8Array, t4: NtpTimestamp, nowMs: number): PeerReceiveResult {
+    this.#totals.rx++;
     let packet: NtpPacket;
     try {
       packet = decodeNtpPacket(msg);
@@ -228,6 +254,7 @@ export class NtpPeer {
       return { kind: 'ignored', reason: 'bogus' };
     }
     this.#outstanding = undefined;
+    this.#totals.validRx++;
     const kiss = kissCode(packet);
     if (kiss !== undefined) {
       this.#handleKiss(kiss, packet, pending.sentMs);
@@ -264,6 +291,13 @@ export class NtpPeer {
     const output = this.#filter.add({ offsetS, delayS, dispersionS, atMs });
     this.#last = output;
     this.#lastRxMs = nowMs;
+    this.#totals.goodRx++;
+    this.#lastMeasurement = {
+      offsetS,
+      delayS,
+      dispersionS,
+      responseS: timestampDiffSeconds(packet.transmitTimestamp, packet.receiveTimestamp),
+    };
     // While the poll is held, good samples do not count towards raising it: that starts once LOCKED.
     // The raise itself happens with the next request (the one already scheduled keeps its time).
     this.#goodStreak = this.holdPoll ? 0 : this.#goodStreak + 1;
@@ -291,6 +325,26 @@ export class NtpPeer {
       this.#poll = Math.max(this.#poll, this.#minpoll);
       this.#nextPollMs = Math.max(this.#nextPollMs, sentMs + 2 ** this.#poll * 1000);
     }
+  }
+
+  ntpData(): PeerNtpData {
+    const p = this.#lastPacket;
+    const ref = p?.referenceTimestamp;
+    const m = this.#lastMeasurement;
+    return {
+      version: p?.version,
+      mode: p?.mode,
+      precision: p?.precision,
+      referenceTimestamp: ref && !isZeroTimestamp(ref) ? ref : undefined,
+      responseTimeS: m?.responseS,
+      lastOffsetS: m?.offsetS,
+      lastDelayS: m?.delayS,
+      lastDispersionS: m?.dispersionS,
+      totalTx: this.#pollCount,
+      totalRx: this.#totals.rx,
+      totalValidRx: this.#totals.validRx,
+      totalGoodRx: this.#totals.goodRx,
+    };
   }
 
   status(): PeerStatus {

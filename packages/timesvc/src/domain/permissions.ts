@@ -30,6 +30,7 @@ export const ROUTES: readonly RouteSpec[] = [
   { method: 'GET', url: '/api/health', permission: 'public' },
   { method: 'GET', url: '/metrics', permission: 'public' },
   { method: 'POST', url: '/api/auth/login', permission: 'public' },
+  { method: 'GET', url: '/api/auth/lab-credential', permission: 'public' },
   { method: 'GET', url: '/api/auth/me', permission: 'read' },
   { method: 'GET', url: '/api/status', permission: 'read' },
   { method: 'GET', url: '/api/status/clock', permission: 'read' },

@@ -77,6 +77,29 @@ export class PeerClient implements ReferenceSource {
   }
 
   /** NTS state of this peer, undefined for a plain NTP peer. */
+  /** The link as chronyc ntpdata shows it: remote and local address, and where the timestamps come from. */
+  get link(): {
+    remotePort: number;
+    localAddress: string | undefined;
+    rxTimestamps: 'kernel' | 'daemon' | undefined;
+    txTimestamps: 'kernel' | 'daemon' | undefined;
+  } {
+    let localAddress: string | undefined;
+    try {
+      localAddress = this.#socket?.address().address;
+    } catch {
+      localAddress = undefined;
+    }
+    const mode = (t: { kernel: boolean } | undefined): 'kernel' | 'daemon' | undefined =>
+      this.#socket === undefined ? undefined : t?.kernel ? 'kernel' : 'daemon';
+    return {
+      remotePort: this.#nts?.target?.port ?? this.#port,
+      localAddress,
+      rxTimestamps: mode(this.#arrival),
+      txTimestamps: mode(this.#transmit),
+    };
+  }
+
   get ntsStatus(): NtsPeerStatus | undefined {
     return this.#nts?.status();
   }

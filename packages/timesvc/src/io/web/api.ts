@@ -8,6 +8,7 @@ import { allowed, ROUTES, type Permission, type Role, type RouteSpec } from '../
 import type { TimesvcConfig } from '../../config.ts';
 import { Authenticator, LoginThrottle, type User } from './auth.ts';
 import { changedPaths, type ConfigStore } from './config-store.ts';
+import { LAB_PASSWORD } from './lab-credential.ts';
 import { LOG_LEVELS, type LogLevel, type LogRing } from './log-ring.ts';
 import { LoginSlots } from './login-slots.ts';
 import { clockStatus, fullStatus, ntpStatus, ntsStatus, peersStatus, type StatusSources } from './status.ts';
@@ -25,6 +26,8 @@ export interface WebApiContext extends StatusSources {
   /** Apply a new validated config at run time; returns the paths that need a restart. */
   applyConfig(next: TimesvcConfig): Promise<{ applied: string[]; restartRequired: string[] }>;
   reloadNtsCertificate(): boolean;
+  /** Which parts of the documented lab credential are in use (lab-credential.ts labCredentialUse). */
+  labCredential(): readonly string[];
 }
 
 export interface Principal {
@@ -219,6 +222,9 @@ export function registerWebApi(app: FastifyInstance, ctx: WebApiContext): void {
     { bodyLimit: 4096 },
   );
 
+  // Public, for the login page: the documented lab credential (config/timesvc.demo.yaml) while it is in
+  // use, so a lab operator can log in and everyone sees it must be changed; nothing with a real user list.
+  route('GET', '/api/auth/lab-credential', () => labCredentialNote(ctx.labCredential()));
   route('GET', '/api/auth/me', (request) => {
     const p = (request as FastifyRequest & { principal?: Principal | undefined }).principal;
     return { user: p ?? null, default_credential: ctx.defaultCredential() };
@@ -372,4 +378,20 @@ export function registerWebApi(app: FastifyInstance, ctx: WebApiContext): void {
 
 function notEnabled(what: string): never {
   throw fail('NOT_ENABLED', `${what} not enabled`);
+}
+
+/** The login page's note: which lab users (with the documented password) and whether the lab JWT secret are in use. */
+export function labCredentialNote(inUse: readonly string[]): {
+  in_use: boolean;
+  users: string[];
+  password: string | null;
+  jwt_secret: boolean;
+} {
+  const users = inUse.flatMap((w) => /^web\.users\[\d+\] \((.*)\)$/.exec(w)?.[1] ?? []);
+  return {
+    in_use: inUse.length > 0,
+    users,
+    password: users.length > 0 ? LAB_PASSWORD : null,
+    jwt_secret: inUse.includes('web.jwt_secret'),
+  };
 }

@@ -1,6 +1,6 @@
 import type { ClockManager } from '../../domain/clock-manager.ts';
 import type { SourceStatsTracker } from '../../domain/source-stats.ts';
-import { refIdToAscii, refIdToIpv4 } from '../../protocol/ntp-packet.ts';
+import { ntpToUnixMs, refIdToAscii, refIdToIpv4 } from '../../protocol/ntp-packet.ts';
 import type { TimesvcConfig } from '../../config.ts';
 import type { NtpServer } from '../ntp-server.ts';
 import type { NtsServerSide } from '../nts-service.ts';
@@ -91,6 +91,11 @@ export function ntpStatus(s: StatusSources) {
     response_count: c?.responses ?? 0,
     kod_rate_count: c?.kodRate ?? 0,
     kod_deny_count: c?.kodDeny ?? 0,
+    // chronyc serverstats (docs/cli.md): drops by reason (rate_limited is chrony's "NTP packets dropped"),
+    // NTS-authenticated requests, send errors.
+    dropped: { ...(c?.dropped ?? {}) },
+    send_error_count: c?.sendErrors ?? 0,
+    authenticated_count: s.nts()?.responder.counters.authenticated ?? 0,
     rx_timestamps: s.server()?.rxTimestamps ?? 'off',
     configured_port: cfg.port,
   };
@@ -146,8 +151,10 @@ export function peersStatus(s: StatusSources) {
       denied: ps.denied ?? null,
       last_kod: ps.lastKod ?? null,
       nts_enabled: p.ntsStatus !== undefined,
+      ntpdata: ntpData(p, ps, now),
       sourcestats: {
         samples: stats.samples,
+        runs: stats.runs,
         span_s: stats.spanS,
         frequency_ppm: stats.frequencyPpm,
         skew_ppm: stats.skewPpm,
@@ -156,6 +163,40 @@ export function peersStatus(s: StatusSources) {
       },
     };
   });
+}
+
+/** `chronyc ntpdata` for one source (doc/chronyc.adoc "ntpdata"; docs/cli.md), offsets in timesvc's sign. */
+function ntpData(p: PeerClient, ps: ReturnType<PeerClient['peerStatus']>, nowMs: number) {
+  const d = p.peer.ntpData();
+  const link = p.link;
+  const sec = (v: number | undefined): number | null => (v === undefined ? null : v);
+  return {
+    remote_address: ps.resolved ?? null,
+    remote_port: link.remotePort,
+    local_address: link.localAddress ?? null,
+    leap: ps.leap,
+    version: d.version ?? null,
+    mode: d.mode ?? null,
+    stratum: ps.stratum,
+    poll: ps.poll,
+    precision: d.precision ?? null,
+    root_delay_s: ps.rootDelayS,
+    root_dispersion_s: ps.rootDispersionS,
+    ref_id_hex: ps.referenceId.toString(16).toUpperCase().padStart(8, '0'),
+    reference_time: d.referenceTimestamp ? iso(ntpToUnixMs(d.referenceTimestamp, Date.now())) : null,
+    offset_s: sec(d.lastOffsetS),
+    peer_delay_s: sec(d.lastDelayS),
+    peer_dispersion_s: sec(d.lastDispersionS),
+    response_time_s: sec(d.responseTimeS),
+    authenticated: p.ntsStatus !== undefined,
+    tx_timestamping: link.txTimestamps ?? null,
+    rx_timestamping: link.rxTimestamps ?? null,
+    total_tx: d.totalTx,
+    total_rx: d.totalRx,
+    total_valid_rx: d.totalValidRx,
+    total_good_rx: d.totalGoodRx,
+    last_rx_age_s: ps.lastRxMs === undefined ? null : (nowMs - ps.lastRxMs) / 1000,
+  };
 }
 
 /** Why a source has its verdict, in words an operator reads (selection per RFC 5905 §11.2). */
@@ -170,8 +211,8 @@ function verdictReason(
     case 'selected':
       return 'system peer: best of the truechimers';
     case 'candidate':
-      // timesvc follows one system peer and combines nothing (README "Selection").
-      return 'truechimer, not chosen (sources are not combined)';
+      // timesvc follows one system peer; the other truechimers are its fallbacks (README "Clock discipline").
+      return 'truechimer, standby: agrees with the system peer, used if it fails';
     case 'falseticker':
       return 'falseticker: outside the intersection of the correctness intervals';
     case 'held':

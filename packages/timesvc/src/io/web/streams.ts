@@ -6,14 +6,16 @@ import type { ClockManager } from '../../domain/clock-manager.ts';
 import { authorise, hostAllowed, requestToken, type WebApiContext } from './api.ts';
 import { LOG_LEVELS, levelAtLeast, type LogEntry, type LogLevel, type LogRing } from './log-ring.ts';
 import type { ReferenceEvent, ReferenceEventWatcher } from './reference-events.ts';
-import { fullStatus, type StatusSources } from './status.ts';
+import { clockStatus, fullStatus, type StatusSources } from './status.ts';
+import { historyPoint, StatusHistory } from './status-history.ts';
 
 /**
  * The WebSocket streams (README "Web API: streams"), on the web port, token by `Authorization: Bearer`
  * or `?token=`, read permission, same-origin browsers only:
  *
- * `/api/ws/status` → `{type:"status", data:<GET /api/status>}` on connect, every second and at once on a
- * clock-state change; `{type:"event", data:<reference-health event>}` when one happens.
+ * `/api/ws/status` → `{type:"history", data:[…]}` (the chart's last five minutes, one point per second,
+ * kept here whether or not anyone watches) then `{type:"status", data:<GET /api/status>}` on connect,
+ * every second and at once on a clock-state change; `{type:"event", data:<reference-health event>}` when one happens.
  *
  * `/api/ws/logs[?level=L]` → `{type:"logs", entries:[…]}`: the last 50 entries (at or above L) on
  * connect, then each new entry exactly once, batched every 100 ms (or per 100 entries in a burst);
@@ -53,6 +55,7 @@ export class Streams {
   readonly #wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 1024 });
   readonly #status = new Map<WebSocket, { alive: boolean }>();
   readonly #logs = new Set<LogClient>();
+  readonly history = new StatusHistory();
   readonly #timers: NodeJS.Timeout[] = [];
   /** The log flush, armed only while entries wait (no wake-ups of an idle server: docs/performance.md). */
   #flushTimer: NodeJS.Timeout | undefined;
@@ -159,6 +162,7 @@ export class Streams {
     this.#status.set(ws, entry);
     ws.on('pong', () => (entry.alive = true));
     ws.on('close', () => this.#status.delete(ws));
+    this.#send(ws, { type: 'history', data: this.history.points(this.#o.ctx.servedNowMs()) });
     this.#send(ws, { type: 'status', data: fullStatus(this.#o.ctx) });
   }
 
@@ -188,8 +192,15 @@ export class Streams {
   }
 
   #pushStatus(): void {
-    if (this.#status.size === 0) return;
-    const text = JSON.stringify({ type: 'status', data: fullStatus(this.#o.ctx) });
+    if (this.#status.size === 0) {
+      // Nobody watching: only the chart's point (the clock part of the status), so a page opened later
+      // still starts with the last five minutes.
+      this.history.add(historyPoint(this.#o.ctx.servedNowMs(), clockStatus(this.#o.ctx)));
+      return;
+    }
+    const status = fullStatus(this.#o.ctx);
+    this.history.add(historyPoint(Date.parse(status.time), status.clock));
+    const text = JSON.stringify({ type: 'status', data: status });
     for (const ws of [...this.#status.keys()]) {
       if (ws.bufferedAmount > this.#o.maxBufferedBytes) this.#tooSlow(ws, 'status buffer full');
       else if (ws.readyState === ws.OPEN) ws.send(text);

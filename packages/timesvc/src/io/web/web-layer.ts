@@ -87,6 +87,7 @@ export function createWebLayer(o: WebLayerOptions): WebLayer {
     gpsdo: o.gpsdo,
     ptp: o.ptp,
     defaultCredential: () => lab.length > 0,
+    labCredential: () => lab,
     logger: o.logger,
     logs,
     auth,
@@ -150,7 +151,7 @@ export function createWebLayer(o: WebLayerOptions): WebLayer {
   });
   let statsTimer: NodeJS.Timeout | undefined;
   let offStats: (() => void) | undefined;
-  const updateStats = (): void => o.stats.update(o.manager.snapshot().sources);
+  const updateStats = (): void => o.stats.update(o.manager.snapshot().sources, o.manager.correction);
 
   return {
     logs,
