@@ -39,6 +39,18 @@ export function coverage(dof: number): number {
   return Math.max(K_SIGMA, T99[Math.min(dof, 10)] ?? K_SIGMA);
 }
 
+/**
+ * Coverage factor for the phase noise in the advertised bound: Student's t at 95 % (two-sided) for the
+ * window's degrees of freedom. ntpd advertises the noise at one standard deviation (the jitter in its root
+ * dispersion, RFC 5905 A.5.5.4) and chrony likewise (the regression's offset SD); 95 % keeps a margin over
+ * both while the frequency error keeps its wider coverage (docs/clock-discipline.md "The advertised bound").
+ */
+export function phaseCoverage(dof: number): number {
+  const T95 = [Infinity, 12.71, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228];
+  if (dof < 1) return 2;
+  return Math.max(2, T95[Math.min(dof, 10)] ?? 2);
+}
+
 export interface FitPoint {
   /** Monotonic seconds. */
   t: number;
@@ -60,8 +72,10 @@ export interface Estimate {
   freqError: number;
   /** Samples in the window. */
   samples: number;
-  /** Coverage factor for phaseErrorS and freqError (Student's t for the window's degrees of freedom). */
+  /** Coverage factor for freqError and the spike gate (Student's t at 99 % for the window's degrees of freedom). */
   k: number;
+  /** Coverage factor for phaseErrorS in the advertised bound (phaseCoverage: Student's t at 95 %). */
+  kPhase: number;
 }
 
 export type AddOutcome =
@@ -158,6 +172,7 @@ export class Discipline {
       freqError: this.#freqError,
       samples: this.#points.length,
       k: this.#ownSlope ? coverage(this.#points.length - 2) : K_SIGMA,
+      kPhase: phaseCoverage(this.#points.length - 2),
     };
   }
 
