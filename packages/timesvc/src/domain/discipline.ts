@@ -40,15 +40,16 @@ export function coverage(dof: number): number {
 }
 
 /**
- * Coverage factor for the phase noise in the advertised bound: Student's t at 95 % (two-sided) for the
- * window's degrees of freedom. ntpd advertises the noise at one standard deviation (the jitter in its root
- * dispersion, RFC 5905 A.5.5.4) and chrony likewise (the regression's offset SD); 95 % keeps a margin over
- * both while the frequency error keeps its wider coverage (docs/clock-discipline.md "The advertised bound").
+ * Coverage factor for the phase noise in the advertised bound: one standard deviation, as ntpd (the jitter
+ * in its root dispersion, RFC 5905 A.5.5.4) and chrony (the regression's offset SD, `sourcestats.c`)
+ * advertise it, widened for a small window by Student's t at the same 68.3 % (two-sided) for its degrees
+ * of freedom. The frequency error keeps the wider coverage of `coverage` (docs/clock-discipline.md "The
+ * advertised bound").
  */
 export function phaseCoverage(dof: number): number {
-  const T95 = [Infinity, 12.71, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228];
-  if (dof < 1) return 2;
-  return Math.max(2, T95[Math.min(dof, 10)] ?? 2);
+  const T68 = [Infinity, 1.837, 1.321, 1.197, 1.142, 1.11, 1.09, 1.077, 1.067, 1.059, 1.053];
+  if (dof < 1) return T68[1] ?? 2;
+  return Math.max(1, T68[Math.min(dof, 10)] ?? 1);
 }
 
 export interface FitPoint {
@@ -74,7 +75,7 @@ export interface Estimate {
   samples: number;
   /** Coverage factor for freqError and the spike gate (Student's t at 99 % for the window's degrees of freedom). */
   k: number;
-  /** Coverage factor for phaseErrorS in the advertised bound (phaseCoverage: Student's t at 95 %). */
+  /** Coverage factor for phaseErrorS in the advertised bound (phaseCoverage: one SD, Student's t). */
   kPhase: number;
 }
 
