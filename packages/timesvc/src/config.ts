@@ -92,6 +92,12 @@ const disciplineSchema = z.strictObject({
   min_samples: num(z.number().int().min(1).max(16)).default(4),
   /** Lock threshold floor, seconds (100 µs); the effective threshold is at least 3 × the reference jitter. */
   lock_threshold: duration.default(0.0001),
+  /**
+   * Wander of the host clock between samples, ppm (chrony's maxclockerror, default 1): with the frequency
+   * error, how fast the advertised dispersion grows while a reference is followed (docs/clock-discipline.md
+   * "The advertised bound"). HOLDOVER grows at RFC 5905's 15 ppm.
+   */
+  max_clock_error_ppm: num(z.number().min(0.01).max(100)).default(1),
 });
 
 const ntpSchema = z.strictObject({

@@ -121,6 +121,56 @@ test('labels that jump by a whole second: the first is held back, a persisting j
   assert.ok(Math.abs(h.samples[h.samples.length - 1]!.offsetS) < 1e-9);
 });
 
+test('a jump is seen within 2 s whether the poll reads the edge before or after its sentence', () => {
+  // The assert file is polled (every 250 ms): a sentence 120 ms after its edge often arrives before the
+  // poll has read that edge. After the first late label (a duplicate second) leaves an edge unlabelled,
+  // each sentence must still wait for its own edge, not be spent against the unlabelled one (docs/gpsdo.md
+  // "PPS and NMEA").
+  for (const order of ['edge read first', 'sentence first'] as const) {
+    const h = harness();
+    h.fix(T0 - 1, -900);
+    const second = (i: number, lateS: number): void => {
+      const read = (): void =>
+        h.m.pps({ sec: T0 + i, nsec: 0, sequence: i + 1, edgeMonoMs: 1000 * i }, 1000 * i + 240);
+      if (order === 'edge read first') read();
+      h.fix(T0 + i - lateS, 1000 * i + 120);
+      if (order === 'sentence first') read();
+    };
+    for (let i = 0; i < 4; i++) second(i, 0);
+    assert.equal(h.samples.length, 4, order);
+    for (let i = 4; i < 24; i++) second(i, 1);
+    for (let i = 24; i < 28; i++) second(i, 0);
+    const errors = h.m.status(28_000).counters.errors;
+    assert.deepEqual(
+      h.events.filter((e) => e.type === 'label_jump').map((e) => (e.type === 'label_jump' ? e.deltaS : 0)),
+      [-1, 1],
+      order,
+    );
+    assert.equal(errors['pps_label_mismatch'], 2, order);
+    // The edge of the duplicate second is the only one without a label.
+    assert.equal(errors['pps_late_sentence'] ?? 0, order === 'sentence first' ? 1 : 0, order);
+    const late = h.samples.filter((s) => Math.abs(s.offsetS + 1) < 1e-9);
+    assert.equal(late.length, 18, order);
+    assert.equal(late[0]?.atMonoMs, 6000, `${order}: the new level is sampled 2 s after the receiver moved`);
+    assert.equal(h.samples.length, 4 + 18 + 3, order);
+  }
+});
+
+test('a sentence later than 900 ms is spent by the next edge, whichever is read first', () => {
+  const h = harness();
+  h.fix(T0 - 1, -900);
+  h.pps(T0, 0, 1, 0);
+  h.fix(T0, 100);
+  h.pps(T0 + 1, 0, 2, 1000);
+  h.fix(T0 + 1, 1950); // 950 ms after its edge; the next edge (2000) is read after it
+  h.m.pps({ sec: T0 + 2, nsec: 0, sequence: 3, edgeMonoMs: 2000 }, 2200);
+  assert.equal(h.samples.length, 1, 'the late sentence labels neither its edge nor the next');
+  assert.equal(h.m.status(2300).counters.errors['pps_late_sentence'], 1);
+  h.fix(T0 + 2, 2250); // the next edge's own sentence, read after the edge
+  assert.equal(h.samples.length, 2);
+  assert.equal(h.samples[1]?.atMonoMs, 2000);
+});
+
 test('a fix without PPS loses the lock after 2 s (pps_lost), and a fix loss is reported', () => {
   const h = harness();
   for (let i = 0; i < 3; i++) {

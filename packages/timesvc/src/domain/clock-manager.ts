@@ -5,7 +5,7 @@ import { UNSYNCHRONISED_STATE, type ServerSystemState } from './ntp-responder.ts
 import { expandIpv6 } from './ip-address.ts';
 import { selectReference, type SelectionInput, type Verdict } from './selection.ts';
 export { delayGate, runJitter } from './sample-run.ts';
-import { Discipline, K_SIGMA } from './discipline.ts';
+import { Discipline, K_SIGMA, type Estimate } from './discipline.ts';
 import { delayGate, runJitter } from './sample-run.ts';
 import type {
   ClockManagerEvent,
@@ -78,6 +78,12 @@ export interface ClockManagerOptions {
   maxSlewRate?: number;
   /** Our precision, log2 seconds. */
   precision?: number;
+  /**
+   * Wander of the raw clock between samples while a reference is followed (chrony's maxclockerror, 1 ppm):
+   * with the frequency error's coverage, the growth rate of the advertised dispersion. HOLDOVER grows at
+   * PHI (15 ppm, RFC 5905) instead (docs/clock-discipline.md "The advertised bound").
+   */
+  maxClockError?: number;
   /**
    * Unix ms of the served clock's raw timescale at a monotonic instant (io/served-clock.ts rawUnixMs).
    * The reference timestamp is served time, so a step of the host's realtime clock must not reach it
@@ -220,6 +226,7 @@ export class ClockManager {
       stepThresholdS: options.stepThresholdS ?? 0.128,
       maxSlewRate: options.maxSlewRate ?? 5000e-6,
       precision: options.precision ?? -20,
+      maxClockError: options.maxClockError ?? 1e-6,
       leapMode: options.leapMode ?? 'step',
       leapSmearMs: options.leapSmearMs ?? DAY_MS,
     };
@@ -689,7 +696,7 @@ export class ClockManager {
     this.#advert = {
       status: entry.source.status(),
       delayS: Math.max(sample.delayS, ...delays),
-      dispersionS: sample.dispersionS,
+      dispersionS: sample.sampleDispersionS ?? sample.dispersionS,
       jitterS,
     };
     this.#lastSampleMs = sample.atMs;
@@ -872,8 +879,7 @@ export class ClockManager {
 
   /**
    * Our own error estimate at `now` (without the reference's root distance): the correction still to be
-   * slewed, the phase error, a suspect sample, and the growth since the last sample with PHI (RFC 5905
-   * §11.3) plus the frequency error.
+   * slewed, the phase error, a suspect sample, and the growth since the last sample (#growthRate).
    */
   #ownErrorS(now: number): number {
     const est = this.#discipline.estimate();
@@ -881,10 +887,20 @@ export class ClockManager {
     const age = Math.max(0, now - this.#lastSampleMs) / 1000;
     return (
       Math.abs(this.#served.remaining(now)) +
-      est.k * est.phaseErrorS +
+      est.kPhase * est.phaseErrorS +
       this.#suspectS +
-      (PHI + est.k * est.freqError) * age
+      this.#growthRate(est) * age
     );
+  }
+
+  /**
+   * How fast the error grows without a sample (docs/clock-discipline.md "The advertised bound"): the
+   * frequency error at its coverage, plus the raw clock's wander, chrony's maxclockerror (1 ppm), while a
+   * reference is followed (chrony's root dispersion grows at skew + |residual frequency| + maxclockerror,
+   * reference.c); in HOLDOVER the RFC 5905 tolerance PHI (15 ppm, §11.3), as nothing checks the wander.
+   */
+  #growthRate(est: Estimate): number {
+    return (this.#state === 'HOLDOVER' ? PHI : this.#o.maxClockError) + est.k * est.freqError;
   }
 
   #evaluate(): void {
@@ -951,12 +967,14 @@ export class ClockManager {
       rootDispersionS:
         adv.status.rootDispersionS +
         adv.dispersionS +
-        adv.jitterS +
+        // Not the reference's jitter: the phase estimate's error (in #ownErrorS) is the regression's, whose
+        // residuals are that jitter; adding it again would count the same noise twice (chrony adds the
+        // regression's offset SD, not a jitter; docs/clock-discipline.md "The advertised bound").
         this.#selectionJitterS +
         this.#ownErrorS(now) +
         this.#smearDeviation(now) +
         disagreementS,
-      dispersionRateS: PHI + est.k * est.freqError,
+      dispersionRateS: this.#growthRate(est),
       updatedAtMs: now,
     };
     this.#advertisedSuspectS = this.#suspectS + disagreementS;

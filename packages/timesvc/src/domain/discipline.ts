@@ -39,6 +39,19 @@ export function coverage(dof: number): number {
   return Math.max(K_SIGMA, T99[Math.min(dof, 10)] ?? K_SIGMA);
 }
 
+/**
+ * Coverage factor for the phase noise in the advertised bound: one standard deviation, as ntpd (the jitter
+ * in its root dispersion, RFC 5905 A.5.5.4) and chrony (the regression's offset SD, `sourcestats.c`)
+ * advertise it, widened for a small window by Student's t at the same 68.3 % (two-sided) for its degrees
+ * of freedom. The frequency error keeps the wider coverage of `coverage` (docs/clock-discipline.md "The
+ * advertised bound").
+ */
+export function phaseCoverage(dof: number): number {
+  const T68 = [Infinity, 1.837, 1.321, 1.197, 1.142, 1.11, 1.09, 1.077, 1.067, 1.059, 1.053];
+  if (dof < 1) return T68[1] ?? 2;
+  return Math.max(1, T68[Math.min(dof, 10)] ?? 1);
+}
+
 export interface FitPoint {
   /** Monotonic seconds. */
   t: number;
@@ -60,8 +73,10 @@ export interface Estimate {
   freqError: number;
   /** Samples in the window. */
   samples: number;
-  /** Coverage factor for phaseErrorS and freqError (Student's t for the window's degrees of freedom). */
+  /** Coverage factor for freqError and the spike gate (Student's t at 99 % for the window's degrees of freedom). */
   k: number;
+  /** Coverage factor for phaseErrorS in the advertised bound (phaseCoverage: one SD, Student's t). */
+  kPhase: number;
 }
 
 export type AddOutcome =
@@ -158,6 +173,7 @@ export class Discipline {
       freqError: this.#freqError,
       samples: this.#points.length,
       k: this.#ownSlope ? coverage(this.#points.length - 2) : K_SIGMA,
+      kPhase: phaseCoverage(this.#points.length - 2),
     };
   }
 

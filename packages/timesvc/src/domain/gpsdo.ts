@@ -353,13 +353,21 @@ export class GpsReceiverModel {
     const l = this.#lastLabel;
     if (!e || !l || e.paired || l.paired) return;
     const lag = l.atMonoMs - e.edgeMonoMs;
-    // The sentence is older than the edge (its own edge was missed): wait for the next sentence. 20 ms
-    // allows for the error of mapping the kernel's realtime stamp onto the monotonic clock.
-    if (lag < -20) return;
-    if (lag > this.#o.pairWindowMs) {
-      // Both are spent: the late sentence must not label the next edge.
-      e.paired = true;
+    // The sentence arrived before this edge (20 ms allows for the error of mapping the kernel's realtime
+    // stamp onto the monotonic clock): it named an earlier edge, already spent or never seen, and cannot
+    // label a later one.
+    if (lag < -20) {
       l.paired = true;
+      return;
+    }
+    if (lag > this.#o.pairWindowMs) {
+      // No label came within this edge's window: the edge is spent. The sentence is not its label, but it
+      // may be the label of the next edge, already stamped by the kernel and not yet read (the assert file
+      // is polled): it waits for that edge, which pairs it only if the edge precedes the sentence's arrival
+      // (above). Spending the sentence here too would lose every label from an edge left unlabelled (a
+      // duplicate second) on, for as long as the sentences arrive before the poll (docs/gpsdo.md "PPS and
+      // NMEA").
+      e.paired = true;
       this.error('pps_late_sentence');
       return;
     }

@@ -53,6 +53,8 @@ export type PeerReceiveResult =
       output: FilterOutput;
       /** This exchange's offset and delay (RFC 5905 §8), at monotonic ms atMs (mid-exchange). */
       offsetS: number;
+      /** This exchange's own dispersion (both precisions + PHI × round trip, RFC 5905 §8). */
+      sampleDispersionS: number;
       delayS: number;
       atMs: number;
       stratum: number;
@@ -301,7 +303,16 @@ export class NtpPeer {
     // While the poll is held, good samples do not count towards raising it: that starts once LOCKED.
     // The raise itself happens with the next request (the one already scheduled keeps its time).
     this.#goodStreak = this.holdPoll ? 0 : this.#goodStreak + 1;
-    return { kind: 'sample', output, offsetS, delayS, atMs, stratum: packet.stratum, packet };
+    return {
+      kind: 'sample',
+      output,
+      offsetS,
+      delayS,
+      sampleDispersionS: dispersionS,
+      atMs,
+      stratum: packet.stratum,
+      packet,
+    };
   }
 
   /** The clock held the last sample back as a possible spike: it does not count towards a longer poll. */

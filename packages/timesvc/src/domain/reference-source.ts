@@ -43,6 +43,12 @@ export interface ReferenceSample {
   offsetS: number;
   delayS: number;
   dispersionS: number;
+  /**
+   * This exchange's own dispersion, where it differs from the filter's (NTP: precisions + PHI × round trip).
+   * The advertised bound uses it: the estimate's own error covers what the filter's older stages age by
+   * (docs/clock-discipline.md "The advertised bound"). Selection keeps the filter's dispersionS.
+   */
+  sampleDispersionS?: number;
   jitterS: number;
   atMs: number;
 }

@@ -267,6 +267,7 @@ export class PeerClient implements ReferenceSource {
         offsetS: result.offsetS,
         delayS: result.delayS,
         dispersionS: result.output.dispersionS,
+        sampleDispersionS: result.sampleDispersionS,
         jitterS: result.output.jitterS,
         atMs: result.atMs,
       });

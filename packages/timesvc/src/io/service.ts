@@ -118,6 +118,7 @@ export function createTimesvc(
     holdoverTimeoutMs: d.holdover_timeout * 1000,
     minSamples: d.min_samples,
     lockThresholdS: d.lock_threshold,
+    maxClockError: d.max_clock_error_ppm * 1e-6,
     primaryHoldoverMs: config.gpsdo.enabled ? config.gpsdo.fallback_after * 1000 : 0,
     local: ntp.local_stratum
       ? { stratum: ntp.stratum, referenceId: asciiRefId(ntp.ref_id), offsetS: () => served.hostOffsetS() }
