@@ -14,7 +14,9 @@
  *
  * Alongside, in the same run (`--accuracy-s`, default 600): a second upstream at +20 ms followed by a
  * timesvc and a `chronyd -x` with their **default** polls (timesvc: poll 64 s, iburst; chrony: minpoll 6,
- * maxpoll 10, iburst), probed every 500 ms: error p50/p95 over the first 10 minutes (LI ≠ 3 replies). And
+ * maxpoll 10, iburst), probed every 500 ms: error p50/p95 over the first 10 minutes (LI ≠ 3 replies) and each
+ * server's median advertised root dispersion (bench/timesvc-discipline/startup.ts: the first 6 minutes of
+ * three such pairs with path noise). And
  * a leap-second row: a third upstream announces and applies an insertion (LI 1, then the second repeated)
  * at a UTC midnight, with timesvc on a host clock shifted to shortly before it (default polls). chronyd -x
  * cannot be put on a leap day without stepping or faking its clock, so that row is timesvc's only.
@@ -284,6 +286,12 @@ const quantile = (xs: number[], q: number): number => {
   return s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? Number.NaN;
 };
 const accErr = (p: Probe): number[] => p.records.filter((r) => r.leap !== 3).map((r) => Math.abs(r.errorS));
+/** The bound each server advertised (docs/clock-discipline.md "The advertised bound"), over its LI ≠ 3 replies. */
+const medianDisp = (p: Probe): number =>
+  quantile(
+    p.records.filter((r) => r.leap !== 3).map((r) => r.rootDispersionS),
+    0.5,
+  );
 const acc = {
   timesvc: accErr(accProbes.timesvc),
   chronyd: accErr(accProbes.chronyd),
@@ -303,6 +311,11 @@ const accRows: [string, string, string][] = [
     fmt(quantile(acc.chronyd, 0.95) * 1e3, 'ms', 3),
   ],
   ['synchronised replies', String(acc.timesvc.length), String(acc.chronyd.length)],
+  [
+    'median advertised root dispersion',
+    fmt(medianDisp(accProbes.timesvc) * 1e3, 'ms', 3),
+    fmt(medianDisp(accProbes.chronyd) * 1e3, 'ms', 3),
+  ],
 ];
 for (const [m, a, b] of accRows) console.log(`${m.padEnd(w[0]!)}${a.padStart(w[1]!)}${b.padStart(w[2]!)}`);
 const accRatio = quantile(acc.timesvc, 0.5) / quantile(acc.chronyd, 0.5);
@@ -346,3 +359,7 @@ console.log(`  time to LI 0 <= 2x chrony's: ${ratio.toFixed(2)}x -> ${ratio <= 2
 console.log(`  no backward step: ${ts.backwardUs === 0 ? 'met' : 'MISSED'}`);
 console.log(`  error never beyond the bound: ${ts.beyondUs === 0 ? 'met' : 'MISSED'}`);
 console.log(`  accuracy p50 <= 2x chrony's: ${accRatio.toFixed(2)}x -> ${accRatio <= 2 ? 'met' : 'MISSED'}`);
+const dispRatio = medianDisp(accProbes.timesvc) / medianDisp(accProbes.chronyd);
+console.log(
+  `  median root dispersion <= 2x chrony's: ${dispRatio.toFixed(2)}x -> ${dispRatio <= 2 ? 'met' : 'MISSED'}`,
+);
