@@ -181,6 +181,21 @@ export const configSchema = z
         ctx.addIssue({ code: 'custom', path: ['servers', i, 'id'], message: `duplicate id ${s.id}` });
       seen.add(s.id);
     });
+    // One peer address, one device: two devices on the same transport, host and port would read (or for
+    // OSC receive) the same peer twice. Port 0 on an OSC device means "any free local port": never a clash.
+    const addresses = new Map<string, number>();
+    cfg.servers.forEach((s, i) => {
+      const key = deviceAddressKey(s, cfg.settings);
+      if (key === undefined) return;
+      const other = addresses.get(key);
+      if (other === undefined) addresses.set(key, s.id);
+      else
+        ctx.addIssue({
+          code: 'custom',
+          path: ['servers', i, 'ip'],
+          message: addressInUse(s, other, cfg.settings),
+        });
+    });
     // A TSL index names one display: the devices' ids and the mapped inputs' indexes share the space.
     const indexes = new Set(seen);
     cfg.servers.forEach((s, i) => {
@@ -206,6 +221,34 @@ export type TcpServerConfig = z.output<typeof tcpServerSchema>;
 
 export function serverPort(server: ServerConfig, settings: MonitorConfig['settings']): number {
   return server.port ?? settings.defaultPorts[server.type];
+}
+
+/** The address a device is reached on (`udp`/`tcp` + host + port), lower-cased; undefined for OSC port 0.
+ * One CasparCG server sends every channel and layer on one OSC stream, so for `osc_player` the watched
+ * channel and layer are part of the address: two channels of one server are two devices, not a clash. */
+export function deviceAddressKey(
+  server: ServerConfig,
+  settings: MonitorConfig['settings'],
+): string | undefined {
+  const port = serverPort(server, settings);
+  if (server.type === 'osc_player' && port === 0) return undefined;
+  const transport = server.type === 'osc_player' ? 'udp' : 'tcp';
+  const where = server.type === 'osc_player' ? `/${server.channel}-${server.layer}` : '';
+  return `${transport}:${server.ip.toLowerCase().replace(/\.$/, '')}:${port}${where}`;
+}
+
+export function addressInUse(
+  server: ServerConfig,
+  other: number,
+  settings: MonitorConfig['settings'],
+): string {
+  return `address ${deviceAddressLabel(server, settings)} is already used by device ${other}`;
+}
+
+export function deviceAddressLabel(server: ServerConfig, settings: MonitorConfig['settings']): string {
+  const host = server.ip.includes(':') ? `[${server.ip}]` : server.ip;
+  const where = server.type === 'osc_player' ? ` (channel ${server.channel}, layer ${server.layer})` : '';
+  return `${host}:${serverPort(server, settings)}${where}`;
 }
 
 /** Environment overrides (documented in the README). */

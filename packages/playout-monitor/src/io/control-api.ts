@@ -5,7 +5,14 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { MAX_DEVICES, serverSchema, type MonitorConfig } from '../config.ts';
+import {
+  addressInUse,
+  deviceAddressKey,
+  MAX_DEVICES,
+  serverSchema,
+  type MonitorConfig,
+  type ServerConfig,
+} from '../config.ts';
 import { fail } from '../errors.ts';
 import type { SimulationRequest } from '../domain/output-view.ts';
 import { normaliseTimecode } from '../domain/timecode.ts';
@@ -44,6 +51,14 @@ function deviceId(raw: string): number {
   return id;
 }
 
+/** A second device on an address already in use is a conflict (409), named before anything is applied. */
+function refuseUsedAddress(entry: ServerConfig, cfg: MonitorConfig): void {
+  const key = deviceAddressKey(entry, cfg.settings);
+  if (key === undefined) return;
+  const other = cfg.servers.find((s) => s.id !== entry.id && deviceAddressKey(s, cfg.settings) === key);
+  if (other) throw fail('DEVICE_CONFLICT', addressInUse(entry, other.id, cfg.settings));
+}
+
 interface Service {
   readonly config: MonitorConfig;
   readonly view: OutputView;
@@ -80,6 +95,7 @@ export function registerControlApi(app: FastifyInstance, svc: Service): void {
     if (cfg.servers.some((s) => s.id === id))
       throw fail('DEVICE_CONFLICT', `a device with id ${JSON.stringify(id)} exists`);
     const entry = parse(serverSchema, { ...body, id });
+    refuseUsedAddress(entry, cfg);
     const result = await svc.applyConfig({ ...cfg, servers: [...cfg.servers, entry] });
     void reply.status(201);
     return result.config.servers.find((s) => s.id === entry.id);
@@ -97,6 +113,7 @@ export function registerControlApi(app: FastifyInstance, svc: Service): void {
       servers: unknown[];
     };
     const entry = parse(serverSchema, merged.servers[0]);
+    refuseUsedAddress(entry, cfg);
     const result = await svc.applyConfig({
       ...cfg,
       servers: cfg.servers.map((s) => (s.id === id ? entry : s)),
