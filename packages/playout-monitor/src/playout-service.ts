@@ -42,6 +42,8 @@ export interface PlayoutServiceOptions {
   clock?: Clock;
   /** Tests: shorter TSL refresh. */
   tslRefreshMs?: number;
+  /** Tests: a shorter interval between two "TSL destination refusing" warnings (default 60 s). */
+  tslWarnIntervalMs?: number;
 }
 
 export interface StartedService {
@@ -266,6 +268,7 @@ export class PlayoutService {
           ),
         ),
       ...(this.#o.tslRefreshMs !== undefined ? { refreshMs: this.#o.tslRefreshMs } : {}),
+      ...(this.#o.tslWarnIntervalMs !== undefined ? { warnIntervalMs: this.#o.tslWarnIntervalMs } : {}),
     });
   }
 

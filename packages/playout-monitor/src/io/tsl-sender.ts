@@ -9,7 +9,9 @@
  * straight to the kernel), its own name resolution, counters and error. A destination whose name does not
  * resolve, or whose socket fails, is reported in `/health` with the reason and retried every
  * `retryMs`; the other destinations keep sending. A destination that refuses (ICMP port unreachable) is
- * reported on a later send and simply retried.
+ * reported on a later send and simply retried; its warning is logged once per `warnIntervalMs` (default
+ * 60 s) with `count`, the sends refused since the previous line, so a receiver that is down for an hour
+ * costs 60 log lines, not one per datagram.
  *
  * Packing (`settings.tslUmdPacking`): `single` (default) sends one display message per packet, because
  * several receivers read only the first display message of a packet (docs/OUTPUTS.md names them);
@@ -26,6 +28,7 @@
 import { lookup } from 'node:dns/promises';
 import { createSocket, type Socket } from 'node:dgram';
 import type { Logger } from '@broadcast-ops/core';
+import { LogThrottle } from '../domain/log-throttle.ts';
 import { tallyOfKey } from '../domain/mixer-tally.ts';
 import type { OutputDevice, OutputView } from '../domain/output-view.ts';
 import { encodeTslPackets, tallyForInput, tallyForState, type TslMessage } from '../protocol/tsl-umd.ts';
@@ -58,6 +61,8 @@ export interface TslSenderOptions {
   refreshMs?: number;
   /** How often a failed destination is resolved and connected again. */
   retryMs?: number;
+  /** At most one "refusing" warning per destination per this interval (with the count it stands for). */
+  warnIntervalMs?: number;
 }
 
 export interface TslDestinationStatus {
@@ -106,12 +111,16 @@ class Destination {
   sent = 0;
   errors = 0;
   #connecting = false;
+  readonly #refusals: LogThrottle;
 
   constructor(
     readonly host: string,
     readonly port: number,
     readonly logger: Logger,
-  ) {}
+    warnIntervalMs: number,
+  ) {
+    this.#refusals = new LogThrottle(warnIntervalMs);
+  }
 
   get ok(): boolean {
     return this.socket !== undefined && this.error === undefined;
@@ -131,7 +140,9 @@ class Destination {
           resolve();
         });
       });
-      socket.on('error', (err) => this.#failed(err));
+      socket.on('error', (err: NodeJS.ErrnoException) =>
+        err.code === 'ECONNREFUSED' ? this.#refused(err) : this.#failed(err),
+      );
       this.socket = socket;
       this.address = address;
       this.error = undefined;
@@ -152,6 +163,19 @@ class Destination {
     this.logger.warn({ host: this.host, port: this.port, error: this.error }, 'TSL UMD destination failing');
   }
 
+  /** The receiver is not up (ICMP port unreachable, reported on a later send or receive): kept, retried,
+   * and warned about at most once per interval with the count of refusals it stands for. */
+  #refused(err: NodeJS.ErrnoException): void {
+    this.errors++;
+    this.error = `refused (ECONNREFUSED): nothing listens on ${this.host}:${this.port}`;
+    const count = this.#refusals.note(performance.now());
+    if (count !== undefined)
+      this.logger.warn(
+        { host: this.host, port: this.port, code: err.code, count, intervalMs: this.#refusals.intervalMs },
+        'TSL UMD destination refusing',
+      );
+  }
+
   send(packet: Buffer, done?: () => void): void {
     const socket = this.socket;
     if (!socket) {
@@ -162,8 +186,11 @@ class Destination {
       socket.send(packet, (err) => {
         if (err) {
           // ECONNREFUSED from an earlier ICMP port unreachable: the receiver is not up; keep sending.
-          this.errors++;
-          this.logger.debug({ err, host: this.host }, 'TSL UMD send failed');
+          if ((err as NodeJS.ErrnoException).code === 'ECONNREFUSED') this.#refused(err);
+          else {
+            this.errors++;
+            this.logger.debug({ err, host: this.host }, 'TSL UMD send failed');
+          }
         } else {
           this.sent++;
           if (this.error !== undefined && this.socket) this.error = undefined;
@@ -206,7 +233,9 @@ export class TslSender {
 
   constructor(options: TslSenderOptions) {
     this.#o = options;
-    this.#destinations = options.destinations.map((d) => new Destination(d.host, d.port, options.logger));
+    this.#destinations = options.destinations.map(
+      (d) => new Destination(d.host, d.port, options.logger, options.warnIntervalMs ?? 60_000),
+    );
   }
 
   get enabled(): boolean {
