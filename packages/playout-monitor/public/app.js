@@ -16,6 +16,8 @@ export function wsUrl() {
  */
 export function connectMonitor(onUpdate, options = {}) {
   const devices = new Map();
+  /** The monitor's short event history (state changes, link losses), newest last, at most EVENTS_MAX. */
+  let events = [];
   let lastMessageAt = 0; // performance.now() of the last message
   let serverOffset = 0; // server epoch ms − client epoch ms at the last message
   let backoff = 1000;
@@ -39,6 +41,7 @@ export function connectMonitor(onUpdate, options = {}) {
     onUpdate(view(), {
       linkUp: ws !== undefined && ws.readyState === 1 && sinceMessageMs < LINK_STALE_MS,
       sinceMessageMs,
+      events,
     });
   }
 
@@ -59,6 +62,9 @@ export function connectMonitor(onUpdate, options = {}) {
       if (msg.type === 'playoutStates') {
         devices.clear();
         for (const d of msg.data) devices.set(d.id, d);
+        if (Array.isArray(msg.events)) events = msg.events.slice(-EVENTS_MAX);
+      } else if (msg.type === 'event') {
+        events = [...events, msg.data].slice(-EVENTS_MAX);
       } else if (msg.type === 'deviceState') {
         devices.set(msg.data.id, msg.data);
       } else if (msg.type === 'heartbeat') {
@@ -88,6 +94,8 @@ export function connectMonitor(onUpdate, options = {}) {
   };
 }
 
+export const EVENTS_MAX = 50;
+
 export const STATE_LABEL = { play: 'PLAY', rec: 'REC', stop: 'STOP', offline: 'OFFLINE' };
 
 /** Milliseconds → `M:SS` (or `H:MM:SS`), for remaining time. */
@@ -113,6 +121,18 @@ export function el(tag, attrs = {}, ...children) {
   }
   for (const c of children) e.append(c);
   return e;
+}
+
+/** One history line: `21:45:03 Deck 2 PLAY → STOP`, `… link lost (reason)`, `… link back`. */
+export function eventText(e) {
+  const t = new Date(e.at).toLocaleTimeString([], { hour12: false });
+  const what =
+    e.kind === 'link_lost'
+      ? 'link lost'
+      : e.kind === 'link_up'
+        ? 'link back'
+        : `${STATE_LABEL[e.from] ?? e.from} \u2192 ${STATE_LABEL[e.to] ?? e.to}`;
+  return `${t} ${e.name} ${what}${e.reason ? ` (${e.reason})` : ''}`;
 }
 
 /** The line under a stale device: the last state it reported (never shown as the state itself) and why. */

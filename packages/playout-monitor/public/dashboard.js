@@ -1,10 +1,37 @@
 // Grid of up to 12 devices: state (tally colours), timecode, file, progress and remaining time; a vision
 // mixer also gets FTB / REC / STREAM badges and a compact strip of its inputs in their tally colours
 // (program red, preview green, off dark, unknown grey: docs/TALLY.md).
-import { connectMonitor, staleReason, el, formatRemaining, stateClass, STATE_LABEL } from './app.js';
+import {
+  connectMonitor,
+  eventText,
+  staleReason,
+  el,
+  formatRemaining,
+  stateClass,
+  STATE_LABEL,
+} from './app.js';
 
 const grid = document.getElementById('grid');
 const banner = document.getElementById('banner');
+const history = document.getElementById('events');
+
+/** Lines of the event history shown (the monitor keeps 50). */
+const HISTORY_SHOWN = 8;
+let shownEventsKey = '';
+
+/** The event history, newest first; rebuilt only when it changed; greyed while the link is down. */
+function renderEvents(events, linkUp) {
+  history.classList.toggle('stale', !linkUp);
+  const last = events.slice(-HISTORY_SHOWN).reverse();
+  const key = last.map((e) => `${e.at}/${e.id}/${e.kind}/${e.to}`).join(',');
+  if (key === shownEventsKey) return;
+  shownEventsKey = key;
+  const items = last.map((e) =>
+    el('li', { class: `event ev-${e.kind}${e.to ? ` to-${e.to}` : ''}`, 'data-kind': e.kind }, eventText(e)),
+  );
+  if (items.length === 0) items.push(el('li', { class: 'event none' }, 'No events yet'));
+  history.replaceChildren(...items);
+}
 
 /** Inputs shown in a mixer's strip (the rest are counted). */
 const STRIP_MAX = 24;
@@ -81,4 +108,5 @@ connectMonitor((devices, link) => {
   grid.style.setProperty('--cols', String(cols));
   grid.style.setProperty('--rows', String(Math.ceil(n / cols)));
   grid.replaceChildren(...shown.map(card));
+  renderEvents(link.events, link.linkUp);
 });

@@ -14,6 +14,7 @@
  * simulated timecode and end simulations. The age of a device's data is measured on the monotonic clock
  * from the moment its `updated` was seen to move (on a change event or a tick).
  */
+import { EventHistory, type DeviceEvent } from './event-history.ts';
 import type { Clock } from '@broadcast-ops/core';
 import { sameValue, type DeviceChange, type DeviceStore } from './device-store.ts';
 import type { DeviceState, PlayState } from './device-state.ts';
@@ -93,6 +94,8 @@ export class OutputView {
   /** The last view each listener was told about, per device id. */
   readonly #shown = new Map<number, OutputDevice>();
   readonly #listeners = new Set<ViewListener>();
+  readonly #history = new EventHistory();
+  readonly #eventListeners = new Set<(e: DeviceEvent) => void>();
   readonly #resetListeners = new Set<() => void>();
 
   constructor(clock: Clock) {
@@ -184,6 +187,17 @@ export class OutputView {
     for (const id of this.#shown.keys()) this.#refresh(id);
   }
 
+  /** The short event history (state changes, link losses), bounded. */
+  events(): readonly DeviceEvent[] {
+    return this.#history.list();
+  }
+
+  /** Called with each new history event. */
+  onEvent(listener: (e: DeviceEvent) => void): () => void {
+    this.#eventListeners.add(listener);
+    return () => this.#eventListeners.delete(listener);
+  }
+
   #onStoreChange(c: DeviceChange): void {
     this.#refresh(c.id, c.state);
   }
@@ -197,7 +211,11 @@ export class OutputView {
       this.#shown.set(id, next); // keep `updated` fresh
       return;
     }
+    const previous = this.#shown.get(id);
     this.#shown.set(id, next);
+    for (const e of this.#history.record(previous, next, this.#clock.now())) {
+      for (const l of this.#eventListeners) l(e);
+    }
     for (const l of this.#listeners) {
       try {
         l(next, fields);

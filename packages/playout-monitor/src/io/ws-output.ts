@@ -4,6 +4,8 @@
  * Server → client (JSON text frames):
  *   {type:"playoutStates", timestamp, data:[device…], protocols}  on connect (and after a reset or a
  *                                                                 skipped update): the whole state
+ *   {type:"event", timestamp, data:{at,id,name,kind,from?,to?,reason?}} a state change or link loss
+ *                                                                 (the snapshot's `events` holds the last 50)
  *   {type:"deviceState", timestamp, data: device}                 a device changed; per device at most
  *                                                                 one every `updateIntervalMs` (the
  *                                                                 first change goes at once, later ones
@@ -96,6 +98,10 @@ export class WsOutput {
     this.#server = server;
     server.on('upgrade', this.#onUpgrade);
     this.#unsubscribe = [
+      this.#o.view.onEvent((e) => {
+        const text = JSON.stringify({ type: 'event', timestamp: Date.now(), data: e });
+        for (const c of this.#clients) this.#send(c, text);
+      }),
       this.#o.view.onChange((d) => {
         this.#onChange(d.id);
       }),
@@ -171,6 +177,7 @@ export class WsOutput {
       type: 'playoutStates',
       timestamp: Date.now(),
       data: this.#o.view.list(),
+      events: this.#o.view.events(),
       protocols: this.#o.protocols(),
     });
   }
