@@ -109,6 +109,13 @@ export const oscServerSchema = z.strictObject({
   type: z.literal('osc_player'),
   channel: z.number().int().min(1).max(9999).default(1),
   layer: z.number().int().min(-999).max(99999).default(10),
+  /** Design addition: further layers of the channel watched, each with its own state (what is playing,
+   * paused, time) in the device's `layers`; `layer` stays the device's own state (docs/PROTOCOLS.md). */
+  layers: z
+    .array(z.number().int().min(-999).max(99999))
+    .max(16)
+    .refine((l) => new Set(l).size === l.length, { message: 'a layer is listed twice' })
+    .optional(),
   /** The channel's CasparCG video-mode (`1080i5000`, `720p5994`, `PAL`, …): needed on 2.2/2.3 for interlaced
    * channels, whose `/framerate` is the field rate; 2.4+ and 2.1 send `/format` themselves. */
   videoFormat: z

@@ -50,6 +50,22 @@ export interface DeviceState {
   inputs?: MixerInputTally[];
   /** vMix only: where the tally comes from: the TCP API (pushed) or the HTTP poll. */
   tallySource?: 'tcp' | 'http';
+  /** CasparCG only, when `layers` is configured: every watched layer of the channel (the device's own
+   * `layer` first), each with its own state. */
+  layers?: LayerState[];
+}
+
+/** One watched CasparCG layer: `play`, `stop` (with `paused` when a file is loaded but not running), or
+ * `offline` with the server; the time and file of the layer's foreground producer. */
+export interface LayerState {
+  layer: number;
+  state: PlayState;
+  paused: boolean;
+  timecode: string;
+  filename: string;
+  positionMs?: number;
+  durationMs?: number;
+  remainingMs?: number;
 }
 
 /** Fields a reducer may set; `undefined` for an optional field removes it. */

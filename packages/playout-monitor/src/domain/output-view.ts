@@ -73,6 +73,8 @@ const VISIBLE_KEYS: readonly (keyof OutputDevice)[] = [
   'streaming',
   'inputs',
   'tallySource',
+  // CasparCG: the watched layers, each with its own state.
+  'layers',
 ];
 
 function diff(a: OutputDevice | undefined, b: OutputDevice): string[] {
@@ -259,6 +261,7 @@ export class OutputView {
         ...d,
         state: 'offline',
         stale: true,
+        ...(d.layers ? { layers: d.layers.map((l) => ({ ...l, state: 'offline' as const })) } : {}),
         reason: `no data for ${Math.round(age / 1000)} s`,
         staleAfterMs,
         ...(d.inputs ? { inputs: unknownTally(d.inputs) } : {}),

@@ -12,6 +12,8 @@ import { isIP } from 'node:net';
 import type { TimerHandle } from '@broadcast-ops/core';
 import type { OscServerConfig } from '../config.ts';
 import { CasparcgReducer } from '../domain/casparcg-reducer.ts';
+import type { DevicePatch, LayerState } from '../domain/device-state.ts';
+import { ZERO_TIMECODE } from '../domain/timecode.ts';
 import { parseCasparMessage } from '../protocol/casparcg.ts';
 import { decodeOsc, oscMessages } from '../protocol/osc.ts';
 import type { InputContext } from './input-context.ts';
@@ -26,6 +28,27 @@ export interface OscInputOptions extends InputContext {
 interface Entry {
   server: OscServerConfig;
   reducer: CasparcgReducer;
+  /** Further watched layers (`layers` minus `layer`), each its own reducer and last shown state. */
+  extra: { layer: number; reducer: CasparcgReducer; shown: LayerState }[];
+}
+
+/** A layer's own state from its reducer's patch; what the patch leaves out (offline) is kept. */
+export function layerState(layer: number, p: DevicePatch, before?: LayerState): LayerState {
+  const filename = p.filename ?? before?.filename ?? '';
+  const state = p.state ?? before?.state ?? 'offline';
+  const out: LayerState = {
+    layer,
+    state,
+    paused: state === 'stop' && filename !== '',
+    timecode: p.timecode ?? before?.timecode ?? ZERO_TIMECODE,
+    filename,
+  };
+  const keep = p.state !== 'offline';
+  for (const k of ['positionMs', 'durationMs', 'remainingMs'] as const) {
+    const v = keep ? p[k] : before?.[k];
+    if (v !== undefined) out[k] = v;
+  }
+  return out;
 }
 
 function normaliseAddress(address: string): string {
@@ -42,19 +65,24 @@ export class OscInput {
 
   constructor(options: OscInputOptions) {
     this.#o = options;
+    const reducerFor = (s: OscServerConfig, layer: number): CasparcgReducer =>
+      new CasparcgReducer({
+        channel: s.channel,
+        layer,
+        framerate: s.framerate,
+        videoFormat: s.videoFormat,
+        defaultFramerate: options.defaultFramerate,
+        staleTimeoutMs: s.staleTimeoutMs,
+        layerQuietMs: s.layerQuietMs,
+        advanceWindowMs: 500,
+      });
     for (const s of options.servers) {
       this.#entries.push({
         server: s,
-        reducer: new CasparcgReducer({
-          channel: s.channel,
-          layer: s.layer,
-          framerate: s.framerate,
-          videoFormat: s.videoFormat,
-          defaultFramerate: options.defaultFramerate,
-          staleTimeoutMs: s.staleTimeoutMs,
-          layerQuietMs: s.layerQuietMs,
-          advanceWindowMs: 500,
-        }),
+        extra: (s.layers ?? [])
+          .filter((l) => l !== s.layer)
+          .map((layer) => ({ layer, reducer: reducerFor(s, layer), shown: layerState(layer, {}) })),
+        reducer: reducerFor(s, s.layer),
       });
     }
   }
@@ -114,7 +142,20 @@ export class OscInput {
   /** Re-derive every device without new data: silence turns into offline, a quiet layer into stop. */
   #refreshAll(): void {
     const now = this.#o.clock.monotonicMs();
-    for (const e of this.#entries) this.#o.store.apply(e.server.id, e.reducer.derive(now), false);
+    for (const e of this.#entries) this.#o.store.apply(e.server.id, this.#derive(e, now), false);
+  }
+
+  /** The device's patch (its own `layer`), with every watched layer's state when `layers` is configured. */
+  #derive(e: Entry, now: number): DevicePatch {
+    const patch = e.reducer.derive(now);
+    if (e.server.layers === undefined) return patch;
+    const own = this.#o.store.get(e.server.id);
+    const layers = [layerState(e.server.layer, patch, own?.layers?.[0])];
+    for (const x of e.extra) {
+      x.shown = layerState(x.layer, x.reducer.derive(now), x.shown);
+      layers.push(x.shown);
+    }
+    return { ...patch, layers };
   }
 
   /** Entry point for one datagram (public for tests that drive it without a socket). */
@@ -146,10 +187,13 @@ export class OscInput {
         continue;
       }
       wellFormed++;
-      for (const e of entries) e.reducer.onEvent(parsed.event, now);
+      for (const e of entries) {
+        e.reducer.onEvent(parsed.event, now);
+        for (const x of e.extra) x.reducer.onEvent(parsed.event, now);
+      }
     }
     if (wellFormed === 0) return;
-    for (const e of entries) this.#o.store.apply(e.server.id, e.reducer.derive(now), true);
+    for (const e of entries) this.#o.store.apply(e.server.id, this.#derive(e, now), true);
   }
 
   async close(): Promise<void> {
