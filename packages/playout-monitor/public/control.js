@@ -34,6 +34,8 @@ function explain(status, data, text) {
     case 'CONFIG_INVALID':
     case 'INVALID_REQUEST':
       return `Not accepted: ${message}`;
+    case 'DEVICE_CONFLICT':
+      return `Refused: ${message}. Nothing was changed.`;
     case 'HOST_NOT_ALLOWED':
       return `Refused: open the control page through an address the monitor answers to. (${message})`;
     default:
@@ -94,10 +96,38 @@ function render() {
   if (chosen) sel.value = chosen;
 }
 
+/** Show only the options of the chosen device kind. */
+function showOptions() {
+  for (const f of document.querySelectorAll('fieldset[data-for]'))
+    f.hidden = f.dataset.for !== $('type').value;
+}
+$('type').addEventListener('change', showOptions);
+
+/** `"20, 30"` → [20, 30]; anything else is sent as typed, so the monitor names what is wrong. */
+function layerList(text) {
+  const parts = text.split(',').map((p) => p.trim());
+  return parts.map((p) => (/^-?\d+$/.test(p) ? Number(p) : p));
+}
+
 function entryFromForm() {
   const entry = { name: $('name').value.trim(), type: $('type').value, ip: $('ip').value.trim() };
   if ($('port').value) entry.port = Number($('port').value);
+  if (entry.type === 'osc_player') {
+    if ($('channel').value) entry.channel = Number($('channel').value);
+    if ($('layer').value) entry.layer = Number($('layer').value);
+    if ($('layers').value.trim()) entry.layers = layerList($('layers').value);
+    if ($('videoFormat').value.trim()) entry.videoFormat = $('videoFormat').value.trim();
+  } else if (entry.type === 'http_mixer') {
+    if ($('username').value) entry.username = $('username').value;
+    // Empty = keep the saved password (the monitor never sends it back).
+    if ($('password').value) entry.password = $('password').value;
+  }
   return entry;
+}
+
+function testResult(label, r) {
+  const why = r.ok ? 'OK' : `FAILED${r.cause ? ` (${r.cause})` : ''}`;
+  show(`${label}: ${why}, ${r.detail} (${r.latencyMs} ms)`, r.ok);
 }
 
 function edit(s) {
@@ -107,6 +137,14 @@ function edit(s) {
   $('type').value = s.type;
   $('ip').value = s.ip;
   $('port').value = s.port ?? '';
+  $('channel').value = s.channel ?? '';
+  $('layer').value = s.layer ?? '';
+  $('layers').value = (s.layers ?? []).join(', ');
+  $('videoFormat').value = s.videoFormat ?? '';
+  $('username').value = s.username ?? '';
+  $('password').value = '';
+  $('password').placeholder = s.password ? '(saved; type to change)' : '';
+  showOptions();
   $('cancelEdit').hidden = false;
 }
 
@@ -115,9 +153,11 @@ function resetForm() {
   $('editId').value = '';
   $('formTitle').textContent = 'Add a device';
   $('cancelEdit').hidden = true;
+  showOptions();
 }
 
 $('cancelEdit').addEventListener('click', resetForm);
+showOptions();
 
 $('deviceForm').addEventListener('submit', async (e) => {
   e.preventDefault();
@@ -129,6 +169,7 @@ $('deviceForm').addEventListener('submit', async (e) => {
       // Keep the type-specific options when the type is unchanged.
       const body = current.type === entry.type ? { ...current, ...entry } : { ...entry };
       if (!entry.port) delete body.port;
+      if (entry.type === 'osc_player' && !entry.layers) delete body.layers;
       await api('PUT', `api/devices/${id}`, body);
       show(`Device ${id} saved and applied`);
     } else {
@@ -146,7 +187,7 @@ async function test(id) {
   show(`Testing device ${id}…`);
   try {
     const r = await api('POST', `api/devices/${id}/test`, {});
-    show(`Device ${id}: ${r.ok ? 'OK' : 'FAILED'}, ${r.detail} (${r.latencyMs} ms)`, r.ok);
+    testResult(`Device ${id}`, r);
   } catch (err) {
     show(err.message, false);
   }
@@ -160,8 +201,10 @@ $('testNew').addEventListener('click', async () => {
       type: entry.type,
       ip: entry.ip,
       ...(entry.port ? { port: entry.port } : {}),
+      ...(entry.username !== undefined ? { username: entry.username } : {}),
+      ...(entry.password !== undefined ? { password: entry.password } : {}),
     });
-    show(`${entry.ip}: ${r.ok ? 'OK' : 'FAILED'}, ${r.detail} (${r.latencyMs} ms)`, r.ok);
+    testResult(entry.ip, r);
   } catch (err) {
     show(err.message, false);
   }

@@ -2,29 +2,20 @@
 // size (1920x1080), and the event history (state changes, link losses) arriving live, in Debian's chromium.
 // Screenshots: packages/playout-monitor/.tmp/test-output/pages/dashboard-12-*.png (gitignored).
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
-import { launchChromium, watchPage } from '@broadcast-ops/core/testing/browser';
+import { watchPage } from '@broadcast-ops/core/testing/browser';
 import { EVENT_HISTORY_MAX } from '../../src/domain/event-history.ts';
-import { startRig, until, type Rig } from './helpers.ts';
+import { browserRig, SHOTS } from './browser-rig.ts';
+import { until, type Rig } from './helpers.ts';
 
-const SHOTS = fileURLToPath(new URL('../../.tmp/test-output/pages/', import.meta.url));
 let browser: Browser;
 let rig: Rig;
 const problems: string[] = [];
 
 before(async () => {
-  mkdirSync(SHOTS, { recursive: true });
-  browser = await launchChromium();
-  rig = await startRig(12, { updateIntervalMs: 100 });
-  await until(
-    () => rig.service.view.list().every((d) => d.connected) || undefined,
-    10_000,
-    'decks connected',
-  );
+  ({ browser, rig } = await browserRig(12, { updateIntervalMs: 100 }));
 });
 after(async () => {
   await browser?.close();
