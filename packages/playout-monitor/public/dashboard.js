@@ -56,6 +56,23 @@ function inputStrip(d) {
   return el('div', { class: 'inputs', 'data-strip': String(d.id) }, ...inputs);
 }
 
+/** CasparCG: one line per watched layer (PROTOCOLS.md "Several layers"); grey when the data is stale. */
+function layerLines(d) {
+  return el(
+    'div',
+    { class: 'layers', 'data-layers': String(d.id) },
+    ...d.layers.map((l) => {
+      const state = d.isStale ? 'stale' : l.paused ? 'paused' : l.state;
+      const label = state === 'paused' ? 'PAUSED' : state === 'stale' ? 'NO DATA' : STATE_LABEL[l.state];
+      return el(
+        'div',
+        { class: `layer ${state}`, 'data-layer': String(l.layer), 'data-state': state },
+        `L${l.layer} ${label} ${l.timecode} ${l.filename || '\u2014'}`,
+      );
+    }),
+  );
+}
+
 function card(d) {
   const cls = stateClass(d);
   const label = d.isStale ? 'NO DATA' : STATE_LABEL[d.state];
@@ -94,6 +111,7 @@ function card(d) {
     c.append(r);
   }
   if (d.inputs && d.inputs.length > 0) c.append(inputStrip(d));
+  if (d.layers && d.layers.length > 0) c.append(layerLines(d));
   const reason = staleReason(d);
   c.append(el('div', { class: 'reason' }, reason));
   return c;

@@ -6,6 +6,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { silentLogger } from '@broadcast-ops/core';
+import { fileURLToPath } from 'node:url';
+import { launchChromium, watchPage } from '@broadcast-ops/core/testing/browser';
 import WebSocket from 'ws';
 import type { LayerState } from '../../src/domain/device-state.ts';
 import { PlayoutService } from '../../src/playout-service.ts';
@@ -108,6 +110,28 @@ test('each watched layer has its own state: playing, paused with its time, empty
   ws.close();
   assert.equal(byLayer(snap.data[0]?.layers, 10)?.state, 'play');
   assert.equal(byLayer(snap.data[0]?.layers, 20)?.paused, true);
+
+  // The dashboard card: one line per layer.
+  const browser = await launchChromium();
+  try {
+    const page = await browser.newPage({ viewport: { width: 1280, height: 720 } });
+    const problems: string[] = [];
+    await watchPage(page, problems, { label: 'dashboard' });
+    await page.goto(url + '/dashboard.html');
+    await page.waitForSelector('.layer[data-layer="20"][data-state="paused"]', { timeout: 10_000 });
+    const lines = await page.evaluate<string[]>(
+      `[...document.querySelectorAll('.layer')].map((l) => l.textContent)`,
+    );
+    assert.match(lines[0] ?? '', /^L10 PLAY \d\d:\d\d:\d\d:\d\d AMB\.mp4$/);
+    assert.match(lines[1] ?? '', /^L20 PAUSED 00:00:0[5-9]:\d\d LOWER_THIRD\.mov$/);
+    assert.match(lines[2] ?? '', /^L30 STOP 00:00:00:00 \u2014$/);
+    await page.screenshot({
+      path: fileURLToPath(new URL('../../.tmp/test-output/pages/dashboard-layers.png', import.meta.url)),
+    });
+    assert.deepEqual(problems, []);
+  } finally {
+    await browser.close();
+  }
 
   // Layer 20 stopped (empty producer) while layer 10 keeps playing.
   l20.stop();
