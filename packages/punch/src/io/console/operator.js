@@ -130,8 +130,9 @@ function start() {
     // A client without counters (spec fields only): its latest report, by the same rule.
     if (view.latency < 4 * h.rtt) {
       return (
-        `${words}: latency ${view.latency} ms is below 4 × RTT (${h.rtt.toFixed(1)} ms). The latency is fixed ` +
-        `for this session: for a safe link, create a new session with latency ${h.suggestedLatency} ms or more.`
+        `At risk: latency ${view.latency} ms is below 4 × RTT (${h.rtt.toFixed(1)} ms; ${words.toLowerCase()} by ` +
+        `RTT and repair). The latency is fixed for this session: for a safe link, create a new session with ` +
+        `latency ${h.suggestedLatency} ms or more.`
       );
     }
     return `${words}: ${rtt}; latency ${view.latency} ms covers 4 × RTT.`;
