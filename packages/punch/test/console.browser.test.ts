@@ -122,6 +122,29 @@ test('console: create, two peers, CONNECTED, health verdict, copy, peer token wi
       .waitFor();
     assert.doesNotMatch(String(await page.evaluate('document.body.innerText')), /headroom|raise it to/i);
     await page.locator('[data-testid=health-status]', { hasText: 'healthy' }).waitFor();
+    // With counters and its latency (as `punch agent` reports), the margin alarm (docs/health.md "Alarms"):
+    // 120 − 4 × 45 = −60 ms; a row on the stream, the verdict says "At risk", the receiver's table says so.
+    peers[1]?.send({
+      type: 'health',
+      role: 'receiver',
+      rtt: 45,
+      retransmit: 0,
+      bitrate: 6e6,
+      dropped: 0,
+      latency: 120,
+      counts: { packets: 1000, unique: 1000, lost: 0, retransmitted: 0 },
+    });
+    await page
+      .locator('[data-testid=alarms] .alarm-row[data-alarm=margin]', {
+        hasText: 'Latency 120 ms is below 4 × RTT plus its swing (180 ms needed)',
+      })
+      .waitFor({ timeout: 10_000 });
+    await page
+      .locator('[data-testid=verdict]', { hasText: /^At risk: the latency does not cover/ })
+      .waitFor();
+    const margin = page.locator('[data-end=receiver] tbody tr', { hasText: 'Margin' }).locator('td');
+    assert.deepEqual(await margin.allTextContents(), ['-60 ms', '-60 ms']);
+    assert.equal(await page.locator('[data-end=sender]').isVisible(), false, 'the sender sent no counters');
     await page.screenshot({ path: join(OUT, 'console-connected.png'), fullPage: true });
 
     // Copy a connection string.
