@@ -145,6 +145,10 @@ test('console: create, two peers, CONNECTED, health verdict, copy, peer token wi
     const margin = page.locator('[data-end=receiver] tbody tr', { hasText: 'Margin' }).locator('td');
     assert.deepEqual(await margin.allTextContents(), ['-60 ms', '-60 ms']);
     assert.equal(await page.locator('[data-end=sender]').isVisible(), false, 'the sender sent no counters');
+    // The graph draws the margin below zero (never clipped to 0).
+    await page
+      .locator('svg.health-graph .row.marginMs text.label', { hasText: ': -60 (scale -60 to 100)' })
+      .waitFor({ timeout: 10_000 });
     await page.screenshot({ path: join(OUT, 'console-connected.png'), fullPage: true });
 
     // Copy a connection string.
