@@ -20,8 +20,10 @@ let brokerUrl: string;
 let sim: VmixSimulator;
 let service: PlayoutService;
 let peer: WebSocket;
-const received: { atMs: number; msg: { type: string; stream?: string; state?: string; stale?: boolean } }[] =
-  [];
+const received: {
+  atMs: number;
+  msg: { type: string; stream?: string; state?: string; stale?: boolean; age?: number };
+}[] = [];
 
 before(async () => {
   dir = tempDir('punch-tally-');
@@ -109,9 +111,12 @@ test('a renumbering does not move the tally; vMix stopped reaches the peer as of
   assert.equal(tallies().length, count, 'no tally message for a renumbering');
   sim.moveInput(3, 1);
   await sim.offline();
-  // The monitor sends off with stale: true; punch relays the spec's fields only, so the peer sees off.
-  await until(() => lastTally()?.state === 'off', 5000, 'off when vMix is gone');
-  assert.deepEqual(lastTally(), { type: 'tally', stream: 'cam1', state: 'off' });
+  // The monitor sends off with stale: true; punch relays the flag (and the age of the stale state), so
+  // the peer sees unknown, never the last colour (packages/punch README "Tally").
+  await until(() => lastTally()?.stale === true, 5000, 'stale when vMix is gone');
+  const { age, ...rest } = lastTally() as { age?: unknown };
+  assert.deepEqual(rest, { type: 'tally', stream: 'cam1', state: 'off', stale: true });
+  assert.equal(typeof age, 'number');
   assert.deepEqual(punchTallyMessage('cam1', 'unknown'), {
     type: 'tally',
     stream: 'cam1',
