@@ -196,6 +196,13 @@ test('--on-tally runs one at a time, the latest state wins, a failing or hung co
     await hook.idle();
     assert.match(lines.join(''), /"tally":"unknown"[^\n]*"timeoutMs":1500[^\n]*on-tally command failed/);
     assert.equal(readFileSync(out, 'utf8').trim().split('\n').at(-1), 'program');
+    // off runs; program then off again during that run: back to the state it runs with, so no second run.
+    const count = readFileSync(out, 'utf8').trim().split('\n').length;
+    hook.change('off', 'r');
+    hook.change('program', 'r');
+    hook.change('off', 'r');
+    await hook.idle();
+    assert.deepEqual(readFileSync(out, 'utf8').trim().split('\n').slice(count), ['off']);
     const missing = new TallyHook({
       argv: [join(dir.path, 'no-such-program')],
       timeoutMs: 1000,

@@ -20,7 +20,7 @@ const STDERR_KEEP = 2048;
 /**
  * `punch agent --on-tally`: runs a command on every tally change, the state in its environment. One run at
  * a time; changes during a run are coalesced into one more run with the latest state (a light wants the
- * newest colour, not every colour it missed). A failing, missing or hung command is logged and never ends
+ * newest colour, not every colour it missed), and none when that is the state it just ran with. A failing, missing or hung command is logged and never ends
  * the agent; the agent's signalling and SRT do not wait for it (the run is a child process).
  */
 export class TallyHook {
@@ -28,6 +28,8 @@ export class TallyHook {
   #running = false;
   #pending: { state: AgentTally; reason: string } | null = null;
   #stopped = false;
+  /** The state of the last run started: a coalesced change back to it needs no run. */
+  #last: AgentTally | null = null;
   #idle: Array<() => void> = [];
 
   constructor(options: TallyHookOptions) {
@@ -55,12 +57,13 @@ export class TallyHook {
   #next(): void {
     const job = this.#pending;
     this.#pending = null;
-    if (job === null || this.#stopped) {
+    if (job === null || this.#stopped || job.state === this.#last) {
       this.#running = false;
       for (const resolve of this.#idle.splice(0)) resolve();
       return;
     }
     this.#running = true;
+    this.#last = job.state;
     this.#run(job.state, job.reason);
   }
 
