@@ -11,7 +11,7 @@ import { connect } from './ws-helpers.ts';
  * The join page as a tally light (README "Tally"), in Debian's chromium at 1440x900 and 390x844, fed by a
  * live broker: an admin's tally turns the same light element program red, preview green, off dark, and a
  * stale tally (what a playout monitor sends when it lost the mixer) grey with its reason and age; the page
- * takes no peer slot; the broker gone turns it grey. A console error or CSP violation fails the test
+ * takes no peer slot; a broker that stops answering the page's poll, and a broker gone, turn it grey. A console error or CSP violation fails the test
  * (except the browser's own lines about the refused connections once the broker is gone). Screenshots in
  * .tmp/punch-tally/ of the repository.
  */
@@ -64,8 +64,8 @@ for (const [width, height] of [
       const shot = (name: string) =>
         page.screenshot({ path: join(OUT, `tally-${name}-${width}.png`), fullPage: false });
 
-      const expectLight = async (state: string, word: string) => {
-        await page.locator(`[data-testid=tally-light][data-tally=${state}]`).waitFor({ timeout: 10_000 });
+      const expectLight = async (state: string, word: string, timeout = 10_000) => {
+        await page.locator(`[data-testid=tally-light][data-tally=${state}]`).waitFor({ timeout });
         assert.equal(await page.locator('[data-testid=tally-word]').innerText(), word);
         const bg = String(
           await page.evaluate(
@@ -116,6 +116,19 @@ for (const [width, height] of [
         await page.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth'),
       );
       assert.ok(sideways <= 0, `${sideways} px of horizontal scroll`);
+      assert.deepEqual(problems, [], problems.join('\n'));
+
+      // The broker stops answering while its WebSocket stays open (a frozen process, a cut path the socket
+      // has not noticed yet): the page's poll gets no answer within 5 s, the light goes grey with the
+      // reason, and the last tally comes back once the broker answers again.
+      await page.route('**/api/session/**', () => undefined); // requests never answered
+      await expectLight('unknown', 'UNKNOWN', 12_000);
+      await page
+        .locator('[data-testid=tally-detail]', { hasText: /no answer from the broker · for ([5-9]|\d\d) s/ })
+        .waitFor();
+      await shot('no-answer');
+      await page.unroute('**/api/session/**');
+      await expectLight('program', 'PROGRAM', 12_000);
       assert.deepEqual(problems, [], problems.join('\n'));
 
       // The broker goes away: grey with the reason, never the last colour.

@@ -119,6 +119,7 @@ function joinSteps() {
 // light goes grey instead of keeping a colour nobody confirms any more.
 const NO_ANSWER = 'no answer from the broker';
 let lastTally = null;
+let lastAnswerAt = Date.now();
 
 async function refresh() {
   if (closed) return;
@@ -126,9 +127,11 @@ async function refresh() {
   try {
     r = await fetch(api(''), { headers: auth, signal: AbortSignal.timeout(5000) });
   } catch {
-    light.set('unknown', NO_ANSWER);
+    // The age counts from the broker's last answer, not from when the page gave up waiting.
+    light.set('unknown', NO_ANSWER, light.state() === 'unknown' ? undefined : lastAnswerAt);
     return;
   }
+  lastAnswerAt = Date.now();
   if (light.reason() === NO_ANSWER) showTally(lastTally);
   const v = await viewOf(r);
   if (v === 'closed') closed = true;

@@ -38,6 +38,7 @@ export function tallyLight(stream) {
   return {
     root,
     reason: () => current.reason,
+    state: () => current.state,
     setStream(name) {
       setText(where, `Tally · ${name}`);
     },
