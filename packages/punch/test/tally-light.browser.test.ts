@@ -8,12 +8,13 @@ import { assertOnlyRefusedConnections, startTestServer } from './helpers.ts';
 import { connect } from './ws-helpers.ts';
 
 /**
- * The join page as a tally light (README "Tally"), in Debian's chromium at 1440x900 and 390x844, fed by a
- * live broker: an admin's tally turns the same light element program red, preview green, off dark, and a
- * stale tally (what a playout monitor sends when it lost the mixer) grey with its reason and age; the page
- * takes no peer slot; a broker that stops answering the page's poll, and a broker gone, turn it grey. A console error or CSP violation fails the test
- * (except the browser's own lines about the refused connections once the broker is gone). Screenshots in
- * .tmp/punch-tally/ of the repository.
+ * The join page as a tally light (README "Tally"), in Debian's chromium at 1920x1080 (a wall), 1440x900
+ * and 390x844 (a phone), fed by a live broker: an admin's tally turns the same light element program red,
+ * preview green, off dark, and a stale tally (what a playout monitor sends when it lost the mixer) grey
+ * with its reason and age; the page takes no peer slot; a broker that stops answering the page's poll, and
+ * a broker gone, turn it grey. A console error or CSP violation fails the test (except the browser's own
+ * lines about the refused connections once the broker is gone). Screenshots in .tmp/punch-tally/ of the
+ * repository.
  */
 const OUT = join(repoRoot, '.tmp/punch-tally');
 
@@ -25,6 +26,7 @@ const COLOURS: Record<string, string> = {
 };
 
 for (const [width, height] of [
+  [1920, 1080],
   [1440, 900],
   [390, 844],
 ] as const) {
