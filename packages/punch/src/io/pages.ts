@@ -67,6 +67,7 @@ export const ASSETS: Record<string, { type: string; body: string }> = Object.fro
       ['health-graph.js', 'text/javascript; charset=utf-8'],
       ['health-view.js', 'text/javascript; charset=utf-8'],
       ['alarm-notify.js', 'text/javascript; charset=utf-8'],
+      ['tally-light.js', 'text/javascript; charset=utf-8'],
       ['console.css', 'text/css; charset=utf-8'],
     ] as const
   ).map(([file, type]) => [
