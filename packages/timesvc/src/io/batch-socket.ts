@@ -1,4 +1,8 @@
 import { createRequire } from 'node:module';
+import { type LoggedClient, nativeClients } from '../domain/client-log.ts';
+
+/** Most clients one report holds (GET /api/clients; native/mmsg.c MAX_CLIENTS_REPORTED). */
+export const MAX_CLIENT_REPORT = 1000;
 
 /**
  * The batched UDP socket of the NTP server (native/mmsg.c; docs/performance.md "Batched socket path"):
@@ -44,6 +48,17 @@ interface MmsgAddon {
   setNtsKeys(handle: object, current: number, ids: Float64Array, keys: Uint8Array): boolean;
   ntsActive(handle: object, cutoffMs: number): number;
   stats(handle: object, out: Float64Array): void;
+  clients(handle: object, max: number, keys: Uint8Array, nums: Float64Array): number;
+  testClients(
+    policy: Float64Array,
+    records: Uint8Array,
+    times: Float64Array,
+    denied: Uint8Array,
+    decisions: Uint8Array,
+    max: number,
+    keys: Uint8Array,
+    nums: Float64Array,
+  ): number;
   testLimiter(policy: Float64Array, records: Uint8Array, times: Float64Array): Uint8Array;
   testAccess(networks: Uint8Array, records: Uint8Array): Uint8Array;
   testRespond(
@@ -77,7 +92,7 @@ export function batchSocketsAvailable(): boolean {
 
 /** The addon's pure entry points, for tests of the native responder against the JavaScript one. */
 export function nativeResponderForTests():
-  Pick<MmsgAddon, 'testLimiter' | 'testAccess' | 'testRespond'> | undefined {
+  Pick<MmsgAddon, 'testLimiter' | 'testClients' | 'testAccess' | 'testRespond'> | undefined {
   return addon();
 }
 
@@ -257,6 +272,19 @@ export class BatchSocket {
   /** The native thread's counters into `out` (native-served.ts NATIVE_STATS order); zeros before start. */
   stats(out: Float64Array): void {
     if (this.#handle !== undefined) this.#a.stats(this.#handle, out);
+  }
+
+  /**
+   * The native thread's client log (native/mmsg.c clients()), most recently seen first, at most `max`
+   * (≤ MAX_CLIENT_REPORT); none before the thread starts or after close.
+   */
+  clients(max: number, bits: number): LoggedClient[] {
+    if (this.#handle === undefined || !this.#native) return [];
+    const m = Math.max(0, Math.min(MAX_CLIENT_REPORT, Math.floor(max)));
+    const keys = new Uint8Array(m * 17);
+    const nums = new Float64Array(m * 7);
+    const n = this.#a.clients(this.#handle, m, keys, nums);
+    return nativeClients(keys, nums, n, bits);
   }
 
   close(): void {
