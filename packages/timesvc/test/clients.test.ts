@@ -68,6 +68,24 @@ test('IntL: requests after a dropped one update the second average, Drop counts 
   assert.equal(intervalLog2(e.timeoutRate), -2);
 });
 
+test('a client is named as chronyc -n names it: the IPv4 address, the IPv6 prefix in RFC 5952 form', () => {
+  const l = new RateLimiter({
+    averageIntervalS: 1,
+    burst: 4,
+    kodIntervalS: 8,
+    maxClients: 8,
+    ipv6PrefixBits: 64,
+  });
+  l.check('2001:db8:0:1:aaaa::1', 0);
+  l.checkBytes(v6record(1, 1), 0, 1000);
+  l.check('::ffff:192.0.2.7', 2000);
+  l.checkBytes(v4record(9), 0, 3000);
+  assert.deepEqual(
+    l.clients(8).map((c) => c.address),
+    ['10.0.0.9', '192.0.2.7', '2001:db8:1::/64', '2001:db8:0:1::/64'],
+  );
+});
+
 // ---- The native log against the JavaScript one ----
 
 const native = nativeResponderForTests();

@@ -1,3 +1,5 @@
+import { ipv6Text } from './ip-address.ts';
+
 /**
  * The per-client log of the NTP server (chronyc `clients`, docs/cli.md "clients"), kept in the rate
  * limiter's bounded table (rate-limiter.ts; native/ntp-fast.c keeps the same fields with the same
@@ -160,11 +162,10 @@ export function reportClients(logs: readonly LoggedClient[], nowMs: number, max:
     .map(([address, e]) => reportEntry(address, e, nowMs));
 }
 
-/** An IPv6 prefix key's text: the 16 bytes `at(0..15)` as eight groups and `/bits`. */
+/** An IPv6 prefix key's text: the 16 bytes `at(0..15)` in RFC 5952 form and `/bits`. */
 export function ipv6KeyText(at: (i: number) => number, bits: number): string {
-  const groups: string[] = [];
-  for (let i = 0; i < 8; i++) groups.push(((at(2 * i) << 8) | at(2 * i + 1)).toString(16));
-  return `${groups.join(':')}/${Math.max(0, Math.min(128, bits))}`;
+  const bytes = Uint8Array.from({ length: 16 }, (_, i) => at(i));
+  return `${ipv6Text(bytes, 0)}/${Math.max(0, Math.min(128, bits))}`;
 }
 
 /** The native log's flat form (native/mmsg.c clients(): 17-byte keys, 7 numbers each) as LoggedClients. */

@@ -141,8 +141,13 @@ export class RateLimiter {
     if (typeof key === 'number') {
       return [key >>> 24, (key >>> 16) & 0xff, (key >>> 8) & 0xff, key & 0xff].join('.');
     }
-    if (!key.startsWith('/') || key.length !== 17) return key;
-    return ipv6KeyText((i) => key.charCodeAt(1 + i), this.#opts.ipv6PrefixBits);
+    if (key.startsWith('/') && key.length === 17) {
+      return ipv6KeyText((i) => key.charCodeAt(1 + i), this.#opts.ipv6PrefixBits);
+    }
+    // keyOf's IPv6 form (eight groups and /bits) in the same RFC 5952 text; IPv4 text as it is.
+    const groups = key.includes('/') ? expandIpv6(key.split('/')[0] ?? '') : undefined;
+    if (groups === undefined) return key;
+    return ipv6KeyText((i) => ((groups[i >> 1] ?? 0) >> (i & 1 ? 0 : 8)) & 0xff, this.#opts.ipv6PrefixBits);
   }
 
   #decide(key: string | number, nowMs: number): RateDecision {
