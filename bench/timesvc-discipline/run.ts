@@ -41,6 +41,7 @@ import {
   type ProbeRecord,
 } from '../../packages/timesvc/test/helpers/offset-upstream.ts';
 import { freePort } from '../../packages/timesvc/test/helpers/nts.ts';
+import { startupPair } from '../../packages/timesvc/test/helpers/startup-pair.ts';
 
 const { values } = parseArgs({
   options: { poll: { type: 'string' }, 'outage-s': { type: 'string' }, 'accuracy-s': { type: 'string' } },
@@ -84,41 +85,9 @@ const config = configSchema.parse({
   web: { port: 0, bind_address: '127.0.0.1' },
 });
 // Accuracy with the defaults: its own upstream, timesvc and chronyd -x.
-const accUp = await OffsetUpstream.start(0.02);
-const accChronySocket = await accUp.listen();
-const accChronyPort = await freePort('udp');
-const accConf = join(dir.path, 'chrony-acc.conf');
-writeFileSync(
-  accConf,
-  [
-    `server 127.0.0.1 port ${accUp.portOf(accChronySocket)} iburst`,
-    `port ${accChronyPort}`,
-    'bindaddress 127.0.0.1',
-    'allow 127.0.0.1',
-    'cmdport 0',
-    `pidfile ${join(dir.path, 'chronyd-acc.pid')}`,
-    `driftfile ${join(dir.path, 'chronyd-acc.drift')}`,
-    '',
-  ].join('\n'),
-);
-const accConfig = configSchema.parse({
-  ntp: {
-    port: 0,
-    interface: '127.0.0.1',
-    rate_limit: { enabled: false },
-    upstream_peers: [{ address: accUp.address }],
-  },
-  web: { port: 0, bind_address: '127.0.0.1' },
-});
-const accT0 = performance.now();
-const accChrony = startProcess(requireTool('chronyd'), ['-x', '-d', '-u', 'root', '-f', accConf]);
-const accService = createTimesvc(accConfig, silentLogger());
-await accService.start();
-const accProbes = {
-  timesvc: new Probe(accService.server()?.addresses[0]?.port ?? 0, accUp, 500),
-  chronyd: new Probe(accChronyPort, accUp, 500, accChronySocket),
-};
-await Promise.all([accProbes.timesvc.start(), accProbes.chronyd.start()]);
+const accPair = await startupPair(join(dir.path, 'acc'), 0, 500);
+const accT0 = accPair.t0;
+const accProbes = accPair.probes;
 
 // Leap second (insertion) with the default polls: timesvc on a host clock 30 s before 2027-01-01.
 const LEAP_EPOCH_S = Date.UTC(2027, 0, 1) / 1000;
@@ -190,10 +159,7 @@ await service.close();
 await chrony.stop('SIGTERM');
 await up.close();
 await sleep(Math.max(0, accT0 + ACCURACY_S * 1000 - performance.now()));
-await Promise.all([accProbes.timesvc.stop(), accProbes.chronyd.stop()]);
-await accService.close();
-await accChrony.stop('SIGTERM');
-await accUp.close();
+await accPair.stop();
 await sleep(Math.max(0, leapAtMs + 46_000 - performance.now()));
 await leapUp.close();
 dir.remove();

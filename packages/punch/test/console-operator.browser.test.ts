@@ -21,8 +21,12 @@ import { connect, type WsClient } from './ws-helpers.ts';
  * broker can be killed): a label typed while health flows is kept, with its focus; an open
  * connection-string section stays open (the same element) through 10 s of health reports; Copy works;
  * two invites are both listed with link and QR; revoking one refuses its token and disconnects its peer;
- * the tally buttons reach both peers; after a departed peer the stream shows "Waiting for the second peer"
- * without its old health badge; the page never scrolls sideways; the admin token never appears in a
+ * the tally buttons reach both peers; health as `punch agent` reports it (counters, role, latency) shows
+ * both ends labelled sender and receiver over 10 s and 60 s with the advice, never a "buffer headroom" or a
+ * "raise it to", and the 10-minute graph; drops raise an alarm (a row on the stream, a beep once the
+ * sound is on, a browser notification once permitted) that clears when the window is clean again; after a
+ * departed peer the stream shows "Waiting for the second peer" without its old health badge, and the graph
+ * greys with the age of its last report; the page never scrolls sideways; the admin token never appears in a
  * request URL; the page greys out with the reason within 5 s of a SIGKILL of the broker. A console error or
  * CSP violation fails the test (after the kill, only the browser's own connection-refused lines are
  * expected). Screenshots go to .tmp/punch-console/ of the repository.
@@ -44,6 +48,48 @@ async function startBroker(dir: string): Promise<{ proc: RunningProcess; url: st
     30_000,
   );
   return { proc, url: m[1] ?? '' };
+}
+
+/**
+ * Spies on the browser's alarm outputs (calling through to the real APIs): the titles of the notifications
+ * constructed, and the oscillators the alarm sound started. Injected before the page's scripts.
+ */
+const SPY_ALARMS = `(() => {
+  window.__notes = [];
+  window.__beeps = 0;
+  const N = window.Notification;
+  if (N) {
+    const Spy = function (title, options) {
+      window.__notes.push(title + ' | ' + ((options && options.body) || ''));
+      return new N(title, options);
+    };
+    Object.defineProperty(Spy, 'permission', { get: () => N.permission });
+    Spy.requestPermission = (...a) => N.requestPermission(...a);
+    window.Notification = Spy;
+  }
+  const osc = AudioContext.prototype.createOscillator;
+  AudioContext.prototype.createOscillator = function () {
+    window.__beeps++;
+    return osc.call(this);
+  };
+})()`;
+
+/** Never a "buffer headroom" or "raise it to" (the latency is fixed at creation: docs/health.md "Advice"). */
+async function assertNoHeadroom(page: Page): Promise<void> {
+  const text = String(await page.evaluate('document.body.innerText'));
+  assert.doesNotMatch(text, /headroom|raise it to|raise the latency/i);
+}
+
+/**
+ * Waits until `expr` (evaluated in the page over CDP) is true, polling every 200 ms for at most `ms`.
+ * (page.waitForFunction polls through eval inside the page, which the pages' CSP refuses.)
+ */
+async function until(page: Page, expr: string, ms: number): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await page.evaluate<boolean>(`Boolean(${expr})`))) {
+    assert.ok(Date.now() < end, `not within ${ms} ms: ${expr}`);
+    await page.waitForTimeout(200);
+  }
 }
 
 /** No sideways scroll: the document is no wider than the viewport. */
@@ -81,7 +127,10 @@ for (const [width, height] of [
         viewport: { width, height },
         ...(phone ? { isMobile: true, hasTouch: true, deviceScaleFactor: 2 } : {}),
       });
-      await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: broker.url });
+      await context.grantPermissions(['clipboard-read', 'clipboard-write', 'notifications'], {
+        origin: broker.url,
+      });
+      await context.addInitScript(SPY_ALARMS);
       page = await context.newPage();
       const problems: string[] = [];
       await watchPage(page, problems);
@@ -93,6 +142,12 @@ for (const [width, height] of [
 
       await page.goto(`${broker.url}/s/${name}#t=${encodeURIComponent(admin)}`);
       await page.locator('#live', { hasText: /^live$/ }).waitFor({ timeout: 10_000 });
+      // The alarm sound needs a user gesture (autoplay rules): the operator turns it on.
+      await page.locator('[data-testid=alarm-sound]').click();
+      await page
+        .locator('[data-testid=alarm-sound][aria-pressed=true]', { hasText: 'Alarm sound on' })
+        .waitFor();
+      await page.locator('[data-testid=alarm-notify]', { hasText: 'Notifications on' }).waitFor();
       const card = page.locator('section[data-stream="cam-1"]');
       await card.locator('[data-testid=stream-state]', { hasText: 'waiting' }).waitFor();
 
@@ -130,21 +185,29 @@ for (const [width, height] of [
       }
       for (const c of peers) await c.next('peer', 10_000);
       for (const c of peers) c.send({ type: 'status', stream: 'cam-1', srt: 'connected' });
+      // As `punch agent` reports (docs/health.md "What the agent sends"): role, counters summed over the
+      // period, the receiver's latency; 2 of 1000 packets lost and repaired; `drops` rounds with drops.
       let n = 0;
+      let drops = 0;
       healthLoop = setInterval(() => {
         n++;
-        for (const c of peers) {
+        const counts = { packets: 1002, unique: 1000, lost: 2, retransmitted: 2 };
+        for (const [i, c] of peers.entries()) {
           if (c.ws.readyState !== c.ws.OPEN) continue;
+          const receiver = i === 1;
           c.send({
             type: 'health',
             stream: 'cam-1',
+            role: receiver ? 'receiver' : 'sender',
             rtt: 20 + (n % 5),
             retransmit: 0.2,
             bitrate: 4e6,
-            dropped: 0,
-            buffer: 60,
+            dropped: receiver && drops > 0 ? 3 : 0,
+            counts,
+            ...(receiver ? { latency: 200, buffer: 15 } : {}),
           });
         }
+        if (drops > 0) drops--;
       }, 500);
       await page.locator('#state', { hasText: 'CONNECTED' }).waitFor({ timeout: 10_000 });
       await card.locator('[data-testid=health-status]', { hasText: 'healthy' }).waitFor({ timeout: 10_000 });
@@ -152,6 +215,48 @@ for (const [width, height] of [
         .locator('[data-testid=invite-state]', { hasText: 'joined' })
         .nth(1)
         .waitFor({ timeout: 10_000 });
+
+      // Both ends, labelled sender and receiver, over the broker's 10 s and 60 s windows.
+      const cell = (end: string, figure: string, col: number) =>
+        card.locator(`[data-end=${end}] tbody tr`, { hasText: figure }).locator('td').nth(col);
+      await cell('receiver', 'Margin', 0)
+        .filter({ hasText: /^\+\d+ ms/ })
+        .waitFor({ timeout: 10_000 });
+      for (const end of ['sender', 'receiver']) {
+        const heads = await card.locator(`[data-end=${end}] thead th`).allTextContents();
+        assert.deepEqual(heads, [end === 'sender' ? 'Sender' : 'Receiver', '10 s', '60 s']);
+        for (const col of [0, 1]) {
+          const rtt = (await cell(end, 'RTT min/avg/max', col).textContent()) ?? '';
+          assert.match(rtt, /^2\d\.\d\/2\d\.\d\/2\d\.\d$/, `${end} RTT`);
+          // 2 of 1000 originals lost (loss before ARQ); 2 of 1002 packets were retransmissions.
+          assert.equal(await cell(end, 'Loss before ARQ', col).textContent(), '0.20 %');
+          assert.equal(await cell(end, 'Retransmitted', col).textContent(), '0.20 %');
+          assert.equal(await cell(end, 'Dropped too late', col).textContent(), '0 pkt');
+        }
+      }
+      // Margin = latency − (4 × RTT avg + swing): 200 − (4 × 20…24 + up to 4).
+      const margin = Number(
+        /^\+(\d+) ms$/.exec((await cell('receiver', 'Margin', 1).textContent()) ?? '')?.[1],
+      );
+      assert.ok(margin >= 100 && margin <= 120, `margin ${margin}`);
+      assert.match((await cell('receiver', 'Latency / needed', 1).textContent()) ?? '', /^200 \/ \d+ ms$/);
+      assert.equal(await card.locator('[data-end=sender] tr', { hasText: 'Margin' }).isVisible(), false);
+      await card
+        .locator('[data-testid=advice] li', { hasText: 'Healthy: latency 200 ms covers 4 × RTT' })
+        .waitFor();
+      await card.locator('[data-testid=verdict]', { hasText: /^Healthy: RTT 2\d\.\d ms/ }).waitFor();
+      assert.equal(await card.locator('[data-testid=alarms]').isVisible(), false);
+      await assertNoHeadroom(page);
+      // The 10-minute graph of the link, fetched with the admin token, current (not grey).
+      const graph = card.locator('[data-testid=health-graph] svg.health-graph');
+      await graph.waitFor({ timeout: 10_000 });
+      assert.equal(await graph.locator('path.series').count(), 5);
+      await until(
+        page,
+        `[...document.querySelectorAll('section[data-stream="cam-1"] svg.health-graph path.series')].every((p) => /^M[\\d.]+,[\\d.]+ L/.test(p.getAttribute('d') || ''))`,
+        10_000,
+      );
+      assert.doesNotMatch((await graph.getAttribute('class')) ?? '', /stale/);
 
       // A label typed while health flows is kept, and so is the focus.
       await label.click();
@@ -201,6 +306,38 @@ for (const [width, height] of [
       await card.locator('button[data-tally=off]').click();
       for (const c of peers) assert.equal((await c.next('tally', 5000))['state'], 'off');
 
+      // Drops: the alarm shows on the stream, beeps and notifies; it clears once the 10 s window is clean.
+      const beepsBefore = Number(await page.evaluate('window.__beeps'));
+      assert.ok(beepsBefore >= 1, 'turning the sound on played it once');
+      drops = 3;
+      const alarmRow = card.locator('[data-testid=alarms] .alarm-row[data-alarm=drops]');
+      await alarmRow.waitFor({ timeout: 10_000 });
+      assert.match((await alarmRow.textContent()) ?? '', /^Drops since .*arrived too late to play/);
+      assert.equal(await card.locator('[data-testid=alarm-badge]').isVisible(), true);
+      await card
+        .locator('[data-testid=verdict]', { hasText: /^Glitching: \d+ packets dropped too late/ })
+        .waitFor();
+      await until(page, 'window.__notes.length > 0', 5000);
+      const notes = await page.evaluate<string[]>('window.__notes');
+      assert.match(
+        notes[0] ?? '',
+        new RegExp(`^Punch ${name}: cam-1 drops \\| \\d+ packets arrived too late`),
+      );
+      assert.ok(Number(await page.evaluate('window.__beeps')) > beepsBefore, 'the alarm beeped');
+      await cell('receiver', 'Dropped too late', 0)
+        .filter({ hasText: /^[1-9]\d* pkt$/ })
+        .waitFor();
+      await assertNoHeadroom(page);
+      await assertNoSideScroll(page, 'alarm');
+      await shot('alarm');
+      await alarmRow.waitFor({ state: 'detached', timeout: 30_000 });
+      assert.equal(await card.locator('[data-testid=alarm-badge]').isVisible(), false);
+      assert.equal(
+        (await page.evaluate<string[]>('window.__notes')).length,
+        1,
+        'one notification per raised alarm',
+      );
+
       // Revoke the first invite: its peer is disconnected, its token refused; the list says so.
       await items.first().locator('button', { hasText: 'Revoke' }).click();
       const first = peers[0];
@@ -225,6 +362,12 @@ for (const [width, height] of [
         .locator('[data-testid=verdict]', { hasText: 'Waiting for the second peer' })
         .waitFor({ timeout: 10_000 });
       assert.equal(await card.locator('[data-testid=health-status]').isVisible(), false);
+      // The link's graph stays, grey with the age of its last report.
+      await card.locator('svg.health-graph.stale').waitFor({ timeout: 30_000 });
+      assert.match(
+        (await card.locator('svg.health-graph .stale-note').textContent()) ?? '',
+        /^stale: last report \d+ s ago$/,
+      );
       await assertNoSideScroll(page, 'after revoke');
       await shot('revoked');
       assert.deepEqual(problems, [], problems.join('\n'));

@@ -110,12 +110,45 @@ test('console: create, two peers, CONNECTED, health verdict, copy, peer token wi
     await page.locator('#state', { hasText: 'CONNECTED' }).waitFor({ timeout: 10_000 });
     await page.locator('td', { hasText: 'Camera 1' }).waitFor();
     await page.locator('td', { hasText: 'Gallery' }).waitFor();
-    // RTT 45 ms with latency 120 ms: below 4 × RTT, the verdict says to raise it to 180 ms.
+    // RTT 45 ms with latency 120 ms: below 4 × RTT. The latency is fixed at creation (docs/health.md
+    // "Advice"): the verdict names the latency a new session needs, never "raise it".
     peers[1]?.send({ type: 'health', rtt: 45, retransmit: 0.4, bitrate: 6e6, dropped: 0, buffer: 35 });
     await page
-      .locator('[data-testid=verdict]', { hasText: 'raise it to 180 ms' })
+      .locator('[data-testid=verdict]', { hasText: 'create a new session with latency 180 ms or more' })
       .waitFor({ timeout: 10_000 });
+    // A client without counters: its latest report, labelled by its role, and no windows.
+    await page
+      .locator('[data-testid=latest-reports]', { hasText: 'Receiver (latest report): RTT 45.0 ms' })
+      .waitFor();
+    assert.doesNotMatch(String(await page.evaluate('document.body.innerText')), /headroom|raise it to/i);
     await page.locator('[data-testid=health-status]', { hasText: 'healthy' }).waitFor();
+    // With counters and its latency (as `punch agent` reports), the margin alarm (docs/health.md "Alarms"):
+    // 120 − 4 × 45 = −60 ms; a row on the stream, the verdict says "At risk", the receiver's table says so.
+    peers[1]?.send({
+      type: 'health',
+      role: 'receiver',
+      rtt: 45,
+      retransmit: 0,
+      bitrate: 6e6,
+      dropped: 0,
+      latency: 120,
+      counts: { packets: 1000, unique: 1000, lost: 0, retransmitted: 0 },
+    });
+    await page
+      .locator('[data-testid=alarms] .alarm-row[data-alarm=margin]', {
+        hasText: 'Latency 120 ms is below 4 × RTT plus its swing (180 ms needed)',
+      })
+      .waitFor({ timeout: 10_000 });
+    await page
+      .locator('[data-testid=verdict]', { hasText: /^At risk: the latency does not cover/ })
+      .waitFor();
+    const margin = page.locator('[data-end=receiver] tbody tr', { hasText: 'Margin' }).locator('td');
+    assert.deepEqual(await margin.allTextContents(), ['-60 ms', '-60 ms']);
+    assert.equal(await page.locator('[data-end=sender]').isVisible(), false, 'the sender sent no counters');
+    // The graph draws the margin below zero (never clipped to 0).
+    await page
+      .locator('svg.health-graph .row.marginMs text.label', { hasText: ': -60 (scale -60 to 100)' })
+      .waitFor({ timeout: 10_000 });
     await page.screenshot({ path: join(OUT, 'console-connected.png'), fullPage: true });
 
     // Copy a connection string.

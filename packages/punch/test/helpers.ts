@@ -117,3 +117,14 @@ export function assertError(r: CallResult, status: number, code: string, message
   assert.equal(typeof r.json?.message, 'string');
   if (message) assert.match(r.json.message, message);
 }
+
+/**
+ * A page's console problems once its broker is gone, but for the browser's own lines about the refused
+ * connections (which a page cannot prevent): what is left fails the test.
+ */
+export function assertOnlyRefusedConnections(problems: string[]): void {
+  const unexpected = problems.filter(
+    (p) => !/ERR_CONNECTION_REFUSED|WebSocket connection to .* failed|Failed to load resource/.test(p),
+  );
+  assert.deepEqual(unexpected, [], unexpected.join('\n'));
+}

@@ -128,6 +128,17 @@ describe('two broker instances on Redis', () => {
     obs.send({ type: 'tally', state: 'program' });
     assert.equal((await a.next('tally'))['state'], 'program');
     assert.equal((await b.next('tally'))['state'], 'program');
+    // A join page on the relay watches the stream (README "Tally"): the last tally at once, then a stale one.
+    const page = await ws(relay, 'x-match', tokB);
+    await page.next('session');
+    page.send({ type: 'watch' });
+    assert.deepEqual(await page.next('tally'), { type: 'tally', stream: 'default', state: 'program' });
+    obs.send({ type: 'tally', state: 'off', stale: true });
+    const stale = await page.next('tally');
+    assert.equal(stale['stale'], true);
+    assert.equal(typeof stale['age'], 'number');
+    assert.equal((await a.next('tally'))['stale'], true);
+    page.close();
     // The view through either instance is the same.
     const v1 = await owner.call('GET', '/api/session/x-match', { token: admin });
     const v2 = await relay.call('GET', '/api/session/x-match', { token: admin });

@@ -5,7 +5,7 @@ import { parseClientMessage } from '../src/protocol/ws-messages.ts';
 import { startTestServer, type TestServer } from './helpers.ts';
 import { connect, sleep, type WsClient } from './ws-helpers.ts';
 
-const TYPES = ['register', 'health', 'status', 'tally', 'ready', 'peer', 'start', ''];
+const TYPES = ['register', 'health', 'status', 'tally', 'ready', 'watch', 'peer', 'start', ''];
 
 /** Messages shaped like the protocol's, with random field values: they reach the handlers, not just the parser. */
 const shaped = fc.record(

@@ -1,12 +1,12 @@
 /**
- * The bridge as its own process (bin/telemetry-bridge.mjs) against a Companion simulator, for tests that
- * kill or restart it: one config file in `dir`, a fixed client port (the same after a restart), and every
- * started process remembered so the test can end them by PID.
+ * The bridge as its own process (bin/telemetry-bridge.mjs) against a Satellite server (the Companion
+ * simulator, or Companion's own code in the interop harness), for tests that kill or restart it: one config
+ * file in `dir`, a fixed client port (the same after a restart), and every started process remembered so the
+ * test can end them by PID.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { repoRoot, startProcess, waitFor, type RunningProcess } from '@broadcast-ops/core/testing';
-import type { CompanionSimulator } from '../src/simulators/companion-sim.ts';
 import { deepMerge, freePort } from './helpers.ts';
 
 const BIN = join(repoRoot, 'packages/telemetry-bridge/bin/telemetry-bridge.mjs');
@@ -21,14 +21,19 @@ export interface BridgeProcess {
   killAll: () => Promise<void>;
 }
 
+/** The Satellite server the bridge registers on: the simulator, or Companion's own code (its interop harness). */
+export interface SatellitePeer {
+  readonly devices: readonly string[];
+}
+
 export async function bridgeProcess(
   dir: string,
-  sim: CompanionSimulator,
+  sim: SatellitePeer,
   simPort: number | undefined,
   deviceId: string,
   extra: Record<string, unknown> = {},
 ): Promise<BridgeProcess> {
-  if (simPort === undefined) throw new Error('the simulator listens on no WebSocket port');
+  if (simPort === undefined) throw new Error('the Satellite server listens on no port');
   const port = await freePort();
   const cfg = join(dir, 'bridge.json');
   const config = deepMerge(
@@ -69,7 +74,7 @@ export async function bridgeProcess(
 }
 
 /** KEY-PRESS lines the simulator received with PRESSED=1 (`down`) or PRESSED=0. */
-export function pressLines(sim: CompanionSimulator, down = true): number {
+export function pressLines(sim: { linesNamed(name: string): { line: string }[] }, down = true): number {
   return sim
     .linesNamed('KEY-PRESS')
     .filter((l) => (down ? / PRESSED=(1|true)\b/ : / PRESSED=(0|false)\b/).test(l.line)).length;

@@ -80,6 +80,7 @@ typedef struct {
   pthread_mutex_t keys_lock; /* guards nts against setNtsKeys */
   uint8_t *big;         /* batch * slot: NTS replies */
   pthread_mutex_t lock; /* guards served, the ring indices */
+  pthread_mutex_t log_lock; /* guards policy.limiter (the rate limiter and client log) against clients() */
   nf_served_t served;
   /* the thread's receive and send state */
   uint8_t *buf;         /* batch * slot */
@@ -623,7 +624,9 @@ static int native_batch(endpoint_t *ep, native_t *nv) {
     uint8_t rec[ADDR_BYTES];
     fill_record(&nv->names[i], rec);
     const uint8_t *req = nv->buf + (size_t)i * ep->slot;
+    pthread_mutex_lock(&nv->log_lock);
     int code = nf_decide(req, len, rec, at, &sv, &nv->policy, nv->out[out]);
+    pthread_mutex_unlock(&nv->log_lock);
     if (code >= NF_DROP_SHORT) {
       STAT_ADD(nv, ST_DROP_SHORT + (code - NF_DROP_SHORT), 1);
       continue;
@@ -825,6 +828,7 @@ static napi_value StartNative(napi_env env, napi_callback_info info) {
   }
   pthread_mutex_init(&nv->lock, NULL);
   pthread_mutex_init(&nv->keys_lock, NULL);
+  pthread_mutex_init(&nv->log_lock, NULL);
   uv_loop_t *loop;
   napi_get_uv_event_loop(env, &loop);
   uv_async_init(loop, &ep->async_wake, on_wake);
@@ -934,6 +938,62 @@ static napi_value Stats(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+/* Most clients one clients() call returns (the API's bound, docs/cli.md "clients"). */
+#define MAX_CLIENTS_REPORTED 1000
+
+/* Copy `n` snapshot entries into keys u8[17n] and nums f64[7n] (hits, drops, kod_rate, kod_deny, last_ts,
+ * rate, timeout_rate: client-log.ts ClientLogEntry). */
+static void clients_out(const nf_client_t *c, int n, uint8_t *keys, double *nums) {
+  for (int i = 0; i < n; i++) {
+    memcpy(keys + (size_t)i * 17, c[i].key, 17);
+    double *o = nums + (size_t)i * 7;
+    o[0] = c[i].hits;
+    o[1] = c[i].drops;
+    o[2] = c[i].kod_rate;
+    o[3] = c[i].kod_deny;
+    o[4] = c[i].last_ts;
+    o[5] = c[i].rate;
+    o[6] = c[i].timeout_rate;
+  }
+}
+
+/*
+ * clients(handle, max, keys u8[17 max], nums f64[7 max]) -> count: the native thread's client log, most
+ * recently seen first, at most max (<= MAX_CLIENTS_REPORTED). Copied under log_lock, which the thread holds
+ * around each decision, so the table is never read while it changes.
+ */
+static napi_value Clients(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  endpoint_t *ep = argc >= 4 ? endpoint_of(env, argv[0]) : NULL;
+  if (!ep) return NULL;
+  int32_t max = 0;
+  uint8_t *keys;
+  double *nums;
+  if (napi_get_value_int32(env, argv[1], &max) != napi_ok || max < 0 || max > MAX_CLIENTS_REPORTED ||
+      !typed(env, argv[2], napi_uint8_array, (size_t)max * 17, (void **)&keys) ||
+      !get_f64s(env, argv[3], (size_t)max * 7, &nums)) {
+    napi_throw_type_error(env, NULL, "clients(handle, max <= 1000, u8[17 max], f64[7 max])");
+    return NULL;
+  }
+  int n = 0;
+  native_t *nv = ep->native;
+  if (nv && max > 0) {
+    nf_client_t *c = malloc(sizeof(nf_client_t) * (size_t)max);
+    if (c) {
+      pthread_mutex_lock(&nv->log_lock);
+      n = nf_limiter_snapshot(&nv->policy.limiter, c, max);
+      pthread_mutex_unlock(&nv->log_lock);
+      clients_out(c, n, keys, nums);
+      free(c);
+    }
+  }
+  napi_value result;
+  napi_create_int32(env, n, &result);
+  return result;
+}
+
 static void native_stop(endpoint_t *ep) {
   native_t *nv = ep->native;
   if (!nv || !nv->started) return;
@@ -954,6 +1014,7 @@ static void native_free(native_t *nv) {
   policy_free(&nv->policy);
   pthread_mutex_destroy(&nv->lock);
   pthread_mutex_destroy(&nv->keys_lock);
+  pthread_mutex_destroy(&nv->log_lock);
   free(nv);
 }
 
@@ -984,9 +1045,55 @@ static napi_value TestLimiter(napi_env env, napi_callback_info info) {
   uint8_t *out;
   napi_value buf;
   napi_create_arraybuffer(env, tlen, (void **)&out, &buf);
-  for (size_t i = 0; i < tlen; i++) out[i] = (uint8_t)nf_limiter_check(&p.limiter, recs + i * ADDR_BYTES, times[i]);
+  for (size_t i = 0; i < tlen; i++) out[i] = (uint8_t)nf_limiter_check(&p.limiter, recs + i * ADDR_BYTES, times[i], 0);
   policy_free(&p);
   napi_create_typedarray(env, napi_uint8_array, tlen, buf, 0, &result);
+  return result;
+}
+
+/*
+ * testClients(policy f64[6], records u8[24n], times f64[n], denied u8[n], decisions u8[n], max, keys
+ * u8[17 max], nums f64[7 max]) -> count: the requests through nf_limiter_check, then the client log as
+ * clients() returns it.
+ */
+static napi_value TestClients(napi_env env, napi_callback_info info) {
+  size_t argc = 8;
+  napi_value argv[8];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  double *a, *times, *nums;
+  uint8_t *recs, *denied, *decisions, *keys;
+  napi_typedarray_type type;
+  size_t rlen = 0, tlen = 0, off;
+  int32_t max = 0;
+  napi_value ab, empty, empty_buffer;
+  void *unused;
+  nf_policy_t p;
+  napi_create_arraybuffer(env, 0, &unused, &empty_buffer);
+  napi_create_typedarray(env, napi_uint8_array, 0, empty_buffer, 0, &empty);
+  if (argc < 8 || !get_f64s(env, argv[0], 6, &a) ||
+      napi_get_typedarray_info(env, argv[1], &type, &rlen, (void **)&recs, &ab, &off) != napi_ok ||
+      napi_get_typedarray_info(env, argv[2], &type, &tlen, (void **)&times, &ab, &off) != napi_ok ||
+      type != napi_float64_array || rlen != tlen * ADDR_BYTES ||
+      !typed(env, argv[3], napi_uint8_array, tlen, (void **)&denied) ||
+      !typed(env, argv[4], napi_uint8_array, tlen, (void **)&decisions) ||
+      napi_get_value_int32(env, argv[5], &max) != napi_ok || max < 0 || max > MAX_CLIENTS_REPORTED ||
+      !typed(env, argv[6], napi_uint8_array, (size_t)max * 17, (void **)&keys) ||
+      !get_f64s(env, argv[7], (size_t)max * 7, &nums) || !policy_from(env, argv[0], empty, &p)) {
+    napi_throw_type_error(env, NULL, "testClients(policy, records, times, denied, decisions, max, keys, nums)");
+    return NULL;
+  }
+  for (size_t i = 0; i < tlen; i++)
+    decisions[i] = (uint8_t)nf_limiter_check(&p.limiter, recs + i * ADDR_BYTES, times[i], denied[i] != 0);
+  int n = 0;
+  nf_client_t *c = max > 0 ? malloc(sizeof(nf_client_t) * (size_t)max) : NULL;
+  if (c) {
+    n = nf_limiter_snapshot(&p.limiter, c, max);
+    clients_out(c, n, keys, nums);
+    free(c);
+  }
+  policy_free(&p);
+  napi_value result;
+  napi_create_int32(env, n, &result);
   return result;
 }
 
@@ -1183,6 +1290,8 @@ static napi_value Init(napi_env env, napi_value exports) {
       {"setNtsKeys", NULL, SetNtsKeys, NULL, NULL, NULL, napi_default, NULL},
       {"ntsActive", NULL, NtsActive, NULL, NULL, NULL, napi_default, NULL},
       {"testLimiter", NULL, TestLimiter, NULL, NULL, NULL, napi_default, NULL},
+      {"testClients", NULL, TestClients, NULL, NULL, NULL, napi_default, NULL},
+      {"clients", NULL, Clients, NULL, NULL, NULL, napi_default, NULL},
       {"testAccess", NULL, TestAccess, NULL, NULL, NULL, napi_default, NULL},
       {"testRespond", NULL, TestRespond, NULL, NULL, NULL, napi_default, NULL},
   };

@@ -45,11 +45,16 @@ int nf_limiter_init(nf_limiter_t *l, int enabled, double average_interval_s, dou
   memset(l, 0, sizeof *l);
   l->enabled = enabled;
   l->oldest = l->newest = -1;
-  if (!enabled) return 0;
+  /* The table is kept when limiting is off: it is the client log (rate-limiter.ts `enabled`). No limiter
+   * at all (policyArray's maxClients 0): no table, every request allowed and unlogged. */
+  if (max_clients < 1) {
+    l->enabled = 0;
+    return 0;
+  }
   l->burst = burst;
   l->refill_per_ms = 1.0 / (average_interval_s * 1000.0);
   l->kod_ms = kod_interval_s * 1000.0;
-  l->max_clients = max_clients < 1 ? 1 : max_clients;
+  l->max_clients = max_clients;
   l->ipv6_prefix = ipv6_prefix < 0 ? 0 : ipv6_prefix > 128 ? 128 : ipv6_prefix;
   /* Grown on demand up to max_clients: memory follows the clients actually seen. */
   l->capacity = l->max_clients < 1024 ? l->max_clients : 1024;
@@ -176,8 +181,82 @@ static int limiter_grow(nf_limiter_t *l) {
   return 1;
 }
 
-int nf_limiter_check(nf_limiter_t *l, const uint8_t *rec, double now_ms) {
+/* ---- Client log (client-log.ts; chrony's clientlog.c update_record) ---- */
+
+#define RATE_SCALE 4
+#define MIN_RATE (-14 * RATE_SCALE)
+
+/* client-log.ts scaledLog2: the interval (1/16 s) as a log2 scaled by RATE_SCALE, rounded. */
+static int scaled_log2(int64_t interval) {
+  if (interval == 0) return -RATE_SCALE * 5;
+  int64_t v = interval + interval / 2;
+  int interval2 = -RATE_SCALE * 4;
+  for (; interval2 < -MIN_RATE; interval2 += RATE_SCALE) {
+    if (v <= 1) break;
+    v /= 2;
+  }
+  return interval2;
+}
+
+/* client-log.ts averaged. */
+static int averaged(int rate, int interval2) {
+  if (rate == NF_INVALID_RATE) return -interval2;
+  if (rate < -interval2) return rate + 1;
+  if (rate > -interval2) {
+    if (rate > RATE_SCALE * 5 / 2 - interval2) return RATE_SCALE * 5 / 2 - interval2;
+    return (rate - interval2 - 1) / 2;
+  }
+  return rate;
+}
+
+/* client-log.ts logRequest. */
+static void log_request(nf_bucket_t *x, double now_ms, int decision, int denied) {
+  int64_t now = (int64_t)floor(now_ms * 16.0 / 1000.0);
+  int64_t prev = x->last_ts;
+  x->last_ts = now;
+  x->hits++;
+  if (prev >= 0 && now >= prev) {
+    int interval2 = scaled_log2(now - prev);
+    if (x->dropped) x->timeout_rate = averaged(x->timeout_rate, interval2);
+    else x->rate = averaged(x->rate, interval2);
+  }
+  x->dropped = decision == 2;
+  if (decision == 2) x->drops++;
+  else if (decision == 1) x->kod_rate++;
+  else if (denied) x->kod_deny++;
+}
+
+static int limiter_decide(nf_limiter_t *l, nf_bucket_t *x, double now_ms) {
   if (!l->enabled) return 0;
+  if (x->tokens >= 1) {
+    x->tokens -= 1;
+    return 0;
+  }
+  if (now_ms - x->last_kod_ms >= l->kod_ms) {
+    x->last_kod_ms = now_ms;
+    return 1;
+  }
+  return 2;
+}
+
+int nf_limiter_snapshot(const nf_limiter_t *l, nf_client_t *out, int max) {
+  int n = 0;
+  for (int32_t b = l->newest; b >= 0 && n < max; b = l->buckets[b].prev, n++) {
+    const nf_bucket_t *x = &l->buckets[b];
+    memcpy(out[n].key, x->key, 17);
+    out[n].hits = (double)x->hits;
+    out[n].drops = (double)x->drops;
+    out[n].kod_rate = (double)x->kod_rate;
+    out[n].kod_deny = (double)x->kod_deny;
+    out[n].last_ts = (double)x->last_ts;
+    out[n].rate = x->rate;
+    out[n].timeout_rate = x->timeout_rate;
+  }
+  return n;
+}
+
+int nf_limiter_check(nf_limiter_t *l, const uint8_t *rec, double now_ms, int denied) {
+  if (!l->buckets) return 0;
   uint8_t key[17];
   make_key(l, rec, key);
   uint32_t slot;
@@ -203,6 +282,10 @@ int nf_limiter_check(nf_limiter_t *l, const uint8_t *rec, double now_ms) {
     x->tokens = l->burst;
     x->last_ms = now_ms;
     x->last_kod_ms = -INFINITY;
+    x->hits = x->drops = x->kod_rate = x->kod_deny = 0;
+    x->last_ts = -1;
+    x->rate = x->timeout_rate = NF_INVALID_RATE;
+    x->dropped = 0;
     l->table[slot] = b;
     lru_append(l, b);
   } else {
@@ -215,15 +298,9 @@ int nf_limiter_check(nf_limiter_t *l, const uint8_t *rec, double now_ms) {
     x->tokens = t < l->burst ? t : l->burst;
     x->last_ms = now_ms;
   }
-  if (x->tokens >= 1) {
-    x->tokens -= 1;
-    return 0;
-  }
-  if (now_ms - x->last_kod_ms >= l->kod_ms) {
-    x->last_kod_ms = now_ms;
-    return 1;
-  }
-  return 2;
+  int decision = limiter_decide(l, x, now_ms);
+  log_request(x, now_ms, decision, denied);
+  return decision;
 }
 
 /* ---- Access list (access-list.ts AccessList.allows, node:net BlockList semantics) ---- */
@@ -291,7 +368,7 @@ int nf_decide(const uint8_t *buf, int length, const uint8_t *rec, double at_ms, 
     if (t == 2) return NF_DROP_MALFORMED;
   }
   int denied = !nf_access_allows(p, rec);
-  int rate = nf_limiter_check(&p->limiter, rec, at_ms);
+  int rate = nf_limiter_check(&p->limiter, rec, at_ms, denied);
   if (rate == 2) return NF_DROP_RATE_LIMITED;
   if (rate == 1) {
     kiss(buf, version, KISS_RATE, out);

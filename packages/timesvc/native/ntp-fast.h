@@ -49,7 +49,20 @@ typedef struct {
   int32_t prev, next; /* LRU list, oldest first; -1 ends */
   uint8_t key[17];    /* [0] = 4: IPv4 in 1..4; [0] = 6: the masked IPv6 prefix in 1..16 */
   double tokens, last_ms, last_kod_ms;
+  /* The client log (client-log.ts ClientLogEntry): counts, the last request in 1/16 s (-1 none), chrony's
+   * scaled log2 rates (NF_INVALID_RATE unknown), whether the previous request was dropped. */
+  uint64_t hits, drops, kod_rate, kod_deny;
+  int64_t last_ts;
+  int rate, timeout_rate, dropped;
 } nf_bucket_t;
+
+#define NF_INVALID_RATE (-128)
+
+/* One client of nf_limiter_snapshot: the key (as nf_bucket_t.key) and the log's fields. */
+typedef struct {
+  uint8_t key[17];
+  double hits, drops, kod_rate, kod_deny, last_ts, rate, timeout_rate;
+} nf_client_t;
 
 /* The per-client token buckets, bounded at max_clients (least recently seen evicted first). */
 typedef struct {
@@ -74,8 +87,12 @@ int nf_limiter_init(nf_limiter_t *l, int enabled, double average_interval_s, dou
                     int32_t max_clients, int32_t ipv6_prefix);
 void nf_limiter_free(nf_limiter_t *l);
 /* The decision for the client of address record `rec` (native/mmsg.c layout) at now_ms: 0 allow, 1 kod,
- * 2 drop. A bucket that cannot be allocated allows the request (memory is bounded at init instead). */
-int nf_limiter_check(nf_limiter_t *l, const uint8_t *rec, double now_ms);
+ * 2 drop, logged in the client's entry (`denied`: the access list refused it). The table and the log are
+ * kept when the limiter is disabled (then always 0). A bucket that cannot be allocated allows the request
+ * unlogged (memory is bounded at init instead). */
+int nf_limiter_check(nf_limiter_t *l, const uint8_t *rec, double now_ms, int denied);
+/* Up to `max` clients, most recently seen first, into out[]; returns how many. */
+int nf_limiter_snapshot(const nf_limiter_t *l, nf_client_t *out, int max);
 
 /* Access list: whether the address record's source is allowed (IPv4-mapped IPv6 counts as IPv4). */
 int nf_access_allows(const nf_policy_t *p, const uint8_t *rec);

@@ -13,12 +13,14 @@ import {
   formatNtpdata,
   formatQuery,
   formatServerstats,
+  formatClients,
   formatSources,
   formatSourcestats,
   formatTracking,
   type NtpDataRow,
   type PeerRow,
   type ServerStatsStatus,
+  type ClientsStatus,
   type TrackingStatus,
 } from './io/cli-commands.ts';
 
@@ -178,6 +180,11 @@ await runCli(
       options: { ...apiOptions, json: { type: 'boolean' as const, description: 'print the API JSON' } },
       run: ({ values, positionals }) =>
         fromApi(values, '/api/peers', (b) => formatNtpdata(b as NtpDataRow[], positionals[0])),
+    },
+    clients: {
+      summary: 'The NTP clients of a running server (its client log), like chronyc clients',
+      options: { ...apiOptions, json: { type: 'boolean' as const, description: 'print the API JSON' } },
+      run: ({ values }) => fromApi(values, '/api/clients', (b) => formatClients(b as ClientsStatus)),
     },
     serverstats: {
       summary: 'NTP server counters of a running server, like chronyc serverstats',

@@ -1,9 +1,13 @@
 // End to end: vMix simulator (TCP API) → monitor → a real punch broker (started here, through the package's
-// exports) → a WebSocket peer registered on the mapped stream, which receives the spec's `tally` message.
+// exports) → a WebSocket peer registered on the mapped stream, which receives the spec's `tally` message,
+// and a real `punch agent` process on the same stream, whose `--on-tally` command writes each state to a
+// file (packages/punch docs/agent.md "Tally").
 import assert from 'node:assert/strict';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { silentLogger } from '@broadcast-ops/core';
-import { tempDir } from '@broadcast-ops/core/testing';
+import { repoRoot, startProcess, tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
 import type { PunchServer } from '@broadcast-ops/punch';
 import { WebSocket } from 'ws';
 import { punchTallyMessage } from '../../src/io/punch-tally.ts';
@@ -20,8 +24,15 @@ let brokerUrl: string;
 let sim: VmixSimulator;
 let service: PlayoutService;
 let peer: WebSocket;
-const received: { atMs: number; msg: { type: string; stream?: string; state?: string; stale?: boolean } }[] =
-  [];
+let agent: RunningProcess;
+let agentOut: string;
+/** The states the agent's --on-tally command was run with, in order. */
+const agentRuns = (): string[] =>
+  existsSync(agentOut) ? readFileSync(agentOut, 'utf8').trim().split('\n').filter(Boolean) : [];
+const received: {
+  atMs: number;
+  msg: { type: string; stream?: string; state?: string; stale?: boolean; age?: number };
+}[] = [];
 
 before(async () => {
   dir = tempDir('punch-tally-');
@@ -52,6 +63,41 @@ before(async () => {
   peer.send(JSON.stringify({ type: 'register', stream: 'cam1', port: 9000, role: 'sender' }));
   await until(() => received.some((r) => r.msg.type === 'session'), 5000, 'registered');
 
+  // The agent takes cam1's other slot; SRT never starts (the WebSocket peer never sends ready).
+  const agentToken = (await rest('/api/session/studio/token', { stream: 'cam1', label: 'agent' }, admin))
+    .token;
+  agentOut = join(dir.path, 'agent-tally.txt');
+  const hook = join(dir.path, 'hook.mjs');
+  writeFileSync(
+    hook,
+    `import { appendFileSync } from 'node:fs';\n` +
+      `appendFileSync(${JSON.stringify(agentOut)}, ` +
+      `process.env.PUNCH_TALLY + ' ' + process.env.PUNCH_STREAM + '\\n');\n`,
+  );
+  agent = startProcess(
+    process.execPath,
+    [
+      join(repoRoot, 'packages/punch/bin/punch.mjs'),
+      'agent',
+      '--broker',
+      brokerUrl,
+      '--session',
+      'studio',
+      '--role',
+      'receiver',
+      '--port',
+      '9000',
+      '--output',
+      'udp://127.0.0.1:5999',
+      '--srt',
+      process.execPath,
+      '--on-tally',
+      `${process.execPath} ${hook}`,
+    ],
+    { env: { PUNCH_TOKEN: agentToken, LOG_LEVEL: 'info' } },
+  );
+  await agent.waitForOutput(/connected to broker/, 20_000);
+
   sim = new VmixSimulator({ tcpPort: 0 });
   await sim.start();
   const config = makeConfig([vmixEntry(1, sim)], {
@@ -73,6 +119,7 @@ before(async () => {
 });
 
 after(async () => {
+  await agent?.stop();
   peer?.close();
   await service?.close();
   await sim?.close();
@@ -109,9 +156,12 @@ test('a renumbering does not move the tally; vMix stopped reaches the peer as of
   assert.equal(tallies().length, count, 'no tally message for a renumbering');
   sim.moveInput(3, 1);
   await sim.offline();
-  // The monitor sends off with stale: true; punch relays the spec's fields only, so the peer sees off.
-  await until(() => lastTally()?.state === 'off', 5000, 'off when vMix is gone');
-  assert.deepEqual(lastTally(), { type: 'tally', stream: 'cam1', state: 'off' });
+  // The monitor sends off with stale: true; punch relays the flag (and the age of the stale state), so
+  // the peer sees unknown, never the last colour (packages/punch README "Tally").
+  await until(() => lastTally()?.stale === true, 5000, 'stale when vMix is gone');
+  const { age, ...rest } = lastTally() as { age?: unknown };
+  assert.deepEqual(rest, { type: 'tally', stream: 'cam1', state: 'off', stale: true });
+  assert.equal(typeof age, 'number');
   assert.deepEqual(punchTallyMessage('cam1', 'unknown'), {
     type: 'tally',
     stream: 'cam1',
@@ -120,6 +170,22 @@ test('a renumbering does not move the tally; vMix stopped reaches the peer as of
   });
   await sim.online();
   await until(() => lastTally()?.state === 'program', 10_000, 'program again when vMix is back');
+});
+
+test('the real punch agent prints every tally and runs --on-tally: unknown while vMix is gone, then program', async () => {
+  // Every change is printed; the command runs once per change unless changes come faster than a run
+  // (then the latest state runs next: docs/agent.md "Tally").
+  for (const state of ['program', 'preview', 'off', 'unknown']) {
+    await agent.waitForOutput(new RegExp(`"tally":"${state}"[^\\n]*"msg":"tally ${state}"`), 5000);
+  }
+  await until(() => agentRuns().at(-1) === 'program cam1', 10_000, 'the last run is program');
+  const before = agentRuns().length;
+  await sim.offline();
+  await until(() => agentRuns().length > before, 10_000, 'a run once vMix is gone');
+  assert.equal(agentRuns().at(-1), 'unknown cam1', agentRuns().join(', '));
+  await sim.online();
+  await until(() => agentRuns().at(-1) === 'program cam1', 10_000, 'program again');
+  assert.equal(agent.child.exitCode, null, 'the agent keeps running');
 });
 
 test('the admin token is not in the published configuration', () => {

@@ -7,6 +7,7 @@ import { delimiter, join } from 'node:path';
 import type { Logger } from '@broadcast-ops/core';
 import { WebSocket } from 'ws';
 import { StatsAccumulator, parseStatsLine, type SrtSample } from './srt-stats.ts';
+import { TallyHook, tallyOfMessage, type AgentTally } from './tally-hook.ts';
 
 /**
  * The peer agent (`punch agent`, docs/agent.md): one end of an SRT link driven by the broker's signalling.
@@ -33,6 +34,8 @@ export interface AgentOptions {
   healthMs?: number;
   /** srt-live-transmit binary. Default: from PATH. */
   srtBinary?: string | undefined;
+  /** `--on-tally`: a command (program and arguments, no shell) run on every tally change (docs/agent.md). */
+  onTally?: { argv: readonly string[]; timeoutMs: number } | undefined;
 }
 
 export type AgentExit =
@@ -109,6 +112,9 @@ export class PunchAgent {
   /** The partner's presence as last announced (`presence`), to log each change once. */
   #partnerPresent: boolean | null = null;
   #restartTimer: NodeJS.Timeout | null = null;
+  /** The stream's tally as this agent knows it; null before the broker sent any. */
+  #tally: AgentTally | null = null;
+  readonly #tallyHook: TallyHook | null;
   /** Receiver writing to a file or stdout: srt-live-transmit delivers to this loopback UDP socket. */
   #sink: { socket: Socket; port: number } | null = null;
   #done!: (exit: AgentExit) => void;
@@ -118,6 +124,14 @@ export class PunchAgent {
     this.#o = options;
     this.#log = options.logger;
     this.#clientId = agentClientId(options.token, options.role, options.port);
+    this.#tallyHook = options.onTally
+      ? new TallyHook({
+          ...options.onTally,
+          session: options.session,
+          stream: options.stream,
+          logger: options.logger,
+        })
+      : null;
     this.finished = new Promise((resolve) => {
       this.#done = resolve;
     });
@@ -137,6 +151,7 @@ export class PunchAgent {
   /** Stop everything (signals): SRT ends, the socket closes. */
   stop(): void {
     this.#stopped = true;
+    this.#tallyHook?.stop();
     if (this.#healthTimer) clearInterval(this.#healthTimer);
     if (this.#reconnectTimer) clearTimeout(this.#reconnectTimer);
     if (this.#restartTimer) clearTimeout(this.#restartTimer);
@@ -229,6 +244,8 @@ export class PunchAgent {
       if (registered) clearTimeout(registered);
       if (this.#ws !== ws || this.#stopped) return;
       this.#ws = null;
+      // Without the broker the tally is no longer known: unknown, never the last colour (docs/agent.md).
+      if (this.#tally !== null) this.#setTally('unknown', 'broker connection lost');
       if (code === 4401 || code === 4403) {
         this.#finish({
           code: 3,
@@ -318,6 +335,19 @@ export class PunchAgent {
         );
         return;
       }
+      case 'tally': {
+        if (this.#o.stream !== undefined && m['stream'] !== this.#o.stream) return;
+        const tally = tallyOfMessage(m);
+        if (tally === null) return;
+        const age = typeof m['age'] === 'number' ? m['age'] : undefined;
+        this.#setTally(
+          tally,
+          tally === 'unknown'
+            ? `the mixer's tally is unknown (stale at the sender${age === undefined ? '' : ` for ${Math.round(age / 1000)} s`})`
+            : 'from the broker',
+        );
+        return;
+      }
       case 'session_closed':
         this.#log.info({ reason: m['reason'] }, 'session closed; stopping SRT');
         this.#finish({ code: 0, reason: 'session_closed', closeReason: String(m['reason']) });
@@ -350,6 +380,14 @@ export class PunchAgent {
       default:
         return;
     }
+  }
+
+  /** Tally of our stream, printed on each change; `--on-tally` runs on each change. */
+  #setTally(tally: AgentTally, reason: string): void {
+    if (tally === this.#tally) return;
+    this.#tally = tally;
+    this.#log.info({ tally, reason, stream: this.#o.stream }, `tally ${tally}`);
+    this.#tallyHook?.change(tally, reason);
   }
 
   #sendStatus(state: SrtState): void {

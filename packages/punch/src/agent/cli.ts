@@ -62,6 +62,19 @@ async function agent(values: Record<string, unknown>): Promise<void> {
     fail('--health must be 1-5 seconds');
     return;
   }
+  const onTally = str('on-tally')
+    ?.trim()
+    .split(/\s+/)
+    .filter((w) => w !== '');
+  if (str('on-tally') !== undefined && !onTally?.length) {
+    fail('--on-tally must name a command (program and arguments, no shell)');
+    return;
+  }
+  const tallyTimeoutS = Number(str('on-tally-timeout') ?? '5');
+  if (!(tallyTimeoutS > 0 && tallyTimeoutS <= 300)) {
+    fail('--on-tally-timeout must be 0-300 seconds (more than 0)');
+    return;
+  }
   // Logs go to stderr: stdout may carry the media.
   const logger = createLogger({
     service: 'punch-agent',
@@ -78,6 +91,7 @@ async function agent(values: Record<string, unknown>): Promise<void> {
     logger,
     healthMs: healthS * 1000,
     ...(str('srt') ? { srtBinary: str('srt') } : {}),
+    ...(onTally ? { onTally: { argv: onTally, timeoutMs: tallyTimeoutS * 1000 } } : {}),
   });
   const stop = (): void => {
     a.stop();
@@ -108,6 +122,11 @@ export const AGENT_COMMAND: CliCommand = {
     label: { type: 'string', description: 'Name shown on the console' },
     health: { type: 'string', description: 'Seconds between health reports, 1-5 (default 2)' },
     srt: { type: 'string', description: 'Path of srt-live-transmit (default: from PATH)' },
+    'on-tally': {
+      type: 'string',
+      description: 'Command run on each tally change, PUNCH_TALLY=program|preview|off|unknown (no shell)',
+    },
+    'on-tally-timeout': { type: 'string', description: 'Seconds an --on-tally run may take (default 5)' },
   },
   run: ({ values }) => agent(values),
 };

@@ -112,7 +112,10 @@ interface Room {
   pending: Set<string>;
   ready: Map<string, Set<PeerSlot>>;
   started: Set<string>;
-  tally: Map<string, TallyState>;
+  /** stream → its last tally; `since` (monotonic ms) is when it became stale, null while known. */
+  tally: Map<string, { state: TallyState; staleSince: number | null }>;
+  /** Connections following one stream's tally without a slot (`watch`, README "Tally"). */
+  watchers: Map<PeerLink, string>;
   health: Map<string, Partial<Record<PeerSlot, HealthSample | undefined>>>;
   healthTimer: TimerHandle | null;
   lastHealthReport: number;
@@ -207,6 +210,7 @@ export class SignallingHub {
         ready: new Map(),
         started: new Set(),
         tally: new Map(),
+        watchers: new Map(),
         health: new Map(),
         healthTimer: null,
         lastHealthReport: Number.NEGATIVE_INFINITY,
@@ -250,13 +254,21 @@ export class SignallingHub {
    */
   #counted(room: Room): number {
     let n = 0;
-    for (const l of room.links) if (l.claims.role === 'admin' || this.#holdsSlot(room, l)) n++;
+    for (const l of room.links) {
+      if (l.claims.role === 'admin' || this.#holdsSlot(room, l) || room.watchers.has(l)) n++;
+    }
     return n;
   }
 
   #holdsSlot(room: Room, link: PeerLink): boolean {
     for (const h of room.holders.values()) if (h[0] === link || h[1] === link) return true;
     return false;
+  }
+
+  /** Whether the connection watches a stream's tally (`watch`): exempt from the registration deadline. */
+  watches(link: PeerLink): boolean {
+    const name = this.#sessionOf.get(link);
+    return name !== undefined && (this.#rooms.get(name)?.watchers.has(link) ?? false);
   }
 
   /** Whether the connection holds a peer slot (the io layer's registration deadline asks). */
@@ -284,6 +296,7 @@ export class SignallingHub {
     const room = this.#rooms.get(name);
     if (!room) return;
     room.links.delete(link);
+    room.watchers.delete(link);
     const now = this.#clock.monotonicMs();
     for (const [stream, h] of room.holders) {
       for (const slot of SLOTS) {
@@ -401,8 +414,16 @@ export class SignallingHub {
           this.#health(link, room, session, message);
           return;
         case 'tally':
-          this.#tally(link, room, session, message.stream, message.state);
+          this.#tally(link, room, session, message.stream, message.state, message.stale);
           return;
+        case 'watch': {
+          // A peer token watches its own stream only (#resolveStream checks the scope).
+          const stream = this.#resolveStream(link, room, session, message.stream);
+          if (!stream) return;
+          room.watchers.set(link, stream.name);
+          this.#sendTally(link, room, stream.name);
+          return;
+        }
       }
     } catch (err) {
       this.#onError(err);
@@ -716,8 +737,7 @@ export class SignallingHub {
       if (h[j]) this.#sendPeer(h[j], peerMessage(session, stream, mine, theirs));
     }
     // A peer that registers after a tally was set learns it at once.
-    const tally = room.tally.get(stream.name);
-    if (tally && h[i]) h[i].send(encode({ type: 'tally', stream: stream.name, state: tally }));
+    if (h[i]) this.#sendTally(h[i], room, stream.name);
   }
 
   // --- ready / start
@@ -913,6 +933,7 @@ export class SignallingHub {
     session: SessionRecord,
     requested: string | undefined,
     state: TallyState,
+    stale: boolean,
   ): void {
     if (link.claims.role !== 'admin') {
       link.send(errorText('AUTH_FAILED', 'tally: only an admin token may set tally'));
@@ -920,13 +941,32 @@ export class SignallingHub {
     }
     const stream = this.#resolveStream(link, room, session, requested);
     if (!stream) return;
-    room.tally.set(stream.name, state);
-    const text = encode({ type: 'tally', stream: stream.name, state });
+    const before = room.tally.get(stream.name);
+    // A stale tally repeated (a sender's reconnect) keeps the time it first became stale.
+    const staleSince = !stale ? null : (before?.staleSince ?? this.#clock.monotonicMs());
+    room.tally.set(stream.name, { state, staleSince });
+    const text = this.#tallyText(room, stream.name);
+    if (text === null) return;
     const h = this.#holders(room, stream.name);
     const to = new Set<PeerLink>();
     for (const l of h) if (l) to.add(l);
     for (const l of room.links) if (l.claims.role === 'admin') to.add(l);
+    for (const [l, watched] of room.watchers) if (watched === stream.name) to.add(l);
     for (const l of to) l.send(text);
+  }
+
+  /** The stream's `tally` message, `stale` and `age` added when it is not known; null before any tally. */
+  #tallyText(room: Room, stream: string): string | null {
+    const t = room.tally.get(stream);
+    if (!t) return null;
+    if (t.staleSince === null) return encode({ type: 'tally', stream, state: t.state });
+    const age = Math.max(0, Math.round(this.#clock.monotonicMs() - t.staleSince));
+    return encode({ type: 'tally', stream, state: t.state, stale: true, age });
+  }
+
+  #sendTally(link: PeerLink, room: Room, stream: string): void {
+    const text = this.#tallyText(room, stream);
+    if (text !== null) link.send(text);
   }
 
   // --- broker events → messages

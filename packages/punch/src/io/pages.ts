@@ -65,6 +65,9 @@ export const ASSETS: Record<string, { type: string; body: string }> = Object.fro
       ['lifetime.js', 'text/javascript; charset=utf-8'],
       ['create.js', 'text/javascript; charset=utf-8'],
       ['health-graph.js', 'text/javascript; charset=utf-8'],
+      ['health-view.js', 'text/javascript; charset=utf-8'],
+      ['alarm-notify.js', 'text/javascript; charset=utf-8'],
+      ['tally-light.js', 'text/javascript; charset=utf-8'],
       ['console.css', 'text/css; charset=utf-8'],
     ] as const
   ).map(([file, type]) => [

@@ -263,7 +263,7 @@ export class RedisBridge {
       const ms = this.#o.registerDeadlineMs;
       const timer = setTimeout(() => {
         this.#deadlines.delete(conn);
-        if (!this.#remote.has(conn) || hub.holdsSlot(link)) return;
+        if (!this.#remote.has(conn) || hub.holdsSlot(link) || hub.watches(link)) return;
         link.send(
           encode({
             type: 'error',

@@ -321,7 +321,8 @@ export function attachSignalling(server: Server, options: SignallingServerOption
       hub.detach(link, link.terminated ? 'terminated: no answer to ping' : `closed (${code})`);
     });
     const deadline = setTimeout(() => {
-      if (auth.claims.role === 'admin' || hub.holdsSlot(link) || ws.readyState !== ws.OPEN) return;
+      if (auth.claims.role === 'admin' || hub.holdsSlot(link) || hub.watches(link)) return;
+      if (ws.readyState !== ws.OPEN) return;
       logger.info(
         { session: name, ip, outcome: 'no register' },
         'signalling socket closed: no register in time',

@@ -54,12 +54,27 @@ export interface TallyMessage {
   type: 'tally';
   stream: string | undefined;
   state: TallyState;
+  /**
+   * Added (README "Tally"): the sender no longer knows the mixer's tally (its data is stale or lost). The
+   * spec's states have no "unknown"; a sender puts `state: "off"` with `stale: true`, which spec clients
+   * read as off and tally-aware clients show as unknown, never as the last colour.
+   */
+  stale: boolean;
+}
+/**
+ * Added (README "Tally"): a connection that only follows a stream's tally (the join page), without taking
+ * a peer slot. A peer token may watch its own stream only.
+ */
+export interface WatchMessage {
+  type: 'watch';
+  stream: string | undefined;
 }
 export interface ReadyMessage {
   type: 'ready';
   stream: string | undefined;
 }
-export type ClientMessage = RegisterMessage | HealthMessage | StatusMessage | TallyMessage | ReadyMessage;
+export type ClientMessage =
+  RegisterMessage | HealthMessage | StatusMessage | TallyMessage | ReadyMessage | WatchMessage;
 
 export type ParseResult = { ok: true; message: ClientMessage } | { ok: false; reason: string };
 
@@ -168,7 +183,15 @@ function parseObject(o: Obj): ClientMessage {
     case 'status':
       return { type, stream: optionalStream(o), srt: oneOf(o, 'srt', SRT_STATUSES) };
     case 'tally':
-      return { type, stream: optionalStream(o), state: oneOf(o, 'state', TALLY_STATES) };
+      if (o['stale'] !== undefined && typeof o['stale'] !== 'boolean') bad('stale: must be a boolean');
+      return {
+        type,
+        stream: optionalStream(o),
+        state: oneOf(o, 'state', TALLY_STATES),
+        stale: o['stale'] === true,
+      };
+    case 'watch':
+      return { type, stream: optionalStream(o) };
     case 'ready':
       return { type, stream: optionalStream(o) };
     default:
@@ -265,7 +288,11 @@ export type ServerMessage =
       connected: number;
       total: number;
     }
-  | { type: 'tally'; stream: string; state: TallyState }
+  /**
+   * `stale` and `age` (added, README "Tally"): present only when the tally is not known; `age` is the ms
+   * since the broker learnt that (so a page that connects later shows how long it has been unknown).
+   */
+  | { type: 'tally'; stream: string; state: TallyState; stale?: true; age?: number }
   | {
       type: 'health_report';
       streams: Record<

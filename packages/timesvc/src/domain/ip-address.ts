@@ -44,3 +44,35 @@ export function expandIpv6(text: string): number[] | undefined {
   if (known > 7) return undefined;
   return [...head, ...new Array<number>(8 - known).fill(0), ...rest, ...tail];
 }
+
+/** RFC 5952 text of the IPv6 address at a[o, o + 16): lower case, the longest run of zero groups as "::". */
+export function ipv6Text(a: Uint8Array, o: number): string {
+  const g: number[] = [];
+  for (let i = 0; i < 8; i++) g.push(((a[o + 2 * i] ?? 0) << 8) | (a[o + 2 * i + 1] ?? 0));
+  // IPv4-mapped addresses are printed with a dotted tail, as Node does (::ffff:192.0.2.1).
+  if (g[0] === 0 && g[1] === 0 && g[2] === 0 && g[3] === 0 && g[4] === 0 && g[5] === 0xffff) {
+    return `::ffff:${a[o + 12]}.${a[o + 13]}.${a[o + 14]}.${a[o + 15]}`;
+  }
+  let bestStart = -1;
+  let bestLen = 0;
+  for (let i = 0; i < 8;) {
+    if (g[i] !== 0) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && g[j] === 0) j++;
+    if (j - i > bestLen && j - i >= 2) {
+      bestStart = i;
+      bestLen = j - i;
+    }
+    i = j;
+  }
+  const hex = (from: number, to: number): string =>
+    g
+      .slice(from, to)
+      .map((v) => v.toString(16))
+      .join(':');
+  if (bestStart < 0) return hex(0, 8);
+  return `${hex(0, bestStart)}::${hex(bestStart + bestLen, 8)}`;
+}

@@ -158,8 +158,8 @@ export function respondInto(
   if (policy.rateLimiter !== undefined) {
     const decision =
       addressRecord !== undefined
-        ? policy.rateLimiter.checkBytes(addressRecord, recordOffset, nowMs)
-        : policy.rateLimiter.check(address, nowMs);
+        ? policy.rateLimiter.checkBytes(addressRecord, recordOffset, nowMs, denied)
+        : policy.rateLimiter.check(address, nowMs, denied);
     if (decision === 'drop') return OUTCOME.DROP_RATE_LIMITED;
     if (decision === 'kod') {
       kissInto(msg, offset, version, RATE, out, outOffset);

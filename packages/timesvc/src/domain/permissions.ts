@@ -39,6 +39,7 @@ export const ROUTES: readonly RouteSpec[] = [
   { method: 'GET', url: '/api/status/ptp', permission: 'read' },
   { method: 'GET', url: '/api/status/gpsdo', permission: 'read' },
   { method: 'GET', url: '/api/peers', permission: 'read' },
+  { method: 'GET', url: '/api/clients', permission: 'read' },
   { method: 'GET', url: '/api/satellites', permission: 'read' },
   { method: 'GET', url: '/api/logs', permission: 'read' },
   { method: 'GET', url: '/api/ws/status', permission: 'read' },

@@ -1,3 +1,10 @@
+import {
+  type ClientLogEntry,
+  type LoggedClient,
+  ipv6KeyText,
+  logRequest,
+  newLogEntry,
+} from './client-log.ts';
 import { expandIpv6, unmapIpv4 } from './ip-address.ts';
 
 /**
@@ -17,6 +24,11 @@ export interface RateLimitOptions {
   maxClients: number;
   /** Prefix length that groups IPv6 clients (one /64 is usually one host or one LAN). */
   ipv6PrefixBits: number;
+  /**
+   * Whether requests are limited (default true). When false every request is allowed, but the clients are
+   * still keyed, bounded and logged (the client log, docs/cli.md "clients").
+   */
+  enabled?: boolean;
 }
 
 export type RateDecision = 'allow' | 'kod' | 'drop';
@@ -25,6 +37,7 @@ interface Bucket {
   tokens: number;
   lastMs: number;
   lastKodMs: number;
+  log: ClientLogEntry;
 }
 
 export class RateLimiter {
@@ -49,9 +62,12 @@ export class RateLimiter {
     return this.#opts;
   }
 
-  /** Decide about one request from `address` (as given by dgram: dotted IPv4 or IPv6 text). */
-  check(address: string, nowMs: number): RateDecision {
-    return this.checkKey(this.keyOf(address), nowMs);
+  /**
+   * Decide about one request from `address` (as given by dgram: dotted IPv4 or IPv6 text) and log it;
+   * `denied`: the access list refused the client (logged as a DENY kiss unless the limiter drops it).
+   */
+  check(address: string, nowMs: number, denied = false): RateDecision {
+    return this.checkKey(this.keyOf(address), nowMs, denied);
   }
 
   /**
@@ -59,8 +75,8 @@ export class RateLimiter {
    * family 4 or 6 at `offset`, the address bytes from offset + 4), without building its text: IPv4 (and
    * IPv4-mapped IPv6) clients are keyed by the address as a number, IPv6 clients by their prefix's bytes.
    */
-  checkBytes(record: Uint8Array, offset: number, nowMs: number): RateDecision {
-    return this.checkKey(this.keyOfBytes(record, offset), nowMs);
+  checkBytes(record: Uint8Array, offset: number, nowMs: number, denied = false): RateDecision {
+    return this.checkKey(this.keyOfBytes(record, offset), nowMs, denied);
   }
 
   /** The bucket key of checkBytes. */
@@ -90,7 +106,51 @@ export class RateLimiter {
     return key;
   }
 
-  checkKey(key: string | number, nowMs: number): RateDecision {
+  checkKey(key: string | number, nowMs: number, denied = false): RateDecision {
+    const decision = this.#decide(key, nowMs);
+    const bucket = this.#buckets.get(key);
+    if (bucket !== undefined) logRequest(bucket.log, nowMs, decision, denied);
+    return decision;
+  }
+
+  /**
+   * The client log, most recently seen first, at most `max` clients (docs/cli.md "clients"). One pass over
+   * the table (insertion order is least recently seen first) keeping only the last `max` keys: memory
+   * O(max) whatever the table's size.
+   */
+  clients(max: number): LoggedClient[] {
+    const m = Math.max(0, Math.floor(max));
+    const last: (string | number)[] = [];
+    let at = 0;
+    for (const key of this.#buckets.keys()) {
+      if (m === 0) break;
+      last[at] = key;
+      at = (at + 1) % m;
+    }
+    const out: LoggedClient[] = [];
+    for (let i = 1; i <= last.length; i++) {
+      const key = last[(at - i + m * 2) % m] as string | number;
+      const bucket = this.#buckets.get(key);
+      if (bucket !== undefined) out.push({ address: this.keyText(key), entry: { ...bucket.log } });
+    }
+    return out;
+  }
+
+  /** A bucket key (keyOf or keyOfBytes) as text: the IPv4 address, or the IPv6 prefix as `address/bits`. */
+  keyText(key: string | number): string {
+    if (typeof key === 'number') {
+      return [key >>> 24, (key >>> 16) & 0xff, (key >>> 8) & 0xff, key & 0xff].join('.');
+    }
+    if (key.startsWith('/') && key.length === 17) {
+      return ipv6KeyText((i) => key.charCodeAt(1 + i), this.#opts.ipv6PrefixBits);
+    }
+    // keyOf's IPv6 form (eight groups and /bits) in the same RFC 5952 text; IPv4 text as it is.
+    const groups = key.includes('/') ? expandIpv6(key.split('/')[0] ?? '') : undefined;
+    if (groups === undefined) return key;
+    return ipv6KeyText((i) => ((groups[i >> 1] ?? 0) >> (i & 1 ? 0 : 8)) & 0xff, this.#opts.ipv6PrefixBits);
+  }
+
+  #decide(key: string | number, nowMs: number): RateDecision {
     let bucket = this.#buckets.get(key);
     if (bucket === undefined) {
       if (this.#buckets.size >= this.#opts.maxClients) {
@@ -98,7 +158,7 @@ export class RateLimiter {
         const oldest = this.#buckets.keys().next();
         if (!oldest.done) this.#buckets.delete(oldest.value);
       }
-      bucket = { tokens: this.#opts.burst, lastMs: nowMs, lastKodMs: -Infinity };
+      bucket = { tokens: this.#opts.burst, lastMs: nowMs, lastKodMs: -Infinity, log: newLogEntry() };
     } else {
       this.#buckets.delete(key);
       const elapsed = Math.max(0, nowMs - bucket.lastMs);
@@ -106,6 +166,7 @@ export class RateLimiter {
       bucket.lastMs = nowMs;
     }
     this.#buckets.set(key, bucket);
+    if (this.#opts.enabled === false) return 'allow';
     if (bucket.tokens >= 1) {
       bucket.tokens -= 1;
       return 'allow';

@@ -1,4 +1,11 @@
 import { createRequire } from 'node:module';
+import { type LoggedClient, nativeClients } from '../domain/client-log.ts';
+import { ipv6Text } from '../domain/ip-address.ts';
+
+export { ipv6Text };
+
+/** Most clients one report holds (GET /api/clients; native/mmsg.c MAX_CLIENTS_REPORTED). */
+export const MAX_CLIENT_REPORT = 1000;
 
 /**
  * The batched UDP socket of the NTP server (native/mmsg.c; docs/performance.md "Batched socket path"):
@@ -44,6 +51,17 @@ interface MmsgAddon {
   setNtsKeys(handle: object, current: number, ids: Float64Array, keys: Uint8Array): boolean;
   ntsActive(handle: object, cutoffMs: number): number;
   stats(handle: object, out: Float64Array): void;
+  clients(handle: object, max: number, keys: Uint8Array, nums: Float64Array): number;
+  testClients(
+    policy: Float64Array,
+    records: Uint8Array,
+    times: Float64Array,
+    denied: Uint8Array,
+    decisions: Uint8Array,
+    max: number,
+    keys: Uint8Array,
+    nums: Float64Array,
+  ): number;
   testLimiter(policy: Float64Array, records: Uint8Array, times: Float64Array): Uint8Array;
   testAccess(networks: Uint8Array, records: Uint8Array): Uint8Array;
   testRespond(
@@ -77,7 +95,7 @@ export function batchSocketsAvailable(): boolean {
 
 /** The addon's pure entry points, for tests of the native responder against the JavaScript one. */
 export function nativeResponderForTests():
-  Pick<MmsgAddon, 'testLimiter' | 'testAccess' | 'testRespond'> | undefined {
+  Pick<MmsgAddon, 'testLimiter' | 'testClients' | 'testAccess' | 'testRespond'> | undefined {
   return addon();
 }
 
@@ -259,41 +277,22 @@ export class BatchSocket {
     if (this.#handle !== undefined) this.#a.stats(this.#handle, out);
   }
 
+  /**
+   * The native thread's client log (native/mmsg.c clients()), most recently seen first, at most `max`
+   * (≤ MAX_CLIENT_REPORT); none before the thread starts or after close.
+   */
+  clients(max: number, bits: number): LoggedClient[] {
+    if (this.#handle === undefined || !this.#native) return [];
+    const m = Math.max(0, Math.min(MAX_CLIENT_REPORT, Math.floor(max)));
+    const keys = new Uint8Array(m * 17);
+    const nums = new Float64Array(m * 7);
+    const n = this.#a.clients(this.#handle, m, keys, nums);
+    return nativeClients(keys, nums, n, bits);
+  }
+
   close(): void {
     const h = this.#handle;
     this.#handle = undefined;
     if (h !== undefined) this.#a.close(h);
   }
-}
-
-/** RFC 5952 text of the IPv6 address at a[o, o + 16): lower case, the longest run of zero groups as "::". */
-export function ipv6Text(a: Uint8Array, o: number): string {
-  const g: number[] = [];
-  for (let i = 0; i < 8; i++) g.push(((a[o + 2 * i] ?? 0) << 8) | (a[o + 2 * i + 1] ?? 0));
-  // IPv4-mapped addresses are printed with a dotted tail, as Node does (::ffff:192.0.2.1).
-  if (g[0] === 0 && g[1] === 0 && g[2] === 0 && g[3] === 0 && g[4] === 0 && g[5] === 0xffff) {
-    return `::ffff:${a[o + 12]}.${a[o + 13]}.${a[o + 14]}.${a[o + 15]}`;
-  }
-  let bestStart = -1;
-  let bestLen = 0;
-  for (let i = 0; i < 8;) {
-    if (g[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && g[j] === 0) j++;
-    if (j - i > bestLen && j - i >= 2) {
-      bestStart = i;
-      bestLen = j - i;
-    }
-    i = j;
-  }
-  const hex = (from: number, to: number): string =>
-    g
-      .slice(from, to)
-      .map((v) => v.toString(16))
-      .join(':');
-  if (bestStart < 0) return hex(0, 8);
-  return `${hex(0, bestStart)}::${hex(bestStart + bestLen, 8)}`;
 }

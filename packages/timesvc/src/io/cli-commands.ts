@@ -1,4 +1,5 @@
 import type { TimesvcConfig } from '../config.ts';
+import type { ClientLogRecord } from '../domain/client-log.ts';
 import type { QueryResult } from './query.ts';
 import { refIdText } from './web/status.ts';
 
@@ -337,6 +338,30 @@ export function formatNtpdata(rows: readonly NtpDataRow[], only?: string): strin
   });
   if (blocks.length === 0) return '(no upstream peers configured)\n';
   return blocks.join('\n');
+}
+
+export interface ClientsStatus {
+  clients: readonly ClientLogRecord[];
+}
+
+/**
+ * chronyc clients (client.c process_cmd_clients: "%-25s  %6U  %5U  %C  %C  %I  %6U  %5U  %C  %I"): per
+ * client NTP packets, drops, Int, IntL and Last; timesvc has no command port, so the Cmd columns are `-`.
+ */
+export function formatClients(s: ClientsStatus): string {
+  const header = `Hostname ${''.padEnd(20)} NTP   Drop Int IntL Last  ${'Cmd'.padStart(6)}   Drop Int  Last`;
+  const lines = [header, '='.repeat(header.length)];
+  const int = (v: number | null): string => (v === null ? ' -' : String(v).padStart(2));
+  for (const c of s.clients) {
+    lines.push(
+      `${c.address.padEnd(25)}  ${String(c.ntp_packets).padStart(6)}  ${String(c.dropped).padStart(5)}  ${int(
+        c.interval_log2,
+      )}  ${int(c.interval_limited_log2)}  ${fmtAge(c.last_rx_ago_s).padStart(4)}  ${'-'.padStart(6)}  ${'-'.padStart(
+        5,
+      )}   -     -`,
+    );
+  }
+  return lines.join('\n') + '\n';
 }
 
 export interface ServerStatsStatus {

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from '@broadcast-ops/core';
 import type { ResponderPolicy, ServerSystemState } from '../domain/ntp-responder.ts';
 import type { NtsResponder } from '../domain/nts-responder.ts';
+import type { LoggedClient } from '../domain/client-log.ts';
 import type { BatchSocket } from './batch-socket.ts';
 import {
   NATIVE_STATS,
@@ -155,6 +156,12 @@ export class NativeResponders {
       });
     }
     return sum;
+  }
+
+  /** The threads' client logs (each most recently seen first, at most `max`); merged by the caller. */
+  clients(max: number): LoggedClient[] {
+    const bits = this.#o.policy.rateLimiter?.options.ipv6PrefixBits ?? 64;
+    return this.#sockets.flatMap((b) => b.clients(max, bits));
   }
 
   /** Stop supplying the threads (their sockets are closed by the server); the NTS count stays readable. */

@@ -41,15 +41,19 @@ export function servedArray(
   return out;
 }
 
-/** [rateLimitEnabled, averageIntervalS, burst, kodIntervalS, maxClients, ipv6PrefixBits]. */
+/**
+ * [rateLimitEnabled, averageIntervalS, burst, kodIntervalS, maxClients, ipv6PrefixBits]. The C table (and
+ * so the client log) is kept whenever there is a limiter (maxClients > 0); rateLimitEnabled only controls
+ * the decision.
+ */
 export function policyArray(policy: ResponderPolicy): Float64Array {
   const o = policy.rateLimiter?.options;
   return Float64Array.of(
-    o ? 1 : 0,
+    o ? (o.enabled === false ? 0 : 1) : 0,
     o?.averageIntervalS ?? 1,
     o?.burst ?? 1,
     o?.kodIntervalS ?? 0,
-    o?.maxClients ?? 1,
+    o?.maxClients ?? 0,
     o?.ipv6PrefixBits ?? 64,
   );
 }

@@ -11,9 +11,10 @@ import {
   type ResponderPolicy,
   type ServerSystemState,
 } from '../domain/ntp-responder.ts';
+import { type ClientLogRecord, reportClients } from '../domain/client-log.ts';
 import type { NtsResponder } from '../domain/nts-responder.ts';
 import { NTP_HEADER_LENGTH } from '../protocol/ntp-packet.ts';
-import { ADDR_BYTES, BatchSocket, TX_STAMP } from './batch-socket.ts';
+import { ADDR_BYTES, BatchSocket, MAX_CLIENT_REPORT, TX_STAMP } from './batch-socket.ts';
 import {
   arrivalTime,
   checkedKernelStamp,
@@ -156,6 +157,17 @@ export class NtpServer {
   /** Kernel receive timestamps the native thread did not use (outside their window, or missing). */
   get nativeKernelStampsReplaced(): number {
     return this.#natives.active ? this.#natives.stats().kernelReplaced : 0;
+  }
+
+  /**
+   * The client log (chronyc `clients`, docs/cli.md "clients"): the native threads' and this thread's
+   * rate-limiter tables merged, most recently seen first, at most `max` (≤ MAX_CLIENT_REPORT).
+   */
+  clients(max: number): ClientLogRecord[] {
+    const m = Math.max(0, Math.min(MAX_CLIENT_REPORT, Math.floor(max)));
+    const js = this.#o.policy.rateLimiter?.clients(m) ?? [];
+    const logs = this.#natives.active ? [...this.#natives.clients(m), ...js] : js;
+    return reportClients(logs, performance.now(), m);
   }
 
   /** 'native' when plain requests are answered on the addon's thread (docs/performance.md). */

@@ -228,15 +228,15 @@ export function createTimesvc(
   const rl = ntp.rate_limit;
   const policy = {
     access: ntp.allowed_networks.length ? new AccessList(ntp.allowed_networks) : undefined,
-    rateLimiter: rl.enabled
-      ? new RateLimiter({
-          averageIntervalS: rl.average_interval,
-          burst: rl.burst,
-          kodIntervalS: rl.kod_interval,
-          maxClients: rl.max_clients,
-          ipv6PrefixBits: rl.ipv6_prefix,
-        })
-      : undefined,
+    // Built when limiting is off too: its bounded table is the client log (docs/cli.md "clients").
+    rateLimiter: new RateLimiter({
+      averageIntervalS: rl.average_interval,
+      burst: rl.burst,
+      kodIntervalS: rl.kod_interval,
+      maxClients: rl.max_clients,
+      ipv6PrefixBits: rl.ipv6_prefix,
+      enabled: rl.enabled,
+    }),
   };
   let server: NtpServer | undefined;
   // NTS-KE announces the NTP port actually bound (a Port record when it is not 123).

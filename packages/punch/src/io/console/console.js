@@ -1,8 +1,19 @@
 // Punch join page (README "Pages and the operator console"): plain browser JavaScript, no build step.
 // The page is /s/<name>?t=<peer token>: that stream's state and how to join it. The operator's console is
 // operator.js. The token never leaves this origin; it goes to the API as a bearer token.
-import { copyButton, el, pageToken, sessionName, setClass, setText, showClosed, viewOf } from './dom.js';
+import {
+  claimsOf,
+  copyButton,
+  el,
+  pageToken,
+  sessionName,
+  setClass,
+  setText,
+  showClosed,
+  viewOf,
+} from './dom.js';
 import { lifetimeBar } from './lifetime.js';
+import { lightOf, tallyLight, watchTally } from './tally-light.js';
 
 const { token } = pageToken();
 const name = sessionName();
@@ -68,6 +79,7 @@ function render() {
     updateLifetime();
     return;
   }
+  if (!light.root.isConnected) root.prepend(light.root);
   if (!view) return;
   setText(state, view.state);
   setClass(state, `badge ${view.state}`);
@@ -103,16 +115,86 @@ function joinSteps() {
   return el('div', {}, steps);
 }
 
+// A broker that stops answering (frozen, cut) may leave the WebSocket open: the poll notices, and the
+// light goes grey instead of keeping a colour nobody confirms any more.
+const NO_ANSWER = 'no answer from the broker';
+let lastTally = null;
+let lastAnswerAt = Date.now();
+
 async function refresh() {
   if (closed) return;
-  const v = await viewOf(await fetch(api(''), { headers: auth }));
+  let r;
+  try {
+    r = await fetch(api(''), { headers: auth, signal: AbortSignal.timeout(5000) });
+  } catch {
+    // The age counts from the broker's last answer, not from when the page gave up waiting.
+    light.set('unknown', NO_ANSWER, light.state() === 'unknown' ? undefined : lastAnswerAt);
+    return;
+  }
+  lastAnswerAt = Date.now();
+  if (light.reason() === NO_ANSWER) showTally(lastTally);
+  const v = await viewOf(r);
   if (v === 'closed') closed = true;
   else if (v) view = v;
   render();
 }
 
+// The stream this link is for (the token's claim; the broker checks it): its tally light tops the page.
+const myStream = (claimsOf(token) || {}).stream;
+const light = tallyLight(myStream);
+
+function showTally(m) {
+  if (!m) {
+    light.set('unknown', 'no tally from the mixer yet');
+    return;
+  }
+  const l = lightOf(m, m.receivedAt);
+  light.set(l.state, l.reason, l.since);
+}
+
+function onSignal(m) {
+  if (m.type === 'tally') {
+    if (myStream && m.stream !== myStream) return;
+    light.setStream(m.stream);
+    lastTally = { ...m, receivedAt: Date.now() };
+    showTally(lastTally);
+  } else if (m.type === 'session') {
+    void refresh();
+  } else if (m.type === 'session_closed') {
+    closed = true;
+    render();
+  } else if (m.type === 'error') {
+    light.set('unknown', `the broker refused this page's tally: ${m.message}`);
+  }
+}
+
+// The light must stay readable for the whole show: ask the browser to keep the screen on (Screen Wake
+// Lock API; a secure context only, and given up by the browser whenever the page is hidden).
+async function keepAwake() {
+  try {
+    if (navigator.wakeLock && document.visibilityState === 'visible')
+      await navigator.wakeLock.request('screen');
+  } catch {
+    // not allowed here (no secure context, battery saver): the screen may sleep
+  }
+}
+
 if (token && document.body.dataset.role === 'peer') {
   document.getElementById('state').hidden = false;
+  showTally(null);
+  render();
   void refresh();
   setInterval(() => void refresh(), 3000);
+  watchTally({
+    name,
+    token,
+    stream: myStream,
+    onMessage: onSignal,
+    onDown: (reason) => {
+      lastTally = null; // the broker sends the stream's tally again on the next watch
+      light.set('unknown', reason);
+    },
+  });
+  void keepAwake();
+  document.addEventListener('visibilitychange', () => void keepAwake());
 }

@@ -28,16 +28,18 @@
   ];
 
   /**
-   * The SVG path of one series: x spans the last 10 minutes before `now`, y the row's height from 0 to the
-   * larger of the row's minimum scale and the series' maximum. Pure, for the tests.
+   * The SVG path of one series: x spans the last 10 minutes before `now`, y the row's height from the
+   * smaller of 0 and the series' minimum (a margin below zero is drawn below zero, never clipped to it) to
+   * the larger of the row's minimum scale and the series' maximum. Pure, for the tests.
    */
   function pathOf(points, key, now, height, minScale, W = DEFAULT_W) {
     const pts = (points || []).filter((p) => typeof p[key] === 'number' && now - p.t <= SPAN_MS);
-    const top = Math.max(minScale, ...pts.map((p) => Math.abs(p[key])));
+    const top = Math.max(minScale, ...pts.map((p) => p[key]));
+    const bottom = Math.min(0, ...pts.map((p) => p[key]));
     const x = (t) => (((t - (now - SPAN_MS)) / SPAN_MS) * W).toFixed(1);
-    const y = (v) => (height - PAD - (Math.max(0, v) / top) * (height - 2 * PAD)).toFixed(1);
+    const y = (v) => (height - PAD - ((v - bottom) / (top - bottom)) * (height - 2 * PAD)).toFixed(1);
     const d = pts.map((p, i) => `${i === 0 ? 'M' : 'L'}${x(p.t)},${y(p[key])}`).join(' ');
-    return { d, top, last: pts.length ? pts[pts.length - 1][key] : null };
+    return { d, top, bottom, last: pts.length ? pts[pts.length - 1][key] : null };
   }
 
   function node(tag, attrs, parent) {
@@ -98,12 +100,12 @@
     ROWS.forEach((row, i) => {
       const points = history[row.end] || [];
       for (const p of points) newest = Math.max(newest, p.t);
-      const { d, top, last } = pathOf(points, row.key, now, ROW - 2, row.min, W);
+      const { d, top, bottom, last } = pathOf(points, row.key, now, ROW - 2, row.min, W);
       const part = s.parts[i];
       part.frame.setAttribute('width', String(W));
       part.line.setAttribute('d', d);
       const shown = last === null ? '—' : String(Math.round(last * 10) / 10);
-      part.text.textContent = `${row.label}: ${shown} (scale 0-${Math.round(top)})`;
+      part.text.textContent = `${row.label}: ${shown} (scale ${Math.round(bottom)} to ${Math.round(top)})`;
     });
     const age = newest ? now - newest : Infinity;
     const isStale = age > STALE_MS;

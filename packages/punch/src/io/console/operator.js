@@ -18,6 +18,8 @@ import {
   showClosed,
   viewOf,
 } from './dom.js';
+import { alarmNotifier } from './alarm-notify.js';
+import { alarmPart, graphPart, healthPart, loadGraphScript } from './health-view.js';
 import { lifetimeBar } from './lifetime.js';
 
 const { token, from } = pageToken();
@@ -39,9 +41,11 @@ function start() {
   let view = null;
   let closed = false;
   let ws = null;
-  /** stream -> latest health_report entry and its RTT history over the last 60 s. */
+  /** stream -> latest health_report entry, and when it arrived (Date.now()). */
   const health = new Map();
-  const rttHistory = new Map();
+  const healthAt = new Map();
+  /** stream -> active alarms (alarm name -> {message, at}), from `health_alarm` and the reports. */
+  const alarms = new Map();
   /** stream -> {for_peer_a, for_peer_b} once matched. */
   const strings = new Map();
   /** stream -> tally state as the broker last echoed it. */
@@ -99,9 +103,8 @@ function start() {
     }
   }, 1500);
 
-  // --- verdict and health (fields as the health report carries them)
-  const fmt = (v, digits, unit) => (typeof v === 'number' ? `${v.toFixed(digits)}${unit}` : '—');
-  const mbit = (bps) => (typeof bps === 'number' ? `${(bps / 1e6).toFixed(2)} Mbit/s` : '—');
+  // --- verdict (docs/health.md "Advice": the latency is fixed at creation, never "raise it")
+  const STATUS_WORDS = { healthy: 'Healthy', warning: 'Warning', critical: 'Critical' };
 
   function verdict(stream, h) {
     const s = view.streams[stream];
@@ -113,14 +116,26 @@ function start() {
       return s.state === 'connected'
         ? 'Connected; no health report yet.'
         : 'Matched; waiting for SRT to connect.';
-    const latency = view.latency;
-    if (latency < 4 * h.rtt) {
-      return `Latency ${latency} ms is below 4 × RTT (${h.rtt.toFixed(1)} ms): raise it to ${h.suggestedLatency} ms.`;
+    const words = STATUS_WORDS[h.status] || h.status;
+    const rtt = `RTT ${h.rtt.toFixed(1)} ms, ${h.retransmit.toFixed(1)} % repaired`;
+    // Drops and a short margin do not change the spec's status, but the operator hears about them first.
+    const rx = h.figures && h.figures.receiver;
+    if (h.alarms && h.alarms.drops && rx) {
+      return `Glitching: ${rx.w10.dropped} packets dropped too late in the last 10 s (${words.toLowerCase()} by RTT and repair: ${rtt}).`;
     }
-    if (h.retransmit > 5)
-      return `Retransmitting ${h.retransmit.toFixed(1)} %: the path is losing packets; raise the latency or lower the bitrate.`;
-    if (h.retransmit >= 1) return `Retransmitting ${h.retransmit.toFixed(1)} %: watch the path.`;
-    return `Healthy: latency ${latency} ms covers 4 × RTT (${h.rtt.toFixed(1)} ms).`;
+    if (h.alarms && h.alarms.margin) {
+      return `At risk: the latency does not cover 4 × RTT plus its swing (${words.toLowerCase()} by RTT and repair: ${rtt}).`;
+    }
+    if (h.advice) return `${words}: ${rtt} over the last 10 s.`;
+    // A client without counters (spec fields only): its latest report, by the same rule.
+    if (view.latency < 4 * h.rtt) {
+      return (
+        `At risk: latency ${view.latency} ms is below 4 × RTT (${h.rtt.toFixed(1)} ms; ${words.toLowerCase()} by ` +
+        `RTT and repair). The latency is fixed for this session: for a safe link, create a new session with ` +
+        `latency ${h.suggestedLatency} ms or more.`
+      );
+    }
+    return `${words}: ${rtt}; latency ${view.latency} ms covers 4 × RTT.`;
   }
 
   // --- one card per stream, built once
@@ -158,79 +173,6 @@ function start() {
       setText(addr, `${p.ip}:${p.port}`);
     };
     return { row, update };
-  }
-
-  function healthPart() {
-    const status = el('span', { class: 'badge', 'data-testid': 'health-status' });
-    const big = el('span', { class: 'big' });
-    const line = el('div', {});
-    const ends = el('tbody', {});
-    const endRows = new Map();
-    const table = el(
-      'div',
-      { class: 'table-wrap' },
-      el(
-        'table',
-        {},
-        el(
-          'thead',
-          {},
-          el(
-            'tr',
-            {},
-            ...['End', 'RTT', 'Retr.', 'Bitrate', 'Drops', 'Buffer headroom'].map((t) => el('th', {}, t)),
-          ),
-        ),
-        ends,
-      ),
-    );
-    const none = el('p', { class: 'muted' }, 'No health reports.');
-    const root = el('div', { class: 'health' }, el('div', { class: 'row' }, status, big), line, table, none);
-    const update = (stream, h, shown) => {
-      root.hidden = !shown;
-      none.hidden = Boolean(h);
-      for (const n of [status.parentElement, line, table]) n.hidden = !h;
-      if (!h) return;
-      setText(status, h.status || '—');
-      setClass(status, `badge ${h.status || ''}`.trim());
-      setText(big, `${fmt(h.rtt, 1, ' ms')} RTT`);
-      const rtts = (rttHistory.get(stream) || []).map((x) => x.rtt).filter((x) => typeof x === 'number');
-      const min = rtts.length ? Math.min(...rtts) : NaN;
-      const max = rtts.length ? Math.max(...rtts) : NaN;
-      const avg = rtts.length ? rtts.reduce((a, b) => a + b, 0) / rtts.length : NaN;
-      setText(
-        line,
-        `RTT min/avg/max ${fmt(min, 1, '')}/${fmt(avg, 1, '')}/${fmt(max, 1, '')} ms (60 s) · retransmit ${fmt(h.retransmit, 2, ' %')} · ${mbit(h.bitrate)}`,
-      );
-      const seen = new Set();
-      for (const [slot, e] of Object.entries(h.ends || {})) {
-        seen.add(slot);
-        let r = endRows.get(slot);
-        if (!r) {
-          const cells = Array.from({ length: 6 }, () => el('td', {}));
-          r = { row: el('tr', {}, ...cells), cells };
-          endRows.set(slot, r);
-          ends.append(r.row);
-        }
-        const values = [
-          slot.toUpperCase(),
-          fmt(e.rtt, 1, ' ms'),
-          fmt(e.retransmit, 2, ' %'),
-          mbit(e.bitrate),
-          typeof e.dropped === 'number' ? String(e.dropped) : '—',
-          typeof e.buffer === 'number' ? `${Math.max(0, 100 - e.buffer).toFixed(0)} %` : '—',
-        ];
-        values.forEach((v, i) => setText(r.cells[i], v));
-      }
-      for (const [slot, r] of endRows) {
-        if (!seen.has(slot)) {
-          r.row.remove();
-          endRows.delete(slot);
-        }
-      }
-      table.hidden = endRows.size === 0;
-    };
-    return { root, update };
   }
 
   function tallyPart(stream) {
@@ -440,6 +382,11 @@ function start() {
     const v = el('div', { class: 'verdict', 'data-testid': 'verdict' });
     const s = stringsPart();
     const inv = invitePart(stream);
+    const al = alarmPart();
+    const g = graphPart(async () => {
+      const r = await call(api(`/health?stream=${encodeURIComponent(stream)}`));
+      return r.ok ? r.json() : null;
+    });
     const root = el(
       'section',
       { class: 'card stream', 'data-stream': stream },
@@ -449,8 +396,10 @@ function start() {
         el('span', { class: 'stream-name' }, stream),
         state,
         t.badge,
+        al.badge,
         el('span', { class: 'tally' }, t.group),
       ),
+      al.root,
       el(
         'div',
         { class: 'columns' },
@@ -459,11 +408,11 @@ function start() {
           { class: 'col' },
           el('div', { class: 'table-wrap' }, el('table', { class: 'peers' }, el('tbody', {}, a.row, b.row))),
           v,
-          h.root,
         ),
         el('div', { class: 'col' }, inv.root),
         el('div', { class: 'col' }, s.root),
       ),
+      el('div', { class: 'link-health' }, h.root, g.root),
     );
     const update = () => {
       const st = view.streams[stream];
@@ -472,18 +421,20 @@ function start() {
       a.update(st.peer_a);
       b.update(st.peer_b);
       // A stream waiting for a peer has no link: no health badge of a peer that left beside that wait.
+      // Nor its alarms: without reports they are no longer known (the row and notification were shown).
       if (st.state === 'waiting') {
         health.delete(stream);
-        rttHistory.delete(stream);
+        alarms.delete(stream);
       }
       const hh = health.get(stream);
-      h.update(stream, hh, st.state !== 'waiting');
+      h.update(hh, st.state !== 'waiting');
+      al.update(alarms.get(stream) || new Map());
       setText(v, verdict(stream, hh));
       t.update();
       s.update(strings.get(stream));
       inv.update(invites);
     };
-    return { root, update };
+    return { root, update, graph: g };
   }
 
   // --- the session bar: latency and Close
@@ -497,7 +448,8 @@ function start() {
     }
   });
   const latency = el('span', { class: 'muted' });
-  document.getElementById('session-tools').append(latency, closeButton);
+  const notifier = alarmNotifier();
+  document.getElementById('session-tools').append(latency, notifier.root, closeButton);
 
   const updateLifetime = lifetimeBar({
     admin: true,
@@ -615,13 +567,17 @@ function start() {
         clearTimeout(invitesTimer);
         invitesTimer = setTimeout(() => void loadInvites(), 300);
       } else if (m.type === 'health_report') {
-        const now = Date.now();
         for (const [stream, h] of Object.entries(m.streams)) {
           health.set(stream, h);
-          const list = (rttHistory.get(stream) || []).filter((x) => now - x.at < 60_000);
-          list.push({ at: now, rtt: h.rtt });
-          rttHistory.set(stream, list);
+          healthAt.set(stream, Date.now());
+          alarmsFromReport(stream, h.alarms);
+          const c = cards.get(stream);
+          // The first report of a link: its graph now, not at the next refresh.
+          if (c && c.graph.root.hidden) void c.graph.tick();
         }
+        render();
+      } else if (m.type === 'health_alarm') {
+        onAlarm(m);
         render();
       } else if (m.type === 'tally') {
         tally.set(m.stream, m.state);
@@ -644,13 +600,54 @@ function start() {
   // Health that stops arriving is not shown as current: drop reports older than 15 s.
   setInterval(() => {
     const now = Date.now();
-    for (const [stream, list] of rttHistory) {
-      const last = list[list.length - 1];
-      if (last && now - last.at > 15_000) {
+    for (const [stream, at] of healthAt) {
+      if (now - at > 15_000) {
         health.delete(stream);
-        rttHistory.delete(stream);
+        healthAt.delete(stream);
+        alarms.delete(stream);
         render();
       }
+    }
+  }, 5000);
+
+  // --- alarms (docs/health.md "Alarms"): raised and cleared by `health_alarm`; a report's `alarms` flags
+  // also clear them, and raise them for a console that opened while an alarm was already on.
+  function onAlarm(m) {
+    const active = alarms.get(m.stream) || new Map();
+    alarms.set(m.stream, active);
+    if (!m.active) {
+      active.delete(m.alarm);
+      return;
+    }
+    active.set(m.alarm, { message: m.message, at: m.at });
+    notifier.raise(
+      `Punch ${name}: ${m.stream} ${m.alarm === 'drops' ? 'drops' : 'margin'}`,
+      m.message,
+      `${m.stream}/${m.alarm}`,
+    );
+  }
+  const ALARM_TEXT = {
+    drops: 'packets dropped too late in the last 10 s',
+    margin: 'the latency does not cover 4 × RTT plus its swing',
+  };
+  function alarmsFromReport(stream, flags) {
+    if (!flags) return;
+    const active = alarms.get(stream) || new Map();
+    alarms.set(stream, active);
+    for (const [alarm, on] of Object.entries(flags)) {
+      if (!on) active.delete(alarm);
+      else if (!active.has(alarm)) active.set(alarm, { message: ALARM_TEXT[alarm] || alarm, at: Date.now() });
+    }
+  }
+
+  // --- the 10-minute graphs: fetched every 5 s for links that report (or did: it greys with its age)
+  loadGraphScript(() => {
+    for (const c of cards.values()) c.graph.draw();
+  });
+  setInterval(() => {
+    if (closed) return;
+    for (const [stream, c] of cards) {
+      if (health.has(stream) || !c.graph.root.hidden) void c.graph.tick();
     }
   }, 5000);
 

@@ -11,7 +11,16 @@ import { changedPaths, type ConfigStore } from './config-store.ts';
 import { LAB_PASSWORD } from './lab-credential.ts';
 import { LOG_LEVELS, type LogLevel, type LogRing } from './log-ring.ts';
 import { LoginSlots } from './login-slots.ts';
-import { clockStatus, fullStatus, ntpStatus, ntsStatus, peersStatus, type StatusSources } from './status.ts';
+import { MAX_CLIENT_REPORT } from '../batch-socket.ts';
+import {
+  clientsStatus,
+  clockStatus,
+  fullStatus,
+  ntpStatus,
+  ntsStatus,
+  peersStatus,
+  type StatusSources,
+} from './status.ts';
 
 /**
  * The web API behind `/api/*` (README "Web API"): login, roles enforced on every route from the one
@@ -240,6 +249,15 @@ export function registerWebApi(app: FastifyInstance, ctx: WebApiContext): void {
   route('GET', '/api/status/gpsdo', () => ctx.gpsdo?.status() ?? notEnabled('GPSDO'));
   route('GET', '/api/satellites', () => ctx.gpsdo?.satellites() ?? notEnabled('GPSDO'));
   route('GET', '/api/peers', () => peersStatus(ctx));
+  route('GET', '/api/clients', (request) => {
+    const q = request.query as Record<string, string | undefined>;
+    const limit = q['limit'] === undefined ? MAX_CLIENT_REPORT : Number(q['limit']);
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_CLIENT_REPORT) {
+      throw fail('BAD_REQUEST', `limit must be an integer from 1 to ${MAX_CLIENT_REPORT}`);
+    }
+    if (!ctx.config().ntp.enabled) throw fail('NOT_ENABLED', 'NTP server not enabled');
+    return clientsStatus(ctx, limit);
+  });
 
   route('GET', '/api/logs', (request) => {
     const q = request.query as Record<string, string | undefined>;

@@ -101,6 +101,20 @@ export function ntpStatus(s: StatusSources) {
   };
 }
 
+/**
+ * chronyc `clients` (docs/cli.md "clients"): the server's client log, most recently seen first, at most
+ * `limit`; `rate_limit_enabled` says whether Drop and KoD can count at all.
+ */
+export function clientsStatus(s: StatusSources, limit: number) {
+  const server = s.server();
+  return {
+    responder: server?.responder ?? null,
+    rate_limit_enabled: s.config().ntp.rate_limit.enabled,
+    max_clients: s.config().ntp.rate_limit.max_clients,
+    clients: server?.clients(limit) ?? [],
+  };
+}
+
 export function ntsStatus(s: StatusSources) {
   const side = s.nts();
   if (!side) return undefined;
