@@ -305,6 +305,21 @@ for (const [width, height] of [
       assert.equal(await card.locator('button[data-tally=program]').getAttribute('aria-pressed'), 'true');
       await card.locator('button[data-tally=off]').click();
       for (const c of peers) assert.equal((await c.next('tally', 5000))['state'], 'off');
+      // A stale tally (the mixer's monitor lost its mixer: README "Tally") is unknown, not off; a known one
+      // brings the colour back.
+      const monitor = await connect(broker.url, name, { token: admin });
+      monitor.send({ type: 'tally', stream: 'cam-1', state: 'off', stale: true });
+      await card
+        .locator('[data-testid=tally-state]', { hasText: 'tally unknown (mixer data stale)' })
+        .waitFor();
+      assert.equal(await card.locator('button[data-tally=off]').getAttribute('aria-pressed'), 'false');
+      monitor.send({ type: 'tally', stream: 'cam-1', state: 'preview' });
+      await card.locator('[data-testid=tally-state]', { hasText: 'tally preview' }).waitFor();
+      monitor.close();
+      for (const c of peers) {
+        assert.equal((await c.next('tally', 5000))['stale'], true);
+        assert.equal((await c.next('tally', 5000))['state'], 'preview');
+      }
 
       // Drops: the alarm shows on the stream, beeps and notifies; it clears once the 10 s window is clean.
       const beepsBefore = Number(await page.evaluate('window.__beeps'));

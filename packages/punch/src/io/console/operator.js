@@ -194,8 +194,9 @@ function start() {
     }
     const update = () => {
       const t = tally.get(stream);
-      // Until the broker echoes a tally, the stream has none: off.
-      setText(badge, `tally ${t || 'off'}`);
+      // Until the broker echoes a tally, the stream has none: off. A tally the mixer's monitor sent as stale
+      // (README "Tally": `off` with `stale: true`) is unknown, never a colour.
+      setText(badge, t === 'unknown' ? 'tally unknown (mixer data stale)' : `tally ${t || 'off'}`);
       setClass(badge, `badge tally-${t || 'off'}`);
       for (const [state, b] of Object.entries(buttons)) {
         b.setAttribute('aria-pressed', String((t || 'off') === state));
@@ -580,7 +581,7 @@ function start() {
         onAlarm(m);
         render();
       } else if (m.type === 'tally') {
-        tally.set(m.stream, m.state);
+        tally.set(m.stream, m.stale === true ? 'unknown' : m.state);
         render();
       } else if (m.type === 'session_closed') {
         closed = true;
