@@ -108,17 +108,19 @@ test('a vMix that hangs times out; HTTP 500 and garbage are counted; each recove
 test('HTTP Basic auth: the right credentials read the state; wrong ones are offline with HTTP 401', async () => {
   const locked = new VmixSimulator({ port: 0, auth: { username: 'admin', password: 's3cret' } });
   const port = await locked.start();
+  // A second vMix with the same credentials: one address serves one device (docs/OUTPUTS.md).
+  const locked2 = new VmixSimulator({ port: 0, auth: { username: 'admin', password: 's3cret' } });
+  const port2 = await locked2.start();
   const server = {
     type: 'http_mixer',
     ip: '127.0.0.1',
-    port,
     pollIntervalMs: POLL_MS,
     timeoutMs: TIMEOUT_MS,
   };
   const { monitor: m, url: u } = await startMonitor(
     makeConfig([
-      { ...server, id: 1, name: 'good', username: 'admin', password: 's3cret' },
-      { ...server, id: 2, name: 'bad', username: 'admin', password: 'nope' },
+      { ...server, port, id: 1, name: 'good', username: 'admin', password: 's3cret' },
+      { ...server, port: port2, id: 2, name: 'bad', username: 'admin', password: 'nope' },
     ]),
   );
   try {
@@ -135,5 +137,6 @@ test('HTTP Basic auth: the right credentials read the state; wrong ones are offl
   } finally {
     await m.close();
     await locked.close();
+    await locked2.close();
   }
 });
