@@ -7,8 +7,6 @@
  *
  *   npx tsx bench/timesvc-discipline/diag.ts [--seconds 600] [--noise-us 0]
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { silentLogger } from '@broadcast-ops/core';
@@ -16,6 +14,7 @@ import { requireTool, startProcess, tempDir } from '@broadcast-ops/core/testing'
 import { configSchema } from '../../packages/timesvc/src/config.ts';
 import { createTimesvc } from '../../packages/timesvc/src/io/service.ts';
 import { OffsetUpstream, Probe } from '../../packages/timesvc/test/helpers/offset-upstream.ts';
+import { writeFollowerConf } from '../../packages/timesvc/test/helpers/chrony.ts';
 import { freePort } from '../../packages/timesvc/test/helpers/nts.ts';
 
 const { values } = parseArgs({
@@ -38,21 +37,7 @@ up.noiseS = Number(values['noise-us'] ?? 0) * 1e-6;
 const chronySock = await up.listen();
 const dir = tempDir('timesvc-diag-');
 const chronyPort = await freePort('udp');
-const conf = join(dir.path, 'chrony.conf');
-mkdirSync(join(dir.path, 'run'), { mode: 0o700 });
-writeFileSync(
-  conf,
-  [
-    `server 127.0.0.1 port ${up.portOf(chronySock)} iburst`,
-    `port ${chronyPort}`,
-    'bindaddress 127.0.0.1',
-    'allow 127.0.0.1',
-    'cmdport 0',
-    `pidfile ${join(dir.path, 'chronyd.pid')}`,
-    `driftfile ${join(dir.path, 'chronyd.drift')}`,
-    '',
-  ].join('\n'),
-);
+const conf = writeFollowerConf(dir.path, up.portOf(chronySock), chronyPort);
 const config = configSchema.parse({
   ntp: {
     port: 0,

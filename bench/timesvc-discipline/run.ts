@@ -25,7 +25,6 @@
  * the +20 ms truth must be well under the 20 ms it corrects. chronyd runs with -x (never touches the
  * clock), its own config, pidfile and driftfile, no command port, and is ended by PID.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
@@ -40,6 +39,7 @@ import {
   checkProbe,
   type ProbeRecord,
 } from '../../packages/timesvc/test/helpers/offset-upstream.ts';
+import { writeFollowerConf } from '../../packages/timesvc/test/helpers/chrony.ts';
 import { freePort } from '../../packages/timesvc/test/helpers/nts.ts';
 import { startupPair } from '../../packages/timesvc/test/helpers/startup-pair.ts';
 
@@ -57,22 +57,12 @@ const up = await OffsetUpstream.start(0.02);
 // window is judged from the replies it received itself.
 const chronyUpSocket = await up.listen();
 const dir = tempDir('timesvc-discipline-bench-');
-mkdirSync(join(dir.path, 'run'), { mode: 0o700 });
 const chronyPort = await freePort('udp');
-const conf = join(dir.path, 'chrony.conf');
-writeFileSync(
-  conf,
-  [
-    `server 127.0.0.1 port ${up.portOf(chronyUpSocket)} iburst minpoll ${POLL} maxpoll ${POLL}`,
-    `port ${chronyPort}`,
-    'bindaddress 127.0.0.1',
-    'allow 127.0.0.1',
-    'cmdport 0',
-    `bindcmdaddress ${join(dir.path, 'run', 'chronyd.sock')}`,
-    `pidfile ${join(dir.path, 'chronyd.pid')}`,
-    `driftfile ${join(dir.path, 'chronyd.drift')}`,
-    '',
-  ].join('\n'),
+const conf = writeFollowerConf(
+  dir.path,
+  up.portOf(chronyUpSocket),
+  chronyPort,
+  `minpoll ${POLL} maxpoll ${POLL}`,
 );
 
 const config = configSchema.parse({

@@ -56,6 +56,36 @@ export async function startChronyServer(
   };
 }
 
+/**
+ * The config of a `chronyd -x` that follows one loopback upstream (`server … iburst` plus `serverOptions`,
+ * e.g. `minpoll 2 maxpoll 2`) and serves NTP on 127.0.0.1:`port`, its own pidfile, driftfile and command
+ * socket under `dir`; returns the config file's path.
+ */
+export function writeFollowerConf(
+  dir: string,
+  upstreamPort: number,
+  port: number,
+  serverOptions = '',
+): string {
+  mkdirSync(join(dir, 'run'), { recursive: true, mode: 0o700 });
+  const conf = join(dir, 'chrony.conf');
+  writeFileSync(
+    conf,
+    [
+      `server 127.0.0.1 port ${upstreamPort} iburst${serverOptions ? ` ${serverOptions}` : ''}`,
+      `port ${port}`,
+      'bindaddress 127.0.0.1',
+      'allow 127.0.0.1',
+      'cmdport 0',
+      `bindcmdaddress ${join(dir, 'run', 'chronyd.sock')}`,
+      `pidfile ${join(dir, 'chronyd.pid')}`,
+      `driftfile ${join(dir, 'chronyd.drift')}`,
+      '',
+    ].join('\n'),
+  );
+  return conf;
+}
+
 export interface ChronyQueryResult {
   offsetS: number | undefined;
   output: string;

@@ -1,10 +1,9 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { silentLogger } from '@broadcast-ops/core';
 import { freePort, requireTool, startProcess, type RunningProcess } from '@broadcast-ops/core/testing';
 import { configSchema } from '../../src/config.ts';
 import { createTimesvc, type TimesvcService } from '../../src/io/service.ts';
+import { writeFollowerConf } from './chrony.ts';
 import { OffsetUpstream, Probe, type ProbeRecord } from './offset-upstream.ts';
 
 /**
@@ -25,26 +24,11 @@ export interface StartupPair {
 }
 
 export async function startupPair(dir: string, noiseS: number, probeMs = 1000): Promise<StartupPair> {
-  mkdirSync(join(dir, 'run'), { recursive: true, mode: 0o700 });
   const up = await OffsetUpstream.start(0.02);
   up.noiseS = noiseS;
   const chronySocket = await up.listen();
   const chronyPort = await freePort('udp');
-  const conf = join(dir, 'chrony.conf');
-  writeFileSync(
-    conf,
-    [
-      `server 127.0.0.1 port ${up.portOf(chronySocket)} iburst`,
-      `port ${chronyPort}`,
-      'bindaddress 127.0.0.1',
-      'allow 127.0.0.1',
-      'cmdport 0',
-      `bindcmdaddress ${join(dir, 'run', 'chronyd.sock')}`,
-      `pidfile ${join(dir, 'chronyd.pid')}`,
-      `driftfile ${join(dir, 'chronyd.drift')}`,
-      '',
-    ].join('\n'),
-  );
+  const conf = writeFollowerConf(dir, up.portOf(chronySocket), chronyPort);
   const config = configSchema.parse({
     ntp: {
       port: 0,
