@@ -21,6 +21,7 @@ import {
 import { alarmNotifier } from './alarm-notify.js';
 import { alarmPart, graphPart, healthPart, loadGraphScript } from './health-view.js';
 import { lifetimeBar } from './lifetime.js';
+import { lightOf } from './tally-light.js';
 
 const { token, from } = pageToken();
 const claims = claimsOf(token);
@@ -581,7 +582,7 @@ function start() {
         onAlarm(m);
         render();
       } else if (m.type === 'tally') {
-        tally.set(m.stream, m.stale === true ? 'unknown' : m.state);
+        tally.set(m.stream, lightOf(m).state);
         render();
       } else if (m.type === 'session_closed') {
         closed = true;
