@@ -60,6 +60,21 @@ test('EventLog: a checkpoint larger than maxFileSize does not make every append 
     log.flush();
     log.close();
     assert.ok(listSegments(dir.path).length <= MAX_FILES);
+    // Read back: the oldest kept segment's checkpoint is the base, and it is 3 MB in 1 MB records; every
+    // record of it counts, not only the first (which held 11 of the 30 keys).
+    const again = new EventLog({
+      dir: dir.path,
+      maxFileBytes: MAX_FILE,
+      maxFiles: MAX_FILES,
+      newEpoch: () => 'e2',
+      now: () => 2,
+    });
+    again.open();
+    const restored = new Set<string>();
+    for (const r of again.recovered?.records ?? [])
+      if (r.k === 'checkpoint')
+        for (const e of (r.m as { entries: { path: string }[] }).entries) restored.add(e.path);
+    assert.equal(restored.size, 30, `checkpoint keys read back: ${restored.size}`);
   } finally {
     dir.remove();
   }

@@ -159,7 +159,7 @@ test('a second device on an address already used is refused with the address and
     ip: '10.0.0.9',
     channel: 2,
   });
-  assert.deepEqual([c1.status, c2.status, c3.status], [201, 201, 409]);
+  assert.deepEqual([c1.status, c2.status, c3.status], [201, 201, 409], JSON.stringify([c1.json, c2.json]));
   assert.match(String(c3.json?.['message']), /channel 2, layer 10/);
   for (const c of [c1, c2])
     assert.equal((await call('DELETE', `/api/devices/${String(c.json?.['id'])}`)).status, 204);

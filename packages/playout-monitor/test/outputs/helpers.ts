@@ -2,7 +2,7 @@
 // simulator (a real TCP peer speaking the HyperDeck protocol).
 import { createSocket, type Socket } from 'node:dgram';
 import { silentLogger } from '@broadcast-ops/core';
-import { tempDir, waitFor } from '@broadcast-ops/core/testing';
+import { freePort, tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HyperdeckSimulator } from '../../src/simulators/hyperdeck-sim.ts';
@@ -46,7 +46,10 @@ export async function startRig(
     servers.push(deckEntry(i, await sim.start()));
     sims.push(sim);
   }
-  const config = makeConfig(servers, { emberPlusPort: 0, ...settings });
+  // A CasparCG device added without a port receives OSC on settings.defaultPorts.osc_player, which the
+  // monitor binds: a free port per rig, not CasparCG's 6250 that another suite's monitor may hold.
+  const defaultPorts = { osc_player: await freePort('udp') };
+  const config = makeConfig(servers, { emberPlusPort: 0, defaultPorts, ...settings });
   const dir = tempDir('playout-outputs-');
   const configPath = join(dir.path, 'config.json');
   writeFileSync(configPath, JSON.stringify(config, null, 2));

@@ -123,6 +123,8 @@ export function recoverLog(dir: string, now: () => number, newEpoch: () => strin
   let epoch: string | undefined;
   let epochFirstOffset = 1;
   let haveBase = false;
+  /** The segment whose checkpoint is the base of the state (the oldest read, or the first after damage). */
+  let baseSegment: string | undefined;
   /** Wall time of the newest record read so far. */
   let lastTime = 0;
   for (const seg of segments) {
@@ -169,11 +171,14 @@ export function recoverLog(dir: string, now: () => number, newEpoch: () => strin
           // The checkpoint is the whole state at the segment start. After a damaged stretch it replaces
           // everything read before (some deletions may be in the lost part); otherwise the oldest one is
           // the base and later ones repeat what the records built.
+          // A checkpoint larger than one record spans several (CHECKPOINT_CHUNK_BYTES in event-log.ts):
+          // every one of the base segment's checkpoint records belongs to the base.
           if (damagedBefore && rec.o >= lastOffset) {
             records = records.filter((x) => x.k !== 'checkpoint' && x.k !== 'state');
             damagedBefore = false;
-          } else if (haveBase) continue;
+          } else if (haveBase && baseSegment !== seg.name) continue;
           haveBase = true;
+          baseSegment = seg.name;
           records.push(rec);
           continue;
         }
