@@ -11,8 +11,9 @@ export default tseslint.config(
       'data/**',
       'dist/**',
       'packages/*/dist/**',
-      // Companion's own Satellite server code, vendored unmodified for the interop test (its PROVENANCE.md).
-      'packages/telemetry-bridge/test/fixtures/companion-satellite/**',
+      // Companion's own Satellite server code (three releases), vendored unmodified for the interop test
+      // (a PROVENANCE.md per copy).
+      'packages/telemetry-bridge/test/fixtures/companion-satellite*/**',
       '**/*.js',
       '**/*.mjs',
       '**/*.cjs',
