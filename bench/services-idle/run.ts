@@ -1,0 +1,159 @@
+/**
+ * Lean at rest: each service's time from spawn to ready, idle RSS and idle CPU, beside the floor of this
+ * runtime — a bare Node process that only opens an HTTP port — measured in the same run, one process at a
+ * time. Each service starts as `npm start` starts it (its package.json `toolkit.start`: the demo config,
+ * the compiled `dist/main.js` when built), so the figures are what an operator's machine carries.
+ *
+ *   npx tsx bench/services-idle/run.ts [--idle 30] [--settle 10] [--only punch,timesvc]
+ *
+ * Targets (README "Benchmarks"): RSS ≤ 1.5× the bare process, idle CPU ≤ 1 ms per second, ready ≤ 2× the
+ * bare process's time to listen. The load average is printed: figures from a busy machine say little.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+
+const root = join(import.meta.dirname, '../..');
+const { values } = parseArgs({
+  options: { idle: { type: 'string' }, settle: { type: 'string' }, only: { type: 'string' } },
+});
+const IDLE_S = Number(values.idle ?? 30);
+const SETTLE_S = Number(values.settle ?? 10);
+const ONLY = values.only?.split(',');
+const TICKS_PER_S = 100; // USER_HZ on Linux (proc(5)); utime and stime are in these ticks
+
+interface Target {
+  name: string;
+  command: string[];
+  env: Record<string, string>;
+  ready: string;
+}
+
+function services(): Target[] {
+  const out: Target[] = [];
+  for (const dir of readdirSync(join(root, 'packages')).sort()) {
+    const file = join(root, 'packages', dir, 'package.json');
+    if (!existsSync(file)) continue;
+    const pkg = JSON.parse(readFileSync(file, 'utf8')) as {
+      bin?: Record<string, string>;
+      toolkit?: { start?: { args?: string[]; env?: Record<string, string>; ready?: string } };
+    };
+    const start = pkg.toolkit?.start;
+    const bin = pkg.bin ? Object.entries(pkg.bin)[0] : undefined;
+    // The status service's config is written by the launcher (the landing page's port), not its own.
+    if (!start?.ready || !bin || dir === 'status') continue;
+    const built = join(root, 'packages', dir, 'dist', 'main.js');
+    const entry = existsSync(built) ? built : join(root, 'packages', dir, bin[1]);
+    out.push({
+      name: bin[0],
+      command: [entry, ...(start.args ?? [])],
+      env: start.env ?? {},
+      ready: start.ready,
+    });
+  }
+  return out;
+}
+
+const BARE_PORT = 18_999;
+const bare: Target = {
+  name: 'bare node (HTTP port only)',
+  command: [
+    '-e',
+    `require('node:http').createServer((q, s) => s.end('ok')).listen(${BARE_PORT}, '127.0.0.1')`,
+  ],
+  env: {},
+  ready: `http://127.0.0.1:${BARE_PORT}/`,
+};
+
+function procStat(pid: number): { cpuTicks: number; rssKb: number } {
+  // Fields after the command name (which may hold spaces): utime is the 14th field, stime the 15th.
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const cpuTicks = Number(rest[11]) + Number(rest[12]);
+  const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return { cpuTicks, rssKb: Number(rss?.[1] ?? 0) };
+}
+
+async function isReady(url: string): Promise<boolean> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(500) });
+    await res.arrayBuffer();
+    return res.status < 500 || res.status === 503;
+  } catch {
+    return false;
+  }
+}
+
+interface Figures {
+  name: string;
+  readyMs: number;
+  rssMb: number;
+  idleCpuMsPerS: number;
+}
+
+async function measure(t: Target): Promise<Figures> {
+  const t0 = performance.now();
+  const child: ChildProcess = spawn(process.execPath, t.command, {
+    cwd: root,
+    env: { ...process.env, ...t.env, NODE_ENV: 'production' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => {
+    stderr = (stderr + d.toString()).slice(-4000);
+  });
+  const pid = child.pid;
+  try {
+    if (pid === undefined) throw new Error(`${t.name}: did not start`);
+    let readyMs = NaN;
+    for (let i = 0; i < 3000; i++) {
+      if (child.exitCode !== null) throw new Error(`${t.name} exited ${child.exitCode}: ${stderr}`);
+      if (await isReady(t.ready)) {
+        readyMs = performance.now() - t0;
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    if (Number.isNaN(readyMs)) throw new Error(`${t.name}: not ready at ${t.ready} within 30 s`);
+    await new Promise((r) => setTimeout(r, SETTLE_S * 1000));
+    const a = procStat(pid);
+    const w0 = performance.now();
+    await new Promise((r) => setTimeout(r, IDLE_S * 1000));
+    const b = procStat(pid);
+    const seconds = (performance.now() - w0) / 1000;
+    return {
+      name: t.name,
+      readyMs,
+      rssMb: b.rssKb / 1024,
+      idleCpuMsPerS: (((b.cpuTicks - a.cpuTicks) / TICKS_PER_S) * 1000) / seconds,
+    };
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((r) => (child.exitCode !== null ? r(undefined) : child.once('exit', r)));
+  }
+}
+
+console.log(
+  `# services-idle: load average ${loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ')}; settle ${SETTLE_S} s, idle ${IDLE_S} s`,
+);
+const floor = await measure(bare);
+const rows: Figures[] = [floor];
+for (const t of services()) if (!ONLY || ONLY.includes(t.name)) rows.push(await measure(t));
+console.log('| process | ready ms | × bare | RSS MB | × bare | idle CPU ms/s |');
+console.log('|---|---|---|---|---|---|');
+for (const r of rows)
+  console.log(
+    `| ${r.name} | ${r.readyMs.toFixed(0)} | ${(r.readyMs / floor.readyMs).toFixed(2)} | ${r.rssMb.toFixed(1)} | ` +
+      `${(r.rssMb / floor.rssMb).toFixed(2)} | ${r.idleCpuMsPerS.toFixed(2)} |`,
+  );
+console.log('# targets: ready ≤ 2.00× bare, RSS ≤ 1.50× bare, idle CPU ≤ 1.00 ms/s');
+console.log(
+  `# load average after: ${loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ')}`,
+);
