@@ -61,10 +61,17 @@ export function requireTool(binary: string): string {
   );
 }
 
-/** A fresh temporary directory, removed by the returned function. */
+/**
+ * A fresh temporary directory, removed by the returned function. A child that is still ending (a command an
+ * agent ran, a store flushing on close) may add a file while the tree is being removed: ENOTEMPTY is retried
+ * (rmSync's maxRetries, linear back-off) rather than failing the test that owned the directory.
+ */
 export function tempDir(prefix = 'toolkit-test-'): { path: string; remove: () => void } {
   const path = mkdtempSync(join(tmpdir(), prefix));
-  return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
+  return {
+    path,
+    remove: () => rmSync(path, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 }),
+  };
 }
 
 /**
