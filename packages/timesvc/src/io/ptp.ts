@@ -3,6 +3,9 @@ import { networkInterfaces } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '@broadcast-ops/core';
 import type { ClockQuality } from '../domain/clock-quality.ts';
+import { setSocketDscp } from './socket-dscp.ts';
+import { Bmca, type BmcaDecision, type BmcaState } from '../domain/ptp-bmca.ts';
+import { PROFILE_TABLE, type PtpProfileName } from '../domain/ptp-profiles.ts';
 import {
   EVENT_PORT,
   FLAG0,
@@ -23,7 +26,9 @@ import {
 /**
  * Experimental PTP announcer (docs/ptp.md): an IEEE 1588-2008 master on UDP/IPv4 multicast with software
  * timestamps. Announce, two-step Sync + Follow_Up, Delay_Resp to Delay_Req (E2E) and Pdelay_Resp +
- * Pdelay_Resp_Follow_Up to Pdelay_Req (P2P). No BMCA (always MASTER), no servo, no hardware timestamps.
+ * Pdelay_Resp_Follow_Up to Pdelay_Req (P2P). The BMCA (domain/ptp-bmca.ts) decides whether the port is
+ * MASTER: it listens first, and steps aside (PASSIVE: no Announce, Sync or Delay_Resp) while a better
+ * grandmaster announces. No servo, no hardware timestamps.
  * Timestamps are the served clock in the PTP timescale (TAI = UTC + currentUtcOffset).
  */
 
@@ -39,8 +44,15 @@ export interface PtpConfig {
   log_min_delay_req_interval: number;
   transport_mode: 'multicast' | 'unicast';
   delay_mechanism: 'E2E' | 'P2P';
-  profile: string;
+  profile: PtpProfileName;
   two_step_flag: boolean;
+  /** DiffServ code points (docs/ptp.md "Profiles"). */
+  dscp_event: number;
+  dscp_general: number;
+  /** Announce intervals without an Announce from the best master before it is forgotten (§7.7.3.1). */
+  announce_receipt_timeout: number;
+  /** Never master: only listen and report the best master (monitoring a plant's grandmaster). */
+  listen_only: boolean;
 }
 
 export interface PtpAnnouncerOptions {
@@ -55,6 +67,8 @@ export interface PtpAnnouncerOptions {
    * onto the monotonic clock, where the addon is built; else the handler's own reading.
    */
   arrival?: (socket: Socket) => { kernel: boolean; at: (perf: number) => number };
+  /** Monotonic ms (the BMCA's timeouts); default performance.now. */
+  monotonicMs?: () => number;
   /** Ports (tests in a namespace use the real 319/320). */
   eventPort?: number;
   generalPort?: number;
@@ -70,12 +84,23 @@ export interface PtpCounters {
   pdelayResp: number;
   rxErrors: number;
   txErrors: number;
+  /** Announces received from other clocks (the BMCA's input). */
+  announceRx: number;
+  /** BMCA state changes (LISTENING, MASTER, PASSIVE). */
+  stateChanges: number;
 }
 
 export interface PtpStatus {
   running: boolean;
   experimental: true;
-  port_state: 'INITIALIZING' | 'FAULTY' | 'MASTER' | 'DISABLED';
+  port_state: 'INITIALIZING' | 'FAULTY' | 'DISABLED' | BmcaState;
+  /** Why the port is in that state (the BMCA's decision, or the error). */
+  state_reason: string;
+  listen_only: boolean;
+  /** The grandmaster this port's network follows: ours while MASTER, else the best foreign master heard. */
+  grandmaster?: PtpGrandmaster;
+  /** RFC 7273 §4.8 `ts-refclk` for an SDP naming that grandmaster and domain. */
+  ts_refclk?: string;
   clock_id: string;
   domain: number;
   priority1: number;
@@ -85,20 +110,53 @@ export interface PtpStatus {
   time_source: number;
   current_utc_offset: number;
   ptp_timescale: true;
-  profile: string;
+  profile: PtpProfileName;
+  profile_title: string;
+  log_announce_interval: number;
+  log_sync_interval: number;
+  log_min_delay_req_interval: number;
+  announce_receipt_timeout: number;
+  /** DiffServ code points and whether the sockets carry them. */
+  dscp: { event: number; general: number; marked: boolean };
   interface: string;
   delay_mechanism: 'E2E' | 'P2P';
   two_step: true;
   timestamping: 'software';
   /** Event-message receive timestamps: the kernel's (software, SO_TIMESTAMP) or the handler's. */
   rx_timestamps: 'kernel' | 'userspace';
-  bmca: false;
+  bmca: true;
   servo: false;
   sync_count: number;
   announce_count: number;
   delay_req_count: number;
   pdelay_req_count: number;
   error?: string;
+}
+
+export interface PtpGrandmaster {
+  identity: string;
+  priority1: number;
+  priority2: number;
+  clock_class: number;
+  clock_accuracy: number;
+  offset_scaled_log_variance: number;
+  time_source: number;
+  steps_removed: number;
+  /** The port whose Announces name it (ours when we are the grandmaster). */
+  parent_port: string;
+  ours: boolean;
+}
+
+/** Not computed (linuxptp's default 0xFFFF, "not computed" in IEEE 1588-2008 §7.6.3.3). */
+const OFFSET_SCALED_LOG_VARIANCE = 0xffff;
+
+/**
+ * RFC 7273 §4.8: `ptp=IEEE1588-2008:<EUI-64 as dash-separated upper-case hex>:<domain>`, e.g.
+ * `ptp=IEEE1588-2008:39-A7-94-FF-FE-07-CB-D0:0` (the value of an SDP `a=ts-refclk:` line).
+ */
+export function tsRefclk(identityText: string, domain: number): string {
+  const hex = identityText.replace(/\./g, '').toUpperCase();
+  return `ptp=IEEE1588-2008:${hex.match(/../g)?.join('-') ?? hex}:${domain}`;
 }
 
 function ifaceInfo(name: string): { address: string; mac: string } | undefined {
@@ -122,6 +180,10 @@ export class PtpAnnouncer {
   #seq = { announce: 0, sync: 0 };
   #ifaceAddress = '';
   #kernelRx = false;
+  #bmca: Bmca | undefined;
+  #deadline: NodeJS.Timeout | undefined;
+  #dscpMarked = false;
+  #decision: BmcaDecision | undefined;
   readonly counters: PtpCounters = {
     announce: 0,
     sync: 0,
@@ -132,6 +194,8 @@ export class PtpAnnouncer {
     pdelayResp: 0,
     rxErrors: 0,
     txErrors: 0,
+    announceRx: 0,
+    stateChanges: 0,
   };
 
   constructor(options: PtpAnnouncerOptions) {
@@ -179,6 +243,17 @@ export class PtpAnnouncer {
       this.#event = this.#general = undefined;
       return;
     }
+    // DiffServ marks (docs/ptp.md "Profiles"); 0 is the default marking, nothing to set.
+    const marks = [
+      [this.#event, this.#c.dscp_event],
+      [this.#general, this.#c.dscp_general],
+    ] as const;
+    this.#dscpMarked = marks.every(([sock, dscp]) => dscp === 0 || setSocketDscp(sock, dscp));
+    if (!this.#dscpMarked)
+      this.#log.warn(
+        { dscpEvent: this.#c.dscp_event, dscpGeneral: this.#c.dscp_general },
+        'ptp: DSCP marking could not be set (native addon missing?): datagrams go unmarked',
+      );
     this.#running = true;
     const arrival = this.#o.arrival?.(this.#event);
     this.#kernelRx = arrival?.kernel ?? false;
@@ -194,7 +269,12 @@ export class PtpAnnouncer {
       t.unref();
       this.#timers.push(t);
     };
-    this.#announce();
+    this.#bmca = new Bmca({
+      announceReceiptTimeout: this.#c.announce_receipt_timeout,
+      logAnnounceInterval: this.#c.log_announce_interval,
+      listenOnly: this.#c.listen_only,
+      startMs: this.#mono(),
+    });
     every(this.#c.log_announce_interval, () => this.#announce());
     every(this.#c.log_sync_interval, () => this.#sync());
     this.#log.info(
@@ -204,9 +284,71 @@ export class PtpAnnouncer {
         clockIdentity: clockIdentityText(this.#portIdentity.clockIdentity),
         domain: this.#c.domain,
         delay: this.#c.delay_mechanism,
+        listenOnly: this.#c.listen_only,
       },
-      'PTP announcer (experimental: software timestamps, no BMCA, no servo) is MASTER',
+      'PTP announcer (experimental: software timestamps, no servo) started, LISTENING before it may be master',
     );
+    this.#decide();
+  }
+
+  #mono(): number {
+    return this.#o.monotonicMs ? this.#o.monotonicMs() : performance.now();
+  }
+
+  /** The BMCA's state decision (§9.3.3); a change is logged. */
+  #decide(): BmcaState {
+    if (!this.#bmca) return 'LISTENING';
+    const q = this.#o.quality();
+    const d = this.#bmca.decide(
+      {
+        identity: this.#portIdentity.clockIdentity,
+        priority1: this.#c.priority1,
+        clockClass: q.clockClass,
+        clockAccuracy: q.clockAccuracy,
+        offsetScaledLogVariance: OFFSET_SCALED_LOG_VARIANCE,
+        priority2: this.#c.priority2,
+      },
+      this.#mono(),
+    );
+    this.#decision = d;
+    this.#armDeadline();
+    if (d.changed) {
+      this.counters.stateChanges++;
+      const best = d.best;
+      this.#log.info(
+        {
+          state: d.state,
+          reason: d.reason,
+          ...(best
+            ? {
+                bestMaster: clockIdentityText(best.grandmasterIdentity),
+                bestPriority1: best.priority1,
+                bestClockClass: best.clockClass,
+              }
+            : {}),
+        },
+        `PTP port ${d.state}: ${d.reason}`,
+      );
+      // A port that becomes master announces at once (its Announce timer keeps its own phase).
+      if (d.state === 'MASTER') this.#sendAnnounce();
+    }
+    return d.state;
+  }
+
+  /** Decide again when the listening period ends or a foreign record expires (Bmca.nextDeadlineMs). */
+  #armDeadline(): void {
+    if (this.#deadline) clearTimeout(this.#deadline);
+    this.#deadline = undefined;
+    const at = this.#bmca?.nextDeadlineMs();
+    if (at === undefined || !this.#running) return;
+    this.#deadline = setTimeout(
+      () => {
+        this.#deadline = undefined;
+        this.#decide();
+      },
+      Math.max(0, at - this.#mono()) + 1,
+    );
+    this.#deadline.unref();
   }
 
   async #bind(port: number): Promise<Socket> {
@@ -234,6 +376,8 @@ export class PtpAnnouncer {
   async close(): Promise<void> {
     for (const t of this.#timers) clearInterval(t);
     this.#timers = [];
+    if (this.#deadline) clearTimeout(this.#deadline);
+    this.#deadline = undefined;
     this.#running = false;
     const close = (s: Socket | undefined): Promise<void> =>
       new Promise((r) => {
@@ -273,7 +417,16 @@ export class PtpAnnouncer {
     return t;
   }
 
+  /** The Announce timer: at least one state decision per announce interval (§9.2.6.8), then Announce. */
   #announce(): void {
+    if (!this.#running) return;
+    const before = this.#decision?.state;
+    // A port that has just become master announced in #decide.
+    if (this.#decide() !== 'MASTER' || before !== 'MASTER') return;
+    this.#sendAnnounce();
+  }
+
+  #sendAnnounce(): void {
     if (!this.#running) return;
     const q = this.#o.quality();
     const seq = this.#seq.announce;
@@ -289,8 +442,7 @@ export class PtpAnnouncer {
           grandmasterPriority1: this.#c.priority1,
           clockClass: q.clockClass,
           clockAccuracy: q.clockAccuracy,
-          // Not computed (linuxptp's default 0xFFFF).
-          offsetScaledLogVariance: 0xffff,
+          offsetScaledLogVariance: OFFSET_SCALED_LOG_VARIANCE,
           grandmasterPriority2: this.#c.priority2,
           grandmasterIdentity: this.#portIdentity.clockIdentity,
           stepsRemoved: 0,
@@ -305,7 +457,7 @@ export class PtpAnnouncer {
 
   /** Two-step Sync: approximate originTimestamp, then Follow_Up with the same sequenceId and t1. */
   #sync(): void {
-    if (!this.#running) return;
+    if (!this.#running || this.#decision?.state !== 'MASTER') return;
     const seq = this.#seq.sync;
     this.#seq.sync = (seq + 1) & 0xffff;
     const approx = toPtpTimestamp(this.#nowNs());
@@ -342,7 +494,14 @@ export class PtpAnnouncer {
     const m: PtpMessage = d.message;
     if (m.header.domainNumber !== this.#c.domain) return;
     if (m.header.sourcePortIdentity.clockIdentity === this.#portIdentity.clockIdentity) return;
-    if (m.type === 'delay_req' && this.#c.delay_mechanism === 'E2E') {
+    if (m.type === 'announce') {
+      this.counters.announceRx++;
+      this.#bmca?.receive(m.header.sourcePortIdentity, m.header.logMessageInterval, m.announce, this.#mono());
+      this.#decide();
+      return;
+    }
+    // Only a master answers Delay_Req (§9.2.5, Table 9); peer delay is per link and answered in any state.
+    if (m.type === 'delay_req' && this.#c.delay_mechanism === 'E2E' && this.#decision?.state === 'MASTER') {
       this.counters.delayReq++;
       // Delay_Resp: t4, the request's sequenceId, correctionField and sourcePortIdentity (§11.3.2).
       this.#send(
@@ -392,12 +551,54 @@ export class PtpAnnouncer {
     }
   }
 
+  /** The grandmaster as this port sees it: ours while MASTER, else the best foreign master (if any). */
+  #grandmaster(q: ClockQuality): PtpGrandmaster | undefined {
+    const d = this.#decision;
+    if (!this.#running || !d) return undefined;
+    if (d.state === 'MASTER')
+      return {
+        identity: clockIdentityText(this.#portIdentity.clockIdentity),
+        priority1: this.#c.priority1,
+        priority2: this.#c.priority2,
+        clock_class: q.clockClass,
+        clock_accuracy: q.clockAccuracy,
+        offset_scaled_log_variance: OFFSET_SCALED_LOG_VARIANCE,
+        time_source: q.timeSource,
+        steps_removed: 0,
+        parent_port: `${clockIdentityText(this.#portIdentity.clockIdentity)}-${this.#portIdentity.portNumber}`,
+        ours: true,
+      };
+    const b = d.best;
+    if (!b) return undefined;
+    return {
+      identity: clockIdentityText(b.grandmasterIdentity),
+      priority1: b.priority1,
+      priority2: b.priority2,
+      clock_class: b.clockClass,
+      clock_accuracy: b.clockAccuracy,
+      offset_scaled_log_variance: b.offsetScaledLogVariance,
+      time_source: b.timeSource,
+      steps_removed: b.stepsRemoved,
+      parent_port: `${clockIdentityText(b.sender.clockIdentity)}-${b.sender.portNumber}`,
+      ours: false,
+    };
+  }
+
   status(): PtpStatus {
     const q = this.#o.quality();
+    if (this.#running) this.#decide();
+    const gm = this.#grandmaster(q);
     return {
       running: this.#running,
       experimental: true,
-      port_state: this.#running ? 'MASTER' : this.#error ? 'FAULTY' : 'INITIALIZING',
+      port_state: this.#running
+        ? (this.#decision?.state ?? 'LISTENING')
+        : this.#error
+          ? 'FAULTY'
+          : 'INITIALIZING',
+      state_reason: this.#running ? (this.#decision?.reason ?? '') : (this.#error ?? 'not started'),
+      listen_only: this.#c.listen_only,
+      ...(gm ? { grandmaster: gm, ts_refclk: tsRefclk(gm.identity, this.#c.domain) } : {}),
       clock_id: clockIdentityText(this.#portIdentity.clockIdentity),
       domain: this.#c.domain,
       priority1: this.#c.priority1,
@@ -408,12 +609,18 @@ export class PtpAnnouncer {
       current_utc_offset: q.currentUtcOffset,
       ptp_timescale: true,
       profile: this.#c.profile,
+      profile_title: PROFILE_TABLE[this.#c.profile].title,
+      log_announce_interval: this.#c.log_announce_interval,
+      log_sync_interval: this.#c.log_sync_interval,
+      log_min_delay_req_interval: this.#c.log_min_delay_req_interval,
+      announce_receipt_timeout: this.#c.announce_receipt_timeout,
+      dscp: { event: this.#c.dscp_event, general: this.#c.dscp_general, marked: this.#dscpMarked },
       interface: this.#c.interface,
       delay_mechanism: this.#c.delay_mechanism,
       two_step: true,
       timestamping: 'software',
       rx_timestamps: this.#kernelRx ? 'kernel' : 'userspace',
-      bmca: false,
+      bmca: true,
       servo: false,
       sync_count: this.counters.sync,
       announce_count: this.counters.announce,
