@@ -63,6 +63,8 @@ async function runInterop(mode: 'E2E' | 'P2P'): Promise<void> {
         '  port: 0',
         '  interface: 127.0.0.1',
         '  ref_id: GPS',
+        '  discipline:',
+        '    holdover_timeout: 12s', // HOLDOVER ends in FAULT 12 s after the loss: the free-running class
         'gpsdo:',
         '  enabled: true',
         '  type: dummy',
@@ -146,6 +148,15 @@ async function runInterop(mode: 'E2E' | 'P2P'): Promise<void> {
     });
     const tp = pmc(net.b, dir.path, 'GET TIME_PROPERTIES_DATA_SET');
     assert.equal(field(tp, 'timeTraceable'), '0', tp);
+    // The holdover times out: FAULT, the free-running class 248 (IEEE 1588-2008 Table 5 default).
+    await waitFor(() => field(pmc(net.b, dir.path, 'GET PARENT_DATA_SET'), 'gm.ClockClass') === '248', {
+      timeoutMs: 45_000,
+      intervalMs: 1000,
+      what: 'clock class 248 (holdover expired)',
+    });
+    const free = pmc(net.b, dir.path, 'GET TIME_PROPERTIES_DATA_SET');
+    assert.equal(field(free, 'frequencyTraceable'), '0', free);
+    assert.equal(field(free, 'timeSource'), '0xa0', free);
     const offsets = [
       ...slave.output().matchAll(/master offset\s+(-?\d+) s\d freq\s+[-+]?\d+ path delay\s+(-?\d+)/g),
     ].map((m) => [Number(m[1]), Number(m[2])]);
@@ -189,7 +200,7 @@ async function runInterop(mode: 'E2E' | 'P2P'): Promise<void> {
 }
 
 test(
-  'ptp4l (slave only, -S, free_running) selects the announcer as grandmaster in E2E; pmc shows its data sets; holdover → class 7',
+  'ptp4l (slave only, -S, free_running) selects the announcer as grandmaster in E2E; pmc shows its data sets; holdover → class 7, expired → 248',
   { timeout: 180_000 },
   async () => {
     await runInterop('E2E');
@@ -197,7 +208,7 @@ test(
 );
 
 test(
-  'ptp4l in P2P: Pdelay_Resp + Pdelay_Resp_Follow_Up answered; grandmaster selected; holdover → class 7',
+  'ptp4l in P2P: Pdelay_Resp + Pdelay_Resp_Follow_Up answered; grandmaster selected; holdover → class 7, expired → 248',
   { timeout: 180_000 },
   async () => {
     await runInterop('P2P');

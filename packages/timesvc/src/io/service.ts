@@ -289,6 +289,7 @@ export function createTimesvc(
       leap: leap === 3 ? 0 : leap,
       freeRunningClass: config.ptp.clock_class,
       freeRunningAccuracy: config.ptp.clock_accuracy,
+      holdoverMaxErrorS: config.ntp.discipline.holdover_max_error,
     });
   };
   const ptp = config.ptp.enabled
