@@ -391,6 +391,7 @@
     return r.toFixed(1);
   }
 
+  const SOURCE_LABELS = ['', 'Address', 'Stratum', 'Reach', 'Offset', 'Delay', 'Jitter', 'LastRx', 'Verdict', 'NTS'];
   function renderSources(peers) {
     const body = $('sources').querySelector('tbody');
     body.replaceChildren();
@@ -434,6 +435,8 @@
       cells.forEach((v, i) => {
         const td = document.createElement('td');
         td.textContent = String(v);
+        // The column name, shown beside the value where the table becomes one card per source (phone).
+        td.dataset.label = SOURCE_LABELS[i] ?? '';
         if (i === 0) td.className = 'mark';
         if (i === 3) td.className = 'reach';
         td.title = i === 3 ? `reach ${p.reach_octal} (octal)` : '';
