@@ -109,7 +109,9 @@ export function compareDatasets(a: ComparableDataset, b: ComparableDataset): num
     for (const f of GM_FIELDS) if (a[f] !== b[f]) return a[f] - b[f];
     return a.grandmasterIdentity < b.grandmasterIdentity ? -1 : 1;
   }
-  // Figure 28: the same grandmaster seen through different paths; fewer steps wins, then the sender.
+  // Figure 28: the same grandmaster seen through different paths; fewer steps wins, then the sender. With
+  // one port (every foreign dataset has our port as receiver) this is what linuxptp's bmc.c dscmp2 decides:
+  // its receiver-port tie-break and error-1 cases cannot arise here.
   if (a.stepsRemoved !== b.stepsRemoved) return a.stepsRemoved - b.stepsRemoved;
   return comparePort(a.sender, b.sender);
 }
