@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import {
@@ -20,6 +19,7 @@ import { LAB_PASSWORD, LAB_USERNAME } from '../src/io/web/lab-credential.ts';
 import { clockIdentityText, decodePtp } from '../src/protocol/ptp.ts';
 import { timesvcBin } from './helpers/cli.ts';
 import { createNetnsBridge, type NetnsPort } from './helpers/netns.ts';
+import { field, pmc as pmcIn, writePtpConfig } from './helpers/ptp.ts';
 
 /**
  * The BMCA against linuxptp on a switch (docs/ptp.md "BMCA"): three network namespaces on one Linux bridge,
@@ -38,24 +38,7 @@ import { createNetnsBridge, type NetnsPort } from './helpers/netns.ts';
  */
 
 function pmc(port: NetnsPort, sock: string, dir: string, ...commands: string[]): string {
-  return execFileSync(
-    requireTool('ip'),
-    [
-      'netns',
-      'exec',
-      port.ns,
-      requireTool('pmc'),
-      '-u',
-      '-b',
-      '0',
-      '-s',
-      sock,
-      '-i',
-      join(dir, `pmc-${port.ns}.sock`),
-      ...commands,
-    ],
-    { encoding: 'utf8', timeout: 10_000 },
-  );
+  return pmcIn({ ns: port.ns, sock, client: join(dir, `pmc-${port.ns}.sock`) }, ...commands);
 }
 
 const SHOTS = fileURLToPath(new URL('../.tmp/test-output/dashboard/', import.meta.url));
@@ -72,10 +55,6 @@ async function dashboard(browser: Browser, problems: string[]): Promise<Page> {
   await page.click('#signin');
   await page.waitForSelector('#app:not([hidden])', { timeout: 20_000 });
   return page;
-}
-
-function field(out: string, name: string): string | undefined {
-  return new RegExp(`^\\s*${name}\\s+(\\S+)`, 'm').exec(out)?.[1];
 }
 
 function ptp4l(port: NetnsPort, sock: string, extra: string[]): RunningProcess {
@@ -126,28 +105,15 @@ test(
     mkdirSync(SHOTS, { recursive: true });
     try {
       const cfg = join(dir.path, 'timesvc.yaml');
-      writeFileSync(
-        cfg,
-        [
-          'ntp:',
-          '  port: 0',
-          '  interface: 127.0.0.1',
-          'gpsdo:',
-          '  enabled: true',
-          '  type: dummy',
-          'ptp:',
-          '  enabled: true',
-          `  interface: ${tsPort.iface}`,
-          '  log_announce_interval: 0',
-          '  announce_receipt_timeout: 3',
-          'web:',
+      writePtpConfig(cfg, tsPort.iface, {
+        ptp: ['  log_announce_interval: 0', '  announce_receipt_timeout: 3'],
+        web: [
           `  port: ${WEB_PORT}`,
           '  bind_address: 127.0.0.1',
           `  jwt_secret: ${JSON.stringify(demo.web.jwt_secret)}`,
           `  users: ${JSON.stringify(demo.web.users)}`,
-          '',
-        ].join('\n'),
-      );
+        ],
+      });
       const slaveSock = join(dir.path, 'slave.sock');
       const masterSock = join(dir.path, 'master.sock');
       const gm = startProcess(requireTool('ip'), [

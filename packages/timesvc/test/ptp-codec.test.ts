@@ -202,9 +202,12 @@ test('malformed input: short, wrong version, wrong length, unknown type, bad ns 
   const short = Buffer.from(good);
   short.writeUInt16BE(40, 2);
   assert.deepEqual(decodePtp(short), { ok: false, error: 'length' });
+  const signalling = Buffer.from(good);
+  signalling[0] = 0x0c;
+  assert.deepEqual(decodePtp(signalling), { ok: false, error: 'unsupported' });
   const mgmt = Buffer.from(good);
-  mgmt[0] = 0x0d;
-  assert.deepEqual(decodePtp(mgmt), { ok: false, error: 'unsupported' });
+  mgmt[0] = 0x0d; // a Management message needs 48 octets and one TLV (test/ptp-sync-metadata.test.ts)
+  assert.deepEqual(decodePtp(mgmt), { ok: false, error: 'length' });
   const ns = Buffer.from(good);
   ns.writeUInt32BE(1e9, 40);
   assert.deepEqual(decodePtp(ns), { ok: false, error: 'bad_field' });

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import {
@@ -13,6 +12,7 @@ import {
 import { decodePtp, encodePtp } from '../src/protocol/ptp.ts';
 import { timesvcBin } from './helpers/cli.ts';
 import { createNetnsPair } from './helpers/netns.ts';
+import { field, pmc as pmcIn, writePtpConfig } from './helpers/ptp.ts';
 
 /**
  * Interop with Debian's linuxptp: ptp4l as a slave-only clock with software timestamps and
@@ -21,29 +21,7 @@ import { createNetnsPair } from './helpers/netns.ts';
  */
 
 function pmc(ns: string, dir: string, ...commands: string[]): string {
-  const ip = requireTool('ip');
-  return execFileSync(
-    ip,
-    [
-      'netns',
-      'exec',
-      ns,
-      requireTool('pmc'),
-      '-u',
-      '-b',
-      '0',
-      '-s',
-      join(dir, 'ptp4l.sock'),
-      '-i',
-      join(dir, 'pmc.sock'),
-      ...commands,
-    ],
-    { encoding: 'utf8', timeout: 10_000 },
-  );
-}
-
-function field(out: string, name: string): string | undefined {
-  return new RegExp(`^\\s*${name}\\s+(\\S+)`, 'm').exec(out)?.[1];
+  return pmcIn({ ns, sock: join(dir, 'ptp4l.sock'), client: join(dir, 'pmc.sock') }, ...commands);
 }
 
 async function runInterop(mode: 'E2E' | 'P2P'): Promise<void> {
@@ -56,33 +34,18 @@ async function runInterop(mode: 'E2E' | 'P2P'): Promise<void> {
   const procs: RunningProcess[] = [];
   try {
     const cfg = join(dir.path, 'timesvc.yaml');
-    writeFileSync(
-      cfg,
-      [
-        'ntp:',
-        '  port: 0',
-        '  interface: 127.0.0.1',
-        '  ref_id: GPS',
-        '  discipline:',
-        '    holdover_timeout: 12s', // HOLDOVER ends in FAULT 12 s after the loss: the free-running class
-        'gpsdo:',
-        '  enabled: true',
-        '  type: dummy',
-        '  dummy:',
-        '    lose_lock_after: 30s', // the antenna is "lost" 30 s after start: HOLDOVER, clock class 7
-        'ptp:',
-        '  enabled: true',
-        `  interface: ${net.ifA}`,
+    writePtpConfig(cfg, net.ifA, {
+      // HOLDOVER ends in FAULT 12 s after the loss: the free-running class
+      ntp: ['  discipline:', '    holdover_timeout: 12s'],
+      // the antenna is "lost" 30 s after start: HOLDOVER, clock class 7
+      gpsdo: ['  dummy:', '    lose_lock_after: 30s'],
+      ptp: [
         '  domain: 0',
         '  log_announce_interval: 0',
         '  log_sync_interval: 0',
         `  delay_mechanism: ${mode}`,
-        'web:',
-        '  port: 0',
-        '  bind_address: 127.0.0.1',
-        '',
-      ].join('\n'),
-    );
+      ],
+    });
     const gm = startProcess(ip, ['netns', 'exec', net.a, process.execPath, timesvcBin, '--config', cfg]);
     procs.push(gm);
     await gm.waitForOutput(/PTP announcer/, 30_000);

@@ -6,6 +6,7 @@ import type { ClockQuality } from '../domain/clock-quality.ts';
 import { setSocketDscp } from './socket-dscp.ts';
 import { Bmca, type BmcaDecision, type BmcaState } from '../domain/ptp-bmca.ts';
 import { PROFILE_TABLE, type PtpProfileName } from '../domain/ptp-profiles.ts';
+import { SYNC_METADATA_INTERVAL_MS, sendsSyncMetadata, syncMetadata } from '../domain/ptp-sync-metadata.ts';
 import {
   EVENT_PORT,
   FLAG0,
@@ -17,6 +18,7 @@ import {
   clockIdentityText,
   decodePtp,
   encodePtp,
+  syncMetadataMessage,
   toPtpTimestamp,
   type PortIdentity,
   type PtpMessage,
@@ -177,7 +179,8 @@ export class PtpAnnouncer {
   #running = false;
   #error: string | undefined;
   /** One sequenceId counter per message type sent on our own initiative (IEEE 1588-2008 §7.3.7). */
-  #seq = { announce: 0, sync: 0 };
+  #seq = { announce: 0, sync: 0, management: 0 };
+  #smAt = -Infinity;
   #ifaceAddress = '';
   #kernelRx = false;
   #bmca: Bmca | undefined;
@@ -453,6 +456,17 @@ export class PtpAnnouncer {
       this.#o.generalPort ?? GENERAL_PORT,
     );
     this.counters.announce++;
+    // SMPTE ST 2059-2 synchronization metadata, once a second beside the Announce (docs/ptp-profiles.md).
+    if (sendsSyncMetadata(this.#c.profile) && this.#mono() - this.#smAt >= SYNC_METADATA_INTERVAL_MS - 50) {
+      this.#smAt = this.#mono();
+      const smSeq = this.#seq.management;
+      this.#seq.management = (smSeq + 1) & 0xffff;
+      const message = syncMetadataMessage(
+        this.#header(0, smSeq, LOG_INTERVAL_NONE),
+        syncMetadata(q, Number(this.#nowNs() / 1_000_000_000n)),
+      );
+      this.#send(this.#general, message, PTP_PRIMARY_GROUP, this.#o.generalPort ?? GENERAL_PORT);
+    }
   }
 
   /** Two-step Sync: approximate originTimestamp, then Follow_Up with the same sequenceId and t1. */
