@@ -19,7 +19,7 @@ import { LAB_PASSWORD, LAB_USERNAME } from '../src/io/web/lab-credential.ts';
 import { clockIdentityText, decodePtp } from '../src/protocol/ptp.ts';
 import { timesvcBin } from './helpers/cli.ts';
 import { createNetnsBridge, type NetnsPort } from './helpers/netns.ts';
-import { field, pmc as pmcIn, writePtpConfig } from './helpers/ptp.ts';
+import { field, pmc as pmcIn, startPtp4l, writePtpConfig } from './helpers/ptp.ts';
 
 /**
  * The BMCA against linuxptp on a switch (docs/ptp.md "BMCA"): three network namespaces on one Linux bridge,
@@ -58,22 +58,10 @@ async function dashboard(browser: Browser, problems: string[]): Promise<Page> {
 }
 
 function ptp4l(port: NetnsPort, sock: string, extra: string[]): RunningProcess {
-  return startProcess(requireTool('ip'), [
-    'netns',
-    'exec',
-    port.ns,
-    requireTool('ptp4l'),
-    '-S',
-    '-4',
+  return startPtp4l(port.ns, port.iface, sock, [
     '-E',
-    '-i',
-    port.iface,
-    '-m',
-    '--free_running=1',
-    '--tx_timestamp_timeout=50',
     '--logAnnounceInterval=0',
     '--announceReceiptTimeout=3',
-    `--uds_address=${sock}`,
     ...extra,
   ]);
 }

@@ -12,7 +12,7 @@ import {
 import { decodePtp, encodePtp } from '../src/protocol/ptp.ts';
 import { timesvcBin } from './helpers/cli.ts';
 import { createNetnsPair } from './helpers/netns.ts';
-import { field, pmc as pmcIn, writePtpConfig } from './helpers/ptp.ts';
+import { field, pmc as pmcIn, startPtp4l, writePtpConfig } from './helpers/ptp.ts';
 
 /**
  * Interop with Debian's linuxptp: ptp4l as a slave-only clock with software timestamps and
@@ -26,7 +26,7 @@ function pmc(ns: string, dir: string, ...commands: string[]): string {
 
 async function runInterop(mode: 'E2E' | 'P2P'): Promise<void> {
   const ip = requireTool('ip');
-  const ptp4l = requireTool('ptp4l');
+  requireTool('ptp4l');
   requireTool('pmc');
   const tshark = requireTool('tshark');
   const dir = tempDir('timesvc-ptp-');
@@ -64,21 +64,9 @@ async function runInterop(mode: 'E2E' | 'P2P'): Promise<void> {
       'udp',
     ]);
     procs.push(cap);
-    const slave = startProcess(ip, [
-      'netns',
-      'exec',
-      net.b,
-      ptp4l,
-      '-S',
-      '-4',
+    const slave = startPtp4l(net.b, net.ifB, join(dir.path, 'ptp4l.sock'), [
       '-s',
       mode === 'E2E' ? '-E' : '-P',
-      '-i',
-      net.ifB,
-      '-m',
-      '--free_running=1',
-      '--tx_timestamp_timeout=50',
-      `--uds_address=${join(dir.path, 'ptp4l.sock')}`,
     ]);
     procs.push(slave);
     await slave.waitForOutput(/selected best master clock/, 30_000);

@@ -12,7 +12,7 @@ import {
 import { PTP_PROFILES, resolveProfile, type PtpProfileName } from '../src/domain/ptp-profiles.ts';
 import { timesvcBin } from './helpers/cli.ts';
 import { createNetnsPair, type NetnsPair } from './helpers/netns.ts';
-import { field, pmc, writePtpConfig } from './helpers/ptp.ts';
+import { field, pmc, startPtp4l, writePtpConfig } from './helpers/ptp.ts';
 
 /**
  * Each PTP profile against linuxptp (docs/ptp-profiles.md "What a receiver sees"): timesvc (dummy GPSDO,
@@ -87,20 +87,9 @@ async function runProfile(net: NetnsPair, name: PtpProfileName): Promise<string>
     // ptp4l with the profile's values. freq_est_interval 0 and summary_interval = logSyncInterval make its
     // free-running path print one "master offset" line per offset sample (linuxptp clock.c
     // clock_sync_interval): one a second at the most, whatever the Sync rate.
-    const slave = startProcess(ip, [
-      'netns',
-      'exec',
-      net.b,
-      requireTool('ptp4l'),
-      '-S',
-      '-4',
+    const slave = startPtp4l(net.b, net.ifB, join(dir.path, 'ptp4l.sock'), [
       '-E',
       '-s',
-      '-i',
-      net.ifB,
-      '-m',
-      '--free_running=1',
-      '--tx_timestamp_timeout=50',
       `--domainNumber=${p.domain}`,
       `--logAnnounceInterval=${p.log_announce_interval}`,
       `--logSyncInterval=${p.log_sync_interval}`,
@@ -110,7 +99,6 @@ async function runProfile(net: NetnsPair, name: PtpProfileName): Promise<string>
       `--dscp_general=${p.dscp_general}`,
       '--freq_est_interval=0',
       `--summary_interval=${p.log_sync_interval}`,
-      `--uds_address=${join(dir.path, 'ptp4l.sock')}`,
     ]);
     procs.push(slave);
     await gm.waitForOutput(/PTP port MASTER/, 30_000);

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { requireTool } from '@broadcast-ops/core/testing';
+import { requireTool, startProcess, type RunningProcess } from '@broadcast-ops/core/testing';
 
 /**
  * pmc against a ptp4l in a network namespace, over ptp4l's Unix socket (`-u`, boundary hops 0): one GET per
@@ -40,16 +40,39 @@ export function field(out: string, name: string): string | undefined {
 
 /**
  * timesvc's configuration for a PTP interop test: NTP on loopback (port 0) with the given `ntp:` lines, the
- * dummy GPSDO, PTP on `iface` with the given `ptp:` lines, the web UI on loopback (port 0 unless `web` lines are given).
+ * GPSDO (the dummy unless `gpsdoType`), PTP on `iface` with the given `ptp:` lines, the web UI on loopback (port 0 unless `web` lines are given).
  */
 export function writePtpConfig(
   path: string,
   iface: string,
-  o: { ptp?: string[]; gpsdo?: string[]; web?: string[]; ntp?: string[] } = {},
+  o: { ptp?: string[]; gpsdo?: string[]; web?: string[]; ntp?: string[]; gpsdoType?: string } = {},
 ): void {
   const lines = ['ntp:', '  port: 0', '  interface: 127.0.0.1', '  ref_id: GPS', ...(o.ntp ?? [])];
-  lines.push('gpsdo:', '  enabled: true', '  type: dummy', ...(o.gpsdo ?? []));
+  lines.push('gpsdo:', '  enabled: true', `  type: ${o.gpsdoType ?? 'dummy'}`, ...(o.gpsdo ?? []));
   lines.push('ptp:', '  enabled: true', `  interface: ${iface}`, ...(o.ptp ?? []));
   lines.push('web:', ...(o.web ?? ['  port: 0', '  bind_address: 127.0.0.1']), '');
   writeFileSync(path, lines.join('\n'));
+}
+
+/**
+ * linuxptp's ptp4l in namespace `ns` on `iface`: UDP/IPv4, software timestamps, `--free_running=1` (it never
+ * touches a clock: a rule of this lab), messages on stdout, its management socket at `sock`; `args` add the
+ * role (`-s` slave only), the delay mechanism (`-E`/`-P`) and any configuration option.
+ */
+export function startPtp4l(ns: string, iface: string, sock: string, args: string[]): RunningProcess {
+  return startProcess(requireTool('ip'), [
+    'netns',
+    'exec',
+    ns,
+    requireTool('ptp4l'),
+    '-S',
+    '-4',
+    '-i',
+    iface,
+    '-m',
+    '--free_running=1',
+    '--tx_timestamp_timeout=50',
+    `--uds_address=${sock}`,
+    ...args,
+  ]);
 }
