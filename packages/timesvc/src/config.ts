@@ -213,7 +213,14 @@ const ptpSchema = z
     listen_only: bool().default(false),
     transport_mode: z.enum(['multicast', 'unicast']).default('multicast'),
     delay_mechanism: z.enum(['E2E', 'P2P']).default('E2E'),
-    two_step_flag: bool().default(true),
+    /** Always two-step: one-step is refused (docs/ptp-timestamps.md "Why no one-step"). */
+    two_step_flag: bool()
+      .default(true)
+      .refine((v) => v, {
+        message:
+          'one-step (false) is not supported: software timestamps cannot write the time a Sync ' +
+          'leaves into that Sync; timesvc sends two-step Sync + Follow_Up (docs/ptp-timestamps.md)',
+      }),
   })
   .transform((p, ctx) => {
     const r = resolveProfile(p.profile, p);

@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from '@broadcast-ops/core';
 import type { ClockQuality } from '../domain/clock-quality.ts';
 import { setSocketDscp } from './socket-dscp.ts';
+import type { TransmitTime } from './kernel-tx-timestamp.ts';
 import { Bmca, type BmcaDecision, type BmcaState } from '../domain/ptp-bmca.ts';
 import { PROFILE_TABLE, type PtpProfileName } from '../domain/ptp-profiles.ts';
 import { SYNC_METADATA_INTERVAL_MS, sendsSyncMetadata, syncMetadata } from '../domain/ptp-sync-metadata.ts';
@@ -30,7 +31,8 @@ import {
  * timestamps. Announce, two-step Sync + Follow_Up, Delay_Resp to Delay_Req (E2E) and Pdelay_Resp +
  * Pdelay_Resp_Follow_Up to Pdelay_Req (P2P). The BMCA (domain/ptp-bmca.ts) decides whether the port is
  * MASTER: it listens first, and steps aside (PASSIVE: no Announce, Sync or Delay_Resp) while a better
- * grandmaster announces. No servo, no hardware timestamps.
+ * grandmaster announces. No servo, no hardware timestamps. Event messages are stamped by the kernel on
+ * receive and on transmit where the addons are built (docs/ptp-timestamps.md).
  * Timestamps are the served clock in the PTP timescale (TAI = UTC + currentUtcOffset).
  */
 
@@ -69,6 +71,12 @@ export interface PtpAnnouncerOptions {
    * onto the monotonic clock, where the addon is built; else the handler's own reading.
    */
   arrival?: (socket: Socket) => { kernel: boolean; at: (perf: number) => number };
+  /**
+   * Transmit timestamps for the event socket (io/kernel-tx-timestamp.ts `transmitTime`): the kernel's, carried
+   * onto the monotonic clock, for Follow_Up's preciseOriginTimestamp and Pdelay_Resp_Follow_Up's t3; where
+   * absent (no addon) or undefined, the reading taken right before send() (docs/ptp-timestamps.md).
+   */
+  transmit?: (socket: Socket) => TransmitTime | undefined;
   /** Monotonic ms (the BMCA's timeouts); default performance.now. */
   monotonicMs?: () => number;
   /** Ports (tests in a namespace use the real 319/320). */
@@ -90,6 +98,10 @@ export interface PtpCounters {
   announceRx: number;
   /** BMCA state changes (LISTENING, MASTER, PASSIVE). */
   stateChanges: number;
+  /** Sync / Pdelay_Resp whose follow-up carries the kernel's transmit timestamp. */
+  txKernelStamps: number;
+  /** Sync / Pdelay_Resp whose follow-up carries the reading before send(): no usable kernel stamp in time. */
+  txStampFallbacks: number;
 }
 
 export interface PtpStatus {
@@ -126,6 +138,13 @@ export interface PtpStatus {
   timestamping: 'software';
   /** Event-message receive timestamps: the kernel's (software, SO_TIMESTAMP) or the handler's. */
   rx_timestamps: 'kernel' | 'userspace';
+  /**
+   * Event-message transmit timestamps (Follow_Up, Pdelay_Resp_Follow_Up): the kernel's (software,
+   * SO_TIMESTAMPING) or the reading before send(); fallbacks counts follow-ups that carried the latter while
+   * kernel stamps were on (docs/ptp-timestamps.md "Fallback").
+   */
+  tx_timestamps: 'kernel' | 'userspace';
+  tx_timestamp_fallbacks: number;
   bmca: true;
   servo: false;
   sync_count: number;
@@ -168,6 +187,20 @@ function ifaceInfo(name: string): { address: string; mac: string } | undefined {
   return { address: v4.address, mac: v4.mac };
 }
 
+/**
+ * How long a transmit stamp is awaited after send() returned before the follow-up falls back, ms. Software
+ * stamps are taken in the driver's transmit routine (Documentation/networking/timestamping.rst), which on an
+ * idle queue runs inside sendmsg(); a queued qdisc delays it by the queue, never by a Sync interval.
+ */
+const TX_STAMP_WAIT_MS = 2;
+/** After a fallback, when a stamp that came late is read off the error queue, ms. */
+const TX_DRAIN_MS = 20;
+
+/** dgram's `lookup` for numeric addresses, answering at once (the groups and ports here are numeric). */
+function numericLookup(address: string, _family: unknown, cb: (e: null, a: string, f: number) => void): void {
+  cb(null, address, 4);
+}
+
 export class PtpAnnouncer {
   readonly #o: PtpAnnouncerOptions;
   readonly #c: PtpConfig;
@@ -183,6 +216,10 @@ export class PtpAnnouncer {
   #smAt = -Infinity;
   #ifaceAddress = '';
   #kernelRx = false;
+  #tx: TransmitTime | undefined;
+  /** The event message whose transmit stamp is awaited (at most one: stamps carry no message identity). */
+  #txWait: { give: () => void } | undefined;
+  #drainTimer: NodeJS.Timeout | undefined;
   #bmca: Bmca | undefined;
   #deadline: NodeJS.Timeout | undefined;
   #dscpMarked = false;
@@ -199,6 +236,8 @@ export class PtpAnnouncer {
     txErrors: 0,
     announceRx: 0,
     stateChanges: 0,
+    txKernelStamps: 0,
+    txStampFallbacks: 0,
   };
 
   constructor(options: PtpAnnouncerOptions) {
@@ -260,6 +299,7 @@ export class PtpAnnouncer {
     this.#running = true;
     const arrival = this.#o.arrival?.(this.#event);
     this.#kernelRx = arrival?.kernel ?? false;
+    this.#tx = this.#o.transmit?.(this.#event);
     this.#event.on('message', (msg, rinfo) => {
       const perf = performance.now();
       this.#receive(msg, rinfo, arrival ? arrival.at(perf) : perf);
@@ -288,6 +328,7 @@ export class PtpAnnouncer {
         domain: this.#c.domain,
         delay: this.#c.delay_mechanism,
         listenOnly: this.#c.listen_only,
+        txTimestamps: this.#tx ? 'kernel' : 'userspace',
       },
       'PTP announcer (experimental: software timestamps, no servo) started, LISTENING before it may be master',
     );
@@ -355,7 +396,9 @@ export class PtpAnnouncer {
   }
 
   async #bind(port: number): Promise<Socket> {
-    const s = createSocket({ type: 'udp4', reuseAddr: true });
+    // The groups are numeric: resolved at once, so send() hands the datagram to the kernel before it returns
+    // (dgram's default lookup defers it to the next tick), and the transmit stamp is queued by then.
+    const s = createSocket({ type: 'udp4', reuseAddr: true, lookup: numericLookup });
     await new Promise<void>((resolve, reject) => {
       s.once('error', reject);
       s.bind(port, () => {
@@ -381,7 +424,21 @@ export class PtpAnnouncer {
     this.#timers = [];
     if (this.#deadline) clearTimeout(this.#deadline);
     this.#deadline = undefined;
+    const wasRunning = this.#running;
+    this.#txWait?.give();
+    if (this.#drainTimer) clearTimeout(this.#drainTimer);
+    this.#drainTimer = undefined;
     this.#running = false;
+    if (wasRunning)
+      this.#log.info(
+        {
+          sync: this.counters.sync,
+          pdelayResp: this.counters.pdelayResp,
+          txKernelStamps: this.counters.txKernelStamps,
+          txStampFallbacks: this.counters.txStampFallbacks,
+        },
+        'PTP announcer stopped',
+      );
     const close = (s: Socket | undefined): Promise<void> =>
       new Promise((r) => {
         if (!s) return r();
@@ -409,8 +466,8 @@ export class PtpAnnouncer {
 
   #send(sock: Socket | undefined, m: PtpMessageInput, group: string, port: number): number {
     const buf = encodePtp(m);
-    // The timestamp of an event message is taken immediately before send(): with a numeric address the
-    // datagram reaches the kernel synchronously (no DNS lookup in between).
+    // The userspace timestamp of an event message, taken immediately before send(): with numericLookup the
+    // datagram reaches the kernel synchronously.
     const t = performance.now();
     try {
       sock?.send(buf, port, group);
@@ -418,6 +475,60 @@ export class PtpAnnouncer {
       this.counters.txErrors++;
     }
     return t;
+  }
+
+  /**
+   * Sends an event message (Sync, Pdelay_Resp) and calls `sent` with the monotonic ms it left: the kernel's
+   * transmit stamp (docs/ptp-timestamps.md), read at once (on veth and loopback it is queued before send()
+   * returns) or on the next turns of the event loop for at most TX_STAMP_WAIT_MS; else the reading before
+   * send(), counted as a fallback. Never blocks, and never pairs a stamp with the wrong message: stamps carry
+   * no identity, so a second event message sent while one is awaited gives the first its fallback.
+   */
+  #sendEvent(m: PtpMessageInput, group: string, sent: (perf: number) => void): void {
+    const tx = this.#tx;
+    this.#txWait?.give();
+    tx?.beforeSend();
+    const t = this.#send(this.#event, m, group, this.#o.eventPort ?? EVENT_PORT);
+    if (!tx) return sent(t);
+    const at = tx.sent(t);
+    if (at !== undefined) {
+      this.counters.txKernelStamps++;
+      return sent(at);
+    }
+    let done = false;
+    const finish = (perf: number | undefined): void => {
+      if (done) return;
+      done = true;
+      this.#txWait = undefined;
+      if (perf !== undefined) this.counters.txKernelStamps++;
+      else {
+        this.counters.txStampFallbacks++;
+        this.#drainLater();
+      }
+      sent(perf ?? t);
+    };
+    this.#txWait = { give: () => finish(undefined) };
+    const poll = (): void => {
+      if (done) return;
+      const late = tx.sent(t);
+      if (late !== undefined) finish(late);
+      else if (performance.now() - t >= TX_STAMP_WAIT_MS || !this.#running) finish(undefined);
+      else setImmediate(poll);
+    };
+    setImmediate(poll);
+  }
+
+  /**
+   * A stamp that comes after its fallback would stay queued, and a queued stamp makes the socket report
+   * POLLERR to libuv on every turn (native/tx-timestamp.c): read it off a little later.
+   */
+  #drainLater(): void {
+    if (this.#drainTimer) return;
+    this.#drainTimer = setTimeout(() => {
+      this.#drainTimer = undefined;
+      if (!this.#txWait) this.#tx?.beforeSend();
+    }, TX_DRAIN_MS);
+    this.#drainTimer.unref();
   }
 
   /** The Announce timer: at least one state decision per announce interval (§9.2.6.8), then Announce. */
@@ -469,34 +580,38 @@ export class PtpAnnouncer {
     }
   }
 
-  /** Two-step Sync: approximate originTimestamp, then Follow_Up with the same sequenceId and t1. */
+  /**
+   * Two-step Sync (§9.5.9, §11.3): approximate originTimestamp, then Follow_Up with the same sequenceId and
+   * t1, when the Sync left (§11.3.2 preciseOriginTimestamp).
+   */
   #sync(): void {
     if (!this.#running || this.#decision?.state !== 'MASTER') return;
     const seq = this.#seq.sync;
     this.#seq.sync = (seq + 1) & 0xffff;
     const approx = toPtpTimestamp(this.#nowNs());
-    const t1 = this.#send(
-      this.#event,
+    this.counters.sync++;
+    this.#sendEvent(
       {
         type: 'sync',
         header: this.#header(FLAG0.TWO_STEP, seq, this.#c.log_sync_interval),
         timestamp: approx,
       },
       PTP_PRIMARY_GROUP,
-      this.#o.eventPort ?? EVENT_PORT,
-    );
-    this.counters.sync++;
-    this.#send(
-      this.#general,
-      {
-        type: 'follow_up',
-        header: this.#header(0, seq, this.#c.log_sync_interval),
-        timestamp: toPtpTimestamp(this.#nowNs(t1)),
+      (t1) => {
+        if (!this.#running) return;
+        this.#send(
+          this.#general,
+          {
+            type: 'follow_up',
+            header: this.#header(0, seq, this.#c.log_sync_interval),
+            timestamp: toPtpTimestamp(this.#nowNs(t1)),
+          },
+          PTP_PRIMARY_GROUP,
+          this.#o.generalPort ?? GENERAL_PORT,
+        );
+        this.counters.followUp++;
       },
-      PTP_PRIMARY_GROUP,
-      this.#o.generalPort ?? GENERAL_PORT,
     );
-    this.counters.followUp++;
   }
 
   #receive(buf: Buffer, _rinfo: RemoteInfo, rxPerf: number): void {
@@ -539,8 +654,7 @@ export class PtpAnnouncer {
       this.counters.pdelayReq++;
       // Two-step peer delay (§11.4.3 c): Pdelay_Resp with t2 and correction 0, then Pdelay_Resp_Follow_Up
       // with t3 and the request's correctionField; both copy its sequenceId and sourcePortIdentity.
-      const t3 = this.#send(
-        this.#event,
+      this.#sendEvent(
         {
           type: 'pdelay_resp',
           header: this.#header(FLAG0.TWO_STEP, m.header.sequenceId, LOG_INTERVAL_NONE),
@@ -548,18 +662,20 @@ export class PtpAnnouncer {
           requestingPortIdentity: m.header.sourcePortIdentity,
         },
         PTP_PDELAY_GROUP,
-        this.#o.eventPort ?? EVENT_PORT,
-      );
-      this.#send(
-        this.#general,
-        {
-          type: 'pdelay_resp_follow_up',
-          header: this.#header(0, m.header.sequenceId, LOG_INTERVAL_NONE, m.header.correction),
-          timestamp: toPtpTimestamp(this.#nowNs(t3)),
-          requestingPortIdentity: m.header.sourcePortIdentity,
+        (t3) => {
+          if (!this.#running) return;
+          this.#send(
+            this.#general,
+            {
+              type: 'pdelay_resp_follow_up',
+              header: this.#header(0, m.header.sequenceId, LOG_INTERVAL_NONE, m.header.correction),
+              timestamp: toPtpTimestamp(this.#nowNs(t3)),
+              requestingPortIdentity: m.header.sourcePortIdentity,
+            },
+            PTP_PDELAY_GROUP,
+            this.#o.generalPort ?? GENERAL_PORT,
+          );
         },
-        PTP_PDELAY_GROUP,
-        this.#o.generalPort ?? GENERAL_PORT,
       );
       this.counters.pdelayResp++;
     }
@@ -634,6 +750,8 @@ export class PtpAnnouncer {
       two_step: true,
       timestamping: 'software',
       rx_timestamps: this.#kernelRx ? 'kernel' : 'userspace',
+      tx_timestamps: this.#tx ? 'kernel' : 'userspace',
+      tx_timestamp_fallbacks: this.counters.txStampFallbacks,
       bmca: true,
       servo: false,
       sync_count: this.counters.sync,
