@@ -271,7 +271,7 @@
       our_class_accuracy: `${p.clock_class} / ${hex(p.clock_accuracy)}`,
       interface: p.interface,
       delay_mechanism: p.delay_mechanism,
-      timestamps: `${p.timestamping}, rx ${p.rx_timestamps}`,
+      timestamps: `${p.timestamping}, rx ${p.rx_timestamps}${p.tx_timestamps ? ', tx ' + p.tx_timestamps : ''}`,
       clock_id: p.clock_id,
       sync_count: p.sync_count,
       announce_count: p.announce_count,
