@@ -5,6 +5,10 @@
       "conditions": [["OS=='linux'", { "sources": ["native/rx-timestamp.c"] }]]
     },
     {
+      "target_name": "socket_tos",
+      "conditions": [["OS=='linux'", { "sources": ["native/socket-tos.c"] }]]
+    },
+    {
       "target_name": "tx_timestamp",
       "conditions": [["OS=='linux'", { "sources": ["native/tx-timestamp.c"] }]]
     },

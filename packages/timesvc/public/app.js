@@ -37,7 +37,7 @@
       return;
     }
     for (const [k, v] of Object.entries(obj)) {
-      if (v === null || typeof v === 'object') continue;
+      if (v === null || v === undefined || typeof v === 'object') continue;
       const d = document.createElement('div');
       const a = document.createElement('span');
       const b = document.createElement('span');
@@ -245,9 +245,39 @@
       'NTS not enabled',
     );
     kv($('gpsdo'), gpsdoView(s.gpsdo, Date.parse(s.time)), 'GPSDO not enabled');
-    kv($('ptp'), s.ptp, 'PTP not enabled');
+    kv($('ptp'), ptpView(s.ptp), 'PTP not enabled');
     renderSky(s.gpsdo);
   }
+
+  // The PTP panel (docs/ptp.md "Status"): the port state and why, the grandmaster the network follows (ours
+  // or the better one the BMCA stepped aside for), the profile; counters after.
+  const ptpView = (p) => {
+    if (!p || p.message) return p;
+    const gm = p.grandmaster;
+    const hex = (n) => (typeof n === 'number' ? '0x' + n.toString(16) : n);
+    return {
+      state: p.port_state + (p.listen_only ? ' (listener)' : ''),
+      why: p.state_reason || p.error,
+      grandmaster: gm ? `${gm.identity}${gm.ours ? ' (this server)' : ''}` : 'none heard',
+      gm_class_accuracy: gm ? `${gm.clock_class} / ${hex(gm.clock_accuracy)}` : undefined,
+      gm_priority1_2: gm ? `${gm.priority1} / ${gm.priority2}` : undefined,
+      ts_refclk: p.ts_refclk,
+      profile: p.profile_title || p.profile,
+      domain: p.domain,
+      intervals_log2: `announce ${p.log_announce_interval}, sync ${p.log_sync_interval}, delay ${p.log_min_delay_req_interval}`,
+      dscp: p.dscp
+        ? `event ${p.dscp.event}, general ${p.dscp.general}${p.dscp.marked ? '' : ' (not set)'}`
+        : undefined,
+      our_class_accuracy: `${p.clock_class} / ${hex(p.clock_accuracy)}`,
+      interface: p.interface,
+      delay_mechanism: p.delay_mechanism,
+      timestamps: `${p.timestamping}, rx ${p.rx_timestamps}${p.tx_timestamps ? ', tx ' + p.tx_timestamps : ''}`,
+      clock_id: p.clock_id,
+      sync_count: p.sync_count,
+      announce_count: p.announce_count,
+      delay_req_count: p.delay_mechanism === 'P2P' ? p.pdelay_req_count : p.delay_req_count,
+    };
+  };
 
   // The GPSDO panel: lock duration (ns in the API, docs/gpsdo.md) as a duration people read.
   const duration = (sec) => {
@@ -361,6 +391,7 @@
     return r.toFixed(1);
   }
 
+  const SOURCE_LABELS = ['', 'Address', 'Stratum', 'Reach', 'Offset', 'Delay', 'Jitter', 'LastRx', 'Verdict', 'NTS'];
   function renderSources(peers) {
     const body = $('sources').querySelector('tbody');
     body.replaceChildren();
@@ -404,6 +435,8 @@
       cells.forEach((v, i) => {
         const td = document.createElement('td');
         td.textContent = String(v);
+        // The column name, shown beside the value where the table becomes one card per source (phone).
+        td.dataset.label = SOURCE_LABELS[i] ?? '';
         if (i === 0) td.className = 'mark';
         if (i === 3) td.className = 'reach';
         td.title = i === 3 ? `reach ${p.reach_octal} (octal)` : '';

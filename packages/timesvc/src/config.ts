@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import { ConfigError, loadConfig } from '@broadcast-ops/core';
 import { z } from 'zod';
 import { parseNetwork } from './domain/access-list.ts';
+import { PTP_PROFILES, resolveProfile } from './domain/ptp-profiles.ts';
 import { isPasswordHash } from './io/web/passwords.ts';
 
 /**
@@ -187,22 +188,48 @@ const ntsSchema = z.strictObject({
   ke_handshake_timeout: duration.default(2),
 });
 
-const ptpSchema = z.strictObject({
-  enabled: bool().default(false),
-  interface: z.string().default(''),
-  domain: num(z.number().int().min(0).max(127)).default(0),
-  priority1: num(z.number().int().min(0).max(255)).default(128),
-  priority2: num(z.number().int().min(0).max(255)).default(128),
-  clock_class: num(z.number().int().min(0).max(255)).default(248),
-  clock_accuracy: num(z.number().int().min(0).max(255)).default(0xfe),
-  log_announce_interval: num(z.number().int().min(-7).max(7)).default(1),
-  log_sync_interval: num(z.number().int().min(-7).max(7)).default(0),
-  log_min_delay_req_interval: num(z.number().int().min(-7).max(7)).default(0),
-  transport_mode: z.enum(['multicast', 'unicast']).default('multicast'),
-  delay_mechanism: z.enum(['E2E', 'P2P']).default('E2E'),
-  profile: z.string().default('default'),
-  two_step_flag: bool().default(true),
-});
+/** A PTP port setting a profile sets (domain/ptp-profiles.ts): left out, it takes the profile's value. */
+const profileInt = (min: number, max: number) => num(z.number().int().min(min).max(max)).optional();
+
+const ptpSchema = z
+  .strictObject({
+    enabled: bool().default(false),
+    interface: z.string().default(''),
+    /** default | smpte-2059-2 | aes67 | aes67-smpte: the values and ranges of docs/ptp.md "Profiles". */
+    profile: z.enum(PTP_PROFILES).default('default'),
+    domain: profileInt(0, 127),
+    priority1: profileInt(0, 255),
+    priority2: profileInt(0, 255),
+    clock_class: num(z.number().int().min(0).max(255)).default(248),
+    clock_accuracy: num(z.number().int().min(0).max(255)).default(0xfe),
+    log_announce_interval: profileInt(-7, 7),
+    announce_receipt_timeout: profileInt(2, 255),
+    log_sync_interval: profileInt(-7, 7),
+    log_min_delay_req_interval: profileInt(-7, 7),
+    /** DiffServ code point of event (319) and general (320) messages; the profile's by default. */
+    dscp_event: profileInt(0, 63),
+    dscp_general: profileInt(0, 63),
+    /** Never master: listen and report the best master heard (docs/ptp.md "BMCA"). */
+    listen_only: bool().default(false),
+    transport_mode: z.enum(['multicast', 'unicast']).default('multicast'),
+    delay_mechanism: z.enum(['E2E', 'P2P']).default('E2E'),
+    /** Always two-step: one-step is refused (docs/ptp-timestamps.md "Why no one-step"). */
+    two_step_flag: bool()
+      .default(true)
+      .refine((v) => v, {
+        message:
+          'one-step (false) is not supported: software timestamps cannot write the time a Sync ' +
+          'leaves into that Sync; timesvc sends two-step Sync + Follow_Up (docs/ptp-timestamps.md)',
+      }),
+  })
+  .transform((p, ctx) => {
+    const r = resolveProfile(p.profile, p);
+    if (!r.ok) {
+      ctx.addIssue({ code: 'custom', path: [r.key], message: r.message });
+      return z.NEVER;
+    }
+    return { ...p, ...r.values };
+  });
 
 const gpsdoSchema = z.strictObject({
   enabled: bool().default(false),

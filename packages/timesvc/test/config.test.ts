@@ -24,6 +24,10 @@ test('the committed configs parse: demo, lab without GPS, GPSDO example', () => 
   assert.equal(demo.web.port, 8080);
   const ptpExample = loadTimesvcConfig(join(repoRoot, 'config/timesvc.ptp.example.yaml'), {});
   assert.equal(ptpExample.ptp.enabled, true);
+  assert.deepEqual(
+    [ptpExample.ptp.profile, ptpExample.ptp.domain, ptpExample.ptp.log_sync_interval],
+    ['smpte-2059-2', 127, -3],
+  );
   assert.equal(ptpExample.gpsdo.nmea_delay, 0.1);
   const lab = loadTimesvcConfig(join(repoRoot, 'config/timesvc.lab.example.yaml'), {});
   assert.equal(lab.ntp.upstream_peers.length, 3);

@@ -1,15 +1,12 @@
 import assert from 'node:assert/strict';
-import { closeSync, existsSync, openSync, writeFileSync, writeSync } from 'node:fs';
-import { join } from 'node:path';
 import { test } from 'node:test';
 import { createLogger } from '@broadcast-ops/core';
-import { freePort, requireTool, startProcess, tempDir, waitFor } from '@broadcast-ops/core/testing';
+import { freePort, requireTool, tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { configSchema } from '../src/config.ts';
 import { queryServer, type QueryResult } from '../src/io/query.ts';
 import { createTimesvc } from '../src/io/service.ts';
-import { formatPpsAssert } from '../src/protocol/pps.ts';
 import { startChronyServer, type ChronyServer } from './helpers/chrony.ts';
-import { nmeaSecond, serialPpsConfig } from './helpers/nmea-receiver.ts';
+import { serialPpsConfig, startSerialReceiver } from './helpers/nmea-receiver.ts';
 
 /**
  * A receiver that labels its seconds 1 s late (docs/gpsdo.md "Label continuity"; docs/clock-discipline.md
@@ -43,14 +40,17 @@ async function withReceiver(
   },
   check: (r: Run) => Promise<void> | void,
 ): Promise<void> {
-  const socat = requireTool('socat');
   if (options.peer) requireTool('chronyd');
   const dir = tempDir('timesvc-labeljump-');
-  const ttyA = join(dir.path, 'ttyA');
-  const ttyB = join(dir.path, 'ttyB');
-  const assertFile = join(dir.path, 'pps0-assert');
-  writeFileSync(assertFile, '0.000000000#0\n');
-  const pty = startProcess(socat, ['-d', '-d', `pty,raw,echo=0,link=${ttyA}`, `pty,raw,echo=0,link=${ttyB}`]);
+  let lateFromMs = Number.POSITIVE_INFINITY;
+  const late = (nowMs: number): number =>
+    nowMs >= lateFromMs && nowMs < lateFromMs + options.lateForMs ? 1 : 0;
+  // The "kernel" stamps the assert edge from the host clock (true time); the receiver names that second, or
+  // the one before it while it is late.
+  const receiver = await startSerialReceiver(dir.path, {
+    assertNsec: 0,
+    label: (sec) => sec - late(sec * 1000),
+  });
   let chrony: ChronyServer | undefined;
   let peerId: string | undefined;
   const peers: { address: string; minpoll: number; maxpoll: number }[] = [];
@@ -68,7 +68,7 @@ async function withReceiver(
       upstream_peers: peers,
       ...(options.stepout ? { discipline: { stepout: options.stepout } } : {}),
     },
-    gpsdo: serialPpsConfig(ttyB, assertFile),
+    gpsdo: serialPpsConfig(receiver.device, receiver.ppsFile),
     web: { port: 0, bind_address: '127.0.0.1' },
   });
   const logs: string[] = [];
@@ -77,38 +77,8 @@ async function withReceiver(
     destination: { write: (l: string) => void logs.push(l) },
   });
   const service = createTimesvc(config, logger);
-  let timer: NodeJS.Timeout | undefined;
   let probe: NodeJS.Timeout | undefined;
-  let fd: number | undefined;
-  let lateFromMs = Number.POSITIVE_INFINITY;
-  const late = (nowMs: number): number =>
-    nowMs >= lateFromMs && nowMs < lateFromMs + options.lateForMs ? 1 : 0;
   try {
-    await waitFor(() => existsSync(ttyA) && existsSync(ttyB), { timeoutMs: 10_000, what: 'socat ptys' });
-    fd = openSync(ttyA, 'w');
-    const writer = fd;
-    let seq = 0;
-    // At each second edge (+5 ms) the "kernel" stamps the assert edge from the host clock (true time); 120 ms
-    // later the receiver names that second, or the one before it while it is late.
-    const schedule = (): void => {
-      timer = setTimeout(
-        () => {
-          const sec = Math.floor(Date.now() / 1000);
-          seq++;
-          writeFileSync(assertFile, formatPpsAssert({ sec, nsec: 0, sequence: seq }));
-          timer = setTimeout(() => {
-            try {
-              writeSync(writer, nmeaSecond(sec - late(sec * 1000)));
-            } catch {
-              /* pty gone */
-            }
-            schedule();
-          }, 120);
-        },
-        1005 - (Date.now() % 1000),
-      );
-    };
-    schedule();
     await service.start();
     const port = service.server()?.addresses[0]?.port ?? 0;
     await waitFor(
@@ -151,10 +121,8 @@ async function withReceiver(
     await check(run);
   } finally {
     if (probe) clearTimeout(probe);
-    if (timer) clearTimeout(timer);
-    if (fd !== undefined) closeSync(fd);
     await service.close();
-    await pty.stop();
+    await receiver.stop();
     await chrony?.stop();
     dir.remove();
   }

@@ -1,39 +1,23 @@
 import assert from 'node:assert/strict';
-import { closeSync, existsSync, openSync, writeFileSync, writeSync } from 'node:fs';
-import { join } from 'node:path';
 import { test } from 'node:test';
 import { silentLogger } from '@broadcast-ops/core';
-import { freePort, requireTool, startProcess, tempDir, waitFor } from '@broadcast-ops/core/testing';
+import { freePort, requireTool, tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { configSchema } from '../src/config.ts';
 import { queryServer } from '../src/io/query.ts';
 import { createTimesvc } from '../src/io/service.ts';
-import { formatPpsAssert } from '../src/protocol/pps.ts';
 import { chronyQuery, startChronyServer } from './helpers/chrony.ts';
-import { nmeaSecond, serialPpsConfig } from './helpers/nmea-receiver.ts';
+import { serialPpsConfig, startSerialReceiver } from './helpers/nmea-receiver.ts';
 
 test(
   'serialpps: NMEA on a pty at 1 Hz + a sysfs PPS fixture lock the GPSDO; stratum 1 "GPS" accepted by chronyd -Q; ' +
     'closing the pty gives HOLDOVER with a growing bound, then the NTP peer takes over; re-plugged, the GPSDO is back',
   { timeout: 180_000 },
   async () => {
-    const socat = requireTool('socat');
     requireTool('chronyd');
     const dir = tempDir('timesvc-gpsdo-');
-    const ttyA = join(dir.path, 'ttyA'); // the receiver's side (the test writes here)
-    const ttyB = join(dir.path, 'ttyB'); // timesvc's serial_device
-    const assertFile = join(dir.path, 'pps0-assert');
-    writeFileSync(assertFile, '0.000000000#0\n');
-    const pty = startProcess(socat, [
-      '-d',
-      '-d',
-      `pty,raw,echo=0,link=${ttyA}`,
-      `pty,raw,echo=0,link=${ttyB}`,
-    ]);
+    const receiver = await startSerialReceiver(dir.path);
     const chronyPort = await freePort('udp');
     const chrony = await startChronyServer(dir.path, chronyPort, { stratum: 8 });
-    let timer: NodeJS.Timeout | undefined;
-    let fd: number | undefined;
-    const extra: ReturnType<typeof startProcess>[] = [];
     const config = configSchema.parse({
       ntp: {
         port: 0,
@@ -41,34 +25,11 @@ test(
         ref_id: 'GPS',
         upstream_peers: [{ address: `127.0.0.1:${chronyPort}`, minpoll: 1, maxpoll: 2 }],
       },
-      gpsdo: serialPpsConfig(ttyB, assertFile),
+      gpsdo: serialPpsConfig(receiver.device, receiver.ppsFile),
       web: { port: 0, bind_address: '127.0.0.1' },
     });
     const service = createTimesvc(config, silentLogger());
     try {
-      await waitFor(() => existsSync(ttyA) && existsSync(ttyB), { timeoutMs: 10_000, what: 'socat ptys' });
-      fd = openSync(ttyA, 'w');
-      let writer = fd;
-      let seq = 0;
-      // At each second edge (+5 ms): the "kernel" records the assert edge of that second (host clock 500 ns
-      // behind the receiver), and 120 ms later the receiver sends the sentences naming that second.
-      const schedule = (): void => {
-        const wait = 1005 - (Date.now() % 1000);
-        timer = setTimeout(() => {
-          const sec = Math.floor(Date.now() / 1000);
-          seq++;
-          writeFileSync(assertFile, formatPpsAssert({ sec, nsec: 500, sequence: seq }));
-          timer = setTimeout(() => {
-            try {
-              writeSync(writer, nmeaSecond(sec));
-            } catch {
-              /* pty gone */
-            }
-            schedule();
-          }, 120);
-        }, wait);
-      };
-      schedule();
       await service.start();
       const port = service.server()?.addresses[0]?.port ?? 0;
       await waitFor(
@@ -100,8 +61,7 @@ test(
       assert.match(metrics, /timesvc_gpsdo_satellites 7/);
 
       // The receiver is unplugged: the pty pair goes away and the PPS stops.
-      if (timer) clearTimeout(timer);
-      await pty.stop();
+      await receiver.unplug();
       await waitFor(() => service.manager.state === 'HOLDOVER', {
         timeoutMs: 15_000,
         intervalMs: 100,
@@ -129,19 +89,7 @@ test(
       assert.match(await service.registry.metrics(), /timesvc_gpsdo_events_total\{event="holdover"\} 1/);
 
       // The receiver is plugged in again: the device is reopened, the GPSDO locks and is selected again.
-      if (fd !== undefined) closeSync(fd);
-      fd = undefined;
-      const pty2 = startProcess(socat, [
-        '-d',
-        '-d',
-        `pty,raw,echo=0,link=${ttyA}`,
-        `pty,raw,echo=0,link=${ttyB}`,
-      ]);
-      extra.push(pty2);
-      await waitFor(() => existsSync(ttyA), { timeoutMs: 10_000, what: 'socat ptys again' });
-      fd = openSync(ttyA, 'w');
-      writer = fd;
-      schedule();
+      await receiver.plug();
       await waitFor(() => service.manager.snapshot().selected === 'GPSDO:SerialPPS', {
         timeoutMs: 40_000,
         intervalMs: 200,
@@ -154,11 +102,8 @@ test(
         intervalMs: 500,
       });
     } finally {
-      if (timer) clearTimeout(timer);
-      if (fd !== undefined) closeSync(fd);
       await service.close();
-      await pty.stop();
-      for (const p of extra) await p.stop();
+      await receiver.stop();
       await chrony.stop();
       dir.remove();
     }

@@ -202,9 +202,12 @@ test('malformed input: short, wrong version, wrong length, unknown type, bad ns 
   const short = Buffer.from(good);
   short.writeUInt16BE(40, 2);
   assert.deepEqual(decodePtp(short), { ok: false, error: 'length' });
+  const signalling = Buffer.from(good);
+  signalling[0] = 0x0c;
+  assert.deepEqual(decodePtp(signalling), { ok: false, error: 'unsupported' });
   const mgmt = Buffer.from(good);
-  mgmt[0] = 0x0d;
-  assert.deepEqual(decodePtp(mgmt), { ok: false, error: 'unsupported' });
+  mgmt[0] = 0x0d; // a Management message needs 48 octets and one TLV (test/ptp-sync-metadata.test.ts)
+  assert.deepEqual(decodePtp(mgmt), { ok: false, error: 'length' });
   const ns = Buffer.from(good);
   ns.writeUInt32BE(1e9, 40);
   assert.deepEqual(decodePtp(ns), { ok: false, error: 'bad_field' });
@@ -222,8 +225,14 @@ test('clock identity: EUI-64 from the MAC without the U/L flip; linuxptp notatio
   assert.throws(() => clockIdentityFromMac('nope'), RangeError);
 });
 
-test('one clock-quality model: class 6 locked to GPS, 7 in holdover, ptp.clock_class otherwise', () => {
-  const base = { estimatedErrorS: 1e-6, leap: 0, freeRunningClass: 248, freeRunningAccuracy: 0xfe };
+test('one clock-quality model: class 6 locked to GPS, 7 in holdover within spec, 52 past it, ptp.clock_class otherwise', () => {
+  const base = {
+    estimatedErrorS: 1e-6,
+    leap: 0,
+    freeRunningClass: 248,
+    freeRunningAccuracy: 0xfe,
+    holdoverMaxErrorS: 0.01,
+  };
   const locked = clockQuality({ ...base, state: 'LOCKED', referenceKind: 'gpsdo' });
   assert.equal(locked.clockClass, 6);
   assert.equal(locked.timeSource, 0x20);
@@ -233,6 +242,13 @@ test('one clock-quality model: class 6 locked to GPS, 7 in holdover, ptp.clock_c
   const hold = clockQuality({ ...base, state: 'HOLDOVER', referenceKind: 'gpsdo' });
   assert.equal(hold.clockClass, 7);
   assert.equal(hold.flags1 & FLAG1.TIME_TRACEABLE, 0);
+  assert.equal(hold.flags1 & FLAG1.FREQUENCY_TRACEABLE, FLAG1.FREQUENCY_TRACEABLE);
+  // Holdover past its specification (holdover_max_error): degradation alternative A, nothing traceable.
+  const atSpec = clockQuality({ ...base, estimatedErrorS: 0.01, state: 'HOLDOVER', referenceKind: 'gpsdo' });
+  assert.equal(atSpec.clockClass, 7);
+  const past = clockQuality({ ...base, estimatedErrorS: 0.0101, state: 'HOLDOVER', referenceKind: 'gpsdo' });
+  assert.deepEqual([past.clockClass, past.clockAccuracy, past.timeSource], [52, 0x2c, 0x20]);
+  assert.equal(past.flags1 & (FLAG1.TIME_TRACEABLE | FLAG1.FREQUENCY_TRACEABLE), 0);
   const ntp = clockQuality({ ...base, state: 'LOCKED', referenceKind: 'ntp' });
   assert.equal(ntp.clockClass, 248);
   assert.equal(ntp.timeSource, 0x50);

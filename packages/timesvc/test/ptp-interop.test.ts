@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import {
@@ -13,6 +12,7 @@ import {
 import { decodePtp, encodePtp } from '../src/protocol/ptp.ts';
 import { timesvcBin } from './helpers/cli.ts';
 import { createNetnsPair } from './helpers/netns.ts';
+import { field, pmc as pmcIn, startPtp4l, writePtpConfig } from './helpers/ptp.ts';
 
 /**
  * Interop with Debian's linuxptp: ptp4l as a slave-only clock with software timestamps and
@@ -21,34 +21,12 @@ import { createNetnsPair } from './helpers/netns.ts';
  */
 
 function pmc(ns: string, dir: string, ...commands: string[]): string {
-  const ip = requireTool('ip');
-  return execFileSync(
-    ip,
-    [
-      'netns',
-      'exec',
-      ns,
-      requireTool('pmc'),
-      '-u',
-      '-b',
-      '0',
-      '-s',
-      join(dir, 'ptp4l.sock'),
-      '-i',
-      join(dir, 'pmc.sock'),
-      ...commands,
-    ],
-    { encoding: 'utf8', timeout: 10_000 },
-  );
-}
-
-function field(out: string, name: string): string | undefined {
-  return new RegExp(`^\\s*${name}\\s+(\\S+)`, 'm').exec(out)?.[1];
+  return pmcIn({ ns, sock: join(dir, 'ptp4l.sock'), client: join(dir, 'pmc.sock') }, ...commands);
 }
 
 async function runInterop(mode: 'E2E' | 'P2P'): Promise<void> {
   const ip = requireTool('ip');
-  const ptp4l = requireTool('ptp4l');
+  requireTool('ptp4l');
   requireTool('pmc');
   const tshark = requireTool('tshark');
   const dir = tempDir('timesvc-ptp-');
@@ -56,31 +34,18 @@ async function runInterop(mode: 'E2E' | 'P2P'): Promise<void> {
   const procs: RunningProcess[] = [];
   try {
     const cfg = join(dir.path, 'timesvc.yaml');
-    writeFileSync(
-      cfg,
-      [
-        'ntp:',
-        '  port: 0',
-        '  interface: 127.0.0.1',
-        '  ref_id: GPS',
-        'gpsdo:',
-        '  enabled: true',
-        '  type: dummy',
-        '  dummy:',
-        '    lose_lock_after: 30s', // the antenna is "lost" 30 s after start: HOLDOVER, clock class 7
-        'ptp:',
-        '  enabled: true',
-        `  interface: ${net.ifA}`,
+    writePtpConfig(cfg, net.ifA, {
+      // HOLDOVER ends in FAULT 12 s after the loss: the free-running class
+      ntp: ['  discipline:', '    holdover_timeout: 12s'],
+      // the antenna is "lost" 30 s after start: HOLDOVER, clock class 7
+      gpsdo: ['  dummy:', '    lose_lock_after: 30s'],
+      ptp: [
         '  domain: 0',
         '  log_announce_interval: 0',
         '  log_sync_interval: 0',
         `  delay_mechanism: ${mode}`,
-        'web:',
-        '  port: 0',
-        '  bind_address: 127.0.0.1',
-        '',
-      ].join('\n'),
-    );
+      ],
+    });
     const gm = startProcess(ip, ['netns', 'exec', net.a, process.execPath, timesvcBin, '--config', cfg]);
     procs.push(gm);
     await gm.waitForOutput(/PTP announcer/, 30_000);
@@ -99,21 +64,9 @@ async function runInterop(mode: 'E2E' | 'P2P'): Promise<void> {
       'udp',
     ]);
     procs.push(cap);
-    const slave = startProcess(ip, [
-      'netns',
-      'exec',
-      net.b,
-      ptp4l,
-      '-S',
-      '-4',
+    const slave = startPtp4l(net.b, net.ifB, join(dir.path, 'ptp4l.sock'), [
       '-s',
       mode === 'E2E' ? '-E' : '-P',
-      '-i',
-      net.ifB,
-      '-m',
-      '--free_running=1',
-      '--tx_timestamp_timeout=50',
-      `--uds_address=${join(dir.path, 'ptp4l.sock')}`,
     ]);
     procs.push(slave);
     await slave.waitForOutput(/selected best master clock/, 30_000);
@@ -146,6 +99,15 @@ async function runInterop(mode: 'E2E' | 'P2P'): Promise<void> {
     });
     const tp = pmc(net.b, dir.path, 'GET TIME_PROPERTIES_DATA_SET');
     assert.equal(field(tp, 'timeTraceable'), '0', tp);
+    // The holdover times out: FAULT, the free-running class 248 (IEEE 1588-2008 Table 5 default).
+    await waitFor(() => field(pmc(net.b, dir.path, 'GET PARENT_DATA_SET'), 'gm.ClockClass') === '248', {
+      timeoutMs: 45_000,
+      intervalMs: 1000,
+      what: 'clock class 248 (holdover expired)',
+    });
+    const free = pmc(net.b, dir.path, 'GET TIME_PROPERTIES_DATA_SET');
+    assert.equal(field(free, 'frequencyTraceable'), '0', free);
+    assert.equal(field(free, 'timeSource'), '0xa0', free);
     const offsets = [
       ...slave.output().matchAll(/master offset\s+(-?\d+) s\d freq\s+[-+]?\d+ path delay\s+(-?\d+)/g),
     ].map((m) => [Number(m[1]), Number(m[2])]);
@@ -189,7 +151,7 @@ async function runInterop(mode: 'E2E' | 'P2P'): Promise<void> {
 }
 
 test(
-  'ptp4l (slave only, -S, free_running) selects the announcer as grandmaster in E2E; pmc shows its data sets; holdover → class 7',
+  'ptp4l (slave only, -S, free_running) selects the announcer as grandmaster in E2E; pmc shows its data sets; holdover → class 7, expired → 248',
   { timeout: 180_000 },
   async () => {
     await runInterop('E2E');
@@ -197,7 +159,7 @@ test(
 );
 
 test(
-  'ptp4l in P2P: Pdelay_Resp + Pdelay_Resp_Follow_Up answered; grandmaster selected; holdover → class 7',
+  'ptp4l in P2P: Pdelay_Resp + Pdelay_Resp_Follow_Up answered; grandmaster selected; holdover → class 7, expired → 248',
   { timeout: 180_000 },
   async () => {
     await runInterop('P2P');

@@ -20,7 +20,7 @@ test('PTP on an interface that does not exist: the port is FAULTY with the error
     assert.equal(st?.running, false);
     assert.equal(st?.port_state, 'FAULTY');
     assert.match(st?.error ?? '', /nonexistent0/);
-    assert.equal(st?.bmca, false);
+    assert.equal(st?.bmca, true);
     assert.equal(st?.timestamping, 'software');
     const m = await service.registry.metrics();
     assert.match(m, /timesvc_ptp_port_state 2/);

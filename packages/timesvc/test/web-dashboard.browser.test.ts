@@ -152,6 +152,13 @@ test('viewer on a phone: no editor, the panels say "not enabled"', async () => {
   assert.match((await page.textContent('#ptp')) ?? '', /PTP not enabled/);
   const overflow = await page.evaluate<number>(`document.documentElement.scrollWidth - innerWidth`);
   assert.ok(overflow <= 1, `no sideways scrolling on a phone (${overflow}px)`);
+  // The peer the admin added above: one card per source, each value beside its column name, and the
+  // sources card does not scroll sideways either.
+  await page.waitForSelector('#sources tbody tr[data-address] td[data-label="Offset"]', { timeout: 15_000 });
+  const inner = await page.evaluate<number>(
+    `(() => { const s = document.querySelector('#sources').parentElement; return s.scrollWidth - s.clientWidth; })()`,
+  );
+  assert.ok(inner <= 1, `the sources table fits the phone (${inner}px to scroll)`);
   await page.screenshot({ path: join(SHOTS, 'phone-viewer.png'), fullPage: true });
   assert.deepEqual(errors, []);
   await page.close();

@@ -5,6 +5,9 @@
  * recorded problem the test asserts empty. Kept apart from `./index.ts` so tests without a browser never
  * load playwright.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { requireTool } from './index.ts';
 
@@ -19,14 +22,34 @@ export const CHROMIUM_FLAGS: readonly string[] = [
   '--disable-sync',
 ];
 
-/** Debian's chromium (installed by the test setup, `requireTool`), headless, with `CHROMIUM_FLAGS`. */
-export function launchChromium(): Promise<Browser> {
+/**
+ * Debian's chromium (installed by the test setup, `requireTool`), headless, with `CHROMIUM_FLAGS`; with
+ * `netns`, inside that network namespace.
+ */
+export async function launchChromium(options: { netns?: string } = {}): Promise<Browser> {
+  const bin = requireTool('chromium');
+  let wrapper: { dir: string; file: string } | undefined;
+  if (options.netns !== undefined) {
+    // A page served inside a network namespace the test created: chromium runs in it through
+    // `ip netns exec` (playwright's pipe, fds 3 and 4, passes through the exec).
+    const dir = mkdtempSync(join(tmpdir(), 'chromium-netns-'));
+    const file = join(dir, 'chromium');
+    writeFileSync(file, `#!/bin/sh\nexec ${requireTool('ip')} netns exec ${options.netns} ${bin} "$@"\n`, {
+      mode: 0o755,
+    });
+    wrapper = { dir, file };
+  }
   // headless: true adds --headless; playwright gives every launch a fresh temporary --user-data-dir.
-  return chromium.launch({
-    executablePath: requireTool('chromium'),
+  const browser = await chromium.launch({
+    executablePath: wrapper?.file ?? bin,
     headless: true,
     args: [...CHROMIUM_FLAGS],
   });
+  if (wrapper) {
+    const dir = wrapper.dir;
+    browser.on('disconnected', () => rmSync(dir, { recursive: true, force: true }));
+  }
+  return browser;
 }
 
 /**

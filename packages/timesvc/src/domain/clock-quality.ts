@@ -12,11 +12,16 @@ import { FLAG1, TIME_SOURCE } from '../protocol/ptp.ts';
  * | LOCKED, GPSDO               | 6                     | GPS 0x20            | time + freq     |
  * | LOCKED, NTP peer            | `ptp.clock_class`     | NTP 0x50            | time            |
  * | HOLDOVER (after a GPSDO)    | 7                     | GPS 0x20            | freq            |
+ * |   … error past the spec     | 52                    | GPS 0x20            | none            |
  * | HOLDOVER (after a peer)     | `ptp.clock_class`     | NTP 0x50            | none            |
  * | INIT, SYNCING, FAULT, local | `ptp.clock_class`     | INTERNAL_OSC 0xA0   | none            |
  *
- * clockClass 6 = synchronised to a primary reference (PTP timescale), 7 = holdover within specification
- * (IEEE 1588-2008 §7.6.2.4 Table 5); 248 = default. Only the GPSDO is a primary reference, so 6/7 are kept for it.
+ * clockClass 6 = synchronised to a primary reference (PTP timescale), 7 = holdover within specification,
+ * 52 = degradation alternative A: a class-7 clock no longer within its holdover specification that cannot
+ * be a slave (timesvc has no PTP servo), 248 = default (IEEE 1588-2008 §7.6.2.4 Table 5). The holdover
+ * specification is `ntp.discipline.holdover_max_error`, the bound /api/health holds HOLDOVER to; when the
+ * holdover times out the clock is in FAULT and announces the free-running class. Only the GPSDO is a
+ * primary reference, so 6/7/52 are kept for it.
  */
 
 /** clockAccuracy enumeration (§7.6.2.5 Table 6): upper bounds in seconds. */
@@ -65,6 +70,8 @@ export interface ClockQualityInput {
   freeRunningClass: number;
   /** `ptp.clock_accuracy` (0xFE unknown): used while not traceable. */
   freeRunningAccuracy: number;
+  /** The holdover specification: the advertised error HOLDOVER may reach and still be class 7, seconds. */
+  holdoverMaxErrorS: number;
 }
 
 export interface ClockQuality {
@@ -100,11 +107,12 @@ export function clockQuality(i: ClockQualityInput): ClockQuality {
     };
   }
   if (i.state === 'HOLDOVER' && i.referenceKind === 'gpsdo') {
+    const withinSpec = i.estimatedErrorS <= i.holdoverMaxErrorS;
     return {
-      clockClass: 7,
+      clockClass: withinSpec ? 7 : 52,
       clockAccuracy: clockAccuracyFor(i.estimatedErrorS),
       timeSource: TIME_SOURCE.GPS,
-      flags1: flags1 | FLAG1.FREQUENCY_TRACEABLE,
+      flags1: withinSpec ? flags1 | FLAG1.FREQUENCY_TRACEABLE : flags1,
       currentUtcOffset: CURRENT_UTC_OFFSET,
     };
   }

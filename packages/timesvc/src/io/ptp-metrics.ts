@@ -1,7 +1,8 @@
 import { Counter, Gauge, type Registry } from '@broadcast-ops/core';
 import type { PtpAnnouncer } from './ptp.ts';
 
-const PORT_STATES = { INITIALIZING: 1, FAULTY: 2, DISABLED: 3, MASTER: 6 } as const;
+/** IEEE 1588-2008 §8.2.5.3.1 Table 8, portState. */
+const PORT_STATES = { INITIALIZING: 1, FAULTY: 2, DISABLED: 3, LISTENING: 4, MASTER: 6, PASSIVE: 7 } as const;
 
 /**
  * PTP metrics (the service's names `timesvc_ptp_sync_total`, `_announce_total`, `_offset_nanoseconds`, README
@@ -69,9 +70,27 @@ export function registerPtpMetrics(registry: Registry, ptp: () => PtpAnnouncer |
       if (s) this.set(s.clock_class);
     },
   });
+  new Counter({
+    name: 'timesvc_ptp_announce_received_total',
+    help: 'Announce messages received from other clocks in our domain (the BMCA input)',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(ptp()?.counters.announceRx ?? 0);
+    },
+  });
+  new Counter({
+    name: 'timesvc_ptp_state_changes_total',
+    help: 'PTP port state changes decided by the BMCA (LISTENING, MASTER, PASSIVE)',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(ptp()?.counters.stateChanges ?? 0);
+    },
+  });
   new Gauge({
     name: 'timesvc_ptp_port_state',
-    help: 'PTP port state (IEEE 1588-2008 enumeration: 1 INITIALIZING, 2 FAULTY, 6 MASTER)',
+    help: 'PTP port state (IEEE 1588-2008 Table 8: 1 INITIALIZING, 2 FAULTY, 3 DISABLED, 4 LISTENING, 6 MASTER, 7 PASSIVE)',
     registers: [registry],
     collect() {
       const s = ptp()?.status();

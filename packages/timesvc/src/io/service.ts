@@ -11,6 +11,7 @@ import { ntpBindAddresses, parseHostPort, peerPolls, type TimesvcConfig } from '
 import { clockQuality, type ClockQuality } from '../domain/clock-quality.ts';
 import { GpsdoSource } from './gpsdo.ts';
 import { arrivalTime } from './kernel-rx-timestamp.ts';
+import { transmitTime } from './kernel-tx-timestamp.ts';
 import { PtpAnnouncer } from './ptp.ts';
 import { registerPtpMetrics } from './ptp-metrics.ts';
 import { registerGpsdoMetrics } from './gpsdo-metrics.ts';
@@ -289,6 +290,7 @@ export function createTimesvc(
       leap: leap === 3 ? 0 : leap,
       freeRunningClass: config.ptp.clock_class,
       freeRunningAccuracy: config.ptp.clock_accuracy,
+      holdoverMaxErrorS: config.ntp.discipline.holdover_max_error,
     });
   };
   const ptp = config.ptp.enabled
@@ -298,6 +300,9 @@ export function createTimesvc(
         quality,
         arrival: (socket) =>
           arrivalTime(socket, served, { kernel: ntp.kernel_rx_timestamps, correctionMs: 0 }),
+        // TIMESVC_PTP_TX_TIMESTAMPS=userspace is for bench/timesvc-ptp only (its before/after comparison).
+        transmit: (socket) =>
+          process.env['TIMESVC_PTP_TX_TIMESTAMPS'] === 'userspace' ? undefined : transmitTime(socket, served),
         logger: logger.child({ component: 'ptp' }),
       })
     : undefined;

@@ -29,6 +29,8 @@ export const LENGTH: Record<number, number> = {
   [MSG.DELAY_RESP]: 54,
   [MSG.PDELAY_RESP_FOLLOW_UP]: 54,
   [MSG.ANNOUNCE]: 64,
+  // Header + targetPortIdentity, startingBoundaryHops, boundaryHops, actionField, reserved (§15.4.1).
+  [MSG.MANAGEMENT]: 48,
 };
 
 /** controlField (§13.3.2.10, kept for IEEE 1588-2002 compatibility). */
@@ -120,7 +122,32 @@ export type PtpMessage =
       timestamp: PtpTimestamp;
       requestingPortIdentity: PortIdentity;
     }
-  | { header: PtpHeader; type: 'announce'; announce: AnnounceBody };
+  | { header: PtpHeader; type: 'announce'; announce: AnnounceBody }
+  | { header: PtpHeader; type: 'management'; management: ManagementBody };
+
+/** actionField (IEEE 1588-2008 §15.4.1.6 Table 38). */
+export const ACTION = { GET: 0, SET: 1, RESPONSE: 2, COMMAND: 3, ACKNOWLEDGE: 4 } as const;
+
+/** tlvType (§14.1.1 Table 34). */
+export const TLV = {
+  MANAGEMENT: 0x0001,
+  MANAGEMENT_ERROR_STATUS: 0x0002,
+  ORGANIZATION_EXTENSION: 0x0003,
+} as const;
+
+/** A Management message (§15.4.1): its one TLV kept as type and raw value (the octets after lengthField). */
+export interface ManagementBody {
+  targetPortIdentity: PortIdentity;
+  startingBoundaryHops: number;
+  boundaryHops: number;
+  /** Low nibble of octet 46 (ACTION). */
+  actionField: number;
+  tlvType: number;
+  tlvValue: Buffer;
+}
+
+/** targetPortIdentity for all clocks and all ports (§15.3.1: all ones). */
+export const ALL_PORTS: PortIdentity = { clockIdentity: 'ffffffffffffffff', portNumber: 0xffff };
 
 export type DecodeError = 'short' | 'version' | 'length' | 'unsupported' | 'bad_field';
 
@@ -133,6 +160,7 @@ const NAMES: Record<number, PtpMessage['type']> = {
   [MSG.PDELAY_RESP]: 'pdelay_resp',
   [MSG.PDELAY_RESP_FOLLOW_UP]: 'pdelay_resp_follow_up',
   [MSG.ANNOUNCE]: 'announce',
+  [MSG.MANAGEMENT]: 'management',
 };
 const TYPES: Record<PtpMessage['type'], number> = Object.fromEntries(
   Object.entries(NAMES).map(([k, v]) => [v, Number(k)]),
@@ -201,7 +229,7 @@ export type PtpMessageInput = DistOmit<PtpMessage, 'header'> & { header: HeaderI
 /** Encode a message; messageLength, messageType, versionPTP 2 and controlField are set here. */
 export function encodePtp(m: PtpMessageInput): Buffer {
   const type = TYPES[m.type];
-  const length = LENGTH[type] ?? 0;
+  const length = (LENGTH[type] ?? 0) + (m.type === 'management' ? 4 + m.management.tlvValue.length : 0);
   const buf = Buffer.alloc(length);
   const h = m.header;
   buf[0] = ((h.transportSpecific ?? 0) << 4) | type;
@@ -243,6 +271,17 @@ export function encodePtp(m: PtpMessageInput): Buffer {
       buf[63] = a.timeSource;
       break;
     }
+    case 'management': {
+      const g = m.management;
+      writePortIdentity(buf, 34, g.targetPortIdentity);
+      buf[44] = g.startingBoundaryHops;
+      buf[45] = g.boundaryHops;
+      buf[46] = g.actionField & 0x0f;
+      buf.writeUInt16BE(g.tlvType, 48);
+      buf.writeUInt16BE(g.tlvValue.length, 50);
+      g.tlvValue.copy(buf, 52);
+      break;
+    }
   }
   return buf;
 }
@@ -276,6 +315,7 @@ export function decodePtp(
     controlField: buf[32] ?? 0,
     logMessageInterval: buf.readInt8(33),
   };
+  if (name === 'management') return decodeManagement(buf, header);
   const ts = readTimestamp(buf, 34);
   if (ts.nanoseconds >= 1e9) return { ok: false, error: 'bad_field' };
   switch (name) {
@@ -312,4 +352,148 @@ export function decodePtp(
         },
       };
   }
+}
+
+/**
+ * Management (§15.4.1): one TLV, whose lengthField is even (§14.1.3) and ends exactly at messageLength;
+ * anything after it (another TLV) is refused as a length error.
+ */
+function decodeManagement(
+  buf: Buffer,
+  header: PtpHeader,
+): { ok: true; message: PtpMessage } | { ok: false; error: DecodeError } {
+  if (header.messageLength < 52) return { ok: false, error: 'length' };
+  const tlvLength = buf.readUInt16BE(50);
+  if (52 + tlvLength !== header.messageLength || tlvLength % 2 !== 0) return { ok: false, error: 'length' };
+  return {
+    ok: true,
+    message: {
+      header,
+      type: 'management',
+      management: {
+        targetPortIdentity: readPortIdentity(buf, 34),
+        startingBoundaryHops: buf[44] ?? 0,
+        boundaryHops: buf[45] ?? 0,
+        actionField: (buf[46] ?? 0) & 0x0f,
+        tlvType: buf.readUInt16BE(48),
+        tlvValue: Buffer.from(buf.subarray(52, 52 + tlvLength)),
+      },
+    },
+  };
+}
+
+/**
+ * SMPTE ST 2059-2 synchronization metadata (SM) TLV: an ORGANIZATION_EXTENSION TLV (§14.3) with the SMPTE
+ * OUI 68-97-E8 and organizationSubType 1, carried by a Management message with actionField COMMAND to all
+ * ports. Layout as Wireshark's PTP dissector (epan/dissectors/packet-ptp.c, `OUI_SMPTE`,
+ * `PTP_V2_OE_ORG_SMPTE_SUBTYPE_VERSION_TLV`) and libptpmgmt (`SMPTE_ORGANIZATION_EXTENSION_t`) decode it;
+ * docs/ptp-profiles.md "Synchronization metadata" gives the table. Multi-octet fields big-endian.
+ */
+export const SMPTE_OUI = '6897e8';
+export const SMPTE_SM_SUBTYPE = 1;
+/** The TLV's value (organizationId … leapSecondJump): 3 + 3 + 42 octets. */
+export const SMPTE_SM_LENGTH = 48;
+
+/** masterLockingStatus (the dissector's value names). */
+export const LOCKING = { NOT_IN_USE: 0, FREE_RUN: 1, COLD_LOCKING: 2, WARM_LOCKING: 3, LOCKED: 4 } as const;
+/** timeAddressFlags bits (SMPTE ST 12-1): drop frame, color frame identification. */
+export const TIME_ADDRESS = { DROP_FRAME: 0x01, COLOR_FRAME: 0x02 } as const;
+/** daylightSaving bits: current, next, previous. */
+export const DAYLIGHT = { CURRENT: 0x01, NEXT: 0x02, PREVIOUS: 0x04 } as const;
+/** leapSecondJump bit: the next jump of currentLocalOffset is a leap second. */
+export const LEAP_SECOND_JUMP = 0x01;
+
+export interface SmpteSyncMetadata {
+  defaultSystemFrameRate: { numerator: number; denominator: number };
+  masterLockingStatus: number;
+  timeAddressFlags: number;
+  /** Seconds from grandmaster PTP time to local time. */
+  currentLocalOffset: number;
+  /** Size in seconds of the next discontinuity of local time. */
+  jumpSeconds: number;
+  /** PTP seconds (48 bits) at that discontinuity; 0 when none is scheduled. */
+  timeOfNextJump: number;
+  timeOfNextJam: number;
+  timeOfPreviousJam: number;
+  previousJamLocalOffset: number;
+  daylightSaving: number;
+  leapSecondJump: number;
+}
+
+function writeUint48(buf: Buffer, off: number, v: number): void {
+  buf.writeUInt16BE(Math.floor(v / 2 ** 32) & 0xffff, off);
+  buf.writeUInt32BE(v % 2 ** 32, off + 2);
+}
+
+function readUint48(buf: Buffer, off: number): number {
+  return buf.readUInt16BE(off) * 2 ** 32 + buf.readUInt32BE(off + 2);
+}
+
+/** The SM TLV's value (what follows tlvType and lengthField). */
+export function encodeSmpteSyncMetadata(sm: SmpteSyncMetadata): Buffer {
+  const b = Buffer.alloc(SMPTE_SM_LENGTH);
+  Buffer.from(SMPTE_OUI, 'hex').copy(b, 0);
+  b.writeUIntBE(SMPTE_SM_SUBTYPE, 3, 3);
+  b.writeUInt32BE(sm.defaultSystemFrameRate.numerator, 6);
+  b.writeUInt32BE(sm.defaultSystemFrameRate.denominator, 10);
+  b[14] = sm.masterLockingStatus;
+  b[15] = sm.timeAddressFlags;
+  b.writeInt32BE(sm.currentLocalOffset, 16);
+  b.writeInt32BE(sm.jumpSeconds, 20);
+  writeUint48(b, 24, sm.timeOfNextJump);
+  writeUint48(b, 30, sm.timeOfNextJam);
+  writeUint48(b, 36, sm.timeOfPreviousJam);
+  b.writeInt32BE(sm.previousJamLocalOffset, 42);
+  b[46] = sm.daylightSaving;
+  b[47] = sm.leapSecondJump;
+  return b;
+}
+
+/** The SM fields of an ORGANIZATION_EXTENSION TLV value, or why it is not one. */
+export function decodeSmpteSyncMetadata(
+  value: Buffer,
+): { ok: true; metadata: SmpteSyncMetadata } | { ok: false; error: 'not_smpte' | 'length' } {
+  if (
+    value.length < 6 ||
+    value.toString('hex', 0, 3) !== SMPTE_OUI ||
+    value.readUIntBE(3, 3) !== SMPTE_SM_SUBTYPE
+  )
+    return { ok: false, error: 'not_smpte' };
+  if (value.length !== SMPTE_SM_LENGTH) return { ok: false, error: 'length' };
+  return {
+    ok: true,
+    metadata: {
+      defaultSystemFrameRate: { numerator: value.readUInt32BE(6), denominator: value.readUInt32BE(10) },
+      masterLockingStatus: value[14] ?? 0,
+      timeAddressFlags: value[15] ?? 0,
+      currentLocalOffset: value.readInt32BE(16),
+      jumpSeconds: value.readInt32BE(20),
+      timeOfNextJump: readUint48(value, 24),
+      timeOfNextJam: readUint48(value, 30),
+      timeOfPreviousJam: readUint48(value, 36),
+      previousJamLocalOffset: value.readInt32BE(42),
+      daylightSaving: value[46] ?? 0,
+      leapSecondJump: value[47] ?? 0,
+    },
+  };
+}
+
+/**
+ * The Management message that carries the SM TLV: COMMAND to all clocks and ports, one TLV. Boundary hops
+ * 3 (a boundary clock forwards a management message while boundaryHops > 0, §15.3.3), so the metadata
+ * crosses up to three boundary clocks that only forward it.
+ */
+export function syncMetadataMessage(header: HeaderInput, sm: SmpteSyncMetadata): PtpMessageInput {
+  return {
+    type: 'management',
+    header,
+    management: {
+      targetPortIdentity: ALL_PORTS,
+      startingBoundaryHops: 3,
+      boundaryHops: 3,
+      actionField: ACTION.COMMAND,
+      tlvType: TLV.ORGANIZATION_EXTENSION,
+      tlvValue: encodeSmpteSyncMetadata(sm),
+    },
+  };
 }

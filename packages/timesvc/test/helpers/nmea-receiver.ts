@@ -1,4 +1,8 @@
+import { closeSync, existsSync, openSync, writeFileSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+import { requireTool, startProcess, waitFor, type RunningProcess } from '@broadcast-ops/core/testing';
 import { buildNmea } from '../../src/protocol/nmea.ts';
+import { formatPpsAssert } from '../../src/protocol/pps.ts';
 
 /**
  * One second of a u-blox-like receiver: RMC, GGA, GSA and a GSV cycle naming the second `unixS` (the
@@ -29,4 +33,73 @@ export function serialPpsConfig(device: string, ppsFile: string) {
     pps_device: ppsFile,
     fallback_after: '10s',
   } as const;
+}
+
+/**
+ * A serial GPS receiver for tests: a socat pty pair (`device` is timesvc's serial_device), u-blox-like
+ * sentences each second and a sysfs-style PPS assert file (`ppsFile`). At each second edge (+5 ms) the
+ * "kernel" records the assert edge of that second (host clock 500 ns behind the receiver), and 120 ms later
+ * the receiver sends the sentences naming that second. `unplug()` stops the PPS and removes the pty pair
+ * (a receiver pulled out); `plug()` brings it back on the same paths.
+ */
+export interface SerialReceiver {
+  device: string;
+  ppsFile: string;
+  unplug(): Promise<void>;
+  plug(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startSerialReceiver(
+  dir: string,
+  o: {
+    /** ns past the second of the recorded assert edge (the host clock behind the receiver); default 500. */
+    assertNsec?: number;
+    /** The second the sentences name for the edge of `sec` (a receiver labelling late names an earlier one). */
+    label?: (sec: number) => number;
+  } = {},
+): Promise<SerialReceiver> {
+  const socat = requireTool('socat');
+  const ttyA = join(dir, 'ttyA'); // the receiver's side (written here)
+  const device = join(dir, 'ttyB');
+  const ppsFile = join(dir, 'pps0-assert');
+  writeFileSync(ppsFile, '0.000000000#0\n');
+  let pty: RunningProcess | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let fd: number | undefined;
+  let seq = 0;
+  const schedule = (): void => {
+    timer = setTimeout(
+      () => {
+        const sec = Math.floor(Date.now() / 1000);
+        seq++;
+        writeFileSync(ppsFile, formatPpsAssert({ sec, nsec: o.assertNsec ?? 500, sequence: seq }));
+        timer = setTimeout(() => {
+          try {
+            if (fd !== undefined) writeSync(fd, nmeaSecond(o.label ? o.label(sec) : sec));
+          } catch {
+            /* pty gone */
+          }
+          schedule();
+        }, 120);
+      },
+      1005 - (Date.now() % 1000),
+    );
+  };
+  const plug = async (): Promise<void> => {
+    pty = startProcess(socat, ['-d', '-d', `pty,raw,echo=0,link=${ttyA}`, `pty,raw,echo=0,link=${device}`]);
+    await waitFor(() => existsSync(ttyA) && existsSync(device), { timeoutMs: 10_000, what: 'socat ptys' });
+    fd = openSync(ttyA, 'w');
+    schedule();
+  };
+  const unplug = async (): Promise<void> => {
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+    await pty?.stop();
+    pty = undefined;
+    if (fd !== undefined) closeSync(fd);
+    fd = undefined;
+  };
+  await plug();
+  return { device, ppsFile, unplug, plug, stop: unplug };
 }

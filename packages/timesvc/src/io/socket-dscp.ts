@@ -1,0 +1,32 @@
+import type { Socket } from 'node:dgram';
+import { createRequire } from 'node:module';
+import { socketFd } from './kernel-rx-timestamp.ts';
+
+/**
+ * DiffServ marking of a bound UDP socket (native/socket-tos.c, built at `npm ci`). Where the addon is missing
+ * (not Linux, no compiler at install) nothing is marked and the caller says so in its status.
+ */
+interface TosAddon {
+  setDscp(fd: number, dscp: number): boolean;
+}
+
+let cached: TosAddon | null | undefined;
+
+function addon(): TosAddon | undefined {
+  if (cached === undefined) {
+    try {
+      cached = createRequire(import.meta.url)('../../build/Release/socket_tos.node') as TosAddon;
+    } catch {
+      cached = null;
+    }
+  }
+  return cached ?? undefined;
+}
+
+/** Mark every datagram the socket sends with `dscp` (0..63); false when it could not be set. */
+export function setSocketDscp(socket: Socket, dscp: number): boolean {
+  const a = addon();
+  const fd = socketFd(socket);
+  if (!a || fd === undefined) return false;
+  return a.setDscp(fd, dscp);
+}

@@ -1,0 +1,78 @@
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { requireTool, startProcess, type RunningProcess } from '@broadcast-ops/core/testing';
+
+/**
+ * pmc against a ptp4l in a network namespace, over ptp4l's Unix socket (`-u`, boundary hops 0): one GET per
+ * command, the text answer. `client` is pmc's own socket path; `domain` the ptp4l's domainNumber (pmc's
+ * management messages must carry it).
+ */
+export function pmc(
+  at: { ns: string; sock: string; client: string; domain?: number },
+  ...commands: string[]
+): string {
+  return execFileSync(
+    requireTool('ip'),
+    [
+      'netns',
+      'exec',
+      at.ns,
+      requireTool('pmc'),
+      '-u',
+      '-b',
+      '0',
+      '-d',
+      String(at.domain ?? 0),
+      '-s',
+      at.sock,
+      '-i',
+      at.client,
+      ...commands,
+    ],
+    { encoding: 'utf8', timeout: 10_000 },
+  );
+}
+
+/** One `name value` field of a pmc answer. */
+export function field(out: string, name: string): string | undefined {
+  return new RegExp(`^\\s*${name}\\s+(\\S+)`, 'm').exec(out)?.[1];
+}
+
+/**
+ * timesvc's configuration for a PTP interop test: NTP on loopback (port 0) with the given `ntp:` lines, the
+ * GPSDO (the dummy unless `gpsdoType`), PTP on `iface` with the given `ptp:` lines, the web UI on loopback (port 0 unless `web` lines are given).
+ */
+export function writePtpConfig(
+  path: string,
+  iface: string,
+  o: { ptp?: string[]; gpsdo?: string[]; web?: string[]; ntp?: string[]; gpsdoType?: string } = {},
+): void {
+  const lines = ['ntp:', '  port: 0', '  interface: 127.0.0.1', '  ref_id: GPS', ...(o.ntp ?? [])];
+  lines.push('gpsdo:', '  enabled: true', `  type: ${o.gpsdoType ?? 'dummy'}`, ...(o.gpsdo ?? []));
+  lines.push('ptp:', '  enabled: true', `  interface: ${iface}`, ...(o.ptp ?? []));
+  lines.push('web:', ...(o.web ?? ['  port: 0', '  bind_address: 127.0.0.1']), '');
+  writeFileSync(path, lines.join('\n'));
+}
+
+/**
+ * linuxptp's ptp4l in namespace `ns` on `iface`: UDP/IPv4, software timestamps, `--free_running=1` (it never
+ * touches a clock: a rule of this lab), messages on stdout, its management socket at `sock`; `args` add the
+ * role (`-s` slave only), the delay mechanism (`-E`/`-P`) and any configuration option.
+ */
+export function startPtp4l(ns: string, iface: string, sock: string, args: string[]): RunningProcess {
+  return startProcess(requireTool('ip'), [
+    'netns',
+    'exec',
+    ns,
+    requireTool('ptp4l'),
+    '-S',
+    '-4',
+    '-i',
+    iface,
+    '-m',
+    '--free_running=1',
+    '--tx_timestamp_timeout=50',
+    `--uds_address=${sock}`,
+    ...args,
+  ]);
+}
