@@ -16,6 +16,8 @@ import { createRelayTopology, startRelay, type RelayTopology } from './relay-net
  * - rendezvous on both sides, each peer pointed at its own relay port, connects, and a 3 MB MPEG-TS file
  *   arrives bit-exact (length and SHA-256); a tshark capture in R shows only SRT data packets whose
  *   encryption flags (KK, the data header's bits 3-4 of word 1) are set, and no plaintext TS packet;
+ * - above the allocation's byte-rate cap the relay drops and counts, forwards no more than its token bucket
+ *   allows, and the SRT link stays up, degraded;
  * - both sides as callers does not connect through an opaque forwarder: each caller takes the other's
  *   induction request for a listener's answer (libsrt CUDT::processConnectResponse), nothing is delivered;
  * - caller towards a listener does not connect through a latching forwarder: the listener never sends
@@ -66,6 +68,28 @@ describe('SRT through the opaque relay, in network namespaces', () => {
     tmp.remove();
   });
 
+  /** Both peers in rendezvous towards their own relay port; resolves once the sender reports the link up. */
+  async function rendezvous(relay: Awaited<ReturnType<typeof startRelay>>, name: string) {
+    const rx = join(tmp.path, name);
+    const receiver = run(
+      topo.b,
+      `exec srt-live-transmit -v "srt://${topo.relayB}:${relay.ports[1]}?mode=rendezvous&port=${SRT_PORT}&${ENC}" file://con > ${rx}`,
+    );
+    const sender = run(
+      topo.a,
+      `exec srt-live-transmit -v udp://127.0.0.1:${UDP_IN} "srt://${topo.relayA}:${relay.ports[0]}?mode=rendezvous&port=${SRT_PORT}&${ENC}"`,
+    );
+    const diag = () =>
+      `\n--- sender\n${sender.output().slice(-3000)}\n--- receiver\n${receiver.output().slice(-3000)}\n--- relay\n${relay.group.output().slice(-2000)}`;
+    await waitFor(() => /SRT target connected/.test(sender.output()), {
+      timeoutMs: 30_000,
+      what: `the rendezvous through the relay${diag()}`,
+    }).catch((err: unknown) => {
+      throw new Error(`${(err as Error).message}${diag()}`);
+    });
+    return { rx, receiver, sender, diag };
+  }
+
   test('rendezvous on both sides: bit-exact through the relay, which carries only encrypted SRT', async () => {
     const started = Date.now();
     const relay = await startRelay(topo.r, [topo.ipA, topo.ipB]);
@@ -76,23 +100,7 @@ describe('SRT through the opaque relay, in network namespaces', () => {
       timeoutMs: 20_000,
       what: 'tshark capturing',
     });
-    const rx = join(tmp.path, 'rx.ts');
-    const receiver = run(
-      topo.b,
-      `exec srt-live-transmit -q "srt://${topo.relayB}:${relay.ports[1]}?mode=rendezvous&port=${SRT_PORT}&${ENC}" file://con > ${rx}`,
-    );
-    const sender = run(
-      topo.a,
-      `exec srt-live-transmit -v udp://127.0.0.1:${UDP_IN} "srt://${topo.relayA}:${relay.ports[0]}?mode=rendezvous&port=${SRT_PORT}&${ENC}"`,
-    );
-    const diag = () =>
-      `\n--- sender\n${sender.output()}\n--- receiver\n${receiver.output()}\n--- relay\n${relay.group.output().slice(-2000)}`;
-    await waitFor(() => /SRT target connected/.test(sender.output()), {
-      timeoutMs: 30_000,
-      what: `the rendezvous through the relay${diag()}`,
-    }).catch((err: unknown) => {
-      throw new Error(`${(err as Error).message}${diag()}`);
-    });
+    const { rx, receiver, diag } = await rendezvous(relay, 'rx.ts');
     // srt-live-transmit binds its UDP input after the SRT target connects: give it a moment.
     await sleep(1000);
     // 8 datagrams every 10 ms: about 8.4 Mbit/s.
@@ -175,6 +183,32 @@ describe('SRT through the opaque relay, in network namespaces', () => {
       const text = readFileSync(`/proc/${pid}/${file}`, 'latin1');
       assert.ok(!text.includes(PASSPHRASE), `passphrase in the relay's ${file}`);
     }
+    await stopAll();
+  });
+
+  test('above the byte-rate cap: datagrams dropped and counted, the link stays up and degrades', async () => {
+    // 300 kB/s (2.4 Mbit/s) per direction against a stream fed at about 8.4 Mbit/s.
+    const relay = await startRelay(topo.r, [topo.ipA, topo.ipB], 300_000);
+    const since = Date.now();
+    groups.push(relay.group);
+    const { rx, receiver, diag } = await rendezvous(relay, 'rx-capped.ts');
+    await sleep(1000);
+    const feed = run(topo.a, `exec ${process.execPath} ${FEED} ${ref} ${UDP_IN} 8 0`);
+    await feed.exited;
+    await sleep(3000);
+    const counters = relay.counters();
+    const got = existsSync(rx) ? statSync(rx).size : 0;
+    assert.ok((counters?.drops['over_rate'] ?? 0) > 100, `over-rate drops counted${diag()}`);
+    // Roughly the cap's worth arrives (SRT retransmits some of what the relay dropped, then drops what is too
+    // late), and the receiver never lost the link.
+    assert.ok(got > 100_000, `bytes delivered under the cap: ${got}${diag()}`);
+    // The token bucket: at most the rate over the allocation's life plus one 250 ms burst.
+    const bound = 300_000 * ((Date.now() - since) / 1000) + 75_000;
+    assert.ok((counters?.bytes[0] ?? 0) <= bound, `forwarded ${counters?.bytes[0]} bytes, bound ${bound}`);
+    process.stdout.write(
+      `# capped: ${got} bytes delivered of ${statSync(ref).size}, ${counters?.drops['over_rate']} over-rate drops\n`,
+    );
+    assert.doesNotMatch(receiver.output(), /disconnected|Connection lost/i, diag());
     await stopAll();
   });
 

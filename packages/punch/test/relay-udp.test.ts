@@ -195,6 +195,10 @@ describe('UDP relay on loopback', () => {
     } finally {
       await relay.close();
     }
+    assert.deepEqual(await relay.allocate({ sessionId: 'd', peers: [PEER_A, PEER_B] }), {
+      ok: false,
+      reason: 'closed',
+    });
 
     // A range of two ports holds one allocation (two sides); the next is refused and leaves nothing behind.
     const probe = createSocket('udp4');

@@ -37,7 +37,7 @@ export interface RelayAllocation extends AllocationView {
   ports: readonly [number, number];
 }
 
-type Refused = { ok: false; reason: RefuseReason | 'no_port' };
+type Refused = { ok: false; reason: RefuseReason | 'no_port' | 'closed' };
 
 export class UdpRelay {
   readonly allocations: RelayAllocations;
@@ -66,7 +66,7 @@ export class UdpRelay {
   }
 
   async allocate(req: AllocationRequest): Promise<({ ok: true } & RelayAllocation) | Refused> {
-    if (this.#closed) return { ok: false, reason: 'server_cap' };
+    if (this.#closed) return { ok: false, reason: 'closed' };
     const result = this.allocations.allocate(req);
     if (!result.ok) return result;
     const { id } = result.allocation;
