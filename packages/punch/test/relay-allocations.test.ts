@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ManualClock } from '@broadcast-ops/core';
+import fc from 'fast-check';
 import { AddressPolicy } from '../src/domain/relay-address-policy.ts';
 import { RelayAllocations, type RelayLimits } from '../src/domain/relay-allocations.ts';
 
@@ -196,5 +197,55 @@ describe('relay allocations', () => {
     assert.ok(made.ok);
     assert.equal(made.allocation.bytesPerSecond, 1000);
     assert.equal(made.allocation.expiresAtMs, 10_000);
+  });
+});
+
+describe('relay admission, over random traffic', () => {
+  test('never forwards more than the rate allows, and only between the two latched sources', () => {
+    const source = fc.record({
+      side: fc.constantFrom<0 | 1>(0, 1),
+      address: fc.constantFrom(A, B, EVIL),
+      port: fc.constantFrom(5000, 5001, 6000),
+      bytes: fc.integer({ min: 0, max: 1500 }),
+      afterMs: fc.integer({ min: 0, max: 50 }),
+    });
+    fc.assert(
+      fc.property(
+        fc.array(source, { maxLength: 400 }),
+        fc.integer({ min: 1000, max: 200_000 }),
+        (events, rate) => {
+          const clock = new ManualClock();
+          const r = new RelayAllocations(clock, { relatchAfterMs: 1_000_000 });
+          const made = r.allocate({ sessionId: 's', peers: [A, B], bytesPerSecond: rate });
+          assert.ok(made.ok);
+          const burst = Math.max(1500, Math.round(rate * 0.25));
+          const forwarded = [0, 0];
+          const firstFrom: ({ address: string; port: number } | undefined)[] = [undefined, undefined];
+          for (const e of events) {
+            clock.advance(e.afterMs);
+            const pinned = e.side === 0 ? A : B;
+            if (e.address === pinned) firstFrom[e.side] ??= { address: e.address, port: e.port };
+            const v = r.admit(made.allocation.id, e.side, { address: e.address, port: e.port }, e.bytes);
+            if (!v.forward) continue;
+            forwarded[e.side] = (forwarded[e.side] ?? 0) + e.bytes;
+            // Only the first source from the pinned address is forwarded, and only to the other side's.
+            assert.deepEqual({ address: e.address, port: e.port }, firstFrom[e.side]);
+            assert.deepEqual(v.to, firstFrom[e.side === 0 ? 1 : 0]);
+            // The token bucket: at most one burst plus the rate over the elapsed time, per direction.
+            assert.ok((forwarded[e.side] ?? 0) <= burst + (clock.monotonicMs() * rate) / 1000);
+          }
+          const counted = Object.values(r.drops).reduce((a, b) => a + b, 0);
+          const packets = made.allocation.id
+            ? (r.get(made.allocation.id)?.forwardedPackets ?? [0, 0])
+            : [0, 0];
+          assert.equal(
+            counted + (packets[0] ?? 0) + (packets[1] ?? 0),
+            events.length,
+            'every datagram judged once',
+          );
+        },
+      ),
+      { numRuns: 300, interruptAfterTimeLimit: 20_000 },
+    );
   });
 });
