@@ -6,6 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { repoRoot, requireTool, waitFor } from '@broadcast-ops/core/testing';
 import { SECRET, startTestServer, type TestServer } from './helpers.ts';
+import { removeNamespace } from './netns.ts';
 
 /**
  * Live video through the generated connection strings, between two hosts: two network namespaces joined by
@@ -104,21 +105,7 @@ function inNamespace(ns: string, cmd: string, cwd: string): Group {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function removeNamespaces(): void {
-  for (const ns of [NS_A, NS_B]) {
-    try {
-      // Only this test's processes run in these namespaces.
-      for (const pid of sh('ip', ['netns', 'pids', ns]).split(/\s+/).filter(Boolean)) {
-        try {
-          process.kill(Number(pid), 'SIGKILL');
-        } catch {
-          /* gone */
-        }
-      }
-      sh('ip', ['netns', 'del', ns]);
-    } catch {
-      /* not there */
-    }
-  }
+  for (const ns of [NS_A, NS_B]) removeNamespace(ns);
 }
 
 function createNamespaces(): void {

@@ -48,6 +48,23 @@ export function inNamespace(ns: string, cmd: string, cwd: string, stdoutToo = tr
   };
 }
 
+/** Kills what runs in a namespace this test created, then deletes it; nothing when it is not there. */
+export function removeNamespace(ns: string): void {
+  try {
+    // Only this test's processes run in these namespaces.
+    for (const pid of sh('ip', ['netns', 'pids', ns]).split(/\s+/).filter(Boolean)) {
+      try {
+        process.kill(Number(pid), 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+    }
+    sh('ip', ['netns', 'del', ns]);
+  } catch {
+    /* not there */
+  }
+}
+
 export interface NamespacePair {
   a: string;
   b: string;
@@ -64,21 +81,7 @@ export function createNamespaces(tag: string): NamespacePair {
     vethA: `p${tag}a${run}`,
     vethB: `p${tag}b${run}`,
     remove: () => {
-      for (const ns of [pair.a, pair.b]) {
-        try {
-          // Only this test's processes run in these namespaces.
-          for (const pid of sh('ip', ['netns', 'pids', ns]).split(/\s+/).filter(Boolean)) {
-            try {
-              process.kill(Number(pid), 'SIGKILL');
-            } catch {
-              /* gone */
-            }
-          }
-          sh('ip', ['netns', 'del', ns]);
-        } catch {
-          /* not there */
-        }
-      }
+      for (const ns of [pair.a, pair.b]) removeNamespace(ns);
     },
   };
   pair.remove();
