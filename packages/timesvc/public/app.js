@@ -391,7 +391,18 @@
     return r.toFixed(1);
   }
 
-  const SOURCE_LABELS = ['', 'Address', 'Stratum', 'Reach', 'Offset', 'Delay', 'Jitter', 'LastRx', 'Verdict', 'NTS'];
+  const SOURCE_LABELS = [
+    '',
+    'Address',
+    'Stratum',
+    'Reach',
+    'Offset',
+    'Delay',
+    'Jitter',
+    'LastRx',
+    'Verdict',
+    'NTS',
+  ];
   function renderSources(peers) {
     const body = $('sources').querySelector('tbody');
     body.replaceChildren();
