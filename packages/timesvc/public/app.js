@@ -262,6 +262,10 @@
       gm_class_accuracy: gm ? `${gm.clock_class} / ${hex(gm.clock_accuracy)}` : undefined,
       gm_priority1_2: gm ? `${gm.priority1} / ${gm.priority2}` : undefined,
       ts_refclk: p.ts_refclk,
+      offset_from_kernel:
+        typeof p.offset_from_kernel_ns === 'number'
+          ? `${(p.offset_from_kernel_ns / 1000).toFixed(1)} µs`
+          : undefined,
       profile: p.profile_title || p.profile,
       domain: p.domain,
       intervals_log2: `announce ${p.log_announce_interval}, sync ${p.log_sync_interval}, delay ${p.log_min_delay_req_interval}`,

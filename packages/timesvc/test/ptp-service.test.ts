@@ -21,6 +21,9 @@ test('PTP on an interface that does not exist: the port is FAULTY with the error
     assert.equal(st?.port_state, 'FAULTY');
     assert.match(st?.error ?? '', /nonexistent0/);
     assert.equal(st?.bmca, true);
+    // What the port would announce (UTC) against the kernel's clock: the dummy GPSDO keeps them together.
+    assert.ok(typeof st?.offset_from_kernel_ns === 'number', 'offset from the kernel in the status');
+    assert.ok(Math.abs(st.offset_from_kernel_ns) < 5e6, `${st.offset_from_kernel_ns} ns`);
     assert.equal(st?.timestamping, 'software');
     const m = await service.registry.metrics();
     assert.match(m, /timesvc_ptp_port_state 2/);

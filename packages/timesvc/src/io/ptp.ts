@@ -63,6 +63,8 @@ export interface PtpAnnouncerOptions {
   config: PtpConfig;
   /** Served clock, Unix ms (float) at a performance.now() instant. */
   servedUnixMs: (perf?: number) => number;
+  /** The kernel's CLOCK_REALTIME, Unix ms, at a performance.now() instant (the served clock's mapping). */
+  kernelRealtimeMs?: (perf: number) => number;
   /** The clock-quality model (domain/clock-quality.ts), read for every Announce. */
   quality: () => ClockQuality;
   logger: Logger;
@@ -115,6 +117,11 @@ export interface PtpStatus {
   grandmaster?: PtpGrandmaster;
   /** RFC 7273 §4.8 `ts-refclk` for an SDP naming that grandmaster and domain. */
   ts_refclk?: string;
+  /**
+   * The time this port announces (UTC, before the TAI offset) minus the kernel's CLOCK_REALTIME, ns: what a
+   * host tool reading the system clock (ptp4l -S, an SDP generator) sees differently from the grandmaster.
+   */
+  offset_from_kernel_ns?: number;
   clock_id: string;
   domain: number;
   priority1: number;
@@ -714,6 +721,12 @@ export class PtpAnnouncer {
     };
   }
 
+  /** Served (announced) time minus the kernel's realtime clock at one instant, ns. */
+  #offsetFromKernelNs(kernelRealtimeMs: (perf: number) => number): number {
+    const perf = performance.now();
+    return Math.round((this.#o.servedUnixMs(perf) - kernelRealtimeMs(perf)) * 1e6);
+  }
+
   status(): PtpStatus {
     const q = this.#o.quality();
     if (this.#running) this.#decide();
@@ -729,6 +742,9 @@ export class PtpAnnouncer {
       state_reason: this.#running ? (this.#decision?.reason ?? '') : (this.#error ?? 'not started'),
       listen_only: this.#c.listen_only,
       ...(gm ? { grandmaster: gm, ts_refclk: tsRefclk(gm.identity, this.#c.domain) } : {}),
+      ...(this.#o.kernelRealtimeMs
+        ? { offset_from_kernel_ns: this.#offsetFromKernelNs(this.#o.kernelRealtimeMs) }
+        : {}),
       clock_id: clockIdentityText(this.#portIdentity.clockIdentity),
       domain: this.#c.domain,
       priority1: this.#c.priority1,

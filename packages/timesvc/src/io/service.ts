@@ -297,6 +297,7 @@ export function createTimesvc(
     ? new PtpAnnouncer({
         config: config.ptp,
         servedUnixMs: (perf) => served.servedUnixMs(perf),
+        kernelRealtimeMs: (perf) => served.kernelRealtimeMs(perf),
         quality,
         arrival: (socket) =>
           arrivalTime(socket, served, { kernel: ntp.kernel_rx_timestamps, correctionMs: 0 }),
