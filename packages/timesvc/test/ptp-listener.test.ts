@@ -6,6 +6,7 @@ import { waitFor } from '@broadcast-ops/core/testing';
 import { PTP_PRIMARY_GROUP, decodePtp, encodePtp } from '../src/protocol/ptp.ts';
 import { PtpAnnouncer, type PtpConfig } from '../src/io/ptp.ts';
 import { freePort } from './helpers/nts.ts';
+import { loopbackPtpConfig } from './helpers/ptp.ts';
 
 /**
  * `ptp.listen_only` (docs/ptp.md "BMCA"): on loopback, a port that must never be master hears a foreign
@@ -16,25 +17,7 @@ import { freePort } from './helpers/nts.ts';
 const FOREIGN = 'aabbccfffe000042';
 
 function config(listenOnly: boolean): PtpConfig {
-  return {
-    interface: 'lo',
-    domain: 0,
-    priority1: 128,
-    priority2: 128,
-    clock_class: 248,
-    clock_accuracy: 0xfe,
-    log_announce_interval: -3,
-    log_sync_interval: -3,
-    log_min_delay_req_interval: -3,
-    transport_mode: 'multicast',
-    delay_mechanism: 'E2E',
-    profile: 'default',
-    two_step_flag: true,
-    dscp_event: 0,
-    dscp_general: 0,
-    announce_receipt_timeout: 2,
-    listen_only: listenOnly,
-  };
+  return loopbackPtpConfig({ log_min_delay_req_interval: -3, listen_only: listenOnly });
 }
 
 async function run(

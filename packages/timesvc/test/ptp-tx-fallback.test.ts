@@ -8,6 +8,7 @@ import { PTP_PRIMARY_GROUP, decodePtp, type PtpMessage } from '../src/protocol/p
 import type { TransmitTime } from '../src/io/kernel-tx-timestamp.ts';
 import { PtpAnnouncer, type PtpConfig } from '../src/io/ptp.ts';
 import { freePort } from './helpers/nts.ts';
+import { loopbackPtpConfig } from './helpers/ptp.ts';
 
 /**
  * The transmit-stamp paths of the announcer's send (docs/ptp-timestamps.md "The fallback"), with the stamp
@@ -17,25 +18,7 @@ import { freePort } from './helpers/nts.ts';
 const EPOCH_MS = 1_700_000_000_000;
 const TAI_UTC = 37;
 
-const config: PtpConfig = {
-  interface: 'lo',
-  domain: 0,
-  priority1: 128,
-  priority2: 128,
-  clock_class: 248,
-  clock_accuracy: 0xfe,
-  log_announce_interval: -3,
-  log_sync_interval: -3,
-  log_min_delay_req_interval: 0,
-  transport_mode: 'multicast',
-  delay_mechanism: 'E2E',
-  profile: 'default',
-  two_step_flag: true,
-  dscp_event: 0,
-  dscp_general: 0,
-  announce_receipt_timeout: 2,
-  listen_only: false,
-};
+const config: PtpConfig = loopbackPtpConfig();
 
 /** Follow_Up's preciseOriginTimestamp as performance.now() ms (undoing EPOCH_MS and TAI − UTC). */
 function followUpPerf(m: PtpMessage): number | undefined {

@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { requireTool, startProcess, type RunningProcess } from '@broadcast-ops/core/testing';
+import type { PtpConfig } from '../../src/io/ptp.ts';
 
 /**
  * pmc against a ptp4l in a network namespace, over ptp4l's Unix socket (`-u`, boundary hops 0): one GET per
@@ -75,4 +76,28 @@ export function startPtp4l(ns: string, iface: string, sock: string, args: string
     `--uds_address=${sock}`,
     ...args,
   ]);
+}
+
+/** The announcer's configuration on loopback for in-process tests: fast intervals, everything else plain. */
+export function loopbackPtpConfig(over: Partial<PtpConfig> = {}): PtpConfig {
+  return {
+    interface: 'lo',
+    domain: 0,
+    priority1: 128,
+    priority2: 128,
+    clock_class: 248,
+    clock_accuracy: 0xfe,
+    log_announce_interval: -3,
+    log_sync_interval: -3,
+    log_min_delay_req_interval: 0,
+    transport_mode: 'multicast',
+    delay_mechanism: 'E2E',
+    profile: 'default',
+    two_step_flag: true,
+    dscp_event: 0,
+    dscp_general: 0,
+    announce_receipt_timeout: 2,
+    listen_only: false,
+    ...over,
+  };
 }
