@@ -29,6 +29,8 @@ class SimSource implements ReferenceSource {
     private seed = 1,
     public pollLog2 = 0,
   ) {}
+  /** Round-trip delay of the next exchanges. */
+  delayS = 0.0005;
   status(): ReferenceStatus {
     return {
       usable: this.usable,
@@ -56,7 +58,7 @@ class SimSource implements ReferenceSource {
     const t = clock.monotonicMs();
     m.addSample(this.id, {
       offsetS: this.trueOffset(t) + this.jitter * this.#rand(),
-      delayS: 0.0005,
+      delayS: this.delayS,
       dispersionS: 0.0001,
       jitterS: this.jitter,
       atMs: t,
@@ -421,6 +423,36 @@ test('a single spike is held back but raises the dispersion; a persistent change
   run(clock, m, 12, [peer]);
   assert.ok(Math.abs(m.correctionAt(clock.monotonicMs()) - 0.0015) < 50e-6);
   assert.equal(m.snapshot().spikes, 2);
+});
+
+test('a stalled exchange (one path 350 ms late) is held back without ballooning the dispersion: its delay explains it', () => {
+  const { clock, m } = setup();
+  const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0.001, 0, 10e-6);
+  m.register(peer);
+  run(clock, m, 8, [peer]);
+  assert.equal(m.state, 'LOCKED');
+  const before = m.correctionAt(clock.monotonicMs());
+  const dispBefore = m.serverState.rootDispersionS;
+  // A busy host: no reply for two polls, then one that waited 350 ms on its way back (delay +350 ms, offset
+  // −174.75 ms, half the extra delay). Past a poll without an update the delay gate lets it through
+  // (docs/clock-discipline.md "Delay gate"), so the discipline judges it.
+  run(clock, m, 2, []);
+  peer.x0 = 0.001 - 0.17475;
+  peer.delayS = 0.3505;
+  run(clock, m, 1, [peer]);
+  assert.equal(m.snapshot().spikes, 1, 'held back');
+  assert.ok(Math.abs(m.correctionAt(clock.monotonicMs()) - before) < 20e-6, 'not followed');
+  // The stall is advertised as delay (root delay / 2 covers the 174.75 ms), not as dispersion.
+  assert.ok(
+    m.serverState.rootDispersionS < dispBefore + 0.001,
+    `root dispersion ${m.serverState.rootDispersionS} s`,
+  );
+  assert.ok(m.serverState.rootDelayS / 2 >= 0.17475, `root delay ${m.serverState.rootDelayS} s`);
+  peer.x0 = 0.001;
+  peer.delayS = 0.0005;
+  run(clock, m, 3, [peer]);
+  assert.equal(m.state, 'LOCKED');
+  assert.ok(Math.abs(m.correctionAt(clock.monotonicMs()) - before) < 20e-6);
 });
 
 test('a stratum-15 reference is not served as stratum 16 with LI 0: the server stays unsynchronised', () => {

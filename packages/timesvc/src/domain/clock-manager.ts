@@ -165,6 +165,16 @@ const SAMPLE_HISTORY = 16;
 /** The stepout (RFC 5905 §11.3; ntpd's `tinker stepout`, 300 s): a step is followed once it persisted this long. */
 export const STEPOUT_MS = 300_000;
 
+/**
+ * |residual| less what the sample's extra round trip over the run's best can explain: a reply delayed by d on
+ * one path is off by up to d/2 (RFC 5905 §8) with the clock right. That delay is advertised in the root delay
+ * already, so only the rest may be the clock's (or the reference's) error.
+ */
+function unexplainedS(sample: ReferenceSample, residualS: number, run: readonly ReferenceSample[]): number {
+  const minDelayS = Math.min(sample.delayS, ...run.map((s) => s.delayS));
+  return Math.max(0, Math.abs(residualS) - (sample.delayS - minDelayS) / 2);
+}
+
 export class ClockManager {
   readonly #clock: Clock;
   readonly #o: Required<
@@ -465,7 +475,9 @@ export class ClockManager {
     }
     const residual = sample.offsetS - this.#served.at(sample.atMs);
     const away = entry.away;
-    if (Math.abs(residual) <= this.#o.stepThresholdS) {
+    // An exchange stalled on one path by d is off by up to d/2 with no level change behind it (RFC 5905 §8):
+    // only the part of the residual its extra delay over the run's best cannot explain makes it a suspect.
+    if (unexplainedS(sample, residual, this.#runSamples(entry, sample.atMs)) <= this.#o.stepThresholdS) {
       if (away === undefined) return;
       entry.away = undefined;
       // Back at the served level: what it said meanwhile was not followed and seeds nothing.
@@ -680,9 +692,14 @@ export class ClockManager {
     const out = this.#discipline.add(sample.atMs / 1000, sample.offsetS, jitter, sample.delayS);
     this.#noteSample(entry, sample, jitter);
     if (out.kind === 'spike') {
-      // Held back, but until the next sample tells, the served clock may be this far off: advertise it.
+      // Held back, but until the next sample tells, the served clock may be this far off: advertise it —
+      // the part of the residual that the exchange's own extra delay cannot explain. An exchange stalled on
+      // one path by d (a busy host, a queue) is off by up to d/2 with nothing wrong with the clock, and its
+      // delay is already in the advertised root delay (#noteSample); only the rest may be the clock's error
+      // (a sample's offset is uncertain by half its delay, RFC 5905 §8; chrony's dispersion keeps the delay
+      // in root delay, not root dispersion).
       this.#spikes++;
-      this.#suspectS = Math.abs(out.residualS);
+      this.#suspectS = unexplainedS(sample, out.residualS, this.#runSamples(entry, sample.atMs));
       return;
     }
     this.#suspectS = 0;
