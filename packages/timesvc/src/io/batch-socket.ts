@@ -1,6 +1,6 @@
-import { createRequire } from 'node:module';
 import { type LoggedClient, nativeClients } from '../domain/client-log.ts';
 import { ipv6Text } from '../domain/ip-address.ts';
+import { optionalAddon } from './native-addon.ts';
 
 export { ipv6Text };
 
@@ -73,20 +73,7 @@ interface MmsgAddon {
   ): number;
 }
 
-let cached: MmsgAddon | null | undefined;
-
-function addon(): MmsgAddon | undefined {
-  if (cached === undefined) {
-    try {
-      const require = createRequire(import.meta.url);
-      cached = require('../../build/Release/ntp_mmsg.node') as MmsgAddon;
-      if (typeof cached.recv !== 'function') cached = null;
-    } catch {
-      cached = null;
-    }
-  }
-  return cached ?? undefined;
-}
+const addon = optionalAddon<MmsgAddon>('ntp_mmsg', (a) => typeof a.recv === 'function');
 
 /** Whether the batched socket addon loaded. */
 export function batchSocketsAvailable(): boolean {

@@ -1,6 +1,6 @@
 import type { Socket } from 'node:dgram';
-import { createRequire } from 'node:module';
 import type { ServedClock } from './served-clock.ts';
+import { optionalAddon } from './native-addon.ts';
 
 /**
  * Kernel receive timestamps (native/rx-timestamp.c, built by `node-gyp` at `npm ci`). Where the addon is
@@ -11,19 +11,7 @@ interface RxAddon {
   lastRxTimestampMs(fd: number): number | undefined;
 }
 
-let cached: RxAddon | null | undefined;
-
-function addon(): RxAddon | undefined {
-  if (cached === undefined) {
-    try {
-      const require = createRequire(import.meta.url);
-      cached = require('../../build/Release/rx_timestamp.node') as RxAddon;
-    } catch {
-      cached = null;
-    }
-  }
-  return cached ?? undefined;
-}
+const addon = optionalAddon<RxAddon>('rx_timestamp');
 
 /** Whether the addon loaded. */
 export function kernelRxTimestampsAvailable(): boolean {

@@ -1,8 +1,8 @@
 import type { Socket } from 'node:dgram';
-import { createRequire } from 'node:module';
 import { performance } from 'node:perf_hooks';
 import { socketFd } from './kernel-rx-timestamp.ts';
 import type { ServedClock } from './served-clock.ts';
+import { optionalAddon } from './native-addon.ts';
 
 /**
  * Kernel transmit timestamps (native/tx-timestamp.c) for the upstream client's T1 (RFC 5905 §8). T1 read
@@ -17,19 +17,7 @@ interface TxAddon {
   readTxTimestampMs(fd: number): number | undefined;
 }
 
-let cached: TxAddon | null | undefined;
-
-function addon(): TxAddon | undefined {
-  if (cached === undefined) {
-    try {
-      const require = createRequire(import.meta.url);
-      cached = require('../../build/Release/tx_timestamp.node') as TxAddon;
-    } catch {
-      cached = null;
-    }
-  }
-  return cached ?? undefined;
-}
+const addon = optionalAddon<TxAddon>('tx_timestamp');
 
 /** Whether the addon loaded. */
 export function kernelTxTimestampsAvailable(): boolean {

@@ -1,6 +1,6 @@
-import { createRequire } from 'node:module';
 import type { CookieAead } from '../domain/nts-cookies.ts';
 import type { NtsSiv } from '../domain/nts-responder.ts';
+import { optionalAddon } from './native-addon.ts';
 
 /**
  * Kept-key AES-256-GCM for NTS cookies (native/nts-cookie.c; docs/performance.md "NTS request"): the
@@ -17,19 +17,8 @@ interface Addon {
   sivOpen(h: object, ad: Uint8Array, nonce: Uint8Array, sealed: Uint8Array, plain: Uint8Array): boolean;
 }
 
-let addon: Addon | null | undefined;
 const EMPTY = new Uint8Array(0);
-
-function load(): Addon | undefined {
-  if (addon === undefined) {
-    try {
-      addon = createRequire(import.meta.url)('../../build/Release/nts_cookie.node') as Addon;
-    } catch {
-      addon = null;
-    }
-  }
-  return addon ?? undefined;
-}
+const load = optionalAddon<Addon>('nts_cookie');
 
 let cached: CookieAead | null | undefined;
 

@@ -1,6 +1,6 @@
 import type { Socket } from 'node:dgram';
-import { createRequire } from 'node:module';
 import { socketFd } from './kernel-rx-timestamp.ts';
+import { optionalAddon } from './native-addon.ts';
 
 /**
  * DiffServ marking of a bound UDP socket (native/socket-tos.c, built at `npm ci`). Where the addon is missing
@@ -10,18 +10,7 @@ interface TosAddon {
   setDscp(fd: number, dscp: number): boolean;
 }
 
-let cached: TosAddon | null | undefined;
-
-function addon(): TosAddon | undefined {
-  if (cached === undefined) {
-    try {
-      cached = createRequire(import.meta.url)('../../build/Release/socket_tos.node') as TosAddon;
-    } catch {
-      cached = null;
-    }
-  }
-  return cached ?? undefined;
-}
+const addon = optionalAddon<TosAddon>('socket_tos');
 
 /** Mark every datagram the socket sends with `dscp` (0..63); false when it could not be set. */
 export function setSocketDscp(socket: Socket, dscp: number): boolean {
