@@ -1,8 +1,8 @@
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { requireTool, startProcess, type RunningProcess } from '@broadcast-ops/core/testing';
 import { timesvcBin } from './cli.ts';
 import type { NetnsPair } from './netns.ts';
+import { startPtp4l, writePtpConfig } from './ptp.ts';
 
 /**
  * A timesvc grandmaster in `net.a` (dummy GPSDO at offset 0: served clock = host clock) and a linuxptp ptp4l
@@ -22,48 +22,23 @@ export function startTxRig(o: {
 }): { gm: RunningProcess; startSlave: () => RunningProcess } {
   const ip = requireTool('ip');
   const cfg = join(o.dir, `timesvc-${o.name}.yaml`);
-  writeFileSync(
-    cfg,
-    [
-      'ntp:',
-      '  port: 0',
-      '  interface: 127.0.0.1',
-      'gpsdo:',
-      '  enabled: true',
-      '  type: dummy',
-      'ptp:',
-      '  enabled: true',
-      `  interface: ${o.net.ifA}`,
+  writePtpConfig(cfg, o.net.ifA, {
+    ptp: [
       '  log_announce_interval: 0',
       `  log_sync_interval: ${o.logSyncInterval}`,
       `  delay_mechanism: ${o.mode}`,
-      'web:',
-      '  port: 0',
-      '  bind_address: 127.0.0.1',
-      '',
-    ].join('\n'),
-  );
+    ],
+  });
   const gm = startProcess(
     ip,
     ['netns', 'exec', o.net.a, process.execPath, '--conditions=source', timesvcBin, '--config', cfg],
     { env: o.tx === 'userspace' ? { TIMESVC_PTP_TX_TIMESTAMPS: 'userspace' } : {} },
   );
   const startSlave = (): RunningProcess =>
-    startProcess(ip, [
-      'netns',
-      'exec',
-      o.net.b,
-      requireTool('ptp4l'),
-      '-S',
-      '-4',
+    startPtp4l(o.net.b, o.net.ifB, join(o.dir, `ptp4l-${o.name}.sock`), [
       '-s',
       o.mode === 'E2E' ? '-E' : '-P',
-      '-i',
-      o.net.ifB,
-      '-m',
-      '--free_running=1',
       ...(o.slaveArgs ?? []),
-      `--uds_address=${join(o.dir, `ptp4l-${o.name}.sock`)}`,
     ]);
   return { gm, startSlave };
 }
