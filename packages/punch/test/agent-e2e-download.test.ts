@@ -84,7 +84,7 @@ test('the join page agent: downloaded from the broker with the page command into
     await waitFor(async () => (await rest('GET', '/api/session/dl', admin)).json?.state === 'CONNECTED', {
       timeoutMs: 60_000,
       intervalMs: 500,
-      what: `CONNECTED${diag()}`,
+      what: () => `CONNECTED${diag()}`,
     }).catch((err: unknown) => {
       throw new Error(`${(err as Error).message}${diag()}`);
     });
@@ -99,7 +99,7 @@ test('the join page agent: downloaded from the broker with the page command into
     const size = statSync(ref).size;
     await waitFor(() => existsSync(rx) && statSync(rx).size >= size, {
       timeoutMs: 60_000,
-      what: `the receiver to deliver ${size} bytes${diag()}`,
+      what: () => `the receiver to deliver ${size} bytes${diag()}`,
     }).catch((err: unknown) => {
       throw new Error(`${(err as Error).message} (has ${existsSync(rx) ? statSync(rx).size : 0})${diag()}`);
     });

@@ -58,7 +58,7 @@ test('health over a real SRT link: clean reads healthy; 5 % random loss reads ab
       `\n--- sender\n${sender.output().slice(-3000)}\n--- receiver\n${receiver.output().slice(-3000)}`;
     await waitFor(() => /"state":"CONNECTED"/.test(observer.output()), {
       timeoutMs: 60_000,
-      what: `CONNECTED at the observer${diag()}`,
+      what: () => `CONNECTED at the observer${diag()}`,
     });
     rig.feed(ref, 90);
     const health = async (): Promise<HealthView> => {

@@ -47,7 +47,7 @@ test('punch agent: a real SRT link between two namespaces, brokered; survives a 
     // The stream matches and both agents start srt-live-transmit; SRT connects (status `connected`).
     await waitFor(() => /"state":"CONNECTED"/.test(observer.output()), {
       timeoutMs: 60_000,
-      what: `CONNECTED at the observer${diag()}`,
+      what: () => `CONNECTED at the observer${diag()}`,
     }).catch((err: unknown) => {
       throw new Error(`${(err as Error).message}${diag()}`);
     });
@@ -57,7 +57,7 @@ test('punch agent: a real SRT link between two namespaces, brokered; survives a 
     const size = statSync(ref).size;
     await waitFor(() => existsSync(rx) && statSync(rx).size >= size, {
       timeoutMs: 60_000,
-      what: `the receiver to write ${size} bytes${diag()}`,
+      what: () => `the receiver to write ${size} bytes${diag()}`,
     }).catch((err: unknown) => {
       throw new Error(`${(err as Error).message} (has ${existsSync(rx) ? statSync(rx).size : 0})${diag()}`);
     });
@@ -74,7 +74,7 @@ test('punch agent: a real SRT link between two namespaces, brokered; survives a 
           .filter((l) => l.startsWith('{"type":"health_report"'))
           .map((l) => JSON.parse(l) as { streams: Record<string, { rtt: number; status: string }> })
           .find((m) => m.streams['default'] !== undefined),
-      { timeoutMs: 20_000, what: `a health_report${diag()}` },
+      { timeoutMs: 20_000, what: () => `a health_report${diag()}` },
     );
     const rtt = health.streams['default']?.rtt ?? -1;
     assert.ok(rtt > 0 && rtt < 50, `rtt ${rtt}`);
@@ -99,11 +99,11 @@ test('punch agent: a real SRT link between two namespaces, brokered; survives a 
         [sender, receiver].every(
           (g, i) => count(g.output(), /connected to broker/g) > (connectsBefore[i] ?? 0),
         ),
-      { timeoutMs: 40_000, what: `both agents to reconnect${diag()}` },
+      { timeoutMs: 40_000, what: () => `both agents to reconnect${diag()}` },
     );
     await waitFor(() => /"state":"CONNECTED"/.test(observer.output()), {
       timeoutMs: 30_000,
-      what: `CONNECTED again after the restart${diag()}`,
+      what: () => `CONNECTED again after the restart${diag()}`,
     });
     for (const g of [sender, receiver]) {
       const out = g.output();

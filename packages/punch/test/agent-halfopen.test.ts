@@ -88,7 +88,7 @@ test('punch agent: the sender signalling cut for 40 s with SRT intact; the strea
         const s = v.json.streams.default as { peer_a: { present: boolean }; peer_b: { present: boolean } };
         return s.peer_a.present && s.peer_b.present;
       },
-      { timeoutMs: 40_000, intervalMs: 500, what: `the sender back after the cut${diag()}` },
+      { timeoutMs: 40_000, intervalMs: 500, what: () => `the sender back after the cut${diag()}` },
     );
     const backAfter = Date.now() - restored;
     const after = observer

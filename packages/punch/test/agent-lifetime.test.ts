@@ -38,7 +38,7 @@ test('punch agent: the TTL never cuts flowing media; the session closes once bot
       `\n--- sender\n${sender.output()}\n--- receiver\n${receiver.output()}\n--- observer\n${observer.output().slice(-4000)}`;
     await waitFor(() => /"state":"CONNECTED"/.test(observer.output()), {
       timeoutMs: 60_000,
-      what: `CONNECTED at the observer${diag()}`,
+      what: () => `CONNECTED at the observer${diag()}`,
     });
     const feed = rig.feed(ref, 60);
     const feedStart = Date.now();
@@ -66,7 +66,8 @@ test('punch agent: the TTL never cuts flowing media; the session closes once bot
     const feedSeconds = (Date.now() - feedStart) / 1000;
     await waitFor(() => wholePasses(readBytes(rx), refBytes) > 0, {
       timeoutMs: 15_000,
-      what: `the receiver's file to be whole passes of the reference (${statSync(rx).size} bytes, ref ${refBytes.length})${diag()}`,
+      what: () =>
+        `the receiver's file to be whole passes of the reference (${statSync(rx).size} bytes, ref ${refBytes.length})${diag()}`,
     });
     const passes = wholePasses(readBytes(rx), refBytes);
     const lastGrowthAfterTtl = statSync(rx).mtimeMs - expiresAt;

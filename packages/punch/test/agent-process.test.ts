@@ -100,7 +100,7 @@ test('a receiver with --output file: truncates an earlier recording; the sender 
     rx.a.stop();
     await waitFor(() => /partner left/.test(tx.log()), {
       timeoutMs: 10_000,
-      what: `"partner left" in ${tx.log()}`,
+      what: () => `"partner left" in ${tx.log()}`,
     });
     tx.a.stop();
   } finally {

@@ -52,7 +52,7 @@ test('punch agent: a receiver SIGKILLed and restarted with the same join link ca
     await waitFor(() => existsSync(rx2) && statSync(rx2).size > 50_000, {
       timeoutMs: 30_000,
       intervalMs: 50,
-      what: `media at the restarted receiver${diag()}`,
+      what: () => `media at the restarted receiver${diag()}`,
     });
     const mediaAt = Date.now();
     const backAfterMs = mediaAt - restartedAt;

@@ -333,7 +333,7 @@ describe(
           // The link first, then the live source, so no frame is sent into a link still handshaking.
           await waitFor(() => /SRT target connected/.test(senders[0]?.output() ?? ''), {
             timeoutMs: 20_000,
-            what: `the ${format} link\n${logs()}`,
+            what: () => `the ${format} link\n${logs()}`,
           });
           const source = inNamespace(
             NS_A,
@@ -373,7 +373,10 @@ describe(
           void sender.exited.then(() => (ended = true));
           sourceDone = () => ended;
         }
-        await waitFor(sourceDone, { timeoutMs: 60_000, what: `the ${format} source to finish\n${logs()}` });
+        await waitFor(sourceDone, {
+          timeoutMs: 60_000,
+          what: () => `the ${format} source to finish\n${logs()}`,
+        });
         // Let the last packets cross the SRT latency, then stop the receiver (ffmpeg and GStreamer finish the file).
         await sleep(SRT_LATENCY_MS + 1_500);
         for (const g of receivers) g.signal(format === 'live-transmit' ? 'SIGTERM' : 'SIGINT');

@@ -81,7 +81,7 @@ test('presence: a half-open peer in another namespace is reported absent within 
     await waitFor(() => absent.test(observer.output()) && absent.test(a.output()), {
       timeoutMs: 35_000,
       intervalMs: 200,
-      what: `B's absence at the observer and A\n${observer.output()}\n${a.output()}`,
+      what: () => `B's absence at the observer and A\n${observer.output()}\n${a.output()}`,
     });
     const after = Date.now() - cut;
     assert.ok(after <= 35_000, `reported after ${after} ms`);

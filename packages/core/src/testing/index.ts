@@ -106,7 +106,12 @@ export async function timingBound(nominalMs: number, factor = 20): Promise<numbe
  */
 export async function waitFor<T>(
   check: () => T | Promise<T>,
-  options: { timeoutMs?: number; intervalMs?: number; what?: string } = {},
+  options: {
+    timeoutMs?: number;
+    intervalMs?: number;
+    /** What was awaited; a function is called at the timeout, so logs it names are read then, not at the start. */
+    what?: string | (() => string);
+  } = {},
 ): Promise<NonNullable<T>> {
   const deadline = Date.now() + (options.timeoutMs ?? 5000) * loadFactor();
   let last: unknown;
@@ -119,7 +124,7 @@ export async function waitFor<T>(
     }
     if (Date.now() > deadline) {
       throw new Error(
-        `timed out waiting for ${options.what ?? 'condition'}${last instanceof Error ? `: ${last.message}` : ''}`,
+        `timed out waiting for ${(typeof options.what === 'function' ? options.what() : options.what) ?? 'condition'}${last instanceof Error ? `: ${last.message}` : ''}`,
       );
     }
     await new Promise((r) => setTimeout(r, options.intervalMs ?? 20));
