@@ -183,7 +183,11 @@ test('Redis killed and restarted from its append-only file: no acknowledged sess
       };
     }),
   );
-  assert.ok(created.every((c) => c.status === 201));
+  assert.deepEqual(
+    created.filter((c) => c.status !== 201).map((c) => `${c.name}: ${c.status}`),
+    [],
+    'every session created before the crash',
+  );
   const s = await session(relay, 'durable-claims');
   const a = await ws(owner, 'durable-claims', s.a);
   const b = await ws(relay, 'durable-claims', s.b);
@@ -196,7 +200,10 @@ test('Redis killed and restarted from its append-only file: no acknowledged sess
   await Promise.all(instances.splice(0).map((i) => i.stop('SIGKILL')));
   const fresh = await startInstance(redis.url, `f${process.pid}-${n}:`);
   instances.push(fresh);
-  await waitFor(async () => (await fresh.health()).json?.store?.role === 'owner', { timeoutMs: L(30_000) });
+  await waitFor(async () => (await fresh.health()).json?.store?.role === 'owner', {
+    timeoutMs: L(30_000),
+    what: 'the fresh instance to become the owner',
+  });
   for (const c of created) {
     const v = await fresh.call('GET', `/api/session/${c.name}`, { token: c.admin });
     assert.equal(v.status, 200, `${c.name}: ${v.text}`);

@@ -170,6 +170,11 @@ export class ServedClock {
     return this.#anchorWidthMs;
   }
 
+  /** Width of the bracket of the kernel-stamp mapping's offset, ms (how exactly kernelStampMonoMs maps). */
+  get kernelMappingUncertaintyMs(): number {
+    return this.#kernelWidthMs;
+  }
+
   /** Host realtime − raw clock, seconds (0 until the host clock steps). */
   hostOffsetS(): number {
     return this.#hostOffsetMs / 1000;
