@@ -217,3 +217,33 @@ test('a departed peer whose slot is released frees the allocation; the relay end
     assert.deepEqual(relay.released, [], 'an allocation the relay ended is not released again');
   }
 });
+
+test('a peer back from another address leaves the relay pinned to the old one; the next window allocates anew', async () => {
+  const { clock, relay, started, hub, join, stream } = await setup();
+  const { a, b } = await started();
+  clock.advance(8_000);
+  await settle();
+  await settle();
+  assert.deepEqual(relay.allocated[0]?.peers, [IP_A, IP_B]);
+  // B's network changed: the same token reconnects from another address.
+  hub.detach(b);
+  const moved = '198.51.100.77';
+  const b2 = join(moved, 'tok-b');
+  hub.handle(b2, msg({ type: 'register', port: 5000, role: 'receiver' }));
+  await settle();
+  assert.deepEqual(relay.released, ['r1']);
+  assert.equal(stream()?.relay ?? null, null);
+  assert.equal(stream()?.state, 'ready');
+  // Both sides get direct coordinates again (the relay could not admit B's new address).
+  assert.deepEqual([a.last('peer')?.['ip'], a.last('peer')?.['port']], [moved, 5000]);
+  assert.deepEqual([b2.last('peer')?.['ip'], b2.last('peer')?.['port']], [IP_A, 5000]);
+  for (const l of [a, b2]) hub.handle(l, msg({ type: 'ready' }));
+  hub.handle(b2, msg({ type: 'status', srt: 'connecting' }));
+  await settle();
+  clock.advance(8_000);
+  await settle();
+  await settle();
+  assert.deepEqual(relay.allocated[1]?.peers, [IP_A, moved]);
+  assert.equal(stream()?.state, 'relaying');
+  assert.deepEqual([b2.last('peer')?.['ip'], b2.last('peer')?.['port']], [RELAY, 40001]);
+});

@@ -602,6 +602,13 @@ export class SessionBroker {
     if (slot === 'a') stream.peerA = full;
     else stream.peerB = full;
     const wasPresent = this.#setPresent(stream, slot, true);
+    // docs/relay.md "Allocation": the relay is pinned to the address the claim came from; a claim from
+    // another address cannot use it, so the stream leaves it (the signalling hub releases the allocation).
+    const relayBefore = stream.relay;
+    if (relayBefore?.state === 'allocated' && previous.ip !== full.ip) {
+      stream.relay = null;
+      if (stream.state === 'relaying' || stream.state === 'connected') stream.state = matchedState(stream);
+    }
     if (stream.state === 'connected' && (previous.holder ?? null) !== (full.holder ?? null)) {
       stream.state = matchedState(stream);
     }
@@ -614,6 +621,7 @@ export class SessionBroker {
       if (slot === 'b' && stream.peerB === full) stream.peerB = previous;
       this.#setPresent(stream, slot, wasPresent);
       stream.state = previousState;
+      if (stream.relay === null) stream.relay = relayBefore;
     });
   }
 

@@ -781,6 +781,7 @@ export class SignallingHub {
     room.started.delete(stream.name);
     const samples = room.health.get(stream.name);
     if (samples) samples[slot] = undefined;
+    this.#releaseStaleRelays(session.name, stream);
     const mine = claimOf(stream, slot);
     const theirs = claimOf(stream, other(slot));
     if (mine && theirs) {
@@ -951,6 +952,19 @@ export class SignallingHub {
         since: this.#clock.now(),
       })
       .catch(this.#onError);
+  }
+
+  /** Release this stream's allocations that it no longer uses (a claim from another address left it). */
+  #releaseStaleRelays(name: string, stream: StreamRecord): void {
+    for (const [id, where] of this.#allocations) {
+      if (where.session !== name || where.stream !== stream.name || stream.relay?.id === id) continue;
+      this.#allocations.delete(id);
+      this.#relay?.release(id);
+      this.#log?.info(
+        { session: name, stream: stream.name, outcome: 'relay_released', allocation: id },
+        'a peer came back from another address; the relay pinned to the old one is released',
+      );
+    }
   }
 
   /** Release the stream's allocation, if it has one (its slot was released, or the session closed). */
