@@ -1,5 +1,6 @@
 import { loadConfig, type EnvOverride } from '@broadcast-ops/core';
 import { z } from 'zod';
+import { AddressPolicy } from './domain/relay-address-policy.ts';
 import { parseTrustPolicy } from './io/client-address.ts';
 
 /**
@@ -171,7 +172,14 @@ export const punchConfigSchema = z.strictObject({
                 .map((x) => x.trim())
                 .filter(Boolean)
             : v,
-        ),
+        )
+        .superRefine((v, ctx) => {
+          try {
+            new AddressPolicy(v);
+          } catch (err) {
+            ctx.addIssue({ code: 'custom', message: (err as Error).message });
+          }
+        }),
       maxAllocations: z.number().int().min(1).max(10_000).default(100),
       /** Byte rate per direction per allocation (20 Mbit/s by default). */
       bytesPerSecond: z.number().int().min(12_500).max(12_500_000).default(2_500_000),
