@@ -1,5 +1,6 @@
 import { loadConfig, type EnvOverride } from '@broadcast-ops/core';
 import { z } from 'zod';
+import { AddressPolicy } from './domain/relay-address-policy.ts';
 import { parseTrustPolicy } from './io/client-address.ts';
 
 /**
@@ -134,6 +135,56 @@ export const punchConfigSchema = z.strictObject({
         .prefault({}),
     })
     .prefault({}),
+  /**
+   * The in-process relay (docs/relay.md): where a stream goes when direct rendezvous does not connect
+   * within `fallbackAfterMs` of `start`. `publicAddress` is what the peers are told to send to; without it
+   * the base URL's host is used unless that is a loopback name (then every fallback is refused with
+   * `no_public_address`, shown in the view).
+   */
+  relay: z
+    .strictObject({
+      enabled: onOff.default(true),
+      host: z.string().min(1).default('0.0.0.0'),
+      publicAddress: z.string().min(1).optional(),
+      /** UDP ports of the allocations, inclusive (`0-0`: ephemeral ports), e.g. `40000-40999`. */
+      ports: z
+        .string()
+        .regex(/^\d{1,5}-\d{1,5}$/, {
+          error: 'must be two ports, low-high (e.g. 40000-40999; 0-0 ephemeral)',
+        })
+        .default('0-0')
+        .refine(
+          (v) => {
+            const [lo, hi] = v.split('-').map(Number) as [number, number];
+            return (lo === 0 && hi === 0) || (lo >= 1024 && hi <= 65535 && lo <= hi);
+          },
+          { error: 'must be 0-0 or a range within 1024-65535, low first' },
+        ),
+      fallbackAfterMs: z.number().int().min(2_000).max(120_000).default(8_000),
+      /** CIDRs allowed as peer addresses although loopback or private-use (a lab, one private network). */
+      allow: z
+        .union([z.array(z.string().min(1)), z.string()])
+        .default([])
+        .transform((v) =>
+          typeof v === 'string'
+            ? v
+                .split(',')
+                .map((x) => x.trim())
+                .filter(Boolean)
+            : v,
+        )
+        .superRefine((v, ctx) => {
+          try {
+            new AddressPolicy(v);
+          } catch (err) {
+            ctx.addIssue({ code: 'custom', message: (err as Error).message });
+          }
+        }),
+      maxAllocations: z.number().int().min(1).max(10_000).default(100),
+      /** Byte rate per direction per allocation (20 Mbit/s by default). */
+      bytesPerSecond: z.number().int().min(12_500).max(12_500_000).default(2_500_000),
+    })
+    .prefault({}),
 });
 
 export type PunchConfig = z.output<typeof punchConfigSchema>;
@@ -175,6 +226,14 @@ export const PUNCH_ENV: Record<string, EnvOverride | string> = {
   PUNCH_ALARM_WEBHOOK_SECRET: str('alarms.webhook.secret'),
   PUNCH_ALARM_WEBHOOK_RETRIES: 'alarms.webhook.retries',
   PUNCH_ALARM_WEBHOOK_TIMEOUT_MS: 'alarms.webhook.timeoutMs',
+  PUNCH_RELAY: 'relay.enabled',
+  PUNCH_RELAY_HOST: str('relay.host'),
+  PUNCH_RELAY_PUBLIC_ADDRESS: str('relay.publicAddress'),
+  PUNCH_RELAY_PORTS: str('relay.ports'),
+  PUNCH_RELAY_AFTER_MS: 'relay.fallbackAfterMs',
+  PUNCH_RELAY_ALLOW: str('relay.allow'),
+  PUNCH_RELAY_MAX_ALLOCATIONS: 'relay.maxAllocations',
+  PUNCH_RELAY_BYTES_PER_SECOND: 'relay.bytesPerSecond',
   TURNSTILE_SECRET: str('turnstile.secret'),
   TURNSTILE_SITE_KEY: str('turnstile.siteKey'),
   TURNSTILE_VERIFY_URL: str('turnstile.verifyUrl'),

@@ -24,6 +24,7 @@ import { attachSignalling, tokenFingerprint, type SignallingServer } from './io/
 import { cloudflareTurnstile, type TurnstileVerifier } from './io/turnstile.ts';
 import { clientAddress } from './io/client-address.ts';
 import { RedisBridge } from './io/redis-bridge.ts';
+import { createInProcessRelay } from './io/relay/relay-port.ts';
 import { RedisCluster } from './io/redis-cluster.ts';
 import { installForwarding } from './io/redis-forward.ts';
 import { sharedLimit } from './io/redis-rate-limit.ts';
@@ -216,9 +217,29 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
         logger,
       })
     : undefined;
+  // docs/relay.md "Running inside the broker": the relay a stream falls back to when rendezvous fails.
+  const relayFallbacks = new Counter({
+    name: 'punch_relay_fallbacks_total',
+    help: 'Streams moved to the relay after direct rendezvous failed, by outcome (allocated, refused) and reason',
+    labelNames: ['outcome', 'reason'],
+    registers: [registry],
+  });
+  let relayEnded: (id: string, reason: string) => void = () => undefined;
+  const relay = config.relay.enabled
+    ? createInProcessRelay({
+        config: config.relay,
+        baseUrl: () => baseUrl,
+        clock,
+        registry,
+        onEnd: (id, reason) => relayEnded(id, reason),
+      })
+    : undefined;
   const hub = new SignallingHub({
     broker,
     clock,
+    ...(relay ? { relay: relay.port } : {}),
+    relayAfterMs: config.relay.fallbackAfterMs,
+    onRelayFallback: (outcome, reason) => relayFallbacks.inc({ outcome, reason: reason ?? '' }),
     ...(ws.detachedGraceMs === undefined ? {} : { detachedGraceMs: ws.detachedGraceMs }),
     ...(ws.healthReportMs === undefined ? {} : { healthReportMs: ws.healthReportMs }),
     ...(ws.probeMs === undefined ? {} : { probeMs: ws.probeMs }),
@@ -234,6 +255,7 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
       alarmWebhook?.send(alarm);
     },
   });
+  relayEnded = (id, reason) => hub.relayEnded(id, reason);
   const wsRejected = new Counter({
     name: 'punch_ws_rejected_total',
     help: 'WebSocket connections refused before joining a session, by reason',
@@ -359,6 +381,7 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
       await signalling.close();
       alarmWebhook?.close();
       hub.stop();
+      await relay?.relay.close();
       await app.close();
       broker.stop();
       await cluster?.stop();

@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import { ConfigError } from '@broadcast-ops/core';
 import { repoRoot } from '@broadcast-ops/core/testing';
 import { loadPunchConfig } from '../src/config.ts';
+import { relayPublicAddress } from '../src/io/relay/relay-port.ts';
 
 test('the committed example config parses and equals the embedded defaults where it should', () => {
   const c = loadPunchConfig({ file: join(repoRoot, 'config/punch.yaml'), environment: {} });
@@ -110,4 +111,45 @@ test('errors name the key: short secret, bad port, unknown key', () => {
       }),
     /unknown-key\.yaml: unknown key "limits\.maxStreem"/,
   );
+});
+
+test('relay: defaults, the environment names, port range and allow list parsed; bad values named', () => {
+  const d = loadPunchConfig({ environment: {} });
+  assert.deepEqual(d.relay, {
+    enabled: true,
+    host: '0.0.0.0',
+    ports: '0-0',
+    fallbackAfterMs: 8_000,
+    allow: [],
+    maxAllocations: 100,
+    bytesPerSecond: 2_500_000,
+  });
+  const c = loadPunchConfig({
+    environment: {
+      PUNCH_RELAY: 'off',
+      PUNCH_RELAY_PUBLIC_ADDRESS: '203.0.113.9',
+      PUNCH_RELAY_PORTS: '40000-40999',
+      PUNCH_RELAY_AFTER_MS: '5000',
+      PUNCH_RELAY_ALLOW: '10.0.0.0/8, 192.168.1.0/24',
+    },
+  });
+  assert.equal(c.relay.enabled, false);
+  assert.equal(c.relay.publicAddress, '203.0.113.9');
+  assert.equal(c.relay.ports, '40000-40999');
+  assert.equal(c.relay.fallbackAfterMs, 5_000);
+  assert.deepEqual(c.relay.allow, ['10.0.0.0/8', '192.168.1.0/24']);
+  assert.throws(() => loadPunchConfig({ environment: { PUNCH_RELAY_PORTS: '41000-40000' } }), /relay\.ports/);
+  assert.throws(() => loadPunchConfig({ environment: { PUNCH_RELAY_PORTS: '80-90' } }), /relay\.ports/);
+  assert.throws(
+    () => loadPunchConfig({ environment: { PUNCH_RELAY_AFTER_MS: '500' } }),
+    /relay\.fallbackAfterMs/,
+  );
+  assert.throws(() => loadPunchConfig({ environment: { PUNCH_RELAY_ALLOW: '10.0.0.0/8, nope' } }), /"nope"/);
+  // The address the peers are told: configured, else the base URL's host unless it is loopback.
+  assert.equal(relayPublicAddress(c.relay, 'http://localhost:8787'), '203.0.113.9');
+  assert.equal(relayPublicAddress(d.relay, 'https://punch.example.com'), 'punch.example.com');
+  assert.equal(relayPublicAddress(d.relay, 'http://[2001:db8::1]:8787'), '2001:db8::1');
+  for (const local of ['http://localhost:8787', 'http://127.0.0.1:8787', 'http://[::1]:8787']) {
+    assert.equal(relayPublicAddress(d.relay, local), undefined, local);
+  }
 });

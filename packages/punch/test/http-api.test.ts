@@ -163,8 +163,8 @@ describe('HTTP API on 127.0.0.1:0', () => {
       session: 'view-1',
       state: 'WAITING',
       streams: {
-        a: { state: 'waiting', peer_a: null, peer_b: null, health: null },
-        b: { state: 'waiting', peer_a: null, peer_b: null, health: null },
+        a: { state: 'waiting', peer_a: null, peer_b: null, path: 'direct', health: null },
+        b: { state: 'waiting', peer_a: null, peer_b: null, path: 'direct', health: null },
       },
       latency: 250,
       created: r.json.created,

@@ -314,7 +314,8 @@ export class PunchAgent {
         // back): tell it again.
         const streams = m['streams'] as Record<string, { state?: string }> | undefined;
         const mine = this.#o.stream ?? Object.keys(streams ?? {})[0];
-        if (mine && streams?.[mine]?.state === 'ready' && this.#srtState === 'connected') {
+        const matched = streams?.[mine ?? '']?.state;
+        if (mine && (matched === 'ready' || matched === 'relaying') && this.#srtState === 'connected') {
           this.#sendStatus('connected');
         }
         return;

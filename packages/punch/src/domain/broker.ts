@@ -15,6 +15,7 @@ import {
   type RandomBytes,
   type SessionRecord,
   type StreamHealth,
+  type StreamRelay,
   type StreamRecord,
   type StreamState,
 } from './session.ts';
@@ -106,6 +107,11 @@ export type StreamChangeOutcome = Outcome<
 >;
 
 const SLOT_NAMES: readonly PeerSlot[] = ['a', 'b'];
+
+/** A matched stream whose link is not up: `relaying` when it was moved to the relay, else `ready`. */
+function matchedState(stream: StreamRecord): StreamState {
+  return stream.relay?.state === 'allocated' ? 'relaying' : 'ready';
+}
 
 function describe(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
@@ -450,7 +456,7 @@ export class SessionBroker {
     const previousState = stream.state;
     const wasMatched = this.#bothPresent(stream);
     const wasPresent = this.#setPresent(stream, slot, true);
-    if (peerCount(stream) === 2 && this.#bothPresent(stream)) stream.state = 'ready';
+    if (peerCount(stream) === 2 && this.#bothPresent(stream)) stream.state = matchedState(stream);
     // A first claim is announced by `session` alone; `peer_presence` is for a claim's holder coming back.
     return this.#commitClaim(
       session,
@@ -596,11 +602,18 @@ export class SessionBroker {
     if (slot === 'a') stream.peerA = full;
     else stream.peerB = full;
     const wasPresent = this.#setPresent(stream, slot, true);
+    // docs/relay.md "Allocation": the relay is pinned to the address the claim came from; a claim from
+    // another address cannot use it, so the stream leaves it (the signalling hub releases the allocation).
+    const relayBefore = stream.relay;
+    if (relayBefore?.state === 'allocated' && previous.ip !== full.ip) {
+      stream.relay = null;
+      if (stream.state === 'relaying' || stream.state === 'connected') stream.state = matchedState(stream);
+    }
     if (stream.state === 'connected' && (previous.holder ?? null) !== (full.holder ?? null)) {
-      stream.state = 'ready';
+      stream.state = matchedState(stream);
     }
     if (stream.state === 'waiting' && peerCount(stream) === 2 && this.#bothPresent(stream)) {
-      stream.state = 'ready';
+      stream.state = matchedState(stream);
     }
     const moved = previous.ip !== full.ip || previous.port !== full.port;
     return this.#commitClaim(session, stream, slot, hooks, { wasMatched, wasPresent, moved }, () => {
@@ -608,6 +621,7 @@ export class SessionBroker {
       if (slot === 'b' && stream.peerB === full) stream.peerB = previous;
       this.#setPresent(stream, slot, wasPresent);
       stream.state = previousState;
+      if (stream.relay === null) stream.relay = relayBefore;
     });
   }
 
@@ -666,12 +680,39 @@ export class SessionBroker {
     }
     if (stream.state === 'waiting') return { ok: true, changed: false };
     const previous = stream.state;
-    const next: StreamState = srt === 'connected' ? 'connected' : srt === 'connecting' ? previous : 'ready';
+    // Over the relay (docs/relay.md "States"), a link that is not up is `relaying`, not `ready`.
+    const next: StreamState =
+      srt === 'connected' ? 'connected' : srt === 'connecting' ? previous : matchedState(stream);
     if (next === previous) return { ok: true, changed: false };
     stream.state = next;
     this.#refreshState(session);
     return this.#commitStreamChange(session, () => {
       if (stream.state === next) stream.state = previous;
+    });
+  }
+
+  /**
+   * The stream's relay changed (docs/relay.md "Detection"): `allocated` moves a matched stream that is not
+   * connected to `relaying` (saved like any state change); `refused` and `ended` are shown in the view and
+   * leave or put the stream back in `ready` (a relay that ended carries nothing). `null` forgets the relay.
+   */
+  async setRelay(name: string, streamName: string, relay: StreamRelay | null): Promise<StreamChangeOutcome> {
+    if (this.#closePending(name)) await this.#closeSettled(name);
+    const found = this.#stream(name, streamName);
+    if ('ok' in found) return found;
+    const { session, stream } = found;
+    const previousRelay = stream.relay ?? null;
+    const previous = stream.state;
+    stream.relay = relay;
+    if (previous === 'ready' || previous === 'relaying') stream.state = matchedState(stream);
+    this.#refreshState(session);
+    if (stream.state === previous) {
+      this.#emit({ type: 'session_changed', session });
+      return { ok: true, changed: true };
+    }
+    return this.#commitStreamChange(session, () => {
+      if (stream.relay === relay) stream.relay = previousRelay;
+      stream.state = previous;
     });
   }
 
@@ -702,7 +743,7 @@ export class SessionBroker {
   }
 
   #refreshState(session: SessionRecord): void {
-    // RELAYING is never entered (spec: future); CLOSED is final.
+    // RELAYING while a stream is on the relay and not yet connected (docs/relay.md "States"); CLOSED is final.
     if (isLive(session)) session.state = deriveSessionState(session.streams);
   }
 

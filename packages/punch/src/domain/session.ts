@@ -5,8 +5,12 @@ import { randomBytes, randomFillSync } from 'node:crypto';
  * Plain data: the broker (broker.ts) owns transitions, the store (store.ts) persists these records.
  */
 export type SessionState = 'WAITING' | 'READY' | 'CONNECTED' | 'RELAYING' | 'CLOSED';
-/** README "States": waiting (0-1 peers) → ready (matched) → connected. */
-export type StreamState = 'waiting' | 'ready' | 'connected';
+/**
+ * README "States": waiting (0-1 peers) → ready (matched) → connected; `relaying` when direct rendezvous did
+ * not connect in time and the stream was moved to the relay (docs/relay.md "Detection"), until SRT connects
+ * over it (then `connected`, path relayed).
+ */
+export type StreamState = 'waiting' | 'ready' | 'relaying' | 'connected';
 export type CloseReason = 'admin_closed' | 'ttl_expired' | 'error';
 export type PeerSlot = 'a' | 'b';
 
@@ -44,6 +48,34 @@ export interface StreamRecord {
   peerB: PeerClaim | null;
   /** Latest health (not persisted: it is stale after a restart anyway). */
   health: StreamHealth | null;
+  /**
+   * The stream's relay, if the broker moved it to one (docs/relay.md "Detection"). Memory only, like
+   * presence: the relay's allocations live in this process and are gone after a restart.
+   */
+  relay?: StreamRelay | null | undefined;
+}
+
+/**
+ * A stream's relay as the view shows it (docs/relay.md "What the operator sees"): `allocated` (the link runs
+ * through the relay's two ports), `refused` (no allocation could be made: `reason`), or `ended` (the relay
+ * ended the allocation: idle or expired).
+ */
+export interface StreamRelay {
+  state: 'allocated' | 'refused' | 'ended';
+  reason: string | null;
+  /** The relay's allocation id (null when refused). */
+  id: string | null;
+  /** The relay's address as advertised to the peers. */
+  address: string | null;
+  /** The relay's port for slot a's peer, then slot b's. */
+  ports: readonly [number, number] | null;
+  /** Unix epoch ms of the change. */
+  since: number;
+}
+
+/** `relayed` while the stream's link runs (or is being set up) through an allocated relay. */
+export function pathOf(stream: StreamRecord): 'direct' | 'relayed' {
+  return stream.relay?.state === 'allocated' ? 'relayed' : 'direct';
 }
 
 /**
@@ -138,9 +170,13 @@ export function peerCount(stream: StreamRecord): number {
   return (stream.peerA ? 1 : 0) + (stream.peerB ? 1 : 0);
 }
 
-/** Session state from its streams (README "States"): any connected → CONNECTED, any matched → READY. */
+/**
+ * Session state from its streams (README "States"): any connected → CONNECTED, any moved to the relay and
+ * not yet connected → RELAYING (spec "States and transitions"), any matched → READY.
+ */
 export function deriveSessionState(streams: readonly StreamRecord[]): SessionState {
   if (streams.some((s) => s.state === 'connected')) return 'CONNECTED';
+  if (streams.some((s) => s.state === 'relaying')) return 'RELAYING';
   if (streams.some((s) => s.state === 'ready')) return 'READY';
   return 'WAITING';
 }

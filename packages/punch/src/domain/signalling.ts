@@ -15,7 +15,14 @@ import type { BrokerEvent, ClaimResult, SessionBroker } from './broker.ts';
 import { HEALTH_MAX_AGE_MS, classifyHealth, liveHealth, suggestedLatency } from './health.ts';
 import { HealthMonitor, type HealthAlarm, type LinkHealthView } from './health-monitor.ts';
 import { refuse, type Refusal } from './outcome.ts';
-import { isLive, type PeerClaim, type PeerSlot, type SessionRecord, type StreamRecord } from './session.ts';
+import {
+  isLive,
+  pathOf,
+  type PeerClaim,
+  type PeerSlot,
+  type SessionRecord,
+  type StreamRecord,
+} from './session.ts';
 
 /**
  * The signalling hub: which connection holds which peer slot, and the messages that follow from the
@@ -80,7 +87,35 @@ export interface SignallingOptions {
   onRefused?: (code: string) => void;
   /** A health alarm raised or cleared (README "Health"): the webhook's feed; admins get `health_alarm`. */
   onAlarm?: (alarm: HealthAlarm) => void;
+  /** The relay the broker falls back to (docs/relay.md "Detection"); none: streams stay direct. */
+  relay?: RelayPort;
+  /**
+   * How long after `start` a stream whose both ends report their SRT state, neither `connected`, is moved
+   * to the relay (docs/relay.md "Detection"). Default 8 s.
+   */
+  relayAfterMs?: number;
+  /** A fallback to the relay was tried (for the metrics): allocated, or refused with the relay's reason. */
+  onRelayFallback?: (outcome: 'allocated' | 'refused', reason: string | null) => void;
 }
+
+/**
+ * The relay as the hub sees it (docs/relay.md): an allocation of two ports pinned to the two peers' public
+ * IPs, side 0 for slot a and side 1 for slot b; the io layer binds it to the in-process UdpRelay and names
+ * the address the peers are to send to.
+ */
+export interface RelayPort {
+  allocate(req: {
+    sessionId: string;
+    peers: readonly [string, string];
+  }): Promise<
+    | { ok: true; id: string; address: string; ports: readonly [number, number] }
+    | { ok: false; reason: string }
+  >;
+  release(id: string): void;
+}
+
+/** Default detection window (docs/relay.md "Detection": why 8 s). */
+export const RELAY_AFTER_MS = 8_000;
 
 interface HealthSample {
   rtt: number;
@@ -158,6 +193,11 @@ export class SignallingHub {
   readonly #onRefused: (code: string) => void;
   readonly #onAlarm: (alarm: HealthAlarm) => void;
   readonly #monitor = new HealthMonitor();
+  readonly #relay: RelayPort | undefined;
+  readonly #relayAfterMs: number;
+  readonly #onRelayFallback: (outcome: 'allocated' | 'refused', reason: string | null) => void;
+  /** Allocation id → its session and stream, to release it with the session and to report its end. */
+  readonly #allocations = new Map<string, { session: string; stream: string }>();
   /** Per connection and stream, the coordinates of the last `peer` it was sent (README "When `peer` is sent"). */
   readonly #lastPeer = new WeakMap<PeerLink, Map<string, string>>();
   /** Connections whose `register` waits for a liveness probe, with the latest `register` they sent. */
@@ -181,6 +221,9 @@ export class SignallingHub {
     this.#log = options.log;
     this.#onRefused = options.onRefused ?? (() => undefined);
     this.#onAlarm = options.onAlarm ?? (() => undefined);
+    this.#relay = options.relay;
+    this.#relayAfterMs = options.relayAfterMs ?? RELAY_AFTER_MS;
+    this.#onRelayFallback = options.onRelayFallback ?? (() => undefined);
     this.#startedAt = this.#clock.monotonicMs();
     this.#unsubscribe = this.#broker.subscribe((e) => this.#onBrokerEvent(e));
   }
@@ -191,6 +234,8 @@ export class SignallingHub {
 
   stop(): void {
     this.#unsubscribe();
+    for (const id of this.#allocations.keys()) this.#relay?.release(id);
+    this.#allocations.clear();
     for (const room of this.#rooms.values()) {
       room.healthTimer?.cancel();
       for (const t of room.graceTimers.values()) t.cancel();
@@ -372,6 +417,12 @@ export class SignallingHub {
         void this.#broker.release(name, stream, slot).then((r) => {
           if (r.ok && r.changed) {
             room.detachedSince.delete(key);
+            // docs/relay.md "Lifetime": an allocation exists only for the stream's two peers.
+            const released = this.#broker.get(name)?.streams.find((st) => st.name === stream);
+            if (released?.relay) {
+              this.#releaseRelay(released);
+              void this.#broker.setRelay(name, stream, null).catch(this.#onError);
+            }
             this.#log?.info(
               { session: name, stream, slot, ip, outcome: 'released' },
               'slot released after the grace period',
@@ -730,11 +781,12 @@ export class SignallingHub {
     room.started.delete(stream.name);
     const samples = room.health.get(stream.name);
     if (samples) samples[slot] = undefined;
+    this.#releaseStaleRelays(session.name, stream);
     const mine = claimOf(stream, slot);
     const theirs = claimOf(stream, other(slot));
     if (mine && theirs) {
-      if (h[i]) this.#sendPeer(h[i], peerMessage(session, stream, theirs, mine));
-      if (h[j]) this.#sendPeer(h[j], peerMessage(session, stream, mine, theirs));
+      if (h[i]) this.#sendPeer(h[i], peerMessage(session, stream, theirs, mine, slot));
+      if (h[j]) this.#sendPeer(h[j], peerMessage(session, stream, mine, theirs, other(slot)));
     }
     // A peer that registers after a tally was set learns it at once.
     if (h[i]) this.#sendTally(h[i], room, stream.name);
@@ -769,6 +821,157 @@ export class SignallingHub {
         : encode({ type: 'start', stream: stream.name });
     h[0].send(startFor('a'));
     h[1].send(startFor('b'));
+    this.#armRelayFallback(session.name, room, stream.name);
+  }
+
+  // --- relay fallback (docs/relay.md "Detection")
+
+  /**
+   * Spec "States and transitions": a stream whose hole punching failed moves to RELAYING. Failure is
+   * judged `relayAfterMs` after `start`: both ends have reported their SRT state since they registered and
+   * neither is `connected`. A client that never reports its SRT state (a spec client that only exchanges
+   * coordinates) is never moved: the broker cannot tell that its link failed, and a second `peer` could
+   * break a link that works.
+   */
+  #armRelayFallback(name: string, room: Room, stream: string): void {
+    if (!this.#relay) return;
+    const key = `${stream}/relay`;
+    room.graceTimers.get(key)?.cancel();
+    room.graceTimers.set(
+      key,
+      this.#clock.setTimer(this.#relayAfterMs, () => {
+        room.graceTimers.delete(key);
+        if (this.#rooms.get(name) !== room || !room.started.has(stream)) return;
+        const session = this.#broker.get(name);
+        const record = session?.streams.find((st) => st.name === stream);
+        if (!session || !isLive(session) || !record || record.state !== 'ready') return;
+        if (record.relay?.state === 'allocated') return;
+        const reports = SLOTS.map((slot) => this.#broker.srtReport(record, slot));
+        if (reports.some((r) => r === null || r === 'connected')) return;
+        this.#log?.warn(
+          { session: name, stream, outcome: 'relay_fallback', afterMs: this.#relayAfterMs, srt: reports },
+          'no SRT connection within the detection window after start; moving the stream to the relay',
+        );
+        void this.#fallBack(session, room, record).catch(this.#onError);
+      }),
+    );
+  }
+
+  async #fallBack(session: SessionRecord, room: Room, record: StreamRecord): Promise<void> {
+    const relay = this.#relay;
+    const { peerA, peerB } = record;
+    if (!relay || !peerA || !peerB) return;
+    const name = session.name;
+    const result = await relay.allocate({ sessionId: session.id, peers: [peerA.ip, peerB.ip] });
+    // The stream may have changed while the relay bound its ports: a new claim, a departure, a close.
+    const now = this.#broker.get(name);
+    const current = now?.streams.find((st) => st.name === record.name);
+    const unchanged =
+      now === session &&
+      isLive(session) &&
+      this.#rooms.get(name) === room &&
+      room.started.has(record.name) &&
+      current?.peerA === peerA &&
+      current.peerB === peerB &&
+      current.state === 'ready';
+    if (!result.ok) {
+      this.#onRelayFallback('refused', result.reason);
+      this.#log?.warn(
+        { session: name, stream: record.name, outcome: 'relay_refused', reason: result.reason },
+        'the relay refused the allocation; the stream stays on its direct path',
+      );
+      if (unchanged) {
+        await this.#broker.setRelay(name, record.name, {
+          state: 'refused',
+          reason: result.reason,
+          id: null,
+          address: null,
+          ports: null,
+          since: this.#clock.now(),
+        });
+      }
+      return;
+    }
+    if (!unchanged) {
+      relay.release(result.id);
+      return;
+    }
+    const saved = await this.#broker.setRelay(name, record.name, {
+      state: 'allocated',
+      reason: null,
+      id: result.id,
+      address: result.address,
+      ports: result.ports,
+      since: this.#clock.now(),
+    });
+    if (!saved.ok || this.#rooms.get(name) !== room) {
+      relay.release(result.id);
+      return;
+    }
+    this.#allocations.set(result.id, { session: name, stream: record.name });
+    this.#onRelayFallback('allocated', null);
+    this.#log?.info(
+      {
+        session: name,
+        stream: record.name,
+        outcome: 'relayed',
+        relay: result.address,
+        ports: result.ports,
+        allocation: result.id,
+      },
+      'stream moved to the relay; peers sent the relay as their partner',
+    );
+    // A new pair of coordinates: `start` follows the next pair of `ready`s (as after any `peer`).
+    room.ready.delete(record.name);
+    room.started.delete(record.name);
+    const h = this.#holders(room, record.name);
+    for (const slot of SLOTS) {
+      const link = h[slotIndex(slot)];
+      const mine = claimOf(record, slot);
+      const theirs = claimOf(record, other(slot));
+      if (link && mine && theirs) this.#sendPeer(link, peerMessage(session, record, theirs, mine, slot));
+    }
+  }
+
+  /** The relay ended an allocation (idle or expired): the view says so; the stream is direct again. */
+  relayEnded(id: string, reason: string): void {
+    const where = this.#allocations.get(id);
+    this.#allocations.delete(id);
+    if (!where) return;
+    const record = this.#broker.get(where.session)?.streams.find((st) => st.name === where.stream);
+    if (record?.relay?.id !== id) return;
+    this.#log?.warn(
+      { session: where.session, stream: where.stream, outcome: 'relay_ended', reason, allocation: id },
+      "the relay ended the stream's allocation",
+    );
+    void this.#broker
+      .setRelay(where.session, where.stream, {
+        ...record.relay,
+        state: 'ended',
+        reason,
+        since: this.#clock.now(),
+      })
+      .catch(this.#onError);
+  }
+
+  /** Release this stream's allocations that it no longer uses (a claim from another address left it). */
+  #releaseStaleRelays(name: string, stream: StreamRecord): void {
+    for (const [id, where] of this.#allocations) {
+      if (where.session !== name || where.stream !== stream.name || stream.relay?.id === id) continue;
+      this.#allocations.delete(id);
+      this.#relay?.release(id);
+      this.#log?.info(
+        { session: name, stream: stream.name, outcome: 'relay_released', allocation: id },
+        'a peer came back from another address; the relay pinned to the old one is released',
+      );
+    }
+  }
+
+  /** Release the stream's allocation, if it has one (its slot was released, or the session closed). */
+  #releaseRelay(record: StreamRecord | undefined): void {
+    const id = record?.relay?.state === 'allocated' ? record.relay.id : null;
+    if (id === null || !this.#allocations.delete(id)) return;
+    this.#relay?.release(id);
   }
 
   // --- health
@@ -917,6 +1120,7 @@ export class SignallingHub {
         bitrate: h.bitrate,
         status: a?.status ?? classifyHealth(h.rtt, h.retransmit),
         suggestedLatency: a?.suggestedLatency ?? suggestedLatency(h.rtt),
+        ...relayedPath(s),
         ends: this.#ends(room, s.name),
         ...(a ? { figures: a.ends, advice: a.advice, alarms: a.alarms } : {}),
       };
@@ -972,6 +1176,8 @@ export class SignallingHub {
   // --- broker events → messages
 
   #onBrokerEvent(e: BrokerEvent): void {
+    // docs/relay.md "Lifetime": a session's allocations end with it (whether or not anyone is connected).
+    if (e.type === 'session_closed') for (const st of e.session.streams) this.#releaseRelay(st);
     const room = this.#rooms.get(e.session.name);
     if (!room) return;
     switch (e.type) {
@@ -1051,18 +1257,23 @@ export class SignallingHub {
   }
 }
 
-/** `peer` to the peer holding `mine`, about `theirs`. */
+/**
+ * `peer` to the peer holding `mine` (slot `slot`), about `theirs`. On the relay (docs/relay.md "What the
+ * agent is sent"), the partner's address is the relay's and its port is this peer's relay port.
+ */
 function peerMessage(
   session: SessionRecord,
   stream: StreamRecord,
   theirs: PeerClaim,
   mine: PeerClaim,
+  slot: PeerSlot,
 ): Extract<ServerMessage, { type: 'peer' }> {
+  const relay = stream.relay?.state === 'allocated' ? stream.relay : null;
   return {
     type: 'peer',
     stream: stream.name,
-    ip: theirs.ip,
-    port: theirs.port,
+    ip: relay?.address ?? theirs.ip,
+    port: relay?.ports?.[slotIndex(slot)] ?? theirs.port,
     localPort: mine.port,
     passphrase: session.passphrase,
     latency: session.latency,
@@ -1070,15 +1281,21 @@ function peerMessage(
   };
 }
 
+/** `{path: 'relayed'}` while the stream is on the relay, else nothing (the spec's message shapes). */
+function relayedPath(stream: StreamRecord): { path?: 'relayed' } {
+  return pathOf(stream) === 'relayed' ? { path: 'relayed' } : {};
+}
+
 /** The `session` message; `peers` counts the stream's present peers (README "Presence"). */
 export function sessionMessage(
   session: SessionRecord,
   presentPeers: (stream: StreamRecord) => number = (s) => (s.peerA ? 1 : 0) + (s.peerB ? 1 : 0),
 ): ServerMessage {
-  const streams: Record<string, { state: string; peers: number }> = {};
+  const streams: Record<string, { state: string; peers: number; path?: 'relayed' }> = {};
   let connected = 0;
   for (const s of session.streams) {
-    streams[s.name] = { state: s.state, peers: presentPeers(s) };
+    // docs/relay.md "What the operator sees": `path` only while relayed, so the spec's shape stays otherwise.
+    streams[s.name] = { state: s.state, peers: presentPeers(s), ...relayedPath(s) };
     if (s.state === 'connected') connected++;
   }
   return { type: 'session', state: session.state, streams, connected, total: session.streams.length };

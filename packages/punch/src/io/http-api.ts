@@ -16,7 +16,7 @@ import type { SessionBroker } from '../domain/broker.ts';
 import { liveHealth } from '../domain/health.ts';
 import type { LimitGroup } from '../domain/rate-limiter.ts';
 import { ClientLimits } from './client-limits.ts';
-import type { PeerClaim, SessionRecord } from '../domain/session.ts';
+import { pathOf, type PeerClaim, type SessionRecord, type StreamRelay } from '../domain/session.ts';
 import { PUNCH_VERSION, makeSchemas, type Schemas } from '../protocol/schemas.ts';
 import type { TokenClaims, TokenSigner } from '../protocol/token.ts';
 import { clientAddress, parseTrustPolicy, type TrustPolicy } from './client-address.ts';
@@ -112,6 +112,17 @@ function peerView(p: PeerClaim | null, present: boolean, mediaOnly: boolean) {
   return mediaOnly ? { ...view, signalling: 'lost, media reported by the other end' } : view;
 }
 
+/** A stream's relay in the view: its state, the reason when refused or ended, its address and ports. */
+function relayView(r: StreamRelay) {
+  return {
+    state: r.state,
+    reason: r.reason,
+    address: r.address,
+    ports: r.ports ? { peer_a: r.ports[0], peer_b: r.ports[1] } : null,
+    since: iso(r.since),
+  };
+}
+
 export function sessionViewOf(
   session: SessionRecord,
   onlyStream: string | null,
@@ -128,6 +139,9 @@ export function sessionViewOf(
       state: s.state,
       peer_a: peerView(s.peerA, broker.isPresent(s, 'a'), broker.mediaWithoutSignalling(s, 'a')),
       peer_b: peerView(s.peerB, broker.isPresent(s, 'b'), broker.mediaWithoutSignalling(s, 'b')),
+      // docs/relay.md "What the operator sees": the link's path, and the relay when there is one.
+      path: pathOf(s),
+      ...(s.relay ? { relay: relayView(s.relay) } : {}),
       health: h
         ? {
             rtt: h.rtt,

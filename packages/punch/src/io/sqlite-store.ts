@@ -81,7 +81,7 @@ const peerClaimSchema = z.object({
 const storedStreamsSchema = z.array(
   z.object({
     name: z.string(),
-    state: z.enum(['waiting', 'ready', 'connected']),
+    state: z.enum(['waiting', 'ready', 'relaying', 'connected']),
     peerA: peerClaimSchema.nullable(),
     peerB: peerClaimSchema.nullable(),
   }),

@@ -21,7 +21,7 @@ export const PUNCH_VERSION = '1.0';
 export const MAX_TURNSTILE_TOKEN_LENGTH = 4096;
 
 export const SESSION_STATES = ['WAITING', 'READY', 'CONNECTED', 'RELAYING', 'CLOSED'] as const;
-export const STREAM_STATES = ['waiting', 'ready', 'connected'] as const;
+export const STREAM_STATES = ['waiting', 'ready', 'relaying', 'connected'] as const;
 export const SRT_ROLES = ['sender', 'receiver'] as const;
 export const CONNECT_FORMATS = ['transcoder', 'studio-app', 'mixer', 'pipeline', 'live-transmit'] as const;
 export type ConnectFormat = (typeof CONNECT_FORMATS)[number];
@@ -144,6 +144,19 @@ export const sessionView = z
           state: z.enum(STREAM_STATES),
           peer_a: peerSchema.nullable(),
           peer_b: peerSchema.nullable(),
+          path: z.enum(['direct', 'relayed']).meta({
+            description: 'Extra field (docs/relay.md): relayed while the stream is on the relay',
+          }),
+          relay: z
+            .object({
+              state: z.enum(['allocated', 'refused', 'ended']),
+              reason: z.string().nullable(),
+              address: z.string().nullable(),
+              ports: z.object({ peer_a: z.number().int(), peer_b: z.number().int() }).nullable(),
+              since: z.string(),
+            })
+            .optional()
+            .meta({ description: 'Extra field, present once the broker tried the relay (docs/relay.md)' }),
           health: healthSchema.nullable(),
         })
         .meta({ id: 'Stream' }),

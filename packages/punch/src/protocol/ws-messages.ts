@@ -284,7 +284,8 @@ export type ServerMessage =
   | {
       type: 'session';
       state: string;
-      streams: Record<string, { state: string; peers: number }>;
+      /** `path` (added, docs/relay.md): present only while the stream is on the relay. */
+      streams: Record<string, { state: string; peers: number; path?: 'relayed' }>;
       connected: number;
       total: number;
     }
@@ -303,6 +304,8 @@ export type ServerMessage =
           bitrate: number;
           status: HealthStatus;
           suggestedLatency: number;
+          /** Added (docs/relay.md): present only while the stream's link runs through the relay. */
+          path?: 'relayed';
           /** Added: each end's latest report (slot a, slot b). */
           ends?: Record<string, EndHealth>;
           /** Added (docs/health.md): each end's figures over 10 s and 60 s, by role; advice; alarm state. */

@@ -113,10 +113,18 @@ function start() {
       const present = [s.peer_a, s.peer_b].filter((p) => p && p.present).length;
       return present === 0 ? 'Waiting for both peers to join.' : 'Waiting for the second peer to join.';
     }
+    // docs/relay.md "What the operator sees": the relay's part in the link, or why it could not take it.
+    const relay =
+      s.relay && s.relay.state === 'refused'
+        ? ` The relay refused the fallback (${s.relay.reason}).`
+        : s.relay && s.relay.state === 'ended'
+          ? ` The relay ended its allocation (${s.relay.reason}).`
+          : '';
+    if (s.state === 'relaying') return 'Direct rendezvous did not connect; moving the link to the relay.';
     if (!h)
       return s.state === 'connected'
-        ? 'Connected; no health report yet.'
-        : 'Matched; waiting for SRT to connect.';
+        ? `Connected${s.path === 'relayed' ? ' over the relay' : ''}; no health report yet.`
+        : `Matched; waiting for SRT to connect.${relay}`;
     const words = STATUS_WORDS[h.status] || h.status;
     const rtt = `RTT ${h.rtt.toFixed(1)} ms, ${h.retransmit.toFixed(1)} % repaired`;
     // Drops and a short margin do not change the spec's status, but the operator hears about them first.
@@ -418,7 +426,7 @@ function start() {
     );
     const update = () => {
       const st = view.streams[stream];
-      setText(state, st.state);
+      setText(state, st.path === 'relayed' ? `${st.state} · relayed` : st.state);
       setClass(state, `badge ${st.state}`);
       a.update(st.peer_a);
       b.update(st.peer_b);

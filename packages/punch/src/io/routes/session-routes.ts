@@ -141,21 +141,26 @@ export function registerSessionRoutes(api: FastifyInstance, ctx: RouteContext): 
       const roleA = q.data.role;
       const roleB = roleA === 'sender' ? 'receiver' : 'sender';
       const common = { latencyMs: session.latency, passphrase: session.passphrase };
+      // On the relay (docs/connection-strings.md "Relayed streams", a deviation from the spec's strings):
+      // each peer's remote is the relay's address at that peer's own relay port.
+      const relay = stream.relay?.state === 'allocated' ? stream.relay : null;
+      const remoteOf = (partner: typeof peerA, side: 0 | 1) =>
+        relay?.address && relay.ports
+          ? { remoteIp: relay.address, remotePort: relay.ports[side] }
+          : { remoteIp: partner.ip, remotePort: partner.port };
       return {
         stream: stream.name,
         role: roleA,
         // for_peer_a targets peer B's endpoint; for_peer_b is the mirror (spec).
         for_peer_a: connectionStrings({
           ...common,
-          remoteIp: peerB.ip,
-          remotePort: peerB.port,
+          ...remoteOf(peerB, 0),
           localPort: peerA.port,
           role: roleA,
         }),
         for_peer_b: connectionStrings({
           ...common,
-          remoteIp: peerA.ip,
-          remotePort: peerA.port,
+          ...remoteOf(peerA, 1),
           localPort: peerB.port,
           role: roleB,
         }),
