@@ -12,6 +12,8 @@ export const TIMESVC_ERRORS = extendErrors({
   PEER_RESOLVE_FAILED: { status: 400, message: 'cannot resolve the upstream peer' },
   NOT_ENABLED: { status: 404, message: 'not enabled' },
   CONFLICT: { status: 409, message: 'conflict' },
+  /** A stream path asked over plain HTTP (RFC 9110 §15.5.22). */
+  UPGRADE_REQUIRED: { status: 426, message: 'this is a WebSocket endpoint' },
   /** The status and log streams hold their maximum of clients; retry later. */
   STREAMS_FULL: { status: 503, message: 'too many stream clients' },
   CONFIG_WRITE_FAILED: { status: 500, message: 'failed to save config' },

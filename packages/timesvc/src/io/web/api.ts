@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { ConfigError, bearerToken, installHostGuard, type Logger } from '@broadcast-ops/core';
+import { ConfigError, bearerToken, installHostGuard, sendError, type Logger } from '@broadcast-ops/core';
 import { fail } from '../../errors.ts';
 import { allowed, ROUTES, type Permission, type Role, type RouteSpec } from '../../domain/permissions.ts';
 import type { TimesvcConfig } from '../../config.ts';
@@ -272,10 +272,10 @@ export function registerWebApi(app: FastifyInstance, ctx: WebApiContext): void {
   // The stream paths as plain HTTP: authorised like the upgrade, then told to upgrade.
   for (const path of ['/api/ws/status', '/api/ws/logs']) {
     route('GET', path, (_request, reply) =>
-      reply
-        .code(426)
-        .header('upgrade', 'websocket')
-        .send({ error: 'UPGRADE_REQUIRED', message: 'this is a WebSocket endpoint' }),
+      sendError(
+        reply,
+        fail('UPGRADE_REQUIRED', 'this is a WebSocket endpoint', { headers: { upgrade: 'websocket' } }),
+      ),
     );
   }
 
