@@ -58,7 +58,7 @@ export function isAppError(err: unknown): err is AppError {
 }
 
 /**
- * The generic codes every HTTP surface of the toolkit answers with (docs/ARCHITECTURE.md "The HTTP edge"):
+ * The generic codes every HTTP surface of the toolkit answers with (the repository's docs/ARCHITECTURE.md "The HTTP edge"):
  * the meanings all services share, one code and one status each. A service's catalogue extends this set
  * with `extendErrors` and cannot give one of these codes another status.
  */

@@ -1,5 +1,5 @@
 /**
- * The one Host guard of every HTTP surface (docs/ARCHITECTURE.md "The HTTP edge"), against DNS rebinding:
+ * The one Host guard of every HTTP surface (the repository's docs/ARCHITECTURE.md "The HTTP edge"), against DNS rebinding:
  * a foreign page that points its own name at this address makes the browser send that name in `Host`.
  * A request is answered only when its Host header (RFC 9110 §7.2) names
  * - an IP literal (a rebinding attack needs a DNS name; a literal is what the operator typed),

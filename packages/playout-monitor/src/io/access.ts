@@ -2,7 +2,7 @@
  * Who may reach the HTTP app and the WebSocket, and who may change anything (docs/SECURITY.md):
  *
  * - Host (against DNS rebinding, where a foreign web page points its own name at this address): core's
- *   Host guard (docs/ARCHITECTURE.md "The HTTP edge") on every request and every WebSocket upgrade: an IP
+ *   Host guard (the repository's docs/ARCHITECTURE.md "The HTTP edge") on every request and every WebSocket upgrade: an IP
  *   literal, `localhost`, this machine's name, the listen address, or one of `settings.allowedHosts`.
  *   Anything else gets 421 Misdirected Request (RFC 9110 section 15.5.20) before any route runs.
  * - Admin token: mutations need `Authorization: Bearer <token>` (compared in constant time). Without a
