@@ -46,14 +46,19 @@ export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
   return reply.status(err.status).send(shaper ? shaper(err, reply) : err.toBody());
 }
 
-/** The toolkit's 404: `{error: "NOT_FOUND", message: "no route GET /path"}` (query string left out). */
-export function notFoundBody(method: string, url: string): ErrorBody {
-  return genericError('NOT_FOUND', `no route ${method} ${url.split('?')[0] ?? ''}`).toBody();
+/** The toolkit's 404 for a request: NOT_FOUND, "no route GET /path" (query string left out). */
+export function notFoundError(method: string, url: string): AppError {
+  return genericError('NOT_FOUND', `no route ${method} ${url.split('?')[0] ?? ''}`);
 }
 
-/** Fastify not-found handler answering with notFoundBody; createHttpApp installs it unless the app sets its own. */
+/** The toolkit's 404 body: `{error: "NOT_FOUND", message: "no route GET /path"}`. */
+export function notFoundBody(method: string, url: string): ErrorBody {
+  return notFoundError(method, url).toBody();
+}
+
+/** Fastify not-found handler answering notFoundError; createHttpApp installs it unless the app sets its own. */
 export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  return sendError(reply, genericError('NOT_FOUND', notFoundBody(request.method, request.url).message));
+  return sendError(reply, notFoundError(request.method, request.url));
 }
 
 /** Generic codes of the 4xx statuses fastify answers by itself; any other 4xx becomes INVALID_REQUEST. */
