@@ -56,3 +56,46 @@ export function errorFactory<C extends string>(catalogue: ErrorCatalogue<C>) {
 export function isAppError(err: unknown): err is AppError {
   return err instanceof AppError;
 }
+
+/**
+ * The generic codes every HTTP surface of the toolkit answers with (the repository's docs/ARCHITECTURE.md "The HTTP edge"):
+ * the meanings all services share, one code and one status each. A service's catalogue extends this set
+ * with `extendErrors` and cannot give one of these codes another status.
+ */
+export const GENERIC_ERRORS = defineErrors({
+  /** Malformed JSON, a body or query that fails validation, an empty JSON body. */
+  INVALID_REQUEST: { status: 400, message: 'the request is invalid' },
+  /** Credential missing, malformed or not valid (RFC 9110 §15.5.2). */
+  UNAUTHORIZED: { status: 401, message: 'a valid credential is required' },
+  /** A valid credential that does not allow this request (RFC 9110 §15.5.4). */
+  FORBIDDEN: { status: 403, message: 'the credential does not allow this request' },
+  NOT_FOUND: { status: 404, message: 'not found' },
+  /** Body over the app's limit (RFC 9110 §15.5.14). */
+  PAYLOAD_TOO_LARGE: { status: 413, message: 'the request body is larger than the limit' },
+  /** A body in a media type the route does not take (RFC 9110 §15.5.16). */
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, message: 'the request body must be application/json' },
+  /** The Host header names no name this server answers to (RFC 9110 §15.5.20; core's host-guard.ts). */
+  HOST_NOT_ALLOWED: { status: 421, message: 'this server does not answer to that Host name' },
+  RATE_LIMITED: { status: 429, message: 'too many requests' },
+  /** Anything unexpected: logged with its cause, never echoed. */
+  SERVER_ERROR: { status: 500, message: 'internal server error' },
+});
+
+export type GenericErrorCode = keyof typeof GENERIC_ERRORS;
+
+/**
+ * A service's catalogue: the generic codes plus its own. Redefining a generic code is refused (by the type
+ * and at load), so a generic code has one status in every service.
+ */
+export function extendErrors<C extends string>(
+  own: Record<C, ErrorSpec> & { readonly [K in GenericErrorCode]?: never },
+): ErrorCatalogue<C | GenericErrorCode> {
+  for (const code of Object.keys(own)) {
+    if (Object.hasOwn(GENERIC_ERRORS, code))
+      throw new Error(`${code} is a generic error code (core errors.ts)`);
+  }
+  return defineErrors<C | GenericErrorCode>({ ...GENERIC_ERRORS, ...(own as Record<C, ErrorSpec>) });
+}
+
+/** A generic error with its catalogue status: `genericError('UNAUTHORIZED', 'token expired')`. */
+export const genericError = errorFactory(GENERIC_ERRORS);

@@ -1,3 +1,5 @@
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import Fastify, {
   LogController,
   type FastifyInstance,
@@ -6,13 +8,18 @@ import Fastify, {
   type FastifyServerOptions,
 } from 'fastify';
 import type { Logger } from 'pino';
-import { isAppError } from './errors.ts';
+import { AppError, genericError, isAppError, type GenericErrorCode } from './errors.ts';
 
 export interface HttpAppOptions {
   logger: Logger;
   /** Largest accepted request body in bytes (fastify rejects larger ones with 413 before parsing). */
   bodyLimit?: number;
   trustProxy?: boolean;
+  /**
+   * The body of every error this app sends; default `err.toBody()`. A service whose public API promises
+   * extra fields adds them here (punch's `code`), keeping `error` and `message`; it may set headers.
+   */
+  errorBody?: ErrorBodyShaper;
   /** Extra fastify options. */
   fastify?: Omit<FastifyServerOptions, 'logger' | 'loggerInstance' | 'bodyLimit' | 'trustProxy'>;
 }
@@ -24,20 +31,93 @@ export interface ErrorBody {
   details?: Record<string, unknown>;
 }
 
-/** The toolkit's 404: `{error: "NOT_FOUND", message: "no route GET /path"}` (query string left out). */
-export function notFoundBody(method: string, url: string): ErrorBody {
-  return { error: 'NOT_FOUND', message: `no route ${method} ${url.split('?')[0] ?? ''}` };
+/** Shapes an error's body for one app (see HttpAppOptions.errorBody). */
+export type ErrorBodyShaper = (err: AppError, reply: FastifyReply) => ErrorBody;
+
+const BODY_SHAPER = Symbol('errorBody');
+
+/**
+ * Send an error: its status, its headers and the app's error body. The one way a handler answers with an
+ * error body (throwing an AppError does the same through the error handler); no service builds one by hand.
+ */
+export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
+  if (err.headers) void reply.headers(err.headers);
+  const shaper = Reflect.get(reply.server, BODY_SHAPER) as ErrorBodyShaper | undefined;
+  return reply.status(err.status).send(shaper ? shaper(err, reply) : err.toBody());
 }
 
-/** Fastify not-found handler answering with notFoundBody; createHttpApp installs it unless the app sets its own. */
+/** The toolkit's 404 for a request: NOT_FOUND, "no route GET /path" (query string left out). */
+export function notFoundError(method: string, url: string): AppError {
+  return genericError('NOT_FOUND', `no route ${method} ${url.split('?')[0] ?? ''}`);
+}
+
+/** The toolkit's 404 body: `{error: "NOT_FOUND", message: "no route GET /path"}`. */
+export function notFoundBody(method: string, url: string): ErrorBody {
+  return notFoundError(method, url).toBody();
+}
+
+/** Fastify not-found handler answering notFoundError; createHttpApp installs it unless the app sets its own. */
 export function notFoundHandler(request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  return reply.status(404).send(notFoundBody(request.method, request.url));
+  return sendError(reply, notFoundError(request.method, request.url));
+}
+
+/** Generic codes of the 4xx statuses fastify answers by itself; any other 4xx becomes INVALID_REQUEST. */
+const GENERIC_OF_STATUS: Readonly<Record<number, GenericErrorCode>> = {
+  400: 'INVALID_REQUEST',
+  401: 'UNAUTHORIZED',
+  403: 'FORBIDDEN',
+  404: 'NOT_FOUND',
+  413: 'PAYLOAD_TOO_LARGE',
+  415: 'UNSUPPORTED_MEDIA_TYPE',
+  429: 'RATE_LIMITED',
+};
+
+/**
+ * Any error thrown in a fastify app as the AppError it is answered with. Fastify's own errors (`FST_ERR_*`:
+ * body too large, wrong media type, empty or malformed JSON, validation, route not found) become generic
+ * codes with a message naming the problem; their `FST_ERR_*` code is never sent. Anything that is not a
+ * client error is SERVER_ERROR, its details left to the log.
+ */
+export function appErrorOf(err: unknown, bodyLimit?: number): AppError | undefined {
+  if (isAppError(err)) return err;
+  const e = (typeof err === 'object' && err !== null ? err : {}) as {
+    statusCode?: unknown;
+    code?: unknown;
+    message?: unknown;
+    validation?: unknown;
+  };
+  const status = typeof e.statusCode === 'number' ? e.statusCode : 500;
+  if (status < 400 || status >= 500) return undefined;
+  const fastifyMessage = typeof e.message === 'string' ? e.message.replace(/\bFST_ERR_\w*:?\s*/g, '') : '';
+  switch (e.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return genericError(
+        'PAYLOAD_TOO_LARGE',
+        bodyLimit === undefined
+          ? 'body: larger than the limit'
+          : `body: larger than the limit of ${bodyLimit} bytes`,
+      );
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return genericError('UNSUPPORTED_MEDIA_TYPE', 'body: Content-Type must be application/json');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return genericError('INVALID_REQUEST', 'body: empty, though Content-Type is application/json');
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return genericError('INVALID_REQUEST', 'body: not valid JSON');
+    default:
+      break;
+  }
+  if (err instanceof SyntaxError) return genericError('INVALID_REQUEST', 'body: not valid JSON');
+  if (e.validation !== undefined)
+    return genericError('INVALID_REQUEST', fastifyMessage || 'request: invalid');
+  const code = GENERIC_OF_STATUS[status] ?? 'INVALID_REQUEST';
+  return genericError(code, fastifyMessage === '' ? undefined : fastifyMessage);
 }
 
 /**
  * A fastify instance with the toolkit's defaults: our pino logger, a body limit, an error handler that
- * turns AppError into `{error, message}` with its status and everything else into 500 without leaking
- * internals, and the 404 handler above (an app that calls setNotFoundHandler itself keeps its own).
+ * answers AppError with its status and body, fastify's own errors with generic codes (appErrorOf) and
+ * everything else with 500 SERVER_ERROR without leaking internals, and the 404 handler above (an app that
+ * calls setNotFoundHandler itself keeps its own). The Host guard is host-guard.ts's installHostGuard.
  * Services build their app in one function and call `listen` only from main.ts.
  */
 export function createHttpApp(options: HttpAppOptions): FastifyInstance {
@@ -73,21 +153,29 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
   app.after(() => {
     if (!ownNotFound) setNotFoundHandler(notFoundHandler);
   });
+  if (options.errorBody) Reflect.set(app, BODY_SHAPER, options.errorBody);
   app.setErrorHandler((err, request, reply) => {
-    if (isAppError(err)) {
-      if (err.headers) void reply.headers(err.headers);
-      return reply.status(err.status).send(err.toBody());
-    }
-    const e = err as { statusCode?: number; code?: string; message?: string };
-    if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) {
-      return reply
-        .status(e.statusCode)
-        .send({ error: e.code ?? 'BAD_REQUEST', message: e.message ?? 'bad request' });
-    }
+    const known = appErrorOf(err, request.routeOptions.bodyLimit);
+    if (known) return sendError(reply, known);
     request.log.error({ err }, 'unhandled error');
-    return reply.status(500).send({ error: 'SERVER_ERROR', message: 'internal server error' });
+    return sendError(reply, genericError('SERVER_ERROR'));
   });
   return app;
+}
+
+/**
+ * Refuse a WebSocket upgrade (or any request handled on the raw socket) with an error's status and the
+ * one body shape, then close the socket: the upgrade path's sendError.
+ */
+export function rejectUpgrade(socket: Duplex, err: AppError): void {
+  const json = JSON.stringify(err.toBody());
+  const headers = Object.entries(err.headers ?? {})
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
+  socket.end(
+    `HTTP/1.1 ${err.status} ${STATUS_CODES[err.status] ?? 'Error'}\r\n${headers}` +
+      `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(json)}\r\nConnection: close\r\n\r\n${json}`,
+  );
 }
 
 /** The URL a listening fastify app answers on, for printing and tests. */

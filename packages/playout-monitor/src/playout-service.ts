@@ -11,6 +11,8 @@ import { createServer, isIP } from 'node:net';
 import {
   bearerToken,
   createHttpApp,
+  hostAllowed,
+  installHostGuard,
   listeningUrl,
   systemClock,
   type Clock,
@@ -21,7 +23,7 @@ import { configSchema, serverPort, type MonitorConfig, type ServerConfig } from 
 import { OutputView } from './domain/output-view.ts';
 import { fail } from './errors.ts';
 import { writeConfigAtomically } from './io/config-file.ts';
-import { allowedHostNames, hostAllowed } from './io/access.ts';
+import { allowedHostNames } from './io/access.ts';
 import { registerControlApi } from './io/control-api.ts';
 import { EmberProvider } from './io/ember-provider.ts';
 import { healthBody, type HealthBody } from './io/http-server.ts';
@@ -87,7 +89,7 @@ export class PlayoutService {
   /** Configuration changes run one at a time. */
   #applying: Promise<unknown> = Promise.resolve();
   readonly #tokenHash: Buffer | undefined;
-  #allowedHosts: Set<string>;
+  #allowedHosts: readonly string[];
 
   constructor(options: PlayoutServiceOptions) {
     this.#o = options;
@@ -109,23 +111,9 @@ export class PlayoutService {
       hostAllowed: (host) => hostAllowed(host, this.#allowedHosts),
     });
     this.app = createHttpApp({ logger: options.logger });
-    this.#allowedHosts = allowedHostNames(
-      options.config.settings.listenAddress,
-      options.config.settings.allowedHosts,
-    );
+    this.#allowedHosts = allowedHostNames(options.config.settings);
     // DNS rebinding: every route (and the WebSocket upgrade, in WsOutput) answers only to known names.
-    this.app.addHook('onRequest', (req, _reply, done) => {
-      if (hostAllowed(req.headers.host, this.#allowedHosts)) done();
-      else {
-        const host = JSON.stringify(req.headers.host ?? '');
-        done(
-          fail(
-            'HOST_NOT_ALLOWED',
-            `Host ${host} is not a name this server answers to (settings.allowedHosts)`,
-          ),
-        );
-      }
-    });
+    installHostGuard(this.app, () => this.#allowedHosts);
     this.app.get('/health', () => this.health());
     this.app.get('/api/devices', () => this.view.list());
     this.app.get<{ Params: { id: string } }>('/api/devices/:id', (req) => {
@@ -360,7 +348,7 @@ export class PlayoutService {
     }
     const prev = this.#config;
     this.#config = next;
-    this.#allowedHosts = allowedHostNames(next.settings.listenAddress, next.settings.allowedHosts);
+    this.#allowedHosts = allowedHostNames(next.settings);
     const restartRequired: string[] = [];
     if (next.settings.webSocketPort !== prev.settings.webSocketPort)
       restartRequired.push('settings.webSocketPort');

@@ -136,7 +136,7 @@ describe('HTTP API on 127.0.0.1:0', () => {
         rawBody: 'name=x',
         headers: { 'content-type': 'text/plain' },
       });
-      assertError(r, 400, 'INVALID_MESSAGE', /^body: Content-Type/);
+      assertError(r, 415, 'INVALID_MESSAGE', /^body: Content-Type/);
     });
     test('no body at all', async () => {
       const r = await t.call('POST', '/api/session');
@@ -145,7 +145,7 @@ describe('HTTP API on 127.0.0.1:0', () => {
     test('body over the size bound', async () => {
       const before = t.server.broker.liveSessions;
       const r = await t.call('POST', '/api/session', { body: { name: 'huge', pad: 'x'.repeat(20_000) } });
-      assertError(r, 400, 'INVALID_MESSAGE', /^body: larger than the limit of 16384 bytes/);
+      assertError(r, 413, 'INVALID_MESSAGE', /^body: larger than the limit of 16384 bytes/);
       assert.equal(t.server.broker.liveSessions, before);
       assert.equal(t.server.broker.get('huge'), undefined);
     });
@@ -875,7 +875,7 @@ describe('fuzz: arbitrary create bodies', () => {
           const json = r.json();
           if (r.statusCode === 201) assert.equal(typeof json.token, 'string');
           else {
-            assert.equal(json.error, r.statusCode === 400 ? 'INVALID_MESSAGE' : 'SESSION_EXISTS');
+            assert.equal(json.error, r.statusCode === 400 ? 'INVALID_REQUEST' : 'SESSION_EXISTS');
             assert.equal(typeof json.message, 'string');
           }
         }),

@@ -270,21 +270,30 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
   let healthUrl: string | undefined;
   try {
     if (config.metrics.enabled) {
-      metricsApp = buildMetricsApp(logger, metrics.registry, config.metrics.path);
+      metricsApp = buildMetricsApp(
+        logger,
+        metrics.registry,
+        config.metrics.path,
+        config.console.allowedHosts,
+      );
       await metricsApp.listen({ host: config.metrics.host, port: config.metrics.port });
       metricsUrl = listeningUrl(metricsApp) + config.metrics.path;
     }
     if (config.health.enabled) {
-      healthApp = buildHealthApp(logger, {
-        version: SERVER_VERSION,
-        startedAt,
-        now: () => clock.now(),
-        checks,
-        metrics: () => {
-          const s = hub.stats();
-          return { stateEntries: s.stateEntries, subscriptions: s.subscriptions, clients: s.clients };
+      healthApp = buildHealthApp(
+        logger,
+        {
+          version: SERVER_VERSION,
+          startedAt,
+          now: () => clock.now(),
+          checks,
+          metrics: () => {
+            const s = hub.stats();
+            return { stateEntries: s.stateEntries, subscriptions: s.subscriptions, clients: s.clients };
+          },
         },
-      });
+        config.console.allowedHosts,
+      );
       await healthApp.listen({ host: config.health.host, port: config.health.port });
       healthUrl = listeningUrl(healthApp);
     }

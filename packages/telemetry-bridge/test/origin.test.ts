@@ -1,8 +1,8 @@
 /**
  * Host and Origin on the WebSocket upgrade (docs/protocol.md "Host and Origin"): a browser page from another
  * origin is refused with 403 before any handshake, the bridge's own origin and configured origins are let in,
- * a client without Origin (not a browser) is let in, a Host that does not name this host is refused like on
- * the HTTP API; and the start warns when auth is off on a non-loopback address.
+ * a client without Origin (not a browser) is let in, a Host that does not name this host is refused with 421
+ * like on the HTTP API; and the start warns when auth is off on a non-loopback address.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -66,7 +66,7 @@ test('a foreign origin cannot upgrade; own, configured and absent origins can; a
     assert.equal(await attempt(url, {}, 'https://panel.example:8443'), 'app.probe');
     assert.equal(await attempt(url, {}, 'http://127.0.0.1:1'), 'refused 403');
     assert.equal(await attempt(url, {}, 'https://evil.example'), 'refused 403');
-    assert.equal(await attempt(url, { host: `rebind.example:${port}` }), 'refused 403');
+    assert.equal(await attempt(url, { host: `rebind.example:${port}` }), 'refused 421');
     const text = await tb.bridge.metrics.registry.metrics();
     const m = /telemetry_bridge_upgrades_refused_total\{reason="Origin not accepted"\} (\d+)/.exec(text);
     assert.equal(m?.[1], '2');

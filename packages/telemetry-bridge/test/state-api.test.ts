@@ -77,7 +77,10 @@ test('pattern snapshot, single path, paging and the byte bound, bad input', asyn
     assert.equal((await get(base, '/api/state/Bad..path')).status, 400);
     assert.equal((await get(base, '/api/state?pattern=a.**.b')).status, 400);
     assert.equal((await get(base, '/api/state?limit=100000')).status, 400);
-    assert.equal((await get(base, '/api/state', { host: 'evil.example' })).status, 403, 'Host checked');
+    const foreign = await get(base, '/api/state', { host: 'evil.example' });
+    assert.equal(foreign.status, 421, 'Host checked');
+    assert.equal(foreign.body['error'], 'HOST_NOT_ALLOWED');
+    assert.equal((await get(base, '/api/state/Bad..path')).body['error'], 'INVALID_REQUEST');
 
     // Byte bound: values of 300 KiB each, so a page stops after about 1 MiB.
     const big = 'x'.repeat(300 * 1024);

@@ -1,19 +1,21 @@
-import { defineErrors, errorFactory } from '@broadcast-ops/core';
+import { errorFactory, extendErrors } from '@broadcast-ops/core';
 
-/** timesvc's error catalogue: stable codes (API contract), one HTTP status each. */
-export const TIMESVC_ERRORS = defineErrors({
-  NOT_FOUND: { status: 404, message: 'not found' },
+/**
+ * timesvc's error catalogue: core's generic codes (INVALID_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND,
+ * PAYLOAD_TOO_LARGE, UNSUPPORTED_MEDIA_TYPE, HOST_NOT_ALLOWED, RATE_LIMITED, SERVER_ERROR) plus its own;
+ * stable codes (API contract), one HTTP status each.
+ */
+export const TIMESVC_ERRORS = extendErrors({
   NOT_IMPLEMENTED: { status: 501, message: 'not implemented yet' },
   CONFIG_INVALID: { status: 400, message: 'invalid configuration' },
   NTP_BIND_FAILED: { status: 500, message: 'cannot bind the NTP socket' },
   PEER_RESOLVE_FAILED: { status: 400, message: 'cannot resolve the upstream peer' },
-  BAD_REQUEST: { status: 400, message: 'invalid request' },
-  UNAUTHORIZED: { status: 401, message: 'missing authentication token' },
-  FORBIDDEN: { status: 403, message: 'insufficient permissions' },
-  HOST_NOT_ALLOWED: { status: 403, message: 'Host header not allowed for this request' },
   NOT_ENABLED: { status: 404, message: 'not enabled' },
   CONFLICT: { status: 409, message: 'conflict' },
-  RATE_LIMITED: { status: 429, message: 'too many requests' },
+  /** A stream path asked over plain HTTP (RFC 9110 §15.5.22). */
+  UPGRADE_REQUIRED: { status: 426, message: 'this is a WebSocket endpoint' },
+  /** The status and log streams hold their maximum of clients; retry later. */
+  STREAMS_FULL: { status: 503, message: 'too many stream clients' },
   CONFIG_WRITE_FAILED: { status: 500, message: 'failed to save config' },
 });
 

@@ -149,7 +149,7 @@ test('login: token with claims and expiry; bad body 400; wrong password and unkn
       payload: payload as object,
     });
     assert.equal(res.statusCode, 400, JSON.stringify(payload));
-    assert.equal(res.json<{ error: string }>().error, 'BAD_REQUEST');
+    assert.equal(res.json<{ error: string }>().error, 'INVALID_REQUEST');
   }
   const text = await rig.service.app.inject({ method: 'POST', url: '/api/auth/login', payload: 'text' });
   assert.equal(text.statusCode, 415);
@@ -275,7 +275,7 @@ test(
   },
 );
 
-test('state-changing routes check the Host header (DNS rebinding) even for an admin', async () => {
+test('every request checks the Host header (DNS rebinding), state changes the Origin too, even for an admin', async () => {
   const token = await rig.login('admin');
   const put = (host: string, origin?: string) =>
     rig.service.app.inject({
@@ -285,17 +285,19 @@ test('state-changing routes check the Host header (DNS rebinding) even for an ad
       payload: { address: 'bad host' },
     });
   const evil = await put('evil.example:8080');
-  assert.equal(evil.statusCode, 403);
+  assert.equal(evil.statusCode, 421);
   assert.equal(evil.json<{ error: string }>().error, 'HOST_NOT_ALLOWED');
   const crossOrigin = await put('127.0.0.1:8080', 'http://evil.example');
   assert.equal(crossOrigin.statusCode, 403);
+  assert.equal(crossOrigin.json<{ error: string }>().error, 'FORBIDDEN');
   const ok = await put('127.0.0.1:8080', 'http://127.0.0.1:8080');
   assert.equal(ok.statusCode, 400, 'past the Host check, the body is validated');
   const read = await rig.service.app.inject({
     url: '/api/status',
     headers: { authorization: `Bearer ${token}`, host: 'evil.example' },
   });
-  assert.equal(read.statusCode, 200, 'reads are not state changes');
+  assert.equal(read.statusCode, 421, 'a read by a foreign name is refused too');
+  assert.equal(read.json<{ error: string }>().error, 'HOST_NOT_ALLOWED');
 });
 
 test('passwords: scrypt with the OWASP parameters by default, constant-time verify, weak or foreign hashes refused', async () => {

@@ -41,7 +41,7 @@ function connect(rig: WebRig, path: string, token: string | undefined, via: 'que
   };
 }
 
-test('streams refuse a missing or bad token (401) and a cross-origin browser (403); a header token works', async () => {
+test('streams refuse a missing or bad token (401), a cross-origin browser (403) and a foreign Host (421); a header token works', async () => {
   const rig = await startWebRig();
   closers.push(() => rig.close());
   const status = (path: string, token?: string, headers: Record<string, string> = {}) =>
@@ -61,6 +61,15 @@ test('streams refuse a missing or bad token (401) and a cross-origin browser (40
   assert.equal(await status('/api/ws/logs', viewer, { origin: 'http://evil.example' }), 403);
   assert.equal(await status('/api/ws/logs?level=loud', viewer), 400);
   assert.equal(await status('/api/ws/nothing', viewer), 404);
+  assert.equal(await status('/api/ws/status', viewer, { host: 'rebind.evil.example' }), 421);
+  // The stream path over plain HTTP: told to upgrade, in the one error shape.
+  const plain = await rig.service.app.inject({
+    url: '/api/ws/status',
+    headers: { authorization: `Bearer ${viewer}` },
+  });
+  assert.equal(plain.statusCode, 426);
+  assert.equal(plain.headers['upgrade'], 'websocket');
+  assert.deepEqual(plain.json(), { error: 'UPGRADE_REQUIRED', message: 'this is a WebSocket endpoint' });
   const byHeader = connect(rig, '/api/ws/status', viewer, 'header');
   await byHeader.open;
   await until(() => byHeader.messages.length > 0 || undefined, 5000, 'status by header token');

@@ -8,6 +8,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
+import { sendError } from '@broadcast-ops/core';
+import { fail } from '../errors.ts';
 
 export const PUBLIC_DIR = fileURLToPath(new URL('../../public/', import.meta.url));
 
@@ -29,7 +31,7 @@ export function registerPages(app: FastifyInstance, dir = PUBLIC_DIR): void {
   }
   const serve = (name: string) => async (_req: unknown, reply: import('fastify').FastifyReply) => {
     const f = files.get(name);
-    if (!f) return reply.status(404).send({ error: 'NOT_FOUND', message: 'not found' });
+    if (!f) return sendError(reply, fail('NOT_FOUND', `no page ${name}`));
     return reply
       .header('content-type', f.type)
       .header('cache-control', 'no-cache')

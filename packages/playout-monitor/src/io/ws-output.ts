@@ -23,7 +23,8 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Server } from 'node:http';
 import { WebSocketServer, WebSocket } from 'ws';
-import type { Logger } from '@broadcast-ops/core';
+import { rejectUpgrade, type Logger } from '@broadcast-ops/core';
+import { fail } from '../errors.ts';
 import type { OutputDevice, OutputView } from '../domain/output-view.ts';
 
 export const WS_PATHS = ['/ws', '/'] as const;
@@ -120,15 +121,15 @@ export class WsOutput {
   #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     const path = (req.url ?? '/').split('?')[0] ?? '/';
     if (!(WS_PATHS as readonly string[]).includes(path)) {
-      socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      rejectUpgrade(socket, fail('NOT_FOUND', `no WebSocket at ${path}`));
       return;
     }
     if (this.#o.hostAllowed && !this.#o.hostAllowed(req.headers.host)) {
-      socket.end('HTTP/1.1 421 Misdirected Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      rejectUpgrade(socket, fail('HOST_NOT_ALLOWED'));
       return;
     }
     if (this.#clients.size >= WS_MAX_CLIENTS) {
-      socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      rejectUpgrade(socket, fail('CLIENTS_FULL'));
       return;
     }
     this.#wss.handleUpgrade(req, socket, head, (ws) => {

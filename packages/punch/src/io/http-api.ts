@@ -3,7 +3,7 @@ import {
   Counter,
   Gauge,
   createHttpApp,
-  isAppError,
+  installHostGuard,
   type AppError,
   type Clock,
   type Logger,
@@ -20,7 +20,7 @@ import { pathOf, type PeerClaim, type SessionRecord, type StreamRelay } from '..
 import { PUNCH_VERSION, makeSchemas, type Schemas } from '../protocol/schemas.ts';
 import type { TokenClaims, TokenSigner } from '../protocol/token.ts';
 import { clientAddress, parseTrustPolicy, type TrustPolicy } from './client-address.ts';
-import { fail, orThrow, unavailable } from './http-errors.ts';
+import { fail, orThrow, punchErrorBody, unavailable } from './http-errors.ts';
 import type { LinkHealthView } from '../domain/health-monitor.ts';
 import { registerAgentRoutes } from './routes/agent-routes.ts';
 import { registerHealthRoutes } from './routes/health-routes.ts';
@@ -89,16 +89,14 @@ export interface RouteContext {
   urls: (name: string, token?: string) => { url: string; qr: string };
 }
 
-const WWW_AUTHENTICATE = { 'www-authenticate': 'Bearer realm="punch"' };
-
 function iso(ms: number): string {
   return new Date(ms).toISOString();
 }
 export { iso };
 
-/** Error body of every broker error: `{error, code, message}`, `code` repeating `error`. */
+/** Error body of every broker error: `{error, code, message}` (http-errors.ts punchErrorBody). */
 export function errorBodyOf(e: AppError): { error: string; code: string; message: string } {
-  return { error: e.code, code: e.code, message: e.message };
+  return punchErrorBody(e);
 }
 
 /**
@@ -183,6 +181,7 @@ export function buildHttpApi(deps: HttpApiDeps): FastifyInstance {
     logger: deps.logger,
     bodyLimit: limits.bodyLimit,
     trustProxy: false,
+    errorBody: punchErrorBody,
     ...(deps.tls
       ? { fastify: { https: deps.tls } as NonNullable<Parameters<typeof createHttpApp>[0]['fastify']> }
       : {}),
@@ -287,9 +286,16 @@ export function buildHttpApi(deps: HttpApiDeps): FastifyInstance {
     done(null, payload);
   });
 
-  app.setNotFoundHandler((request, reply) => {
-    const e = fail('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0] ?? ''}`);
-    return reply.status(e.status).send(errorBodyOf(e));
+  // DNS rebinding: core's Host guard, before the rate limits (README "Errors"); the base URL's host is ours.
+  let hostsFor = '';
+  let hosts: readonly string[] = [];
+  installHostGuard(app, () => {
+    const base = deps.baseUrl();
+    if (base !== hostsFor) {
+      hostsFor = base;
+      hosts = [new URL(base).host, config.host];
+    }
+    return hosts;
   });
 
   const access = new AccessChecker(signer, (reason) => authFailures.inc({ reason }));
@@ -309,30 +315,9 @@ export function buildHttpApi(deps: HttpApiDeps): FastifyInstance {
     },
   };
 
-  // Routes live in one plugin scope with the broker's own error handler (core's stays for the root).
+  // Errors of every route go through core's handler (fastify's own errors as generic codes) and leave with
+  // punchErrorBody's shape.
   app.register((api, _opts, done) => {
-    api.setErrorHandler((err, request, reply) => {
-      let e: AppError;
-      if (isAppError(err)) e = err;
-      else {
-        const fe = err as { statusCode?: number; code?: string; message?: string };
-        if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-          e = fail('INVALID_MESSAGE', `body: larger than the limit of ${limits.bodyLimit} bytes`);
-        } else if (fe.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
-          e = fail('INVALID_MESSAGE', 'body: Content-Type must be application/json');
-        } else if (fe.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err instanceof SyntaxError) {
-          e = fail('INVALID_MESSAGE', 'body: not valid JSON');
-        } else if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
-          e = fail('INVALID_MESSAGE', `request: ${fe.message ?? 'bad request'}`);
-        } else {
-          request.log.error({ err }, 'unhandled error');
-          e = fail('SERVER_ERROR');
-        }
-      }
-      if (e.headers) void reply.headers(e.headers);
-      if (e.code === 'AUTH_FAILED' && e.status === 401) void reply.headers(WWW_AUTHENTICATE);
-      return reply.status(e.status).send(errorBodyOf(e));
-    });
     registerSessionRoutes(api, ctx);
     registerHealthRoutes(api, ctx);
     registerPageRoutes(api, ctx);

@@ -1,29 +1,61 @@
-import { AppError, defineErrors, errorFactory } from '@broadcast-ops/core';
+import { AppError, errorFactory, extendErrors, type ErrorBody } from '@broadcast-ops/core';
 import { isCredentialFailure, type AccessRefusal } from '../domain/access.ts';
 import type { Refusal } from '../domain/outcome.ts';
 
 /**
- * The one HTTP error catalogue of the broker: code → HTTP status (README "Errors"). Codes are the API
- * contract; bodies are `{error: CODE, code: CODE, message}`. The domain returns refusals with a code and
- * this module alone turns them into statuses and headers.
+ * The one HTTP error catalogue of the broker: core's generic codes plus the spec's and punch's own, code →
+ * HTTP status (README "Errors"). Codes are the API contract. The domain returns refusals with a code and
+ * this module alone turns them into statuses and headers. `INVALID_MESSAGE` and `AUTH_FAILED` are the
+ * spec's codes (spec "Errors"); a body carries them in `code` and core's generic code in `error`
+ * (punchErrorBody below).
  */
-export const PUNCH_ERRORS = defineErrors({
+export const PUNCH_ERRORS = extendErrors({
   INVALID_MESSAGE: { status: 400, message: 'invalid request' },
   /** 401 for a missing, malformed or forged token; 403 (`forbidden()`) for a genuine token not allowed here. */
   AUTH_FAILED: { status: 401, message: 'missing or invalid bearer token' },
   TURNSTILE_FAILED: { status: 403, message: 'Turnstile challenge failed' },
-  NOT_FOUND: { status: 404, message: 'no such route' },
   SESSION_EXISTS: { status: 409, message: 'a live session with this name exists' },
   SESSION_FULL: { status: 409, message: 'all stream slots are occupied' },
   STREAM_TAKEN: { status: 409, message: 'stream slot already claimed' },
   STREAM_NOT_READY: { status: 409, message: 'both peers of the stream must register first' },
   SESSION_EXPIRED: { status: 410, message: 'session expired or closed' },
-  RATE_LIMITED: { status: 429, message: 'rate limit exceeded' },
-  SERVER_ERROR: { status: 500, message: 'internal server error' },
   SESSION_LIMIT: { status: 503, message: 'the server holds its maximum number of live sessions' },
   /** A change that could not be saved (disk full, I/O error): nothing changed; retry later. */
   STORE_UNAVAILABLE: { status: 503, message: 'the session store cannot save changes' },
 });
+
+/** The spec's code (spec "Errors") of each generic code that has one; any other code is its own. */
+const SPEC_CODE: Readonly<Record<string, string>> = {
+  INVALID_REQUEST: 'INVALID_MESSAGE',
+  PAYLOAD_TOO_LARGE: 'INVALID_MESSAGE',
+  UNSUPPORTED_MEDIA_TYPE: 'INVALID_MESSAGE',
+  UNAUTHORIZED: 'AUTH_FAILED',
+  FORBIDDEN: 'AUTH_FAILED',
+};
+
+const WWW_AUTHENTICATE = { 'www-authenticate': 'Bearer realm="punch"' };
+
+/**
+ * The broker's error body: core's `{error, message}` with `error` the generic code (the same answer as every
+ * other service of the toolkit gives), plus `code`, the spec's code, as the WebSocket's `error` message
+ * carries it: `{"error":"UNAUTHORIZED","code":"AUTH_FAILED",…}`, `{"error":"SESSION_EXISTS","code":
+ * "SESSION_EXISTS",…}`. A 401 carries `WWW-Authenticate` (RFC 6750 §3) when a reply is given.
+ */
+export function punchErrorBody(
+  e: AppError,
+  reply?: { header: (name: string, value: string) => unknown },
+): ErrorBody & { code: string } {
+  const error =
+    e.code === 'INVALID_MESSAGE'
+      ? 'INVALID_REQUEST'
+      : e.code === 'AUTH_FAILED'
+        ? e.status === 403
+          ? 'FORBIDDEN'
+          : 'UNAUTHORIZED'
+        : e.code;
+  if (e.status === 401 && reply) reply.header('www-authenticate', WWW_AUTHENTICATE['www-authenticate']);
+  return { error, code: SPEC_CODE[error] ?? e.code, message: e.message };
+}
 
 export type PunchErrorCode = keyof typeof PUNCH_ERRORS;
 

@@ -44,8 +44,10 @@ export function buildOpenApi(schemas: Schemas, options: { serverUrl: string; max
   };
   const connectQuery = convert(schemas.connectQuery, 'input');
   const common = {
-    '401': err('AUTH_FAILED: token missing, malformed or forged'),
-    '403': err('AUTH_FAILED: token for another session or stream, or a peer token where admin is needed'),
+    '401': err('UNAUTHORIZED (code AUTH_FAILED): token missing, malformed or forged'),
+    '403': err(
+      'FORBIDDEN (code AUTH_FAILED): token for another session or stream, or a peer token where admin is needed',
+    ),
     '410': err('SESSION_EXPIRED: token expired, or the session is closed or unknown'),
     '429': {
       ...err('RATE_LIMITED (header Retry-After, seconds)'),
@@ -92,9 +94,9 @@ export function buildOpenApi(schemas: Schemas, options: { serverUrl: string; max
           requestBody: { required: true, ...json(schemas.createSessionRequest, 'input') },
           responses: {
             '201': { description: 'Created', headers: versionHeader, ...json(createSessionResponse) },
-            '400': err(
-              `INVALID_MESSAGE: bad field, non-JSON body or body over ${options.maxBodyBytes} bytes`,
-            ),
+            '400': err('INVALID_REQUEST (code INVALID_MESSAGE): bad field or non-JSON body'),
+            '413': err(`PAYLOAD_TOO_LARGE (code INVALID_MESSAGE): body over ${options.maxBodyBytes} bytes`),
+            '415': err('UNSUPPORTED_MEDIA_TYPE (code INVALID_MESSAGE): Content-Type is not application/json'),
             '403': err('TURNSTILE_FAILED'),
             '409': err('SESSION_EXISTS'),
             '429': common['429'],
@@ -116,7 +118,9 @@ export function buildOpenApi(schemas: Schemas, options: { serverUrl: string; max
           requestBody: { required: true, ...json(schemas.extendRequest, 'input') },
           responses: {
             '200': { description: 'Extended; the session view', ...json(sessionView) },
-            '400': err('INVALID_MESSAGE: ttl missing, not an integer, or above the maximum'),
+            '400': err(
+              'INVALID_REQUEST (code INVALID_MESSAGE): ttl missing, not an integer, or above the maximum',
+            ),
             ...common,
             '503': storeFailed,
           },
@@ -148,7 +152,7 @@ export function buildOpenApi(schemas: Schemas, options: { serverUrl: string; max
           ],
           responses: {
             '200': { description: 'Strings per format', ...json(connectResponse) },
-            '400': err('INVALID_MESSAGE: unknown stream or role'),
+            '400': err('INVALID_REQUEST (code INVALID_MESSAGE): unknown stream or role'),
             '409': err('STREAM_NOT_READY: both peers must register first'),
             ...common,
           },
@@ -169,7 +173,7 @@ export function buildOpenApi(schemas: Schemas, options: { serverUrl: string; max
                 '{session, latency, stream, assessment (null before any report), history: {sender?, receiver?}}',
               content: { 'application/json': { schema: { type: 'object' } } },
             },
-            '400': err('INVALID_MESSAGE: unknown stream'),
+            '400': err('INVALID_REQUEST (code INVALID_MESSAGE): unknown stream'),
             ...common,
           },
         },
@@ -182,7 +186,9 @@ export function buildOpenApi(schemas: Schemas, options: { serverUrl: string; max
           requestBody: { required: false, ...json(schemas.tokenRequest, 'input') },
           responses: {
             '201': { description: 'Peer token', ...json(tokenResponse) },
-            '400': err('INVALID_MESSAGE: unknown stream, or the session holds its maximum of invites'),
+            '400': err(
+              'INVALID_REQUEST (code INVALID_MESSAGE): unknown stream, or the session holds its maximum of invites',
+            ),
             ...common,
           },
         },
@@ -206,7 +212,7 @@ export function buildOpenApi(schemas: Schemas, options: { serverUrl: string; max
           ],
           responses: {
             '204': { description: 'Revoked (also when it already was)' },
-            '400': err('INVALID_MESSAGE: no such invite in this session'),
+            '400': err('INVALID_REQUEST (code INVALID_MESSAGE): no such invite in this session'),
             ...common,
           },
         },

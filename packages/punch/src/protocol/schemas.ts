@@ -242,8 +242,13 @@ export const healthResponse = z
 
 export const errorBody = z
   .object({
-    error: z.string().meta({ description: 'Stable error code' }),
-    code: z.string().meta({ description: 'Same value as error' }),
+    error: z
+      .string()
+      .meta({ description: "Stable error code, the toolkit's generic code where one applies" }),
+    code: z.string().meta({
+      description:
+        "The spec's code: INVALID_MESSAGE for INVALID_REQUEST, PAYLOAD_TOO_LARGE and UNSUPPORTED_MEDIA_TYPE; AUTH_FAILED for UNAUTHORIZED and FORBIDDEN; else the same value as error",
+    }),
     message: z.string(),
   })
   .meta({ id: 'Error' });

@@ -6,14 +6,16 @@
  * - `GET /api/state/<path>`: one key;
  * - `GET /api/hub`: link, adapters, clients, recent commands and the event log, for the console.
  * With `requireAuth` the API takes the same bearer tokens as the WebSocket handshake (`Authorization:
- * Bearer`, constant-time compare); the static console files hold no data and are served to anyone. Every
- * API request must name this host (Host header: an IP literal, `localhost`, this machine's hostname or a
- * configured name), so a rebinding DNS name cannot read it from another site's page.
+ * Bearer`, constant-time compare); the static console files hold no data and are served to anyone who names
+ * this host. Every request must name this host (core's Host guard: an IP literal, `localhost`, this
+ * machine's hostname or a configured name; else 421), so a rebinding DNS name cannot read it from another
+ * site's page.
  */
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { bearerToken, createHttpApp, type Logger } from '@broadcast-ops/core';
+import { bearerToken, createHttpApp, installHostGuard, sendError, type Logger } from '@broadcast-ops/core';
+import { fail } from '../errors.ts';
 import type { Hub } from '../domain/hub.ts';
 import { patternMatches } from '../domain/topic-trie.ts';
 import { MAX_PATH_LENGTH, PATH_RE, patternError } from '../protocol/envelope.ts';
@@ -21,7 +23,6 @@ import type { CommandTap } from './command-tap.ts';
 import type { EventLog } from './event-log.ts';
 import { listSegments } from './log-recovery.ts';
 import { tokenAccepted } from './client-session.ts';
-import { hostAllowed } from './request-origin.ts';
 import type { StateEntry } from '../domain/state-store.ts';
 import { buttonView, changedSince, isButtonPath, isVariablePath, variableView } from './button-state.ts';
 
@@ -92,16 +93,16 @@ export function buildConsoleApp(o: ConsoleOptions): FastifyInstance {
   // No icon: answered, so browsers do not log a 404 for it.
   app.get('/favicon.ico', async (_req, reply) => reply.status(204).send());
 
+  // DNS rebinding: every request answers only to this host's names (core's Host guard, 421).
+  installHostGuard(app, () => o.allowedHosts ?? []);
   const guard = async (req: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
-    if (!hostAllowed(req.headers.host, o.allowedHosts ?? [])) {
-      await reply.status(403).send({ error: 'FORBIDDEN', message: 'Host header not accepted' });
-      return false;
-    }
     if (o.requireAuth && !tokenAccepted(bearerToken(req.headers.authorization), o.authTokens)) {
-      await reply
-        .status(401)
-        .header('www-authenticate', 'Bearer')
-        .send({ error: 'UNAUTHORIZED', message: 'missing or invalid bearer token' });
+      await sendError(
+        reply,
+        fail('UNAUTHORIZED', 'missing or invalid bearer token', {
+          headers: { 'www-authenticate': 'Bearer' },
+        }),
+      );
       return false;
     }
     void reply.header('cache-control', 'no-store');
@@ -113,15 +114,13 @@ export function buildConsoleApp(o: ConsoleOptions): FastifyInstance {
     const q = req.query as Record<string, string | undefined>;
     const pattern = q['pattern'] ?? '**';
     const bad = patternError(pattern);
-    if (bad !== undefined) return reply.status(400).send({ error: 'INVALID_MESSAGE', message: bad });
+    if (bad !== undefined) return sendError(reply, fail('INVALID_REQUEST', bad));
     const limitRaw = q['limit'] === undefined ? STATE_PAGE_DEFAULT_KEYS : Number(q['limit']);
     if (!Number.isInteger(limitRaw) || limitRaw < 1 || limitRaw > STATE_PAGE_MAX_KEYS)
-      return reply
-        .status(400)
-        .send({ error: 'INVALID_MESSAGE', message: `limit must be an integer 1-${STATE_PAGE_MAX_KEYS}` });
+      return sendError(reply, fail('INVALID_REQUEST', `limit must be an integer 1-${STATE_PAGE_MAX_KEYS}`));
     const after = q['after'];
     if (after !== undefined && after.length > MAX_PATH_LENGTH)
-      return reply.status(400).send({ error: 'INVALID_MESSAGE', message: 'after is not a key path' });
+      return sendError(reply, fail('INVALID_REQUEST', 'after is not a key path'));
     const offset = o.hub.offset;
     const matching: string[] = [];
     for (const e of o.hub.store.entries()) {
@@ -157,9 +156,9 @@ export function buildConsoleApp(o: ConsoleOptions): FastifyInstance {
     if (!(await guard(req, reply))) return reply;
     const path = (req.params as Record<string, string>)['*'] ?? '';
     if (path.length > MAX_PATH_LENGTH || !PATH_RE.test(path))
-      return reply.status(400).send({ error: 'INVALID_MESSAGE', message: 'not a key path' });
+      return sendError(reply, fail('INVALID_REQUEST', 'not a key path'));
     const e = o.hub.store.get(path);
-    if (!e) return reply.status(404).send({ error: 'NOT_FOUND', message: `no key ${path}` });
+    if (!e) return sendError(reply, fail('NOT_FOUND', `no key ${path}`));
     return reply.send({ epoch: o.hub.epoch, offset: o.hub.offset, ...entryView(e) });
   });
 
@@ -181,7 +180,7 @@ export function buildConsoleApp(o: ConsoleOptions): FastifyInstance {
         matches,
         view,
       );
-      if ('error' in r) return reply.status(400).send({ error: 'INVALID_MESSAGE', message: r.error });
+      if ('error' in r) return sendError(reply, fail('INVALID_REQUEST', r.error));
       return reply.send({ epoch, seq, full: r.full, [field]: r.items });
     });
   };

@@ -8,6 +8,7 @@ import {
   Gauge,
   Histogram,
   createHttpApp,
+  installHostGuard,
   createMetricsRegistry,
   type Logger,
   type Registry,
@@ -212,8 +213,15 @@ export function createBridgeMetrics(): BridgeMetrics {
   };
 }
 
-export function buildMetricsApp(logger: Logger, registry: Registry, path: string): FastifyInstance {
+/** `allowedHosts`: the names core's Host guard accepts besides its own rule (`console.allowedHosts`). */
+export function buildMetricsApp(
+  logger: Logger,
+  registry: Registry,
+  path: string,
+  allowedHosts: readonly string[] = [],
+): FastifyInstance {
   const app = createHttpApp({ logger });
+  installHostGuard(app, () => allowedHosts);
   app.get(path, async (_req, reply) => {
     const body = await registry.metrics();
     return reply.header('content-type', registry.contentType).send(body);
@@ -247,8 +255,13 @@ export function overallStatus(checks: DependencyCheck[]): DependencyStatus {
   return 'healthy';
 }
 
-export function buildHealthApp(logger: Logger, src: HealthSources): FastifyInstance {
+export function buildHealthApp(
+  logger: Logger,
+  src: HealthSources,
+  allowedHosts: readonly string[] = [],
+): FastifyInstance {
   const app = createHttpApp({ logger });
+  installHostGuard(app, () => allowedHosts);
   app.get('/health', async (_req, reply) => {
     const dependencies = src.checks();
     const status = overallStatus(dependencies);

@@ -1,32 +1,13 @@
 /**
  * Who may talk to the bridge from a browser (docs/protocol.md "Host and Origin"). Both the HTTP API and the
- * WebSocket upgrade require a Host header that names this host (an IP literal, `localhost`, this machine's
- * hostname or a configured name), so a rebinding DNS name cannot reach it from another site's page. The
+ * WebSocket upgrade require a Host header that names this host (core's Host guard: an IP literal,
+ * `localhost`, this machine's hostname or a configured name; else 421), so a rebinding DNS name cannot reach
+ * it from another site's page. The
  * upgrade also checks `Origin` (RFC 6455 §4.2.1 item 8, §10.2): browsers always send it, other clients
  * usually do not; a present Origin must be this host (same scheme-less host and port as the Host header)
  * or one of the configured allowed origins, else the handshake is refused with 403.
  */
-import { hostname } from 'node:os';
-import { isIP } from 'node:net';
-
-function hostName(header: string): string | undefined {
-  const m = /^(\[[^\]]+\]|[^:/\s]+)(?::\d{1,5})?$/.exec(header);
-  if (!m) return undefined;
-  return (m[1] ?? '').replace(/^\[|\]$/g, '').toLowerCase();
-}
-
-/** The Host header names this host (see the module comment). */
-export function hostAllowed(header: string | undefined, extra: readonly string[]): boolean {
-  if (header === undefined) return false;
-  const name = hostName(header);
-  if (name === undefined) return false;
-  return (
-    isIP(name) !== 0 ||
-    name === 'localhost' ||
-    name === hostname().toLowerCase() ||
-    extra.some((h) => h.toLowerCase() === name)
-  );
-}
+import { hostAllowed } from '@broadcast-ops/core';
 
 /** `scheme://host[:port]` as browsers serialise an origin (RFC 6454 §6.2), lower case, default port dropped. */
 export function normaliseOrigin(origin: string): string | undefined {
@@ -42,7 +23,8 @@ export function normaliseOrigin(origin: string): string | undefined {
   return u.origin.toLowerCase();
 }
 
-export type UpgradeVerdict = { ok: true } | { ok: false; reason: string };
+/** A refusal's status: 421 for the Host (core's Host guard), 403 for the Origin. */
+export type UpgradeVerdict = { ok: true } | { ok: false; status: 403 | 421; reason: string };
 
 /**
  * The upgrade rule: Host as for the HTTP API; an absent Origin is a non-browser client and passes; a
@@ -53,12 +35,13 @@ export function upgradeAllowed(
   allowedHosts: readonly string[],
   allowedOrigins: readonly string[],
 ): UpgradeVerdict {
-  if (!hostAllowed(headers.host, allowedHosts)) return { ok: false, reason: 'Host header not accepted' };
+  if (!hostAllowed(headers.host, allowedHosts))
+    return { ok: false, status: 421, reason: 'Host header not accepted' };
   const raw = headers.origin;
   if (raw === undefined) return { ok: true };
-  if (Array.isArray(raw)) return { ok: false, reason: 'more than one Origin header' };
+  if (Array.isArray(raw)) return { ok: false, status: 403, reason: 'more than one Origin header' };
   const origin = normaliseOrigin(raw);
-  if (origin === undefined) return { ok: false, reason: 'Origin not accepted' };
+  if (origin === undefined) return { ok: false, status: 403, reason: 'Origin not accepted' };
   const host = (headers.host ?? '').toLowerCase();
   const own = new Set([`http://${host}`, `https://${host}`]);
   // A default port is dropped from a serialised origin but may be written in Host.
@@ -66,7 +49,7 @@ export function upgradeAllowed(
   if (host.endsWith(':443')) own.add(`https://${host.slice(0, -4)}`);
   if (own.has(origin)) return { ok: true };
   if (allowedOrigins.some((a) => normaliseOrigin(a) === origin)) return { ok: true };
-  return { ok: false, reason: 'Origin not accepted' };
+  return { ok: false, status: 403, reason: 'Origin not accepted' };
 }
 
 /** An address only this machine can reach (127.0.0.0/8, ::1, localhost). */

@@ -158,7 +158,7 @@ export class WsTransport {
           'websocket upgrade refused',
         );
         this.#events.upgradeRefused(verdict.reason);
-        done(false, 403, verdict.reason);
+        done(false, verdict.status, verdict.reason);
       },
     };
     const wss = server

@@ -1,6 +1,5 @@
 import type { FastifyInstance } from 'fastify';
 import { createHttpApp, type Logger, type Registry } from '@broadcast-ops/core';
-import { fail } from '../errors.ts';
 import type { ClockState } from '../domain/clock-state.ts';
 import { assessHealth, type HealthLimits, type HealthStatus } from '../domain/health.ts';
 import type { Disagreement } from '../domain/reference-source.ts';
@@ -72,9 +71,6 @@ export function buildHttpApp(options: {
   app.get('/metrics', async (_request, reply) => {
     const text = await options.registry.metrics();
     return reply.header('content-type', options.registry.contentType).send(text);
-  });
-  app.setNotFoundHandler((request) => {
-    throw fail('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0] ?? ''}`);
   });
   return app;
 }

@@ -1,8 +1,6 @@
-import { hostname } from 'node:os';
-import { isIP } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { ConfigError, bearerToken, type Logger } from '@broadcast-ops/core';
+import { ConfigError, bearerToken, installHostGuard, sendError, type Logger } from '@broadcast-ops/core';
 import { fail } from '../../errors.ts';
 import { allowed, ROUTES, type Permission, type Role, type RouteSpec } from '../../domain/permissions.ts';
 import type { TimesvcConfig } from '../../config.ts';
@@ -103,47 +101,33 @@ export async function authorise(
 }
 
 /**
- * Host header check for state-changing requests (DNS rebinding): the host must be an IP literal,
- * `localhost`, this machine's name, or the host of an entry in `web.allowed_origins`. A browser's
- * `Origin`, when sent, must be the same origin (or listed).
+ * The Origin check of state-changing requests and stream upgrades (DNS rebinding and cross-site requests;
+ * the Host header itself is checked for every request by core's Host guard, installed in registerWebApi):
+ * a browser's `Origin`, when sent, must be this server's own origin or an entry of `web.allowed_origins`.
  */
-export function hostAllowed(
+export function originAllowed(
   host: string | undefined,
   origin: string | undefined,
   allowedOrigins: readonly string[],
 ): boolean {
-  if (!host) return false;
-  const name = hostOnly(host);
-  const listed = allowedOrigins.map((o) => {
+  if (origin === undefined) return true;
+  try {
+    const o = new URL(origin);
+    return o.host.toLowerCase() === (host ?? '').toLowerCase() || allowedOrigins.includes(o.origin);
+  } catch {
+    return false;
+  }
+}
+
+/** The host names of `web.allowed_origins`, which core's Host guard accepts besides its own rule. */
+export function allowedHostsOf(allowedOrigins: readonly string[]): string[] {
+  return allowedOrigins.map((o) => {
     try {
       return new URL(o).hostname.replace(/^\[|\]$/g, '').toLowerCase();
     } catch {
       return o.toLowerCase();
     }
   });
-  const me = hostname().toLowerCase();
-  const okHost =
-    isIP(name) !== 0 ||
-    name === 'localhost' ||
-    name === me ||
-    name === me.split('.')[0] ||
-    listed.includes(name);
-  if (!okHost) return false;
-  if (origin === undefined) return true;
-  try {
-    const o = new URL(origin);
-    return o.host.toLowerCase() === host.toLowerCase() || allowedOrigins.includes(o.origin);
-  } catch {
-    return false;
-  }
-}
-
-function hostOnly(host: string): string {
-  const h = host.trim().toLowerCase();
-  const bracket = /^\[([^\]]+)\](?::\d+)?$/.exec(h);
-  if (bracket) return bracket[1] ?? '';
-  if (isIP(h) === 6) return h;
-  return h.replace(/:\d+$/, '');
 }
 
 export function registerWebApi(app: FastifyInstance, ctx: WebApiContext): void {
@@ -155,17 +139,15 @@ export function registerWebApi(app: FastifyInstance, ctx: WebApiContext): void {
   const authLog = ctx.logger.child({ component: 'auth' });
   const specs = new Map<string, RouteSpec>(ROUTES.map((r) => [`${r.method} ${r.url}`, r]));
 
+  installHostGuard(app, () => allowedHostsOf(ctx.config().web.allowed_origins));
   app.addHook('onRequest', async (request: FastifyRequest) => {
     const permission = request.routeOptions.config.permission;
     if (permission === undefined) return;
-    if (request.routeOptions.config.changesState) {
-      const origin = request.headers.origin;
-      if (!hostAllowed(request.headers.host, origin, ctx.config().web.allowed_origins)) {
-        throw fail(
-          'HOST_NOT_ALLOWED',
-          `Host "${request.headers.host ?? ''}" is not allowed for this request`,
-        );
-      }
+    if (
+      request.routeOptions.config.changesState &&
+      !originAllowed(request.headers.host, request.headers.origin, ctx.config().web.allowed_origins)
+    ) {
+      throw fail('FORBIDDEN', `Origin ${JSON.stringify(request.headers.origin ?? '')} is not allowed`);
     }
     const principal = await authorise(ctx, permission, requestToken(request.headers, request.url));
     (request as FastifyRequest & { principal?: Principal | undefined }).principal = principal;
@@ -200,7 +182,7 @@ export function registerWebApi(app: FastifyInstance, ctx: WebApiContext): void {
         });
       }
       const body = loginBody.safeParse(request.body);
-      if (!body.success) throw fail('BAD_REQUEST', 'invalid request body: {username, password} expected');
+      if (!body.success) throw fail('INVALID_REQUEST', 'invalid request body: {username, password} expected');
       if (!ctx.auth) {
         authLog.warn({ ip, username: body.data.username }, 'login refused: no users are configured');
         throw fail('UNAUTHORIZED', 'invalid credentials');
@@ -253,7 +235,7 @@ export function registerWebApi(app: FastifyInstance, ctx: WebApiContext): void {
     const q = request.query as Record<string, string | undefined>;
     const limit = q['limit'] === undefined ? MAX_CLIENT_REPORT : Number(q['limit']);
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_CLIENT_REPORT) {
-      throw fail('BAD_REQUEST', `limit must be an integer from 1 to ${MAX_CLIENT_REPORT}`);
+      throw fail('INVALID_REQUEST', `limit must be an integer from 1 to ${MAX_CLIENT_REPORT}`);
     }
     if (!ctx.config().ntp.enabled) throw fail('NOT_ENABLED', 'NTP server not enabled');
     return clientsStatus(ctx, limit);
@@ -263,20 +245,21 @@ export function registerWebApi(app: FastifyInstance, ctx: WebApiContext): void {
     const q = request.query as Record<string, string | undefined>;
     const limit = q['limit'] === undefined ? 100 : Number(q['limit']);
     if (!Number.isInteger(limit) || limit < 1 || limit > 1000) {
-      throw fail('BAD_REQUEST', 'limit must be an integer from 1 to 1000');
+      throw fail('INVALID_REQUEST', 'limit must be an integer from 1 to 1000');
     }
     const level = q['level'];
     if (level !== undefined && !(LOG_LEVELS as readonly string[]).includes(level)) {
-      throw fail('BAD_REQUEST', `level must be one of ${LOG_LEVELS.join(', ')}`);
+      throw fail('INVALID_REQUEST', `level must be one of ${LOG_LEVELS.join(', ')}`);
     }
     const minLevel = q['min_level'];
     if (minLevel !== undefined && !(LOG_LEVELS as readonly string[]).includes(minLevel)) {
-      throw fail('BAD_REQUEST', `min_level must be one of ${LOG_LEVELS.join(', ')}`);
+      throw fail('INVALID_REQUEST', `min_level must be one of ${LOG_LEVELS.join(', ')}`);
     }
     let sinceMs: number | undefined;
     if (q['since'] !== undefined) {
       sinceMs = /^\d+$/.test(q['since']) ? Number(q['since']) : Date.parse(q['since']);
-      if (!Number.isFinite(sinceMs)) throw fail('BAD_REQUEST', 'since must be RFC 3339 or Unix milliseconds');
+      if (!Number.isFinite(sinceMs))
+        throw fail('INVALID_REQUEST', 'since must be RFC 3339 or Unix milliseconds');
     }
     return ctx.logs.query({
       limit,
@@ -289,10 +272,10 @@ export function registerWebApi(app: FastifyInstance, ctx: WebApiContext): void {
   // The stream paths as plain HTTP: authorised like the upgrade, then told to upgrade.
   for (const path of ['/api/ws/status', '/api/ws/logs']) {
     route('GET', path, (_request, reply) =>
-      reply
-        .code(426)
-        .header('upgrade', 'websocket')
-        .send({ error: 'UPGRADE_REQUIRED', message: 'this is a WebSocket endpoint' }),
+      sendError(
+        reply,
+        fail('UPGRADE_REQUIRED', 'this is a WebSocket endpoint', { headers: { upgrade: 'websocket' } }),
+      ),
     );
   }
 
@@ -360,7 +343,7 @@ export function registerWebApi(app: FastifyInstance, ctx: WebApiContext): void {
       const body = peerBody.safeParse(request.body);
       if (!body.success) {
         const i = body.error.issues[0];
-        throw fail('BAD_REQUEST', `${i?.path.join('.') || 'body'}: ${i?.message ?? 'invalid'}`);
+        throw fail('INVALID_REQUEST', `${i?.path.join('.') || 'body'}: ${i?.message ?? 'invalid'}`);
       }
       const doc = ctx.configStore.document();
       const ntp = (doc['ntp'] ?? {}) as Record<string, unknown>;

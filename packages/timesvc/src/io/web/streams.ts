@@ -1,9 +1,10 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { isAppError, type Logger } from '@broadcast-ops/core';
+import { hostAllowed, isAppError, rejectUpgrade, type AppError, type Logger } from '@broadcast-ops/core';
+import { fail } from '../../errors.ts';
 import type { ClockManager } from '../../domain/clock-manager.ts';
-import { authorise, hostAllowed, requestToken, type WebApiContext } from './api.ts';
+import { allowedHostsOf, authorise, originAllowed, requestToken, type WebApiContext } from './api.ts';
 import { LOG_LEVELS, levelAtLeast, type LogEntry, type LogLevel, type LogRing } from './log-ring.ts';
 import type { ReferenceEvent, ReferenceEventWatcher } from './reference-events.ts';
 import { clockStatus, fullStatus, type StatusSources } from './status.ts';
@@ -110,29 +111,30 @@ export class Streams {
   async #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     const url = req.url ?? '';
     const path = url.split('?')[0] ?? '';
-    const reject = (code: number, text: string, body: object): void => {
-      const json = JSON.stringify(body);
-      socket.end(
-        `HTTP/1.1 ${code} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(json)}\r\nConnection: close\r\n\r\n${json}`,
-      );
-    };
+    const reject = (err: AppError): void => rejectUpgrade(socket, err);
     if (!(STREAM_PATHS as readonly string[]).includes(path)) {
-      reject(404, 'Not Found', { error: 'NOT_FOUND', message: `no stream ${path}` });
+      reject(fail('NOT_FOUND', `no stream ${path}`));
       return;
     }
-    const origin = req.headers.origin;
-    if (
-      origin !== undefined &&
-      !hostAllowed(req.headers.host, origin, this.#o.ctx.config().web.allowed_origins)
-    ) {
-      reject(403, 'Forbidden', { error: 'FORBIDDEN', message: 'cross-origin WebSocket refused' });
+    const allowedOrigins = this.#o.ctx.config().web.allowed_origins;
+    if (!hostAllowed(req.headers.host, allowedHostsOf(allowedOrigins))) {
+      reject(
+        fail(
+          'HOST_NOT_ALLOWED',
+          `Host ${JSON.stringify(req.headers.host ?? '')} is not a name this server answers to`,
+        ),
+      );
+      return;
+    }
+    if (!originAllowed(req.headers.host, req.headers.origin, allowedOrigins)) {
+      reject(fail('FORBIDDEN', 'cross-origin WebSocket refused'));
       return;
     }
     try {
       await authorise(this.#o.ctx, 'read', requestToken(req.headers, url));
     } catch (err) {
       if (isAppError(err)) {
-        reject(err.status, err.status === 401 ? 'Unauthorized' : 'Forbidden', err.toBody());
+        reject(err);
         return;
       }
       throw err;
@@ -140,14 +142,11 @@ export class Streams {
     const query = new URLSearchParams(url.includes('?') ? url.slice(url.indexOf('?') + 1) : '');
     const level = query.get('level') ?? undefined;
     if (level !== undefined && !(LOG_LEVELS as readonly string[]).includes(level)) {
-      reject(400, 'Bad Request', {
-        error: 'BAD_REQUEST',
-        message: `level must be one of ${LOG_LEVELS.join(', ')}`,
-      });
+      reject(fail('INVALID_REQUEST', `level must be one of ${LOG_LEVELS.join(', ')}`));
       return;
     }
     if (this.#status.size + this.#logs.size >= this.#o.maxClients) {
-      reject(503, 'Service Unavailable', { error: 'RATE_LIMITED', message: 'too many stream clients' });
+      reject(fail('STREAMS_FULL'));
       return;
     }
     this.#wss.handleUpgrade(req, socket, head, (ws) => {
