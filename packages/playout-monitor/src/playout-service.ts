@@ -24,7 +24,7 @@ import { OutputView } from './domain/output-view.ts';
 import { fail } from './errors.ts';
 import { writeConfigAtomically } from './io/config-file.ts';
 import { allowedHostNames } from './io/access.ts';
-import { registerControlApi } from './io/control-api.ts';
+import { registerControlApi, type ApplyResult, type ControlPort } from './io/control-api.ts';
 import { EmberProvider } from './io/ember-provider.ts';
 import { healthBody, type HealthBody } from './io/http-server.ts';
 import { registerPages } from './io/pages.ts';
@@ -70,9 +70,7 @@ function staleMap(config: MonitorConfig): Map<number, number> {
   return new Map(config.servers.map((s) => [s.id, staleAfterMs(s)]));
 }
 
-export type ApplyResult = { config: MonitorConfig; restartRequired: string[] };
-
-export class PlayoutService {
+export class PlayoutService implements ControlPort {
   readonly app: FastifyInstance;
   readonly view: OutputView;
   readonly #o: PlayoutServiceOptions;

@@ -3,7 +3,7 @@
  * needs the admin token when one is configured. Every configuration change is validated against the
  * same schema as the file, saved atomically, and applied without a restart before it is acknowledged.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import {
   addressInUse,
@@ -18,7 +18,6 @@ import type { SimulationRequest } from '../domain/output-view.ts';
 import { normaliseTimecode } from '../domain/timecode.ts';
 import { restoreSecrets } from './config-file.ts';
 import { testConnection, type ConnectionTarget } from './connection-test.ts';
-import type { ApplyResult, PlayoutService } from '../playout-service.ts';
 import type { OutputView } from '../domain/output-view.ts';
 
 const simulateSchema = z.strictObject({
@@ -59,15 +58,24 @@ function refuseUsedAddress(entry: ServerConfig, cfg: MonitorConfig): void {
   if (other) throw fail('DEVICE_CONFLICT', addressInUse(entry, other.id, cfg.settings));
 }
 
-interface Service {
+/** What applying a configuration did: the configuration now in force and the changes that need a restart. */
+export type ApplyResult = { config: MonitorConfig; restartRequired: string[] };
+
+/**
+ * The narrow port the control API drives (PlayoutService implements it): the configuration, the outputs'
+ * view, applying a candidate configuration and the admin token check. Declared here, so this module does not
+ * import the service that registers it (docs/ARCHITECTURE.md "No import cycles").
+ */
+export interface ControlPort {
   readonly config: MonitorConfig;
   readonly view: OutputView;
   publicConfig(): MonitorConfig;
   applyConfig(candidate: unknown): Promise<ApplyResult>;
-  authorize(req: Parameters<PlayoutService['authorize']>[0]): void;
+  /** Throws the 401 error unless the request carries the admin token (when one is configured). */
+  authorize(req: FastifyRequest): void;
 }
 
-export function registerControlApi(app: FastifyInstance, svc: Service): void {
+export function registerControlApi(app: FastifyInstance, svc: ControlPort): void {
   app.get('/api/config', () => svc.publicConfig());
 
   app.put('/api/config', async (req) => {

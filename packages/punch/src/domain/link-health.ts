@@ -1,5 +1,8 @@
 import { classifyHealth, suggestedLatency } from './health.ts';
+import type { EndRole, LinkAlarms, LinkFigures, WindowFigures } from '../protocol/health-figures.ts';
 import type { HealthStatus } from '../protocol/ws-messages.ts';
+
+export type { EndRole, WindowFigures } from '../protocol/health-figures.ts';
 
 /**
  * One link's health over time, from the `health` reports of its two ends (README "Health"). Pure: samples
@@ -31,28 +34,6 @@ export interface LinkCounts {
   unique: number;
   lost: number;
   retransmitted: number;
-}
-
-export type EndRole = 'sender' | 'receiver';
-
-/** Figures of one end over one window. */
-export interface WindowFigures {
-  windowS: number;
-  /** Reports in the window. */
-  reports: number;
-  rtt: { min: number; avg: number; max: number };
-  /** Packets lost before ARQ, percent of the packets the sender sent (null: no counters). */
-  lossPct: number | null;
-  /** Retransmitted packets, percent of all packets sent or received. */
-  retransmitPct: number;
-  /** Packets dropped too late to play (receiver) or never sent in time (sender). */
-  dropped: number;
-  /** Average bit rate, bits/s. */
-  bitrate: number;
-  /** Receiver only: its latency, the time the RTT rule needs, and what is left (docs/health.md "Margin"). */
-  latency: number | null;
-  needMs: number | null;
-  marginMs: number | null;
 }
 
 /** One point of the graph: one report of one end. */
@@ -183,8 +164,8 @@ export interface LinkAssessment {
   rtt: number;
   retransmit: number;
   suggestedLatency: number;
-  ends: Partial<Record<EndRole, { w10: WindowFigures; w60: WindowFigures }>>;
-  alarms: { drops: boolean; margin: boolean };
+  ends: LinkFigures;
+  alarms: LinkAlarms;
   advice: string[];
 }
 

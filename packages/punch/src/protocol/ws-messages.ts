@@ -1,4 +1,4 @@
-import type { LinkAssessment } from '../domain/link-health.ts';
+import type { LinkAlarms, LinkFigures } from './health-figures.ts';
 import { NAME_PATTERN } from './schemas.ts';
 
 /**
@@ -309,9 +309,9 @@ export type ServerMessage =
           /** Added: each end's latest report (slot a, slot b). */
           ends?: Record<string, EndHealth>;
           /** Added (docs/health.md): each end's figures over 10 s and 60 s, by role; advice; alarm state. */
-          figures?: LinkAssessment['ends'];
+          figures?: LinkFigures;
           advice?: string[];
-          alarms?: LinkAssessment['alarms'];
+          alarms?: LinkAlarms;
         }
       >;
     }

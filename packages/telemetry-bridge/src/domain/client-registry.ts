@@ -9,30 +9,7 @@
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Clock, TimerHandle } from '@broadcast-ops/core';
-import type { OutboundQueue, OutboundSink } from './outbound-queue.ts';
-import type { Stream, Subscription } from './subscriptions.ts';
-
-export interface ClientConn {
-  connId: number;
-  namespace: string;
-  sessionId: string;
-  sink: OutboundSink;
-  queue: OutboundQueue;
-  subs: Map<string, Subscription>;
-  patternCount: number;
-  windowStart: number;
-  windowCount: number;
-  /** Offset of the last broadcast pushed, so a client with two matching subscriptions gets it once. */
-  lastStamp: number;
-  /** Offsets already replayed on this connection, so overlapping resumed subscriptions get each once. */
-  replayed: Set<number>;
-  /** Paged snapshots and replays, served one after the other as the socket drains. */
-  streams: Stream[];
-  pumpTimer: TimerHandle | undefined;
-  open: boolean;
-  /** Whose idempotency keys this connection's commands use (idempotencyScope). */
-  idemScope: string;
-}
+import type { ClientConn } from './client-conn.ts';
 
 /** What a handshake offers to prove it is the client that held a namespace before. */
 export interface IdentityProof {

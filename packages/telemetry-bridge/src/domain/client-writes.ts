@@ -7,7 +7,7 @@
 import type { Logger } from '@broadcast-ops/core';
 import type { ClientEnvelope } from '../protocol/envelope.ts';
 import type { BridgeErrorCode } from '../errors.ts';
-import type { ClientConn } from './client-registry.ts';
+import type { ClientConn } from './client-conn.ts';
 import type { StateWriteOutcome } from './hub-options.ts';
 import type { Journal } from './journal.ts';
 import { HUB_NAMESPACE, type MessageFactory, type RelatedMessage } from './message-factory.ts';

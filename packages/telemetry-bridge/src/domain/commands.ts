@@ -7,7 +7,7 @@
 import type { Clock, Logger } from '@broadcast-ops/core';
 import type { AckStatus, ClientCommand, ErrorInfo } from '../protocol/envelope.ts';
 import type { Adapter, AdapterCommand, AdapterResult } from './adapter.ts';
-import type { ClientConn } from './client-registry.ts';
+import type { ClientConn } from './client-conn.ts';
 import type { RestoredIdem } from './idempotency-log.ts';
 import type { Journal } from './journal.ts';
 import { HUB_NAMESPACE, type MessageFactory } from './message-factory.ts';

@@ -16,7 +16,8 @@
 import type { Clock, Logger, TimerHandle } from '@broadcast-ops/core';
 import type { Adapter } from './adapter.ts';
 import { AdapterHost } from './adapters.ts';
-import { ClientRegistry, idempotencyScope, type ClientConn, type IdentityProof } from './client-registry.ts';
+import { ClientRegistry, idempotencyScope, type IdentityProof } from './client-registry.ts';
+import type { ClientConn } from './client-conn.ts';
 import { CommandRouter } from './commands.ts';
 import { Journal } from './journal.ts';
 import { HUB_NAMESPACE, MessageFactory, type RelatedMessage } from './message-factory.ts';

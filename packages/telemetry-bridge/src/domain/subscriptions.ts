@@ -19,39 +19,11 @@
  */
 import type { Clock } from '@broadcast-ops/core';
 import type { ClientEnvelope } from '../protocol/envelope.ts';
-import type { ClientConn } from './client-registry.ts';
+import type { ClientConn, Stream, Subscription, SubscriptionFilter } from './client-conn.ts';
 import type { Journal } from './journal.ts';
 import { HUB_NAMESPACE, type MessageFactory } from './message-factory.ts';
 import type { StateStore } from './state-store.ts';
 import { TopicTrie, patternMatches } from './topic-trie.ts';
-
-export type SubscriptionFilter = 'state' | 'events' | 'all';
-
-export interface Subscription {
-  id: string;
-  conn: ClientConn;
-  patterns: Set<string>;
-  filter: SubscriptionFilter;
-  /** Keys of a snapshot not yet sent; live deltas for them are held back. */
-  pendingPaths: Set<string> | undefined;
-  /** A replay is catching up: live messages wait in the ring. */
-  replaying: boolean;
-  /** Hub offset from which the subscription receives live messages (meaningful once streams are done). */
-  liveFrom: number;
-  /** Id of the subscribe message, so a later failure of its stream names it (`relatedMessageId`). */
-  messageId: string;
-}
-
-export type Stream =
-  | {
-      kind: 'snapshot';
-      sub: Subscription;
-      paths: string[];
-      next: number;
-      correlationId: string;
-      recoveryFailed: string | undefined;
-    }
-  | { kind: 'replay'; sub: Subscription; cursor: number; replayed: number; correlationId: string };
 
 export interface RouterOptions {
   clock: Clock;

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { AGENT_ALIAS, AgentBundle, AgentBundleError, type AgentFile } from '../agent-bundle.ts';
-import type { RouteContext } from '../http-api.ts';
+import type { RouteContext } from './context.ts';
 
 /**
  * The single-file agent (docs/agent.md "Without a checkout"), public and without a token: it holds no

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { fail, forbidden } from '../http-errors.ts';
-import type { RouteContext } from '../http-api.ts';
+import type { RouteContext } from './context.ts';
 import { NAME_PATTERN } from '../../protocol/schemas.ts';
 
 /**

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { buildOpenApi } from '../../protocol/openapi.ts';
 import { PUNCH_VERSION } from '../../protocol/schemas.ts';
-import { iso, type RouteContext } from '../http-api.ts';
+import { iso, type RouteContext } from './context.ts';
 
 /**
  * Operations routes, public (no token): health (GET and HEAD, for monitors), the OpenAPI document and the

@@ -11,7 +11,7 @@ import {
   renderUnknown,
   type PageView,
 } from '../pages.ts';
-import type { RouteContext } from '../http-api.ts';
+import type { RouteContext } from './context.ts';
 import { PUNCH_PACKAGE_VERSION, agentFileName } from '../agent-bundle.ts';
 import { LINK_PLACEHOLDER, isLoopbackBase, loopbackBaseNote, renderJoinSteps } from '../join-steps.ts';
 

@@ -7,7 +7,8 @@ import type { InviteRecord, SessionRecord } from '../../domain/session.ts';
 import type { INVITE_STATES } from '../../protocol/schemas.ts';
 import { check, fail, httpErrorOf } from '../http-errors.ts';
 import { tokenFingerprint } from '../ws-server.ts';
-import { iso, sessionViewOf, type RouteContext } from '../http-api.ts';
+import { iso, type RouteContext } from './context.ts';
+import { sessionViewOf } from './session-view.ts';
 
 /**
  * Session routes (spec "Endpoints"): create, view, close, connection strings, peer tokens and their invites
