@@ -64,7 +64,7 @@ export type ApplyResult = { config: MonitorConfig; restartRequired: string[] };
 /**
  * The narrow port the control API drives (PlayoutService implements it): the configuration, the outputs'
  * view, applying a candidate configuration and the admin token check. Declared here, so this module does not
- * import the service that registers it (docs/ARCHITECTURE.md "No import cycles").
+ * import the service that registers it (the repository's docs/ARCHITECTURE.md "No import cycles").
  */
 export interface ControlPort {
   readonly config: MonitorConfig;

@@ -1,8 +1,8 @@
 /**
  * A connected client as the hub keeps it, with its subscriptions and the paged streams that bring them up to
  * date. The three types refer to each other, so they live together here, apart from the registry
- * (client-registry.ts) and the router (subscriptions.ts) that both use them (docs/ARCHITECTURE.md "No import
- * cycles").
+ * (client-registry.ts) and the router (subscriptions.ts) that both use them (the repository's
+ * docs/ARCHITECTURE.md "No import cycles").
  */
 import type { TimerHandle } from '@broadcast-ops/core';
 import type { OutboundQueue, OutboundSink } from './outbound-queue.ts';

@@ -14,7 +14,7 @@ import type { TurnstileVerifier } from '../turnstile.ts';
 /**
  * What the HTTP app (`../http-api.ts`) hands to each route group: its dependencies and the shared route
  * context. Kept apart from the app so that the route modules and the app that registers them do not import
- * each other (docs/ARCHITECTURE.md "No import cycles").
+ * each other (the repository's ARCHITECTURE.md, "No import cycles").
  */
 export interface HttpApiDeps {
   config: PunchConfig;
