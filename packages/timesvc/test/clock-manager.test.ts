@@ -403,14 +403,24 @@ test('the periodic tick runs on the injected clock', () => {
   assert.equal(clock.pendingTimers, 0);
 });
 
-test('a single spike is held back but raises the dispersion; a persistent change is followed', () => {
+/** A manager LOCKED on one NTP peer 1 ms off (2 s polls, 10 µs noise): its correction and root dispersion then. */
+function lockedOnOnePeer() {
   const { clock, m } = setup();
   const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0.001, 0, 10e-6);
   m.register(peer);
   run(clock, m, 8, [peer]);
   assert.equal(m.state, 'LOCKED');
-  const before = m.correctionAt(clock.monotonicMs());
-  const dispBefore = m.serverState.rootDispersionS;
+  return {
+    clock,
+    m,
+    peer,
+    before: m.correctionAt(clock.monotonicMs()),
+    dispBefore: m.serverState.rootDispersionS,
+  };
+}
+
+test('a single spike is held back but raises the dispersion; a persistent change is followed', () => {
+  const { clock, m, peer, before, dispBefore } = lockedOnOnePeer();
   peer.x0 = 0.004; // one 3 ms spike
   run(clock, m, 1, [peer]);
   assert.equal(m.snapshot().spikes, 1);
@@ -426,13 +436,7 @@ test('a single spike is held back but raises the dispersion; a persistent change
 });
 
 test('a stalled exchange (one path 350 ms late) is held back without ballooning the dispersion: its delay explains it', () => {
-  const { clock, m } = setup();
-  const peer = new SimSource('NTP:192.0.2.1:123', 'ntp', false, 2, 0.001, 0, 10e-6);
-  m.register(peer);
-  run(clock, m, 8, [peer]);
-  assert.equal(m.state, 'LOCKED');
-  const before = m.correctionAt(clock.monotonicMs());
-  const dispBefore = m.serverState.rootDispersionS;
+  const { clock, m, peer, before, dispBefore } = lockedOnOnePeer();
   // A busy host: no reply for two polls, then one that waited 350 ms on its way back (delay +350 ms, offset
   // −174.75 ms, half the extra delay). Past a poll without an update the delay gate lets it through
   // (docs/clock-discipline.md "Delay gate"), so the discipline judges it.
