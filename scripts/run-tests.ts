@@ -3,8 +3,9 @@
  * missing system tools the selected tests need (scripts/setup-tools.sh), runs them in one `node --test` run
  * through tsx, and fails when it finds no test, because Node 20 does not expand globs and exits 0 on zero tests.
  *
- * Usage: tsx scripts/run-tests.ts [--tap <file>] [--quick] [path-filter ...]
+ * Usage: tsx scripts/run-tests.ts [--tap <file>] [--times <file>] [--quick] [path-filter ...]
  *   path-filter  substrings of the test file path; only matching files run
+ *   --times      also write each top-level test's file and duration as JSON lines (file-times-reporter.mjs)
  *   --quick      only pure unit tests: no system tool, no child process, no browser (`npm run test:quick`)
  *   --skip-heavy leave out the heavy interop suites (HEAVY below); the matrix runs them on this machine's Node
  *                line only, and every line runs the unit and integration suites (README "Node.js versions")
@@ -48,7 +49,12 @@ const files: string[] = [];
 for (const pkg of readdirSync(join(root, 'packages'))) collect(join(root, 'packages', pkg, 'test'), files);
 collect(join(root, 'scripts', 'test'), files);
 const { values: opts, positionals: filters } = parseArgs({
-  options: { tap: { type: 'string' }, quick: { type: 'boolean' }, 'skip-heavy': { type: 'boolean' } },
+  options: {
+    tap: { type: 'string' },
+    times: { type: 'string' },
+    quick: { type: 'boolean' },
+    'skip-heavy': { type: 'boolean' },
+  },
   allowPositionals: true,
 });
 
@@ -175,6 +181,12 @@ const result = spawnSync(
     '--test-reporter=spec',
     '--test-reporter-destination=stdout',
     ...(opts.tap ? ['--test-reporter=tap', `--test-reporter-destination=${opts.tap}`] : []),
+    ...(opts.times
+      ? [
+          `--test-reporter=${join(root, 'scripts/file-times-reporter.mjs')}`,
+          `--test-reporter-destination=${opts.times}`,
+        ]
+      : []),
     `--test-concurrency=${process.env['TEST_CONCURRENCY'] ?? '2'}`,
     // Per file and per test: generous, so that a loaded machine (load average 10-20) slows tests down
     // without failing them; a hung test still ends. The opt-in long timesvc scenarios need more.

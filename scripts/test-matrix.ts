@@ -34,6 +34,7 @@ import {
   run,
   type Target,
 } from './node-matrix.ts';
+import { readFileTimes, type FileTime } from './file-times.ts';
 import { readTapSummary, type TapSummary } from './tap-summary.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -45,11 +46,30 @@ interface Outcome {
   summary: TapSummary | null;
   problems: string[];
   seconds: number;
+  /** The files the line's time went to, longest first (scripts/file-times.ts). */
+  files: FileTime[];
+  /** Share of the machine's CPU time that was busy while the line ran (/proc/stat), when readable. */
+  cpuBusy: number | null;
+}
+
+/** Busy and total jiffies over all CPUs from /proc/stat's first line; null where there is none. */
+function cpuTimes(): { busy: number; total: number } | null {
+  try {
+    const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/).slice(1);
+    const n = fields.map(Number);
+    const total = n.slice(0, 8).reduce((a, b) => a + b, 0);
+    const idle = (n[3] ?? 0) + (n[4] ?? 0);
+    return total > 0 ? { busy: total - idle, total } : null;
+  } catch {
+    return null;
+  }
 }
 
 function runSuite(target: Target, filters: string[]): Outcome {
   const label = `node v${target.version}${target.host ? ' (this machine)' : ''}`;
   const started = Date.now();
+  const cpuBefore = cpuTimes();
+  let files: FileTime[] = [];
   const problems: string[] = [];
   console.log(`\n======== ${label} ========`);
   let nodeBin = process.execPath;
@@ -78,11 +98,12 @@ function runSuite(target: Target, filters: string[]): Outcome {
   if (problems.length === 0) {
     const tapDir = mkdtempSync(join(tmpdir(), 'test-matrix-'));
     const tap = join(tapDir, 'results.tap');
+    const times = join(tapDir, 'times.jsonl');
     // Heavy interop suites run on this machine's line only (run-tests.ts HEAVY); the rest on every line.
     const heavy = target.host ? [] : ['--skip-heavy'];
     const status = run(
       nodeBin,
-      ['--import', 'tsx', 'scripts/run-tests.ts', '--tap', tap, ...heavy, ...filters],
+      ['--import', 'tsx', 'scripts/run-tests.ts', '--tap', tap, '--times', times, ...heavy, ...filters],
       {
         cwd,
         env,
@@ -91,12 +112,27 @@ function runSuite(target: Target, filters: string[]): Outcome {
     summary = existsSync(tap)
       ? readTapSummary(readFileSync(tap, 'utf8'), cwd.endsWith('/') ? cwd : `${cwd}/`)
       : null;
+    if (existsSync(times))
+      files = readFileTimes(readFileSync(times, 'utf8'), cwd.endsWith('/') ? cwd : `${cwd}/`);
     rmSync(tapDir, { recursive: true, force: true });
     if (!summary) problems.push(`the test run ended without a summary (exit ${status})`);
     else if (status !== 0 && summary.failed === 0) problems.push(`the test run exited ${status}`);
   }
   release();
-  return { label, host: target.host, summary, problems, seconds: (Date.now() - started) / 1000 };
+  const cpuAfter = cpuTimes();
+  const cpuBusy =
+    cpuBefore && cpuAfter && cpuAfter.total > cpuBefore.total
+      ? (cpuAfter.busy - cpuBefore.busy) / (cpuAfter.total - cpuBefore.total)
+      : null;
+  return {
+    label,
+    host: target.host,
+    summary,
+    problems,
+    seconds: (Date.now() - started) / 1000,
+    files,
+    cpuBusy,
+  };
 }
 
 const { values, positionals: filters } = parseArgs({
@@ -176,6 +212,7 @@ for (const t of [...targets.filter((x) => x.host), ...targets.filter((x) => !x.h
   outcomes.push(runSuite(t, filters));
 }
 
+const SLOWEST_SHOWN = 8;
 console.log('\n======== test-matrix summary ========');
 let passed = 0;
 let failed = 0;
@@ -186,9 +223,18 @@ for (const o of outcomes) {
   failed += f;
   const extra = s && s.skipped + s.todo > 0 ? `, ${s.skipped} skipped, ${s.todo} todo` : '';
   const scope = o.host ? '' : ' (without the heavy interop suites)';
+  const cpu = o.cpuBusy === null ? '' : `; CPU ${(o.cpuBusy * 100).toFixed(0)} % busy`;
   console.log(
-    `${o.label}: ${s?.passed ?? 0} passed, ${f} failed${extra}${scope} (${o.seconds.toFixed(0)} s)`,
+    `${o.label}: ${s?.passed ?? 0} passed, ${f} failed${extra}${scope} (${o.seconds.toFixed(0)} s${cpu})`,
   );
+  // Where the time went: the longest files (their tests' time; two files run at once).
+  if (o.files.length > 0)
+    console.log(
+      `  ${o.label}: longest files: ${o.files
+        .slice(0, SLOWEST_SHOWN)
+        .map((t) => `${t.file} ${t.seconds.toFixed(0)} s`)
+        .join(', ')}`,
+    );
   for (const p of o.problems) console.log(`  ${o.label}: ${p}`);
   for (const t of s?.failures ?? []) console.log(`  ${o.label}: FAILED ${t}`);
 }
