@@ -1,5 +1,5 @@
 /**
- * The landing page's "Before you start" notes (scripts/landing-notes.ts) tell the truth: the credential is the
+ * The landing page's "Before you start" notes (scripts/stack/landing-notes.ts) tell the truth: the credential is the
  * one the demo config's scrypt hash accepts, and the root README's quick start says the same.
  */
 import assert from 'node:assert/strict';
@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { parse } from 'yaml';
 import { repoRoot } from '../../packages/core/src/testing/index.ts';
-import { TIMESVC_LAB_PASSWORD, TIMESVC_LAB_USER, landingNotes } from '../landing-notes.ts';
+import { TIMESVC_LAB_PASSWORD, TIMESVC_LAB_USER, landingNotes } from '../stack/landing-notes.ts';
 
 test("the lab credential is the one config/timesvc.demo.yaml's scrypt hash accepts", () => {
   const config = parse(readFileSync(join(repoRoot, 'config/timesvc.demo.yaml'), 'utf8')) as {

@@ -10,7 +10,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { repoRoot, tempDir } from '../../packages/core/src/testing/index.ts';
-import { TIMESVC_LAB_PASSWORD, TIMESVC_LAB_USER } from '../landing-notes.ts';
+import { TIMESVC_LAB_PASSWORD, TIMESVC_LAB_USER } from '../stack/landing-notes.ts';
 import {
   declaredServices,
   endStack,

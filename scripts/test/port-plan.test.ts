@@ -1,5 +1,5 @@
 /**
- * The `npm start` port plan (scripts/port-plan.ts) for the real packages' toolkit.start entries, for every
+ * The `npm start` port plan (scripts/stack/plan.ts) for the real packages' toolkit.start entries, for every
  * offset from 0 to 3000 in steps of 100: each plan either keeps every port usable by a browser, or is refused
  * naming the port and suggesting an offset whose own plan is accepted. Pure: no sockets, no processes.
  */
@@ -16,7 +16,7 @@ import {
   describeRefusal,
   planClaims,
   type PlanService,
-} from '../port-plan.ts';
+} from '../stack/plan.ts';
 
 /** The plan inputs as the launcher reads them (toolkit.start of each package with a bin). */
 function realPlan(): PlanService[] {

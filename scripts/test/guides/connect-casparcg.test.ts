@@ -111,7 +111,7 @@ test('guide "Connect your CasparCG to the playout monitor": every step walked ag
         // `npm start` itself (landing page and every service) is walked by scripts/test/npm-start.test.ts; here
         // the page's port and what the demo configures are held against the guide.
         const landing = /http:\/\/127\.0\.0\.1:(\d+)\//.exec(step)?.[1];
-        const stack = readFileSync(join(repoRoot, 'scripts/port-plan.ts'), 'utf8');
+        const stack = readFileSync(join(repoRoot, 'scripts/stack/plan.ts'), 'utf8');
         assert.equal(/const LANDING_PORT = (\d+);/.exec(stack)?.[1], landing, 'landing page port');
         const name = /"([^"]+)" is a simulator/.exec(step)?.[1] ?? '';
         const pkg = JSON.parse(

@@ -1,7 +1,7 @@
 /**
  * One HTTP GET with a deadline, on node:http rather than `fetch`: the launcher's readiness and health checks
  * must not depend on the Fetch standard's port rules (a port `fetch` refuses is refused by the port plan before
- * start, scripts/port-plan.ts, with the reason; a probe that silently never succeeds would not say why).
+ * start, scripts/stack/plan.ts, with the reason; a probe that silently never succeeds would not say why).
  * The body is read and dropped, at most `maxBytes` of it.
  */
 import { request as httpRequest } from 'node:http';
