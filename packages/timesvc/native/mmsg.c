@@ -58,13 +58,44 @@
 #define RX_WINDOW_MS 500.0
 #define RX_SLACK_MS 0.05
 
-/* Counters of the native thread, in stats() order. */
-enum {
-  ST_REQUESTS, ST_RESPONSES, ST_KOD_RATE, ST_KOD_DENY, ST_SEND_ERRORS,
-  ST_DROP_SHORT, ST_DROP_NOT_CLIENT, ST_DROP_BAD_VERSION, ST_DROP_MALFORMED, ST_DROP_AUTHENTICATED,
-  ST_DROP_RATE_LIMITED, ST_DROP_OVERLOAD, ST_FORWARDED, ST_KERNEL_REPLACED, ST_BATCHES, ST_DATAGRAMS,
-  ST_LARGEST, ST_NTS_AUTHENTIC, ST_COUNT
-};
+/*
+ * The arrays JavaScript and this thread exchange are positional; each layout is written once, here, as a
+ * list of (index name, JavaScript name), which makes both the C indexes and the names layout() returns.
+ * src/io/native-served.ts holds the JavaScript side's names and refuses an addon whose layout() differs
+ * (a build older than the sources), so the two cannot drift apart unnoticed.
+ */
+
+/* Counters of the native thread, in stats() order (src/io/native-served.ts NATIVE_STATS). */
+#define STATS_LAYOUT(X)                                                                                     \
+  X(ST_REQUESTS, "requests") X(ST_RESPONSES, "responses") X(ST_KOD_RATE, "kodRate")                       \
+  X(ST_KOD_DENY, "kodDeny") X(ST_SEND_ERRORS, "sendErrors") X(ST_DROP_SHORT, "short")                     \
+  X(ST_DROP_NOT_CLIENT, "not_client") X(ST_DROP_BAD_VERSION, "bad_version")                               \
+  X(ST_DROP_MALFORMED, "malformed") X(ST_DROP_AUTHENTICATED, "authenticated")                             \
+  X(ST_DROP_RATE_LIMITED, "rate_limited") X(ST_DROP_OVERLOAD, "overload") X(ST_FORWARDED, "forwarded")    \
+  X(ST_KERNEL_REPLACED, "kernelReplaced") X(ST_BATCHES, "batches") X(ST_DATAGRAMS, "datagrams")           \
+  X(ST_LARGEST, "largest") X(ST_NTS_AUTHENTIC, "ntsAuthentic")
+
+/* The served array (src/io/native-served.ts SERVED_LAYOUT): the served clock's piece and the reply fields. */
+#define SERVED_LAYOUT(X)                                                                                    \
+  X(SF_VALID, "valid") X(SF_P0, "p0") X(SF_P1, "p1") X(SF_SEC0, "sec0") X(SF_NS0, "ns0")                  \
+  X(SF_RATE, "rate") X(SF_LEAP, "leap") X(SF_STRATUM, "stratum") X(SF_PRECISION, "precision")             \
+  X(SF_REFID, "referenceId") X(SF_REF_SEC, "referenceSeconds") X(SF_REF_FRAC, "referenceFraction")        \
+  X(SF_ROOT_DELAY, "rootDelayS") X(SF_ROOT_DISPERSION, "rootDispersionS")                                 \
+  X(SF_DISPERSION_RATE, "dispersionRateS") X(SF_UPDATED, "updatedAtMs")
+
+/* The policy array (src/io/native-served.ts POLICY_LAYOUT): the rate limiter's options. */
+#define POLICY_LAYOUT(X)                                                                                    \
+  X(PF_RATE_LIMIT, "rateLimitEnabled") X(PF_AVERAGE_INTERVAL, "averageIntervalS") X(PF_BURST, "burst")    \
+  X(PF_KOD_INTERVAL, "kodIntervalS") X(PF_MAX_CLIENTS, "maxClients") X(PF_IPV6_PREFIX, "ipv6PrefixBits")
+
+#define LAYOUT_INDEX(id, name) id,
+#define LAYOUT_NAME(id, name) name,
+enum { STATS_LAYOUT(LAYOUT_INDEX) ST_COUNT };
+enum { SERVED_LAYOUT(LAYOUT_INDEX) SERVED_FIELDS };
+enum { POLICY_LAYOUT(LAYOUT_INDEX) POLICY_FIELDS };
+static const char *const STATS_NAMES[] = {STATS_LAYOUT(LAYOUT_NAME)};
+static const char *const SERVED_NAMES[] = {SERVED_LAYOUT(LAYOUT_NAME)};
+static const char *const POLICY_NAMES[] = {POLICY_LAYOUT(LAYOUT_NAME)};
 
 /* Everything the native thread owns; allocated by startNative(). */
 typedef struct {
@@ -716,24 +747,23 @@ static int get_f64s(napi_env env, napi_value v, size_t need, double **out) {
 
 /* Served-clock piece and reply fields from JavaScript (setServed's array) into `s`. */
 static void served_from(const double *a, nf_served_t *s) {
-  s->valid = a[0] != 0;
-  s->p0 = a[1];
-  s->p1 = a[2];
-  s->sec0 = a[3];
-  s->ns0 = a[4];
-  s->rate = a[5];
-  s->leap = (int)a[6];
-  s->stratum = (int)a[7];
-  s->precision = (int)a[8];
-  s->refid = (uint32_t)a[9];
-  s->ref_sec = (uint32_t)a[10];
-  s->ref_frac = (uint32_t)a[11];
-  s->root_delay_s = a[12];
-  s->disp_s = a[13];
-  s->disp_rate = a[14];
-  s->updated_ms = a[15];
+  s->valid = a[SF_VALID] != 0;
+  s->p0 = a[SF_P0];
+  s->p1 = a[SF_P1];
+  s->sec0 = a[SF_SEC0];
+  s->ns0 = a[SF_NS0];
+  s->rate = a[SF_RATE];
+  s->leap = (int)a[SF_LEAP];
+  s->stratum = (int)a[SF_STRATUM];
+  s->precision = (int)a[SF_PRECISION];
+  s->refid = (uint32_t)a[SF_REFID];
+  s->ref_sec = (uint32_t)a[SF_REF_SEC];
+  s->ref_frac = (uint32_t)a[SF_REF_FRAC];
+  s->root_delay_s = a[SF_ROOT_DELAY];
+  s->disp_s = a[SF_ROOT_DISPERSION];
+  s->disp_rate = a[SF_DISPERSION_RATE];
+  s->updated_ms = a[SF_UPDATED];
 }
-#define SERVED_FIELDS 16
 
 /* Allowed networks from JavaScript: records of 18 bytes (family, prefix, 16 address bytes). */
 static int networks_from(napi_env env, napi_value v, nf_policy_t *p) {
@@ -755,13 +785,14 @@ static int networks_from(napi_env env, napi_value v, nf_policy_t *p) {
   return 1;
 }
 
-/* Policy array: [rateLimitEnabled, averageIntervalS, burst, kodIntervalS, maxClients, ipv6PrefixBits]. */
+/* Policy array (POLICY_LAYOUT). */
 static int policy_from(napi_env env, napi_value params, napi_value networks, nf_policy_t *p) {
   double *a;
   memset(p, 0, sizeof *p);
-  if (!get_f64s(env, params, 6, &a)) return 0;
+  if (!get_f64s(env, params, POLICY_FIELDS, &a)) return 0;
   if (!networks_from(env, networks, p)) return 0;
-  if (nf_limiter_init(&p->limiter, a[0] != 0, a[1], a[2], a[3], (int32_t)a[4], (int32_t)a[5]) != 0) {
+  if (nf_limiter_init(&p->limiter, a[PF_RATE_LIMIT] != 0, a[PF_AVERAGE_INTERVAL], a[PF_BURST], a[PF_KOD_INTERVAL],
+                      (int32_t)a[PF_MAX_CLIENTS], (int32_t)a[PF_IPV6_PREFIX]) != 0) {
     free(p->networks);
     return 0;
   }
@@ -775,8 +806,8 @@ static void policy_free(nf_policy_t *p) {
 }
 
 /*
- * startNative(handle, originNs bigint, options f64[2] [timestamps, rxCorrectionMs], policy f64[6],
- *             networks u8[18*k], served f64[16]): hand the socket to the native thread.
+ * startNative(handle, originNs bigint, options f64[2] [timestamps, rxCorrectionMs], policy f64[POLICY_FIELDS],
+ *             networks u8[18*k], served f64[SERVED_FIELDS]): hand the socket to the native thread.
  */
 static napi_value StartNative(napi_env env, napi_callback_info info) {
   size_t argc = 6;
@@ -853,7 +884,7 @@ static napi_value StartNative(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/* setServed(handle, served f64[16]): a new piece of the served clock and new reply fields. */
+/* setServed(handle, served f64[SERVED_FIELDS]): a new piece of the served clock and new reply fields. */
 static napi_value SetServed(napi_env env, napi_callback_info info) {
   size_t argc = 2;
   napi_value argv[2];
@@ -1035,7 +1066,7 @@ static napi_value TestLimiter(napi_env env, napi_callback_info info) {
   void *unused;
   napi_create_arraybuffer(env, 0, &unused, &empty_buffer);
   napi_create_typedarray(env, napi_uint8_array, 0, empty_buffer, 0, &empty);
-  if (argc < 3 || !get_f64s(env, argv[0], 6, &a) ||
+  if (argc < 3 || !get_f64s(env, argv[0], POLICY_FIELDS, &a) ||
       napi_get_typedarray_info(env, argv[1], &type, &rlen, (void **)&recs, &ab, &off) != napi_ok ||
       napi_get_typedarray_info(env, argv[2], &type, &tlen, (void **)&times, &ab, &off) != napi_ok ||
       rlen != tlen * ADDR_BYTES || !policy_from(env, argv[0], empty, &p)) {
@@ -1070,7 +1101,7 @@ static napi_value TestClients(napi_env env, napi_callback_info info) {
   nf_policy_t p;
   napi_create_arraybuffer(env, 0, &unused, &empty_buffer);
   napi_create_typedarray(env, napi_uint8_array, 0, empty_buffer, 0, &empty);
-  if (argc < 8 || !get_f64s(env, argv[0], 6, &a) ||
+  if (argc < 8 || !get_f64s(env, argv[0], POLICY_FIELDS, &a) ||
       napi_get_typedarray_info(env, argv[1], &type, &rlen, (void **)&recs, &ab, &off) != napi_ok ||
       napi_get_typedarray_info(env, argv[2], &type, &tlen, (void **)&times, &ab, &off) != napi_ok ||
       type != napi_float64_array || rlen != tlen * ADDR_BYTES ||
@@ -1275,6 +1306,37 @@ static napi_value Close(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+static napi_value names_array(napi_env env, const char *const *names, int count) {
+  napi_value arr, name;
+  napi_create_array_with_length(env, (size_t)count, &arr);
+  for (int i = 0; i < count; i++) {
+    napi_create_string_utf8(env, names[i], NAPI_AUTO_LENGTH, &name);
+    napi_set_element(env, arr, (uint32_t)i, name);
+  }
+  return arr;
+}
+
+/*
+ * layout() -> {served, policy, stats: names in array order; outcomes: {OUTCOME key: code}}: what this build
+ * expects of the arrays JavaScript hands it (SERVED_LAYOUT, POLICY_LAYOUT, STATS_LAYOUT, NF_OUTCOMES).
+ */
+static napi_value Layout(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value result, outcomes, code;
+  napi_create_object(env, &result);
+  napi_set_named_property(env, result, "served", names_array(env, SERVED_NAMES, SERVED_FIELDS));
+  napi_set_named_property(env, result, "policy", names_array(env, POLICY_NAMES, POLICY_FIELDS));
+  napi_set_named_property(env, result, "stats", names_array(env, STATS_NAMES, ST_COUNT));
+  napi_create_object(env, &outcomes);
+#define OUTCOME_PROPERTY(id, key, value)                                                                    \
+  napi_create_int32(env, value, &code);                                                                   \
+  napi_set_named_property(env, outcomes, key, code);
+  NF_OUTCOMES(OUTCOME_PROPERTY)
+#undef OUTCOME_PROPERTY
+  napi_set_named_property(env, result, "outcomes", outcomes);
+  return result;
+}
+
 static napi_value Init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"bind", NULL, Bind, NULL, NULL, NULL, napi_default, NULL},
@@ -1294,6 +1356,7 @@ static napi_value Init(napi_env env, napi_value exports) {
       {"clients", NULL, Clients, NULL, NULL, NULL, napi_default, NULL},
       {"testAccess", NULL, TestAccess, NULL, NULL, NULL, napi_default, NULL},
       {"testRespond", NULL, TestRespond, NULL, NULL, NULL, napi_default, NULL},
+      {"layout", NULL, Layout, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

@@ -11,18 +11,20 @@
 
 #include <stdint.h>
 
-/* respondInto's outcome codes (src/domain/ntp-responder.ts OUTCOME). */
-enum {
-  NF_REPLY = 0,
-  NF_KOD_RATE = 1,
-  NF_KOD_DENY = 2,
-  NF_DROP_SHORT = 3,
-  NF_DROP_NOT_CLIENT = 4,
-  NF_DROP_BAD_VERSION = 5,
-  NF_DROP_MALFORMED = 6,
-  NF_DROP_AUTHENTICATED = 7,
-  NF_DROP_RATE_LIMITED = 8
-};
+/*
+ * respondInto's outcome codes (src/domain/ntp-responder.ts OUTCOME), as (C name, OUTCOME key, code): the
+ * ntp_mmsg addon's layout() returns the keys and codes, and src/io/native-served.ts refuses an addon whose
+ * codes differ from OUTCOME.
+ */
+#define NF_OUTCOMES(X)                                                                                      \
+  X(NF_REPLY, "REPLY", 0) X(NF_KOD_RATE, "KOD_RATE", 1) X(NF_KOD_DENY, "KOD_DENY", 2)                     \
+  X(NF_DROP_SHORT, "DROP_SHORT", 3) X(NF_DROP_NOT_CLIENT, "DROP_NOT_CLIENT", 4)                           \
+  X(NF_DROP_BAD_VERSION, "DROP_BAD_VERSION", 5) X(NF_DROP_MALFORMED, "DROP_MALFORMED", 6)                 \
+  X(NF_DROP_AUTHENTICATED, "DROP_AUTHENTICATED", 7) X(NF_DROP_RATE_LIMITED, "DROP_RATE_LIMITED", 8)
+
+#define NF_OUTCOME_ENUM(id, key, code) id = code,
+enum { NF_OUTCOMES(NF_OUTCOME_ENUM) };
+#undef NF_OUTCOME_ENUM
 
 /*
  * What the served clock and the clock manager advertise, handed over by JavaScript whenever either changes

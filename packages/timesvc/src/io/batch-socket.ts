@@ -1,6 +1,7 @@
 import { type LoggedClient, nativeClients } from '../domain/client-log.ts';
 import { ipv6Text } from '../domain/ip-address.ts';
 import { optionalAddon } from './native-addon.ts';
+import { layoutMismatch, type NativeLayout } from './native-served.ts';
 
 export { ipv6Text };
 
@@ -64,6 +65,8 @@ interface MmsgAddon {
   ): number;
   testLimiter(policy: Float64Array, records: Uint8Array, times: Float64Array): Uint8Array;
   testAccess(networks: Uint8Array, records: Uint8Array): Uint8Array;
+  /** Optional in the type: a build older than the sources has none (native-served.ts layoutMismatch). */
+  layout?: () => NativeLayout;
   testRespond(
     served: Float64Array,
     request: Uint8Array,
@@ -73,7 +76,18 @@ interface MmsgAddon {
   ): number;
 }
 
-const addon = optionalAddon<MmsgAddon>('ntp_mmsg', (a) => typeof a.recv === 'function');
+/**
+ * Loaded only when its layout() agrees with the sources (native-served.ts layoutMismatch): a stale build would
+ * read the served clock and the policy from the wrong places. Refused with a warning on stderr; the server
+ * then answers from JavaScript.
+ */
+const addon = optionalAddon<MmsgAddon>('ntp_mmsg', (a) => {
+  if (typeof a.recv !== 'function') return false;
+  const why = layoutMismatch(typeof a.layout === 'function' ? a.layout() : undefined);
+  if (why === undefined) return true;
+  process.emitWarning(`build/Release/ntp_mmsg.node not used: ${why}; rebuild it (npm ci)`, 'TimesvcAddon');
+  return false;
+});
 
 /** Whether the batched socket addon loaded. */
 export function batchSocketsAvailable(): boolean {
@@ -82,7 +96,7 @@ export function batchSocketsAvailable(): boolean {
 
 /** The addon's pure entry points, for tests of the native responder against the JavaScript one. */
 export function nativeResponderForTests():
-  Pick<MmsgAddon, 'testLimiter' | 'testClients' | 'testAccess' | 'testRespond'> | undefined {
+  Pick<MmsgAddon, 'testLimiter' | 'testClients' | 'testAccess' | 'testRespond' | 'layout'> | undefined {
   return addon();
 }
 
