@@ -17,16 +17,8 @@ import type {
   SourceSnapshot,
 } from './reference-source.ts';
 import { correctionAt, type Correction } from './correction.ts';
-import {
-  DAY_MS,
-  leapTerm,
-  nextListedLeap,
-  nextMonthStartUnixMs,
-  voteLeap,
-  type LeapMode,
-  type LeapSecondsList,
-  type PendingLeap,
-} from './leap.ts';
+import { DAY_MS, type LeapMode, type LeapSecondsList, type PendingLeap } from './leap.ts';
+import { LeapSchedule } from './leap-schedule.ts';
 import { ServedCorrection } from './served-correction.ts';
 import { CLOCK_STATES, nextState, servesSynchronised, type ClockState } from './clock-state.ts';
 
@@ -115,18 +107,8 @@ export interface ClockManagerOptions {
   stepoutMs?: number;
 }
 
-/** A leap second planned or being passed; `atMs` is fixed once it is close (LEAP_LOCK_MS). */
-interface LeapState {
-  pending: PendingLeap;
-  atMs: number | undefined;
-}
-
-/** Fix the leap instant this long before it (or before a smear window opens), ms. */
-const LEAP_LOCK_MS = 2000;
 /** Samples this close to the leap instant are left out (an exchange may straddle it), ms. */
 const LEAP_GUARD_MS = 2000;
-/** Farthest ahead a listed leap is planned (its LI is announced only in the last day anyway). */
-const LEAP_HORIZON_MS = 32 * DAY_MS;
 
 interface SourceEntry {
   source: ReferenceSource;
@@ -189,11 +171,8 @@ export class ClockManager {
   #stepSuspects = 0;
   /** Monotonic ms when the selected GPSDO was lost (while bridging its loss in HOLDOVER). */
   #primaryLostMs: number | undefined;
-  readonly #leapList: (() => LeapSecondsList | undefined) | undefined;
   /** Leap seconds passed since start (seconds, UTC − the discipline's leap-free scale). */
-  #leapBaseS = 0;
-  #leap: LeapState | undefined;
-  #leapTimerArmed = false;
+  readonly #leap: LeapSchedule;
   readonly #rawUnixMs: ((monoMs: number) => number) | undefined;
   readonly #local: ClockManagerOptions['local'];
   readonly #sources = new Map<string, SourceEntry>();
@@ -240,12 +219,25 @@ export class ClockManager {
       leapMode: options.leapMode ?? 'step',
       leapSmearMs: options.leapSmearMs ?? DAY_MS,
     };
-    this.#leapList = options.leapList;
     this.#discipline = new Discipline({ window: this.#o.regressionWindow });
     this.#served = new ServedCorrection({
       slewRate: this.#o.maxSlewRate,
       stepThresholdS: this.#o.stepThresholdS,
       faultThresholdS: this.#o.faultThresholdS,
+    });
+    this.#leap = new LeapSchedule({
+      clock: this.#clock,
+      list: options.leapList,
+      mode: this.#o.leapMode,
+      smearMs: this.#o.leapSmearMs,
+      tickMs: this.#o.tickMs,
+      leapFreeUnixMs: (m) => this.#rawUnix(m) + this.#served.at(m) * 1000,
+      onInstant: () => {
+        this.#evaluate();
+      },
+      emit: (e) => {
+        this.#emit(e);
+      },
     });
     this.#local = options.local;
     this.#serverState = { ...UNSYNCHRONISED_STATE, precision: this.#o.precision };
@@ -279,7 +271,7 @@ export class ClockManager {
     // (RFC 5905 §7.3; docs/leap-seconds.md). Served time itself steps at the instant through the correction.
     if (
       (s.leap === LEAP.ADD_SECOND || s.leap === LEAP.DEL_SECOND) &&
-      this.#leapIndicator(this.#clock.monotonicMs()) === LEAP.NONE
+      this.#leap.indicator(this.#clock.monotonicMs()) === LEAP.NONE
     ) {
       this.#serverState = { ...s, leap: LEAP.NONE };
     }
@@ -288,17 +280,7 @@ export class ClockManager {
 
   /** The served clock's correction (correction.ts), with the leap-second terms. */
   get correction(): Correction {
-    const c = this.#served.correction;
-    const l = this.#leap;
-    const atMs = l ? (l.atMs ?? this.#leapInstant(l.pending)) : undefined;
-    if (this.#leapBaseS === 0 && (l === undefined || atMs === undefined)) return c;
-    return {
-      ...c,
-      leapBaseS: this.#leapBaseS,
-      ...(l && atMs !== undefined
-        ? { leap: { atMs, deltaS: l.pending.deltaS, smearMs: this.#smearMs() } }
-        : {}),
-    };
+    return this.#leap.withLeapTerms(this.#served.correction);
   }
 
   /** c(t) in seconds at monotonic milliseconds `tMs`, leap seconds included. */
@@ -308,8 +290,7 @@ export class ClockManager {
 
   /** The leap second planned or being passed (docs/leap-seconds.md), for status and metrics. */
   get pendingLeap(): (PendingLeap & { atMs: number | undefined }) | undefined {
-    const l = this.#leap;
-    return l ? { ...l.pending, atMs: l.atMs ?? this.#leapInstant(l.pending) } : undefined;
+    return this.#leap.pending();
   }
 
   on(listener: (e: ClockManagerEvent) => void): () => void {
@@ -379,7 +360,7 @@ export class ClockManager {
   addSample(id: string, sample: ReferenceSample): void {
     const entry = this.#sources.get(id);
     if (entry === undefined) return;
-    const leapAtMs = this.#leap ? (this.#leap.atMs ?? this.#leapInstant(this.#leap.pending)) : undefined;
+    const leapAtMs = this.#leap.instant();
     // An exchange close to the leap instant may have been answered on either side of it: left out.
     if (
       leapAtMs !== undefined &&
@@ -391,7 +372,7 @@ export class ClockManager {
     // The discipline works on the leap-free scale: a reference that has passed a leap second is measured
     // 1 s off the raw clock, which is the leap and not the oscillator (docs/leap-seconds.md).
     if (entry.source.kind !== 'local') {
-      const leap = this.#utcLeapAt(sample.atMs, leapAtMs);
+      const leap = this.#leap.utcLeapAt(sample.atMs, leapAtMs);
       if (leap !== 0) sample = { ...sample, offsetS: sample.offsetS - leap };
     }
     entry.samples.push(sample);
@@ -733,123 +714,16 @@ export class ClockManager {
       : this.#clock.now() - (this.#clock.monotonicMs() - monoMs);
   }
 
-  #smearMs(): number {
-    return this.#o.leapMode === 'smear' ? this.#o.leapSmearMs : 0;
-  }
-
-  /** UTC − the leap-free scale at monotonic `tMs`: the leaps passed, the pending one from its instant. */
-  #utcLeapAt(tMs: number, leapAtMs: number | undefined): number {
-    const l = this.#leap;
-    return this.#leapBaseS + (l && leapAtMs !== undefined && tMs >= leapAtMs ? l.pending.deltaS : 0);
-  }
-
-  /**
-   * The monotonic instant at which served time (before the leap) reaches the leap epoch, from the current
-   * correction (two fixed-point iterations: the correction's rate differs from 1 by far less than 1e-3).
-   */
-  #leapInstant(p: PendingLeap): number {
-    const served = (m: number): number => this.#rawUnix(m) + (this.#served.at(m) + this.#leapBaseS) * 1000;
-    let t = this.#clock.monotonicMs();
-    for (let i = 0; i < 3; i++) t += p.epochUnixMs - served(t);
-    return t;
-  }
-
-  /**
-   * Decide the pending leap second (list, else the majority of the selected sources' leap bits), fix its
-   * instant when it is close, arm a timer for the instant (LI must be cleared at it), and fold it into
-   * the base once it has passed. Returns whether the plan changed (the served clock must be updated).
-   */
+  /** The leap schedule's plan at `now`, voting with the selected sources' leap bits once synchronised. */
   #updateLeap(now: number): boolean {
-    const l = this.#leap;
-    if (l?.atMs !== undefined) {
-      if (now >= l.atMs + Math.max(LEAP_LOCK_MS, this.#smearMs() / 2)) {
-        this.#leapBaseS += l.pending.deltaS;
-        this.#leap = undefined;
-        this.#leapTimerArmed = false;
-        this.#emit({
-          type: 'leap',
-          phase: 'passed',
-          deltaS: l.pending.deltaS,
-          epochUnixMs: l.pending.epochUnixMs,
-        });
-        return true;
-      }
-      this.#armLeapTimer(now, l.atMs);
-      return false;
-    }
-    const servedNow = this.#rawUnix(now) + (this.#served.at(now) + this.#leapBaseS) * 1000;
-    let pending: PendingLeap | undefined;
-    const list = this.#leapList?.();
-    if (list && list.expiresUnixMs > servedNow) {
-      const next = nextListedLeap(list, servedNow);
-      if (next && next.epochUnixMs - servedNow <= LEAP_HORIZON_MS) pending = next;
-    } else if (this.#served.synced) {
+    return this.#leap.update(now, this.#served.synced, () => {
       const bits: number[] = [];
       for (const e of this.#sources.values()) {
         if (e.source.kind === 'local') continue;
         if (e.verdict === 'selected' || e.verdict === 'candidate') bits.push(e.source.status().leap);
       }
-      // Leap bits count only in the last day of a month, the only time a leap can follow (as chrony
-      // accepts them only on a leap-second day): an upstream still announcing a passed leap plans nothing.
-      const monthEnd = nextMonthStartUnixMs(servedNow);
-      const delta = monthEnd - servedNow <= DAY_MS ? voteLeap(bits) : 0;
-      if (delta !== 0) pending = { epochUnixMs: monthEnd, deltaS: delta, source: 'sources' };
-    }
-    const same = pending?.epochUnixMs === l?.pending.epochUnixMs && pending?.deltaS === l?.pending.deltaS;
-    if (pending === undefined) {
-      this.#leap = undefined;
-      if (l)
-        this.#emit({
-          type: 'leap',
-          phase: 'cancelled',
-          deltaS: l.pending.deltaS,
-          epochUnixMs: l.pending.epochUnixMs,
-        });
-      return l !== undefined;
-    }
-    const atMs = this.#leapInstant(pending);
-    const lock = atMs - now <= LEAP_LOCK_MS + this.#smearMs() / 2;
-    this.#leap = { pending, atMs: lock ? atMs : undefined };
-    if (!same)
-      this.#emit({
-        type: 'leap',
-        phase: 'planned',
-        deltaS: pending.deltaS,
-        epochUnixMs: pending.epochUnixMs,
-      });
-    if (lock) this.#armLeapTimer(now, atMs);
-    return !same || lock;
-  }
-
-  #armLeapTimer(now: number, atMs: number): void {
-    if (this.#leapTimerArmed || atMs < now || atMs - now > 1.5 * this.#o.tickMs) return;
-    this.#leapTimerArmed = true;
-    this.#clock.setTimer(Math.max(0, atMs - now) + 1, () => {
-      this.#evaluate();
+      return bits;
     });
-  }
-
-  /** The leap indicator served now (RFC 5905 §7.3): only in step mode, in the last day before the leap. */
-  #leapIndicator(now: number): number {
-    const l = this.#leap;
-    if (!l || this.#o.leapMode !== 'step') return LEAP.NONE;
-    const atMs = l.atMs ?? this.#leapInstant(l.pending);
-    if (now >= atMs || atMs - now > DAY_MS) return LEAP.NONE;
-    return l.pending.deltaS < 0 ? LEAP.ADD_SECOND : LEAP.DEL_SECOND;
-  }
-
-  /** Smear mode: how far served time is from UTC because of the smear, over the next tick, seconds. */
-  #smearDeviation(now: number): number {
-    const l = this.#leap;
-    const smear = this.#smearMs();
-    if (!l || smear <= 0) return 0;
-    const atMs = l.atMs ?? this.#leapInstant(l.pending);
-    const d = l.pending.deltaS;
-    const dev = (t: number): number => Math.abs(leapTerm(t, atMs, d, smear) - leapTerm(t, atMs, d, 0));
-    const horizon = 1.5 * this.#o.tickMs;
-    let worst = Math.max(dev(now), dev(now + horizon));
-    if (atMs >= now && atMs <= now + horizon) worst = Math.max(worst, dev(atMs), Math.abs(d) / 2);
-    return worst;
   }
 
   /** The estimate of reference − raw at monotonic ms `now`. */
@@ -975,7 +849,7 @@ export class ClockManager {
     const disagreementS = this.#disagreementS();
     this.#serverState = {
       // The leap bits are ours (docs/leap-seconds.md): the vote or the list, announced in the last day.
-      leap: this.#leapIndicator(now),
+      leap: this.#leap.indicator(now),
       stratum: Math.min(MAXSTRAT, adv.status.stratum + 1),
       precision: this.#o.precision,
       referenceId: adv.status.referenceId,
@@ -989,7 +863,7 @@ export class ClockManager {
         // regression's offset SD, not a jitter; docs/clock-discipline.md "The advertised bound").
         this.#selectionJitterS +
         this.#ownErrorS(now) +
-        this.#smearDeviation(now) +
+        this.#leap.smearDeviation(now) +
         disagreementS,
       dispersionRateS: this.#growthRate(est),
       updatedAtMs: now,
