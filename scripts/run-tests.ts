@@ -113,7 +113,7 @@ const NOT_QUICK = new RegExp(
  * (`dist/`, as installed) are here too: the other lines' trees (scripts/node-matrix.ts) keep no build output.
  */
 const HEAVY =
-  /interop|\.browser\.test\.ts$|npm-start|agent-(e2e|lifetime|restart|halfopen)|status-timesvc-holdover|scripts\/test\/guides/;
+  /interop|\.browser\.test\.ts$|npm-start|agent-(e2e|lifetime|restart|halfopen)|nat-matrix|status-timesvc-holdover|scripts\/test\/guides/;
 
 const selected = files
   .map((f) => relative(root, f))

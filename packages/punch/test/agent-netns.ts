@@ -40,12 +40,12 @@ export interface Rig {
 }
 
 /** A REST call to the broker with curl from inside namespace `nsB`: status, parsed JSON and text. */
-function restIn(nsB: string) {
+export function restIn(nsB: string, broker = BROKER) {
   return async (method: string, path: string, token?: string, body?: unknown) => {
     const args = ['netns', 'exec', nsB, 'curl', '-s', '-X', method, '-w', '\n%{http_code}'];
     if (token) args.push('-H', `authorization: Bearer ${token}`);
     if (body !== undefined) args.push('-H', 'content-type: application/json', '-d', JSON.stringify(body));
-    const { stdout } = await execAsync('ip', [...args, BROKER + path]);
+    const { stdout } = await execAsync('ip', [...args, broker + path]);
     const cut = stdout.lastIndexOf('\n');
     const text = stdout.slice(0, cut);
     return { status: Number(stdout.slice(cut + 1)), json: text ? JSON.parse(text) : undefined, text };
@@ -123,7 +123,7 @@ export const readBytes = (file: string): Buffer => readFileSync(file);
 
 /** `DELETE` the session as its admin: the exit codes of `agents` (each ends on `session_closed`), or null after 15 s. */
 export async function deleteSession(
-  rig: Rig,
+  rig: Pick<Rig, 'rest'>,
   session: string,
   admin: string,
   agents: Group[],
