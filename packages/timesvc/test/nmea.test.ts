@@ -1,16 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { refusal } from '@broadcast-ops/core/testing';
 import fc from 'fast-check';
 import { GpsReceiverModel } from '../src/domain/gpsdo.ts';
-import {
-  MAX_LINE,
-  NmeaLineBuffer,
-  buildNmea,
-  frameNmea,
-  fullYear,
-  parseNmea,
-  type Parsed,
-} from '../src/protocol/nmea.ts';
+import { MAX_LINE, NmeaLineBuffer, buildNmea, frameNmea, fullYear, parseNmea } from '../src/protocol/nmea.ts';
 import { CASIC, CLASSIC, QUECTEL_ZDA } from './fixtures/nmea-captures.ts';
 
 test('captured sentences from real receivers all verify and parse', () => {
@@ -63,9 +56,6 @@ test('two-digit years: 80-99 are 19xx, 00-79 are 20xx', () => {
   assert.equal(fullYear(0), 2000);
   assert.equal(fullYear(79), 2079);
 });
-
-/** The refusal's code, or 'ok'. */
-const refusal = (r: Parsed<unknown>): string => (r.ok ? 'ok' : r.error.code);
 
 test('malformed sentences are rejected with their error kind, never thrown', () => {
   const good = CLASSIC[0] ?? '';
