@@ -3,7 +3,7 @@
 // capped at 256 MB heap and 5 s; the figures are printed beside the anchor (the playout monitor's bounded decoder,
 // packages/playout-monitor/src/protocol/glow.ts) measured in the same run. Run: npx tsx bench/playout-ember-decoder/run.ts
 import { spawnSync } from 'node:child_process';
-import { decodeGlowRequests, GlowError } from '../../packages/playout-monitor/src/protocol/glow.ts';
+import { decodeGlowRequests } from '../../packages/playout-monitor/src/protocol/glow.ts';
 
 const CASES: Record<string, string> = {
   // The reported frame's payload: a Glow Root declaring 16 bytes where 5 follow.
@@ -33,12 +33,8 @@ for (const [name, hex] of Object.entries(CASES)) {
       ? `crashed (exit ${r.status}, signal ${r.signal})`
       : r.stdout.trim();
   const t0 = performance.now();
-  let ours: string;
-  try {
-    ours = `returned ${JSON.stringify(decodeGlowRequests(Buffer.from(hex, 'hex')))}`;
-  } catch (e) {
-    ours = `refused (${e instanceof GlowError ? e.message : String(e)})`;
-  }
+  const result = decodeGlowRequests(Buffer.from(hex, 'hex'));
+  const ours = result.ok ? `returned ${JSON.stringify(result.value)}` : `refused (${result.error.message})`;
   const ms = (performance.now() - t0).toFixed(2);
   console.log(
     `${name}\n  emberplus-connection berDecode: ${lib}\n  anchor, protocol/glow.ts:      ${ours} in ${ms} ms`,

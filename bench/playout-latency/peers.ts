@@ -48,8 +48,8 @@ function mark(leg: Leg, state: string): void {
 
 rx.on('message', (data) => {
   const d = decodeTslPacket(data);
-  if ('error' in d) return;
-  for (const m of d.messages) {
+  if (!d.ok) return;
+  for (const m of d.value.messages) {
     if (m.index !== 1) continue;
     if (m.control === TALLY.play) mark('tsl', 'play');
     else if (m.control === TALLY.stop) mark('tsl', 'stop');

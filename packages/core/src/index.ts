@@ -1,5 +1,6 @@
 export * from './clock.ts';
 export * from './config.ts';
+export * from './decoded.ts';
 export * from './errors.ts';
 export * from './http.ts';
 export * from './host-guard.ts';

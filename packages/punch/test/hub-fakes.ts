@@ -36,7 +36,7 @@ export class FakeLink implements PeerLink {
 export function msg(m: object): ClientMessage {
   const r = parseClientMessage(JSON.stringify(m));
   assert.ok(r.ok);
-  return r.message;
+  return r.value;
 }
 
 export const settle = () => new Promise((r) => setImmediate(r));

@@ -297,10 +297,10 @@ describe('parsers fed by peers: statistics lines and health counters (fast-check
             JSON.stringify({ type: 'health', rtt: 1, retransmit: 0, bitrate: 1, counts }),
           );
           if (r.ok) {
-            const c = r.message.type === 'health' ? r.message.counts : undefined;
+            const c = r.value.type === 'health' ? r.value.counts : undefined;
             assert.ok(c);
             for (const v of Object.values(c)) assert.ok(Number.isInteger(v) && v >= 0 && v <= 2 ** 40);
-          } else assert.match(r.reason, /^counts/);
+          } else assert.match(r.error.message, /^counts/);
         },
       ),
       { numRuns: 1000, interruptAfterTimeLimit: 5000 },

@@ -9,7 +9,7 @@ test('a message nested 7000 deep is INVALID_MESSAGE, checked before anything rec
   const deep = `{"type":"register","port":9000,"meta":{"x":${'['.repeat(7000)}${']'.repeat(7000)}}}`;
   const r = parseClientMessage(deep);
   assert.equal(r.ok, false);
-  assert.match(!r.ok ? r.reason : '', /nested deeper than 16/);
+  assert.match(!r.ok ? r.error.message : '', /nested deeper than 16/);
   // Brackets inside strings do not count.
   const r2 = parseClientMessage(`{"type":"register","port":9000,"meta":{"label":"${'['.repeat(40)}"}}`);
   assert.equal(r2.ok, true);

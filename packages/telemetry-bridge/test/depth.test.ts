@@ -27,8 +27,8 @@ function deepState(levels: number): string {
 test('a state frame nested 5,000 deep is INVALID_MESSAGE with the limit; at the limit it parses', () => {
   const r = parseClientFrame(deepState(5000));
   assert.equal(r.ok, false);
-  assert.equal(!r.ok && r.code, 'INVALID_MESSAGE');
-  assert.match(!r.ok ? r.message : '', new RegExp(`deeper than ${MAX_JSON_DEPTH}`));
+  assert.equal(!r.ok && r.error.code, 'INVALID_MESSAGE');
+  assert.match(!r.ok ? r.error.message : '', new RegExp(`deeper than ${MAX_JSON_DEPTH}`));
   // Envelope (1) + payload (2) + value levels.
   assert.equal(parseClientFrame(deepState(MAX_JSON_DEPTH - 2)).ok, true);
   assert.equal(parseClientFrame(deepState(MAX_JSON_DEPTH - 1)).ok, false);

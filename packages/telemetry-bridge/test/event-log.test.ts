@@ -7,7 +7,7 @@ import { ManualClock, repoRoot, tempDir, waitFor } from '@broadcast-ops/core/tes
 import { silentLogger } from '@broadcast-ops/core';
 import { Hub } from '../src/domain/hub.ts';
 import { crc32 } from 'node:zlib';
-import { decodeRecords, encodeRecord, encodeRecordBody, recordBodyText } from '../src/protocol/log-record.ts';
+import { scanRecords, encodeRecord, encodeRecordBody, recordBodyText } from '../src/protocol/log-record.ts';
 import { EventLog, listSegments, readLog } from '../src/io/event-log.ts';
 import { formatReplay } from '../src/replay.ts';
 
@@ -52,7 +52,7 @@ test('record framing: length + CRC-32 big endian, body spliced without re-serial
   // Known CRC-32 check value (ISO-HDLC): "123456789" → 0xCBF43926.
   assert.equal(crc32('123456789'), 0xcbf43926);
   const two = Buffer.concat([buf, encodeRecord({ o: 8, t: 1001, k: 'event', m: { é: 'ü' } })]);
-  const r = decodeRecords(two);
+  const r = scanRecords(two);
   assert.equal(r.stopReason, undefined);
   assert.deepEqual(
     r.records.map((x) => x.o),
@@ -66,7 +66,7 @@ test('a torn last record is detected at every cut point and skipped; earlier rec
   const b = encodeRecord({ o: 2, t: 2, k: 'state', m: { v: 'two' } });
   const whole = Buffer.concat([a, b]);
   for (let cut = a.length + 1; cut < whole.length; cut++) {
-    const r = decodeRecords(whole.subarray(0, cut));
+    const r = scanRecords(whole.subarray(0, cut));
     assert.equal(r.records.length, 1, `cut at ${cut}`);
     assert.equal(r.goodBytes, a.length);
     // A cut inside the length field can leave only zero bytes: indistinguishable from unused space.
@@ -77,10 +77,10 @@ test('a torn last record is detected at every cut point and skipped; earlier rec
   }
   const flipped = Buffer.from(whole);
   flipped[whole.length - 2] = flipped[whole.length - 2]! ^ 0x01;
-  assert.equal(decodeRecords(flipped).stopReason, 'crc-mismatch');
+  assert.equal(scanRecords(flipped).stopReason, 'crc-mismatch');
   const huge = Buffer.alloc(8);
   huge.writeUInt32BE(0xffffffff, 0);
-  assert.equal(decodeRecords(huge).stopReason, 'too-large', 'a wild length is not allocated');
+  assert.equal(scanRecords(huge).stopReason, 'too-large', 'a wild length is not allocated');
 });
 
 /** A hub on a log directory, as the service wires it: open, restore, start with checkpoints, mark stale. */
@@ -115,7 +115,7 @@ test('unclean stop with a torn tail: readable records kept, tail quarantined who
     // No close(): the process died. Then a power cut tore the next record.
     const seg = join(dir.path, listSegments(dir.path).at(-1)!.name);
     // The torn write lands where the data ends (the file is preallocated with zeros beyond it).
-    const end = decodeRecords(readFileSync(seg)).goodBytes;
+    const end = scanRecords(readFileSync(seg)).goodBytes;
     const fd = openSync(seg, 'r+');
     writeSync(fd, encodeRecord({ o: last + 1, t: 1, k: 'state', m: { v: 21 } }).subarray(0, 11), 0, 11, end);
     ftruncateSync(fd, end + 11);

@@ -41,7 +41,7 @@ test('client frames: handshake, heartbeat, envelopes, and typed errors', () => {
   );
   assert.ok(env.ok && env.value.kind === 'envelope' && env.value.frame.type === 'command');
   const notJson = parseClientFrame('{');
-  assert.deepEqual(notJson.ok ? null : notJson.code, 'PARSE_ERROR');
+  assert.deepEqual(notJson.ok ? null : notJson.error.code, 'PARSE_ERROR');
   const unknownKey = parseClientFrame(
     JSON.stringify({
       id: 'a',
@@ -52,7 +52,11 @@ test('client frames: handshake, heartbeat, envelopes, and typed errors', () => {
       extra: 1,
     }),
   );
-  assert.ok(!unknownKey.ok && unknownKey.code === 'INVALID_MESSAGE' && unknownKey.relatedMessageId === 'a');
+  assert.ok(
+    !unknownKey.ok &&
+      unknownKey.error.code === 'INVALID_MESSAGE' &&
+      unknownKey.error.relatedMessageId === 'a',
+  );
   const ttlTooLong = parseClientFrame(
     JSON.stringify({
       id: 'b',
@@ -82,7 +86,10 @@ test('client frames: handshake, heartbeat, envelopes, and typed errors', () => {
   const noValue = parseClientFrame(
     JSON.stringify({ id: 'e', type: 'state', path: 'app.x.custom.k', payload: {}, timestamp: 1 }),
   );
-  assert.ok(!noValue.ok && /payload\.value/.test(noValue.message), 'a missing value is not a silent delete');
+  assert.ok(
+    !noValue.ok && /payload\.value/.test(noValue.error.message),
+    'a missing value is not a silent delete',
+  );
   const nullValue = parseClientFrame(
     JSON.stringify({
       id: 'f',

@@ -84,8 +84,9 @@ function fakeGpsd(): Promise<{ server: Server; port: number; watches: string[]; 
 }
 
 test('gpsd JSON: the recorded objects parse (TPV, SKY with used flags, TOFF, VERSION, DEVICE)', () => {
-  const parsed = capture.lines.map(parseGpsdLine);
-  assert.ok(parsed.every((p) => p !== undefined));
+  const results = capture.lines.map(parseGpsdLine);
+  assert.ok(results.every((p) => p.ok));
+  const parsed = results.map((p) => (p.ok ? p.value : undefined));
   const sky = parsed.find((p) => p?.class === 'SKY');
   assert.ok(sky?.class === 'SKY');
   assert.equal(sky.satellites?.length, 8);
@@ -93,10 +94,10 @@ test('gpsd JSON: the recorded objects parse (TPV, SKY with used flags, TOFF, VER
   assert.equal(sky.hdop, 0.92);
   const toff = parsed.find((p) => p?.class === 'TOFF');
   assert.ok(toff?.class === 'TOFF' && toff.clockNsec > 100e6);
-  assert.equal(parseGpsdLine('{"class":"TPV","mode":"x"}'), undefined);
-  assert.equal(parseGpsdLine('not json'), undefined);
-  assert.equal(parseGpsdLine('[1,2]'), undefined);
-  assert.equal(parseGpsdLine('{"class":"PPS","real_sec":-1}'), undefined);
+  assert.equal(parseGpsdLine('{"class":"TPV","mode":"x"}').ok, false);
+  assert.equal(parseGpsdLine('not json').ok, false);
+  assert.equal(parseGpsdLine('[1,2]').ok, false);
+  assert.equal(parseGpsdLine('{"class":"PPS","real_sec":-1}').ok, false);
 });
 
 test('network GPSDO: a fake gpsd replaying recorded JSON drives the source to a lock; stratum 1; reconnects', async () => {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { decoded } from '@broadcast-ops/core';
 import { GpsReceiverModel, gpsdoApiBody, type GpsdoEvent, type GpsSample } from '../src/domain/gpsdo.ts';
 import { buildNmea, parseNmea } from '../src/protocol/nmea.ts';
 import { parsePpsAssert, ppsSysfsPath, formatPpsAssert } from '../src/protocol/pps.ts';
@@ -231,15 +232,18 @@ test('GSV cycles: satellites that left view are pruned on the next complete cycl
 });
 
 test('PPS sysfs assert format (Linux drivers/pps/sysfs.c "%lld.%09d#%d")', () => {
-  assert.deepEqual(parsePpsAssert('1790000000.000250000#42\n'), {
-    sec: 1790000000,
-    nsec: 250000,
-    sequence: 42,
-  });
-  assert.deepEqual(parsePpsAssert('0.000000000#0\n'), { sec: 0, nsec: 0, sequence: 0 });
-  assert.equal(parsePpsAssert('1790000000.25#42\n'), undefined);
-  assert.equal(parsePpsAssert('garbage'), undefined);
-  assert.equal(parsePpsAssert('1'.repeat(100)), undefined);
+  assert.deepEqual(
+    parsePpsAssert('1790000000.000250000#42\n'),
+    decoded({
+      sec: 1790000000,
+      nsec: 250000,
+      sequence: 42,
+    }),
+  );
+  assert.deepEqual(parsePpsAssert('0.000000000#0\n'), decoded({ sec: 0, nsec: 0, sequence: 0 }));
+  assert.equal(parsePpsAssert('1790000000.25#42\n').ok, false);
+  assert.equal(parsePpsAssert('garbage').ok, false);
+  assert.equal(parsePpsAssert('1'.repeat(100)).ok, false);
   assert.equal(formatPpsAssert({ sec: 5, nsec: 7, sequence: 1 }), '5.000000007#1\n');
   assert.equal(ppsSysfsPath('/dev/pps0'), '/sys/class/pps/pps0/assert');
   assert.equal(ppsSysfsPath('/tmp/x/assert'), '/tmp/x/assert');

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createSocket } from 'node:dgram';
 import { performance } from 'node:perf_hooks';
 import { after, before, test } from 'node:test';
-import { waitFor, timingBound } from '@broadcast-ops/core/testing';
+import { expectDecoded, waitFor, timingBound } from '@broadcast-ops/core/testing';
 import { arrivalTime, kernelRxDelay, kernelRxTimestampsAvailable } from '../src/io/kernel-rx-timestamp.ts';
 import { ServedClock } from '../src/io/served-clock.ts';
 import { decodeNtpPacket, timestampDiffSeconds } from '../src/protocol/ntp-packet.ts';
@@ -89,7 +89,7 @@ test('the NTP server stamps T2 at arrival: a busy event loop shows as T3 - T2, n
       });
     });
     await waitFor(() => replies.length === 1, { what: 'the reply' });
-    const reply = decodeNtpPacket(replies[0]!);
+    const reply = expectDecoded(decodeNtpPacket(replies[0]!));
     assert.equal(reply.mode, 4);
     const heldS = timestampDiffSeconds(reply.transmitTimestamp, reply.receiveTimestamp);
     assert.ok(heldS * 1000 >= blocked - 1, `T3 - T2 = ${(heldS * 1000).toFixed(3)} ms, block ${blocked} ms`);

@@ -4,7 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { after, before, test } from 'node:test';
 import fc from 'fast-check';
 import { silentLogger } from '@broadcast-ops/core';
-import { waitFor } from '@broadcast-ops/core/testing';
+import { expectDecoded, waitFor } from '@broadcast-ops/core/testing';
 import { UNSYNCHRONISED_STATE, respond, respondInto, OUTCOME } from '../src/domain/ntp-responder.ts';
 import { expandIpv6 } from '../src/domain/ip-address.ts';
 import { batchSocketsAvailable, ipv6Text } from '../src/io/batch-socket.ts';
@@ -15,6 +15,7 @@ import {
   decodeNtpPacket,
   scanTrailer,
   timestampDiffSeconds,
+  type NtpPacket,
   type NtpTimestamp,
 } from '../src/protocol/ntp-packet.ts';
 
@@ -111,9 +112,9 @@ test('one recvmmsg of many requests: each gets its own reply with its own kernel
     await waitFor(() => replies.length === n, { timeoutMs: 5000, what: `${n} replies` });
     assert.equal(server.batchStats.batches - stats0.batches, 1, 'one batch');
     assert.equal(server.batchStats.datagrams - stats0.datagrams, n);
-    const bySeq = new Map<number, ReturnType<typeof decodeNtpPacket>>();
+    const bySeq = new Map<number, NtpPacket>();
     for (const r of replies) {
-      const p = decodeNtpPacket(r);
+      const p = expectDecoded(decodeNtpPacket(r));
       assert.equal(p.mode, 4);
       assert.equal(p.stratum, 3);
       assert.equal(p.poll, 6);
@@ -247,7 +248,7 @@ test('the dgram fallback (batchedIo false, as without the addon) serves the same
     assert.equal(fallback.rxTimestamps, 'kernel');
     sock.send(request(7), fallback.addresses[0]!.port, '127.0.0.1');
     await waitFor(() => replies.length === 1, { timeoutMs: 5000 });
-    const p = decodeNtpPacket(replies[0]!);
+    const p = expectDecoded(decodeNtpPacket(replies[0]!));
     assert.equal(p.stratum, 3);
     assert.equal(p.originTimestamp.fraction, 7);
   } finally {
@@ -290,12 +291,8 @@ test('fast-check: scanTrailer agrees with decodeNtpPacket on every input (MAC, m
   fc.assert(
     fc.property(fc.uint8Array({ minLength: 48, maxLength: 48 }), trailer, fc.nat(16), (head, tail, pad) => {
       const msg = Buffer.concat([Buffer.from(head), tail]);
-      let expected: number;
-      try {
-        expected = decodeNtpPacket(msg).mac !== undefined ? TRAILER.MAC : TRAILER.NONE;
-      } catch {
-        expected = TRAILER.MALFORMED;
-      }
+      const d = decodeNtpPacket(msg);
+      const expected = !d.ok ? TRAILER.MALFORMED : d.value.mac !== undefined ? TRAILER.MAC : TRAILER.NONE;
       // At an offset inside a larger buffer, as in a batch slot, with bytes after it that must not be read.
       const big = Buffer.concat([Buffer.alloc(pad, 0xee), msg, Buffer.alloc(32, 0xee)]);
       assert.equal(scanTrailer(big, pad, msg.length), expected);

@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
 import { after, before, test } from 'node:test';
 import fc from 'fast-check';
 import { silentLogger } from '@broadcast-ops/core';
-import { waitFor } from '@broadcast-ops/core/testing';
+import { expectDecoded, waitFor } from '@broadcast-ops/core/testing';
 import { AccessList } from '../src/domain/access-list.ts';
 import { ZERO_CORRECTION, stepTo, type Correction } from '../src/domain/correction.ts';
 import {
@@ -762,7 +762,7 @@ const SLACK_S = 0.001;
 
 /** RFC 5905 §8: T2 after the request left (minus slack), T3 before the reply arrived (plus slack), T2 ≤ T3. */
 function assertBrackets(x: Exchange, what: string): { t2: NtpTimestamp; t3: NtpTimestamp } {
-  const p = decodeNtpPacket(x.reply.packet);
+  const p = expectDecoded(decodeNtpPacket(x.reply.packet));
   assert.equal(p.mode, 4, what);
   assert.equal(p.stratum, 3, what);
   const t2 = p.receiveTimestamp;
@@ -788,7 +788,7 @@ test('over the socket: the native responder answers, T2/T3 bracket the served cl
     for (let i = 0; i < 20; i++) {
       const x = await exchange(c, plainRequest(i), port, netClock);
       sent++;
-      const p = decodeNtpPacket(x.reply.packet);
+      const p = expectDecoded(decodeNtpPacket(x.reply.packet));
       assert.equal(p.originTimestamp.seconds, TAG, 'origin = the request transmit timestamp');
       assert.equal(p.originTimestamp.fraction, i);
       assert.equal(p.poll, 6, 'poll echoed');
@@ -813,7 +813,7 @@ test('over the socket: the native responder answers, T2/T3 bracket the served cl
     sent++;
     const efTimes = assertBrackets(ef, 'a request with an extension field');
     assert.ok(Math.abs(timestampDiffSeconds(efTimes.t2, ef.raw) - 5) < 0.5, 'served on the stepped clock');
-    assert.equal(decodeNtpPacket(ef.reply.packet).originTimestamp.fraction, 200);
+    assert.equal(expectDecoded(decodeNtpPacket(ef.reply.packet)).originTimestamp.fraction, 200);
 
     const c1 = server.counters;
     assert.equal(c1.requests - c0.requests, sent, 'requests');
@@ -929,7 +929,7 @@ async function policyServer(
 /** What came back for one request: a reply, a kiss (by its code), or nothing. */
 function verdict(r: Reply | undefined): RateDecision | 'deny' | 'reply' {
   if (r === undefined) return 'drop';
-  const p = decodeNtpPacket(r.packet);
+  const p = expectDecoded(decodeNtpPacket(r.packet));
   if (p.stratum !== 0) return 'reply';
   const code = r.packet.subarray(12, 16).toString('latin1');
   return code === 'RATE' ? 'kod' : code === 'DENY' ? 'deny' : 'reply';
@@ -1010,7 +1010,7 @@ test('over the socket: the native thread applies the access list (a DENY kiss ou
     assertBrackets(ok, 'an allowed source');
     const denied = await exchange(outside, plainRequest(2), to, netClock);
     assert.equal(verdict(denied.reply), 'deny');
-    const kiss = decodeNtpPacket(denied.reply.packet);
+    const kiss = expectDecoded(decodeNtpPacket(denied.reply.packet));
     assert.equal(kiss.leap, 3);
     assert.equal(kiss.originTimestamp.fraction, 2, 'the kiss echoes the transmit timestamp');
     assert.equal(s.counters.kodDeny, 1);
@@ -1041,7 +1041,7 @@ test('over the socket: a leap second inserted at a break is served by the native
   try {
     for (let i = 0; i < 60 && performance.now() < atMs + 300; i++) {
       const x = await exchange(c, plainRequest(2000 + i), port, netClock);
-      const p = decodeNtpPacket(x.reply.packet);
+      const p = expectDecoded(decodeNtpPacket(x.reply.packet));
       // T3 is the served time at some instant between this test's reading before send and its reading on
       // arrival: within 1 ms of one of the two (they are a second apart only across the leap).
       const t3 = p.transmitTimestamp;

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
+import { expectDecoded } from '@broadcast-ops/core/testing';
 import { ClockFilter } from '../src/domain/clock-filter.ts';
 import { NtpPeer, type PeerConfig } from '../src/domain/ntp-peer.ts';
 import { respond, type ServerSystemState } from '../src/domain/ntp-responder.ts';
@@ -49,7 +50,7 @@ test('request: mode 3, VN 4, poll, transmit = T1; offset and delay per RFC 5905 
   const peer = new NtpPeer(CFG, 0);
   const req = peer.request(0, ts(3_900_000_000.25));
   assert.ok(req);
-  const p = decodeNtpPacket(req);
+  const p = expectDecoded(decodeNtpPacket(req));
   assert.equal(p.mode, 3);
   assert.equal(p.version, 4);
   assert.equal(p.poll, 4);
@@ -69,7 +70,7 @@ test('request: mode 3, VN 4, poll, transmit = T1; offset and delay per RFC 5905 
 
 test('a captured chrony reply is accepted only when its origin matches our transmit bit for bit', () => {
   const ex = capture.exchanges[0]!;
-  const chronyReq = decodeNtpPacket(Buffer.from(ex.request, 'hex'));
+  const chronyReq = expectDecoded(decodeNtpPacket(Buffer.from(ex.request, 'hex')));
   const reply = Buffer.from(ex.response, 'hex');
   const peer = new NtpPeer(CFG, 0);
   peer.request(0, { seconds: 1, fraction: 2 });
@@ -77,7 +78,7 @@ test('a captured chrony reply is accepted only when its origin matches our trans
   const peer2 = new NtpPeer(CFG, 0);
   // Pretend we sent chrony's transmit value: now the origin matches.
   peer2.request(0, chronyReq.transmitTimestamp);
-  const r = peer2.receive(reply, decodeNtpPacket(reply).transmitTimestamp, 1);
+  const r = peer2.receive(reply, expectDecoded(decodeNtpPacket(reply)).transmitTimestamp, 1);
   assert.equal(r.kind, 'sample');
   if (r.kind === 'sample') assert.equal(r.stratum, 8);
   assert.deepEqual(peer2.receive(reply, chronyReq.transmitTimestamp, 2), {
@@ -119,7 +120,7 @@ test('iburst spacing, reach register, poll adaptation within minpoll..maxpoll, m
 });
 
 function kodReply(req: Buffer, code: string, poll = 0): Buffer {
-  const p = decodeNtpPacket(req);
+  const p = expectDecoded(decodeNtpPacket(req));
   return encodeNtpPacket({
     ...p,
     leap: 3,

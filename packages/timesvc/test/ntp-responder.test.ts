@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import { expectDecoded } from '@broadcast-ops/core/testing';
 import { AccessList, parseNetwork } from '../src/domain/access-list.ts';
 import { respond, UNSYNCHRONISED_STATE, type ServerSystemState } from '../src/domain/ntp-responder.ts';
 import { RateLimiter } from '../src/domain/rate-limiter.ts';
@@ -47,11 +48,11 @@ test('golden reply to a captured chrony request: every header field from the sys
       'eeae19d12df44eb7' +
       '0000000000000000',
   );
-  const p = decodeNtpPacket(out.packet);
+  const p = expectDecoded(decodeNtpPacket(out.packet));
   assert.equal(p.leap, 0);
   assert.equal(p.version, 4);
   assert.equal(p.mode, 4);
-  assert.equal(p.poll, decodeNtpPacket(chronyRequest).poll, 'poll echoed');
+  assert.equal(p.poll, expectDecoded(decodeNtpPacket(chronyRequest)).poll, 'poll echoed');
   assert.ok(Math.abs(shortToSeconds(p.rootDelay) - 0.0015) < 2 ** -16);
 });
 
@@ -59,7 +60,7 @@ test('version echoed (NTPv3 request gets a VN 3 reply); root dispersion grows at
   const out = respond(v3Request, '127.0.0.1', RX, 1000 + 100_000, LOCKED, {});
   assert.equal(out.kind, 'reply');
   if (out.kind !== 'reply') return;
-  const p = decodeNtpPacket(out.packet);
+  const p = expectDecoded(decodeNtpPacket(out.packet));
   assert.equal(p.version, 3);
   // 100 s after the update: 5 ms + 15e-6 * 100 = 6.5 ms.
   assert.ok(Math.abs(shortToSeconds(p.rootDispersion) - 0.0065) < 2 ** -15);
@@ -69,7 +70,7 @@ test('unsynchronised: LI 3 and stratum 0', () => {
   const out = respond(chronyRequest, '127.0.0.1', RX, 0, UNSYNCHRONISED_STATE, {});
   assert.equal(out.kind, 'reply');
   if (out.kind !== 'reply') return;
-  const p = decodeNtpPacket(out.packet);
+  const p = expectDecoded(decodeNtpPacket(out.packet));
   assert.equal(p.leap, 3);
   assert.equal(p.stratum, 0);
 });
@@ -128,13 +129,13 @@ test('KoD RATE after the burst, then drops until the KoD interval passes; other 
   const k = respond(chronyRequest, '192.0.2.9', RX, 1, LOCKED, { rateLimiter: limiter2 });
   assert.equal(k.kind, 'kod');
   if (k.kind !== 'kod') return;
-  const p = decodeNtpPacket(k.packet);
+  const p = expectDecoded(decodeNtpPacket(k.packet));
   // RFC 5905 §7.4: mode 4, LI 3, stratum 0, refid = code, origin = client transmit, rx/tx zero.
   assert.equal(p.mode, 4);
   assert.equal(p.leap, 3);
   assert.equal(p.stratum, 0);
   assert.equal(refIdToAscii(p.referenceId), 'RATE');
-  assert.deepEqual(p.originTimestamp, decodeNtpPacket(chronyRequest).transmitTimestamp);
+  assert.deepEqual(p.originTimestamp, expectDecoded(decodeNtpPacket(chronyRequest)).transmitTimestamp);
   assert.deepEqual(p.receiveTimestamp, { seconds: 0, fraction: 0 });
   assert.deepEqual(p.transmitTimestamp, { seconds: 0, fraction: 0 });
 });
@@ -145,7 +146,7 @@ test('allow list: outside gets DENY, inside gets time; IPv4-mapped IPv6 is match
   assert.equal(deny.kind, 'kod');
   if (deny.kind === 'kod') {
     assert.equal(deny.code, 'DENY');
-    assert.equal(refIdToAscii(decodeNtpPacket(deny.packet).referenceId), 'DENY');
+    assert.equal(refIdToAscii(expectDecoded(decodeNtpPacket(deny.packet)).referenceId), 'DENY');
   }
   assert.equal(respond(chronyRequest, '10.1.2.3', RX, 0, LOCKED, { access }).kind, 'reply');
   assert.equal(respond(chronyRequest, '::ffff:10.1.2.3', RX, 0, LOCKED, { access }).kind, 'reply');
@@ -194,7 +195,7 @@ test('fast-check: random datagrams never throw and only valid client requests ge
           ((bytes[0]! >> 3) & 7) <= 4;
         if (!isClient) assert.equal(out.kind, 'drop');
         if (out.kind !== 'drop') {
-          const p = decodeNtpPacket(out.packet);
+          const p = expectDecoded(decodeNtpPacket(out.packet));
           assert.equal(p.mode, 4);
           assert.equal(out.packet.length, 48, 'never larger than 48 bytes: no amplification');
           assert.ok(out.packet.length <= bytes.length);

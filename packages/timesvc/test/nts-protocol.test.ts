@@ -41,7 +41,7 @@ test('NTS-KE records: decode and re-encode byte for byte (chrony request layout)
   assert.deepEqual(buildKeRequest(), CHRONY_KE_REQUEST);
   const parsed = parseKeRequest(scan.records);
   assert.ok(parsed.ok);
-  assert.deepEqual(parsed.request, { nextProtocols: [0], aeads: [15] });
+  assert.deepEqual(parsed.value, { nextProtocols: [0], aeads: [15] });
 });
 
 test('NTS-KE records: every split point of a request is partial until the last byte', () => {
@@ -63,16 +63,16 @@ test('NTS-KE response: built, scanned and read back by the client parser', () =>
   const client = parseKeResponse(scan.records, [15]);
   assert.deepEqual(client, {
     ok: true,
-    aead: 15,
-    cookies,
-    server: '127.0.0.1',
-    port: 31123,
+    value: { aead: 15, cookies, server: '127.0.0.1', port: 31123 },
   });
   // Error response.
   const err = scanRecords(buildKeError(KE_ERROR.BAD_REQUEST));
   assert.equal(err.kind, 'complete');
   if (err.kind === 'complete')
-    assert.deepEqual(parseKeResponse(err.records, [15]), { ok: false, reason: 'server sent Error 1' });
+    assert.deepEqual(parseKeResponse(err.records, [15]), {
+      ok: false,
+      error: { code: 'server_error', message: 'server sent Error 1' },
+    });
 });
 
 test('NTS-KE request rules: critical bit, duplicates, bodies, missing records', () => {
@@ -84,7 +84,7 @@ test('NTS-KE request rules: critical bit, duplicates, bodies, missing records', 
   const eom = r(RECORD.END_OF_MESSAGE);
   const code = (records: NtsKeRecord[]): number | 'ok' => {
     const p = parseKeRequest(records);
-    return p.ok ? 'ok' : p.error;
+    return p.ok ? 'ok' : p.error.keError;
   };
   assert.equal(code([r(1, [0]), r(4, [15]), eom]), 'ok');
   assert.equal(code([r(1, [0]), r(4, [15], false), eom]), 'ok', 'NTPsec sends AEAD without C');

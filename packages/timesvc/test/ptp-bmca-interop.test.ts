@@ -216,10 +216,10 @@ test(
         const [t, hex] = line.split('\t');
         if (!t || !hex) continue;
         const d = decodePtp(Buffer.from(hex.replace(/:/g, ''), 'hex'));
-        if (d.ok && d.message.type === 'announce')
+        if (d.ok && d.value.type === 'announce')
           announces.push({
             t: Number(t),
-            from: clockIdentityText(d.message.header.sourcePortIdentity.clockIdentity),
+            from: clockIdentityText(d.value.header.sourcePortIdentity.clockIdentity),
           });
       }
       const fromMaster = announces.filter((a) => a.from === masterId).map((a) => a.t);

@@ -135,8 +135,8 @@ async function runInterop(mode: 'E2E' | 'P2P'): Promise<void> {
       const buf = Buffer.from(hex.replace(/:/g, ''), 'hex');
       const d = decodePtp(buf);
       assert.ok(d.ok, `type ${t}: ${hex}`);
-      if (d.message.header.messageLength === buf.length)
-        assert.equal(encodePtp(d.message).toString('hex'), buf.toString('hex'));
+      if (d.value.header.messageLength === buf.length)
+        assert.equal(encodePtp(d.value).toString('hex'), buf.toString('hex'));
     }
     const want =
       mode === 'E2E'

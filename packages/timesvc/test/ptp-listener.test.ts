@@ -81,7 +81,7 @@ async function run(
     const ourId = announcer.clockIdentity;
     rx.on('message', (buf) => {
       const d = decodePtp(buf);
-      if (d.ok && d.message.header.sourcePortIdentity.clockIdentity === ourId) ours++;
+      if (d.ok && d.value.header.sourcePortIdentity.clockIdentity === ourId) ours++;
     });
     // Listening lasts 2 × 125 ms; wait ten times that.
     await new Promise((r) => setTimeout(r, 2500));

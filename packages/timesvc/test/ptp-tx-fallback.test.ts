@@ -39,7 +39,7 @@ async function run(
   rx.on('message', (buf) => {
     const d = decodePtp(buf);
     if (d.ok) {
-      const at = followUpPerf(d.message);
+      const at = followUpPerf(d.value);
       if (at !== undefined) followUps.push(at);
     }
   });

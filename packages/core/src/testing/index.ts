@@ -8,6 +8,20 @@ import { fileURLToPath } from 'node:url';
 
 export { ManualClock } from '../clock.ts';
 
+/** The value of a codec's answer that must decode (our own output, a capture); throws with the refusal if not. */
+export function expectDecoded<T>(
+  result: { ok: true; value: T } | { ok: false; error: { code: string; message: string } },
+): T {
+  if (!result.ok)
+    throw new Error(`expected a decoded value, got ${result.error.code}: ${result.error.message}`);
+  return result.value;
+}
+
+/** A codec's answer as one string for assertions: `'ok'`, or the refusal's stable code. */
+export function refusal(result: { ok: true } | { ok: false; error: { code: string } }): string {
+  return result.ok ? 'ok' : result.error.code;
+}
+
 /** Repository root (where the root package.json is). */
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../../..');
 

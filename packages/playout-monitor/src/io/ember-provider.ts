@@ -31,7 +31,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { berEncode, Model, Types } from 'emberplus-connection';
 import type { Logger } from '@broadcast-ops/core';
 import type { OutputDevice, OutputView } from '../domain/output-view.ts';
-import { decodeGlowRequests, GlowError, type GlowRequest } from '../protocol/glow.ts';
+import { decodeGlowRequests, type GlowRequest } from '../protocol/glow.ts';
 import { encodeEmberFrames, encodeKeepalive, S101Decoder, S101Error } from '../protocol/s101.ts';
 
 type Node = Model.NumberedTreeNode<Model.EmberElement>;
@@ -232,11 +232,18 @@ export class EmberProvider {
     try {
       for (const m of c.decoder.push(chunk)) {
         if (m.kind === 'keepalive-request') this.#write(c, encodeKeepalive('response'));
-        else if (m.kind === 'ember') for (const r of decodeGlowRequests(m.payload)) this.#handle(c, r);
+        else if (m.kind === 'ember') {
+          const requests = decodeGlowRequests(m.payload);
+          if (!requests.ok) {
+            this.#drop(c, 'malformed', requests.error.message);
+            return;
+          }
+          for (const r of requests.value) this.#handle(c, r);
+        }
         if (c.socket.destroyed) return;
       }
     } catch (err) {
-      if (err instanceof S101Error || err instanceof GlowError) this.#drop(c, 'malformed', err.message);
+      if (err instanceof S101Error) this.#drop(c, 'malformed', err.message);
       else throw err;
     }
   }

@@ -22,11 +22,11 @@ import {
   HD,
   HyperdeckReader,
   isAsync,
-  parseClipsInfo,
-  parseConnectionInfo,
-  parseDisplayTimecode,
-  parseProtocolVersion,
-  parseTransportInfo,
+  clipsInfoFrom,
+  connectionInfoFrom,
+  displayTimecodeFrom,
+  protocolVersionFrom,
+  transportInfoFrom,
   versionAtLeast,
   type HyperdeckResponse,
 } from '../protocol/hyperdeck.ts';
@@ -195,7 +195,7 @@ export class HyperdeckClient {
       if (r.code === HD.ASYNC_TRANSPORT_INFO) this.#onTransport(r, true);
       else if (r.code === HD.ASYNC_SLOT_INFO) this.#requestClips(true);
       else if (r.code === HD.ASYNC_DISPLAY_TIMECODE) {
-        const tc = parseDisplayTimecode(r.params);
+        const tc = displayTimecodeFrom(r.params);
         if (tc !== undefined) this.#apply(this.#reducer.onDisplayTimecode(tc), true);
       }
       return;
@@ -218,7 +218,7 @@ export class HyperdeckClient {
       this.#o.malformed.report('hyperdeck-unexpected-response', { device: this.#o.server.id, code: r.code });
       return;
     }
-    const info = parseConnectionInfo(r.params);
+    const info = connectionInfoFrom(r.params);
     this.#session = true;
     this.#attempt = 0;
     this.#rejectionLogged = false;
@@ -230,7 +230,7 @@ export class HyperdeckClient {
     this.#enqueue('notify', encodeCommand('notify', [['transport', true]]));
     this.#enqueue('notify', encodeCommand('notify', [['slot', true]]));
     // 513 display timecode notifications exist from protocol 1.11 on; older decks are polled only.
-    if (versionAtLeast(parseProtocolVersion(info.protocolVersion), 1, 11)) {
+    if (versionAtLeast(protocolVersionFrom(info.protocolVersion), 1, 11)) {
       this.#enqueue('notify', encodeCommand('notify', [['display timecode', true]]), (resp) => {
         this.#displayTimecodeNotify = resp.code === HD.OK;
       });
@@ -286,7 +286,7 @@ export class HyperdeckClient {
     this.#clipsFetchedFor = key;
     this.#clipsFetchedAt = now;
     this.#enqueue('clips get', encodeCommand('clips get'), (resp) => {
-      if (resp.code === HD.CLIPS_INFO) this.#apply(this.#reducer.onClips(parseClipsInfo(resp.params)), true);
+      if (resp.code === HD.CLIPS_INFO) this.#apply(this.#reducer.onClips(clipsInfoFrom(resp.params)), true);
     });
   }
 
@@ -297,7 +297,7 @@ export class HyperdeckClient {
 
   #onTransport(r: HyperdeckResponse, merge: boolean): void {
     if (r.code !== HD.TRANSPORT_INFO && r.code !== HD.ASYNC_TRANSPORT_INFO) return;
-    this.#apply(this.#reducer.onTransport(parseTransportInfo(r.params), merge), true);
+    this.#apply(this.#reducer.onTransport(transportInfoFrom(r.params), merge), true);
     this.#requestClips();
   }
 

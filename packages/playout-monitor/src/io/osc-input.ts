@@ -170,26 +170,31 @@ export class OscInput {
       return;
     }
     const now = this.#o.clock.monotonicMs();
-    const { packet, errors } = decodeOsc(msg);
-    for (const err of errors) {
-      this.#o.malformed.report(packet ? 'osc-element' : 'osc-datagram', {
+    const datagram = decodeOsc(msg);
+    if (!datagram.ok) {
+      this.#o.malformed.report('osc-datagram', {
         address,
-        code: err.code,
-        error: err.message,
+        code: datagram.error.code,
+        error: datagram.error.message,
       });
+      return;
+    }
+    const { packet, skipped } = datagram.value;
+    for (const err of skipped) {
+      this.#o.malformed.report('osc-element', { address, code: err.code, error: err.message });
     }
     let wellFormed = 0;
     for (const m of oscMessages(packet)) {
       const parsed = parseCasparMessage(m);
       if (!parsed.ok) {
-        if (parsed.reason === 'bad-arguments')
-          this.#o.malformed.report('osc-arguments', { address, path: parsed.address });
+        if (parsed.error.code === 'bad-arguments')
+          this.#o.malformed.report('osc-arguments', { address, path: parsed.error.address });
         continue;
       }
       wellFormed++;
       for (const e of entries) {
-        e.reducer.onEvent(parsed.event, now);
-        for (const x of e.extra) x.reducer.onEvent(parsed.event, now);
+        e.reducer.onEvent(parsed.value, now);
+        for (const x of e.extra) x.reducer.onEvent(parsed.value, now);
       }
     }
     if (wellFormed === 0) return;

@@ -211,22 +211,19 @@ export class VmixPoller {
     this.#lastBody = '';
     const parsed = parseVmixXml(body);
     if (!parsed.ok) {
-      this.#o.malformed.report(`vmix-${parsed.code}`, { device: id, error: parsed.message });
-      this.#failure(`bad XML from vMix (${parsed.code})`);
+      this.#o.malformed.report(`vmix-${parsed.error.code}`, { device: id, error: parsed.error.message });
+      this.#failure(`bad XML from vMix (${parsed.error.code})`);
       return;
     }
-    if (parsed.snapshot.version !== this.#lastVersion) {
-      this.#lastVersion = parsed.snapshot.version;
-      this.#logger.info(
-        { version: parsed.snapshot.version, edition: parsed.snapshot.edition },
-        'vMix answered',
-      );
+    if (parsed.value.version !== this.#lastVersion) {
+      this.#lastVersion = parsed.value.version;
+      this.#logger.info({ version: parsed.value.version, edition: parsed.value.edition }, 'vMix answered');
     }
     this.#offlineLogged = false;
     this.#lastBody = seen;
     this.#o.store.apply(
       id,
-      this.#reducer.onSnapshot(parsed.snapshot, { source, ...(digits ? { digits } : {}) }),
+      this.#reducer.onSnapshot(parsed.value, { source, ...(digits ? { digits } : {}) }),
       true,
     );
     this.#armTallyStale();

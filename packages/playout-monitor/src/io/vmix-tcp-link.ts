@@ -119,11 +119,11 @@ export class VmixTcpLink {
       // A TALLY line is the subscription's push (this link never sends the one-shot TALLY).
       if (m.command === 'TALLY' && m.status === 'OK') {
         const digits = parseTallyDigits(m.text);
-        if ('error' in digits) {
-          this.#o.onMalformed(digits.error);
+        if (!digits.ok) {
+          this.#o.onMalformed(digits.error.message);
           continue;
         }
-        this.#o.onTally(digits);
+        this.#o.onTally(digits.value);
         continue;
       }
       const head = this.#queue[0];

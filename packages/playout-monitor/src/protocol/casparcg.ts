@@ -10,6 +10,7 @@
  * Argument types vary by version (int32 goes out as `h` on 2.0.x/2.1; doubles as `f`), so numbers are read
  * from any numeric tag.
  */
+import { decoded, rejected, type DecodeError, type Decoded } from '@broadcast-ops/core/decoded';
 import { oscBool, oscNumber, oscString, type OscMessage } from './osc.ts';
 
 export type CasparField =
@@ -40,8 +41,18 @@ export type CasparEvent = CasparField & {
   layout: '2.0' | '2.2' | undefined;
 };
 
-export type CasparParseResult =
-  { ok: true; event: CasparEvent } | { ok: false; reason: 'not-casparcg' | 'bad-arguments'; address: string };
+/** Why a message is not a CasparCG event: `address` is the OSC address it came on (for the malformed log). */
+export interface CasparError extends DecodeError<'not-casparcg' | 'bad-arguments'> {
+  address: string;
+}
+
+export type CasparParseResult = Decoded<CasparEvent, CasparError>;
+
+function refuse(code: CasparError['code'], address: string): { ok: false; error: CasparError } {
+  const message =
+    code === 'not-casparcg' ? 'not a CasparCG channel address' : 'arguments do not fit the address';
+  return rejected({ code, message, address });
+}
 
 const CHANNEL = /^\/channel\/(\d{1,4})(\/.*)?$/;
 const LAYER = /^\/stage\/layer\/(-?\d{1,6})(\/.*)?$/;
@@ -132,7 +143,7 @@ function layerField(rest: string, m: OscMessage): CasparField | 'bad' {
 
 export function parseCasparMessage(m: OscMessage): CasparParseResult {
   const ch = CHANNEL.exec(m.address);
-  if (!ch) return { ok: false, reason: 'not-casparcg', address: m.address };
+  if (!ch) return refuse('not-casparcg', m.address);
   const channel = Number(ch[1]);
   const rest = ch[2] ?? '';
   const ly = LAYER.exec(rest);
@@ -140,27 +151,24 @@ export function parseCasparMessage(m: OscMessage): CasparParseResult {
     const layer = Number(ly[1]);
     const sub = ly[2] ?? '';
     const f = layerField(sub, m);
-    if (f === 'bad') return { ok: false, reason: 'bad-arguments', address: m.address };
+    if (f === 'bad') return refuse('bad-arguments', m.address);
     const layout =
       sub.startsWith('/foreground/') || sub.startsWith('/background/')
         ? '2.2'
         : f.field === 'layerOther'
           ? undefined
           : '2.0';
-    return { ok: true, event: { ...f, channel, layer, layout } };
+    return decoded({ ...f, channel, layer, layout });
   }
   if (rest === '/framerate') {
     const fps = rate(oscNumber(m.args[0]), oscNumber(m.args[1]));
-    if (fps === undefined) return { ok: false, reason: 'bad-arguments', address: m.address };
-    return { ok: true, event: { field: 'channelFramerate', fps, channel, layer: undefined, layout: '2.2' } };
+    if (fps === undefined) return refuse('bad-arguments', m.address);
+    return decoded({ field: 'channelFramerate', fps, channel, layer: undefined, layout: '2.2' });
   }
   if (rest === '/format') {
     const format = oscString(m.args[0]);
-    if (format === undefined) return { ok: false, reason: 'bad-arguments', address: m.address };
-    return {
-      ok: true,
-      event: { field: 'channelFormat', format, channel, layer: undefined, layout: undefined },
-    };
+    if (format === undefined) return refuse('bad-arguments', m.address);
+    return decoded({ field: 'channelFormat', format, channel, layer: undefined, layout: undefined });
   }
-  return { ok: true, event: { field: 'channelOther', channel, layer: undefined, layout: undefined } };
+  return decoded({ field: 'channelOther', channel, layer: undefined, layout: undefined });
 }

@@ -9,14 +9,16 @@
  * Only what a provider acts on is extracted: GetDirectory / Subscribe / Unsubscribe commands at the root
  * or inside a (qualified) node or parameter, and set-value requests (a parameter with a value in its
  * contents). Elements the provider does not have (matrices, functions, templates, streams) are ignored
- * after their BER structure was checked. Anything structurally wrong is a `GlowError`.
+ * after their BER structure was checked. Anything structurally wrong is refused (code `malformed`, the
+ * message naming the fault); inside, the walk throws a `GlowError` that `decodeGlowRequests` turns into it.
  */
+import { decoded, reject, type DecodeError, type Decoded } from '@broadcast-ops/core/decoded';
 
 export const GLOW_MAX_DEPTH = 32;
 /** Requests one message may carry (a real consumer sends one or a few). */
 export const GLOW_MAX_REQUESTS = 256;
 
-export class GlowError extends Error {
+class GlowError extends Error {
   override readonly name = 'GlowError';
 }
 
@@ -34,7 +36,7 @@ export interface Tlv {
 }
 
 /** Decode consecutive TLVs filling `buf` exactly. */
-export function decodeBer(buf: Buffer): Tlv[] {
+function decodeBer(buf: Buffer): Tlv[] {
   const out: Tlv[] = [];
   let offset = 0;
   while (offset < buf.length) {
@@ -186,8 +188,17 @@ function relativeOid(t: Tlv, what: string): number[] {
   return arcs;
 }
 
-/** The requests in one EmBER payload (a Glow Root). */
-export function decodeGlowRequests(payload: Buffer): GlowRequest[] {
+/** The requests in one EmBER payload (a Glow Root), or why it is not a well-formed one. */
+export function decodeGlowRequests(payload: Buffer): Decoded<GlowRequest[], DecodeError<'malformed'>> {
+  try {
+    return decoded(requestsOf(payload));
+  } catch (err) {
+    if (err instanceof GlowError) return reject('malformed', err.message);
+    throw err;
+  }
+}
+
+function requestsOf(payload: Buffer): GlowRequest[] {
   const top = decodeBer(payload);
   const requests: GlowRequest[] = [];
   const push = (r: GlowRequest): void => {

@@ -217,7 +217,7 @@ function boolParam(v: string): boolean | undefined {
 }
 
 /** The keys of a 208/508 block. 508 blocks may carry only the changed keys: merge the result. */
-export function parseTransportInfo(params: [string, string][]): TransportInfo {
+export function transportInfoFrom(params: [string, string][]): TransportInfo {
   const info: TransportInfo = {};
   for (const [key, value] of params) {
     switch (key) {
@@ -277,7 +277,7 @@ export interface ClipInfo {
 const CLIP = /^(.*) (\d{2}:\d{2}:\d{2}[:;]\d{2}) (\d{2}:\d{2}:\d{2}[:;]\d{2})$/;
 
 /** `205 clips info:` → `clip count: N`, then `{id}: {name} {start tc} {duration tc}` (protocol ≥ 1.1). */
-export function parseClipsInfo(params: [string, string][]): ClipInfo[] {
+export function clipsInfoFrom(params: [string, string][]): ClipInfo[] {
   const clips: ClipInfo[] = [];
   for (const [key, value] of params) {
     if (!/^\d+$/.test(key)) continue;
@@ -299,13 +299,13 @@ export interface ConnectionInfo {
   model: string | undefined;
 }
 
-export function parseConnectionInfo(params: [string, string][]): ConnectionInfo {
+export function connectionInfoFrom(params: [string, string][]): ConnectionInfo {
   const map = new Map(params);
   return { protocolVersion: map.get('protocol version'), model: map.get('model') };
 }
 
 /** `protocol version: 1.11` → [1, 11]; undefined when absent or not `major.minor`. */
-export function parseProtocolVersion(text: string | undefined): [number, number] | undefined {
+export function protocolVersionFrom(text: string | undefined): [number, number] | undefined {
   const m = text === undefined ? null : /^(\d+)\.(\d+)/.exec(text.trim());
   return m ? [Number(m[1]), Number(m[2])] : undefined;
 }
@@ -317,7 +317,7 @@ export function versionAtLeast(version: [number, number] | undefined, major: num
 }
 
 /** `513 display timecode:` → its `display timecode` value. */
-export function parseDisplayTimecode(params: [string, string][]): string | undefined {
+export function displayTimecodeFrom(params: [string, string][]): string | undefined {
   for (const [k, v] of params) if (k === 'display timecode') return v;
   return undefined;
 }

@@ -8,6 +8,7 @@
  * `T`/`F` and doubles as `f` (protocol/osc/client.cpp at each tag), so all of those are first-class here.
  * Errors are caught per bundle element: one bad element does not lose the rest of the datagram.
  */
+import { decoded, reject, rejected, type DecodeError, type Decoded } from '@broadcast-ops/core/decoded';
 
 export type OscArg =
   | { type: 'i'; value: number }
@@ -59,11 +60,17 @@ export class OscDecodeError extends Error {
   }
 }
 
-export interface OscDecodeResult {
-  /** The decoded packet; undefined when the datagram as a whole is unusable. */
-  packet: OscPacket | undefined;
-  /** Errors met on the way (the whole datagram, or single bundle elements that were skipped). */
-  errors: OscDecodeError[];
+/** A datagram that decoded: its packet, and the bundle elements skipped on the way, each with why. */
+export interface OscDatagram {
+  packet: OscPacket;
+  skipped: DecodeError<OscErrorCode>[];
+}
+
+/** The datagram, or why it is unusable as a whole. */
+export type OscDecodeResult = Decoded<OscDatagram, DecodeError<OscErrorCode>>;
+
+function plain(e: OscDecodeError): DecodeError<OscErrorCode> {
+  return { code: e.code, message: e.message };
 }
 
 /** Largest UDP payload over IPv4; anything bigger cannot be one datagram. */
@@ -208,20 +215,19 @@ function decodePacket(buf: Uint8Array, depth: number, errors: OscDecodeError[]):
   return { kind: 'bundle', timetag, elements };
 }
 
-/** Decode one datagram. Never throws: problems come back in `errors`. */
+/** Decode one datagram. Never throws: a bad datagram is refused, bad bundle elements are listed as skipped. */
 export function decodeOsc(datagram: Uint8Array): OscDecodeResult {
   const errors: OscDecodeError[] = [];
   if (datagram.length > OSC_MAX_DATAGRAM) {
-    return {
-      packet: undefined,
-      errors: [new OscDecodeError('too-large', `datagram of ${datagram.length} bytes`)],
-    };
+    return reject('too-large', `datagram of ${datagram.length} bytes`);
   }
   try {
-    return { packet: decodePacket(datagram, 0, errors), errors };
+    const packet = decodePacket(datagram, 0, errors);
+    return decoded({ packet, skipped: errors.map(plain) });
   } catch (err) {
-    errors.push(err instanceof OscDecodeError ? err : new OscDecodeError('truncated', String(err)));
-    return { packet: undefined, errors };
+    return rejected(
+      plain(err instanceof OscDecodeError ? err : new OscDecodeError('truncated', String(err))),
+    );
   }
 }
 

@@ -8,6 +8,7 @@
  * (0 off, 1 red, 2 green, 3 amber), bits 6–7 brightness (0–3), bit 15 clear for display data.
  * The DLE/STX wrapper of the document is for byte streams (TCP) only and is never used over UDP.
  */
+import { decoded, reject, type DecodeError, type Decoded } from '@broadcast-ops/core/decoded';
 
 export const TSL_MAX_PACKET = 2048;
 export const TSL_HEADER_BYTES = 6;
@@ -141,24 +142,28 @@ export interface DecodedTslPacket {
   messages: { index: number; control: number; text: string }[];
 }
 
+export type TslErrorCode = 'short' | 'too-long' | 'bad-pbc' | 'scontrol' | 'truncated-dmsg' | 'dmsg-overrun';
+
 /**
- * Decode a v5.0 UDP packet (used by the tests and the bench as a receiver). Returns an error string for
- * anything that does not follow the layout; never throws.
+ * Decode a v5.0 UDP packet (used by the tests and the bench as a receiver). Anything that does not follow
+ * the layout is refused with the offset of the fault; never throws.
  */
-export function decodeTslPacket(buf: Uint8Array): DecodedTslPacket | { error: string } {
+export function decodeTslPacket(buf: Uint8Array): Decoded<DecodedTslPacket, DecodeError<TslErrorCode>> {
   const b = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
-  if (b.length < TSL_HEADER_BYTES) return { error: 'shorter than the header' };
-  if (b.length > TSL_MAX_PACKET) return { error: 'longer than 2048 bytes' };
+  if (b.length < TSL_HEADER_BYTES) return reject('short', 'shorter than the header', b.length);
+  if (b.length > TSL_MAX_PACKET) return reject('too-long', 'longer than 2048 bytes', TSL_MAX_PACKET);
   const pbc = b.readUInt16LE(0);
-  if (pbc !== b.length - 2) return { error: `PBC ${pbc} but ${b.length - 2} bytes follow` };
+  if (pbc !== b.length - 2) return reject('bad-pbc', `PBC ${pbc} but ${b.length - 2} bytes follow`, 0);
   const flags = b.readUInt8(3);
   const out: DecodedTslPacket = { version: b.readUInt8(2), flags, screen: b.readUInt16LE(4), messages: [] };
-  if (flags & 0x02) return { error: 'SCONTROL packets are not decoded' };
+  if (flags & 0x02) return reject('scontrol', 'SCONTROL packets are not decoded', 3);
   let off = TSL_HEADER_BYTES;
   while (off < b.length) {
-    if (off + TSL_DMSG_HEADER_BYTES > b.length) return { error: 'truncated DMSG header' };
+    if (off + TSL_DMSG_HEADER_BYTES > b.length) return reject('truncated-dmsg', 'truncated DMSG header', off);
     const len = b.readUInt16LE(off + 4);
-    if (off + TSL_DMSG_HEADER_BYTES + len > b.length) return { error: 'DMSG text runs past the packet' };
+    if (off + TSL_DMSG_HEADER_BYTES + len > b.length) {
+      return reject('dmsg-overrun', 'DMSG text runs past the packet', off);
+    }
     const raw = b.subarray(off + 6, off + 6 + len);
     out.messages.push({
       index: b.readUInt16LE(off),
@@ -167,5 +172,5 @@ export function decodeTslPacket(buf: Uint8Array): DecodedTslPacket | { error: st
     });
     off += TSL_DMSG_HEADER_BYTES + len;
   }
-  return out;
+  return decoded(out);
 }

@@ -9,6 +9,7 @@
  * `VMIX_MAX_XML_BYTES` is an error (the link is then dropped by the io layer); bytes are held only until
  * their message is complete.
  */
+import { decoded, reject, type DecodeError, type Decoded } from '@broadcast-ops/core/decoded';
 import type { TallyDigit } from '../domain/mixer-tally.ts';
 import { VMIX_MAX_XML_BYTES } from './vmix.ts';
 
@@ -112,12 +113,14 @@ function parseLine(
 }
 
 /** The digits of a `TALLY OK <digits>` message, or an error naming what is wrong. */
-export function parseTallyDigits(text: string): TallyDigit[] | { error: string } {
+export function parseTallyDigits(
+  text: string,
+): Decoded<TallyDigit[], DecodeError<'too-many-inputs' | 'bad-digit'>> {
   const t = text.trim();
-  if (t.length > VMIX_TCP_MAX_TALLY_DIGITS) return { error: `a tally of ${t.length} inputs` };
+  if (t.length > VMIX_TCP_MAX_TALLY_DIGITS) return reject('too-many-inputs', `a tally of ${t.length} inputs`);
   if (!/^[012]*$/.test(t))
-    return { error: `tally digits other than 0, 1, 2: ${JSON.stringify(t.slice(0, 20))}` };
-  return Array.from(t, (c) => Number(c) as TallyDigit);
+    return reject('bad-digit', `tally digits other than 0, 1, 2: ${JSON.stringify(t.slice(0, 20))}`);
+  return decoded(Array.from(t, (c) => Number(c) as TallyDigit));
 }
 
 /** Commands are single lines ending `\r\n`. */

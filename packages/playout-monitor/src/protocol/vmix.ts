@@ -11,6 +11,7 @@
  * attributes and text only of the inputs it publishes. Character references (`&amp;`, `&#233;`,
  * `&#xE9;`) are decoded.
  */
+import { decoded, reject, type DecodeError, type Decoded } from '@broadcast-ops/core/decoded';
 
 /** The largest document accepted; a real vMix with a few hundred inputs sends well under 1 MiB. */
 export const VMIX_MAX_XML_BYTES = 4 * 1024 * 1024;
@@ -70,16 +71,14 @@ export interface VmixSnapshot {
   streaming: boolean;
 }
 
-export type VmixParseResult =
-  | { ok: true; snapshot: VmixSnapshot }
-  | { ok: false; code: 'too-large' | 'not-xml' | 'not-vmix'; message: string };
+export type VmixParseResult = Decoded<VmixSnapshot, DecodeError<'too-large' | 'not-xml' | 'not-vmix'>>;
 
 class XmlError extends Error {}
 
 const NAMED: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
 
 /** Decode the five XML entities and numeric character references; anything else is an error. */
-export function decodeXmlText(s: string): string {
+function decodeXmlText(s: string): string {
   if (!s.includes('&')) return s;
   return s.replace(/&(#x[0-9a-fA-F]{1,6}|#[0-9]{1,7}|[a-zA-Z]{2,4});?/g, (whole, ref: string) => {
     if (!whole.endsWith(';')) throw new XmlError(`unterminated reference ${whole}`);
@@ -241,12 +240,12 @@ const ROOT_TEXT = new Set([
 
 export function parseVmixXml(xml: string): VmixParseResult {
   if (xml.length > VMIX_MAX_XML_BYTES) {
-    return { ok: false, code: 'too-large', message: `document of ${xml.length} characters` };
+    return reject('too-large', `document of ${xml.length} characters`);
   }
   try {
     return scan(xml);
   } catch (err) {
-    if (err instanceof XmlError) return { ok: false, code: 'not-xml', message: err.message };
+    if (err instanceof XmlError) return reject('not-xml', err.message);
     throw err;
   }
 }
@@ -364,7 +363,7 @@ function scan(xml: string): VmixParseResult {
   }
   if (stack.length > 0) throw new XmlError(`document ends inside <${stack[stack.length - 1] ?? ''}>`);
   if (rootName === undefined) throw new XmlError('no element');
-  if (rootName !== 'vmix') return { ok: false, code: 'not-vmix', message: `root element <${rootName}>` };
+  if (rootName !== 'vmix') return reject('not-vmix', `root element <${rootName}>`);
   const text = (name: string): string | undefined => {
     const v = rootText.get(name);
     return v === undefined ? undefined : decodeXmlText(v).trim();
@@ -381,22 +380,19 @@ function scan(xml: string): VmixParseResult {
     if (input === undefined) continue;
     overlayList.push({ number: o.number, input, title: pick(input)?.title ?? '' });
   }
-  return {
-    ok: true,
-    snapshot: {
-      version: text('version') ?? '',
-      edition: text('edition') ?? '',
-      active,
-      preview,
-      activeInput: pick(active),
-      previewInput: pick(preview),
-      overlays: overlayList,
-      inputCount,
-      inputRefs: [...inputs].map(([n, raw]) => toRef(xml, n, raw)),
-      fadeToBlack: bool(text('fadeToBlack')),
-      recording: bool(text('recording')),
-      recordingDurationSec: recordingTag ? num(attrOf(xml, recordingTag, 'duration')) : undefined,
-      streaming: bool(text('streaming')),
-    },
-  };
+  return decoded({
+    version: text('version') ?? '',
+    edition: text('edition') ?? '',
+    active,
+    preview,
+    activeInput: pick(active),
+    previewInput: pick(preview),
+    overlays: overlayList,
+    inputCount,
+    inputRefs: [...inputs].map(([n, raw]) => toRef(xml, n, raw)),
+    fadeToBlack: bool(text('fadeToBlack')),
+    recording: bool(text('recording')),
+    recordingDurationSec: recordingTag ? num(attrOf(xml, recordingTag, 'duration')) : undefined,
+    streaming: bool(text('streaming')),
+  });
 }

@@ -15,8 +15,8 @@ const PIP = 'd3e4f5a6-1111-4c2d-8e9f-a0b1c2d3e4f7';
 
 function snapshot(xml: string): VmixSnapshot {
   const parsed = parseVmixXml(xml);
-  assert.ok(parsed.ok, parsed.ok ? '' : parsed.message);
-  return parsed.snapshot;
+  assert.ok(parsed.ok, parsed.ok ? '' : parsed.error.message);
+  return parsed.value;
 }
 
 function byKey(list: MixerInputTally[]): Record<string, string> {

@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import { EmberClient, Model } from 'emberplus-connection';
 import { WebSocket } from 'ws';
+import { expectDecoded } from '@broadcast-ops/core/testing';
 import type { MonitorConfig } from '../../src/config.ts';
 import { decodeTslPacket, encodeTslPacket, tallyForState } from '../../src/protocol/tsl-umd.ts';
 import { HyperdeckSimulator } from '../../src/simulators/hyperdeck-sim.ts';
@@ -25,8 +26,9 @@ const emberValues: { id: number; field: string; value: unknown }[] = [];
 const extra: HyperdeckSimulator[] = [];
 
 const OFFLINE_CONTROL = (() => {
-  const d = decodeTslPacket(encodeTslPacket(0, [{ index: 1, display: tallyForState('offline'), text: 'x' }]));
-  assert.ok(!('error' in d));
+  const d = expectDecoded(
+    decodeTslPacket(encodeTslPacket(0, [{ index: 1, display: tallyForState('offline'), text: 'x' }])),
+  );
   return d.messages[0]!.control;
 })();
 
@@ -133,8 +135,7 @@ test('rename, updateIntervalMs and an added device: no untouched device blinks o
   // TSL: every packet for devices 1-3 after the change still shows them on (never the offline tally).
   let tslSeen = 0;
   for (const p of rx.packets.slice(firstPacket)) {
-    const d = decodeTslPacket(p.data);
-    assert.ok(!('error' in d));
+    const d = expectDecoded(decodeTslPacket(p.data));
     for (const m of d.messages) {
       if (!IDS.includes(m.index)) continue;
       tslSeen++;

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot, startProcess, tempDir } from '@broadcast-ops/core/testing';
+import { expectDecoded, repoRoot, startProcess, tempDir } from '@broadcast-ops/core/testing';
 import { decodeTslPacket } from '../../src/protocol/tsl-umd.ts';
 import { HyperdeckSimulator } from '../../src/simulators/hyperdeck-sim.ts';
 import { deckEntry, startRig, udpReceiver, until } from './helpers.ts';
@@ -37,7 +37,7 @@ test('an unresolvable destination beside a good one: the good one keeps receivin
       () =>
         good.packets.some((p) => {
           const d = decodeTslPacket(p.data);
-          return !('error' in d) && d.messages.some((m) => m.index === 1 && (m.control & 0x03) === 1);
+          return d.ok && d.value.messages.some((m) => m.index === 1 && (m.control & 0x03) === 1);
         }) || undefined,
       5000,
       'the good destination shows deck 1 red',
@@ -151,7 +151,7 @@ test('SIGTERM: the monitor sends every device tally-off to every destination, on
       const lit = (r: typeof a, index: number): boolean =>
         r.packets.some((p) => {
           const d = decodeTslPacket(p.data);
-          return !('error' in d) && d.messages.some((m) => m.index === index && (m.control & 0x03) !== 0);
+          return d.ok && d.value.messages.some((m) => m.index === index && (m.control & 0x03) !== 0);
         });
       await until(
         () => (lit(a, 1) && lit(a, 2) && lit(b, 1) && lit(b, 2)) || undefined,
@@ -160,8 +160,7 @@ test('SIGTERM: the monitor sends every device tally-off to every destination, on
       );
       for (const r of [a, b]) {
         for (const p of r.packets) {
-          const d = decodeTslPacket(p.data);
-          assert.ok(!('error' in d));
+          const d = expectDecoded(decodeTslPacket(p.data));
           assert.equal(d.messages.length, 1, 'one display message per packet (default packing)');
         }
       }
@@ -173,7 +172,7 @@ test('SIGTERM: the monitor sends every device tally-off to every destination, on
         const last = new Map<number, number>();
         for (const p of r.packets.slice(marks[k])) {
           const d = decodeTslPacket(p.data);
-          if (!('error' in d)) for (const m of d.messages) last.set(m.index, m.control);
+          if (d.ok) for (const m of d.value.messages) last.set(m.index, m.control);
         }
         assert.deepEqual(
           [...last.entries()].sort(),

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import fc from 'fast-check';
+import { expectDecoded } from '@broadcast-ops/core/testing';
 import {
   controlWord,
   decodeTslPacket,
@@ -35,8 +36,7 @@ test('encoder matches the published v5.0 vectors for every mapped state', () => 
 test('the vectors decode back to the mapping (both ways)', () => {
   const expected = { play: 0xc5, rec: 0xcf, stop: 0xc0, offline: 0x40 };
   for (const [state, vector] of Object.entries(VECTORS)) {
-    const d = decodeTslPacket(hex(vector));
-    assert.ok(!('error' in d), state);
+    const d = expectDecoded(decodeTslPacket(hex(vector)));
     assert.equal(d.version, 0);
     assert.equal(d.flags, 0);
     assert.equal(d.screen, 0);
@@ -60,8 +60,7 @@ test('screen and index are little-endian; non-ASCII names switch FLAGS bit 0 to 
   assert.equal(p.readUInt16LE(6), 0x0304);
   assert.equal(p[3], 0x01);
   assert.equal(p.readUInt16LE(10), 'Kamera Ä'.length * 2);
-  const d = decodeTslPacket(p);
-  assert.ok(!('error' in d));
+  const d = expectDecoded(decodeTslPacket(p));
   assert.equal(d.messages[0]?.text, 'Kamera Ä');
 });
 
@@ -76,8 +75,7 @@ test('many displays are split into packets of at most 2048 bytes, each with its 
   const seen: number[] = [];
   for (const p of packets) {
     assert.ok(p.length <= TSL_MAX_PACKET);
-    const d = decodeTslPacket(p);
-    assert.ok(!('error' in d), JSON.stringify(d));
+    const d = expectDecoded(decodeTslPacket(p));
     seen.push(...d.messages.map((m) => m.index));
   }
   assert.deepEqual(
@@ -101,8 +99,7 @@ test('fast-check: encode/decode round trip, and the decoder never throws on arbi
       (screen, list) => {
         const msgs = list.map((m) => ({ index: m.index, display: tallyForState(m.state), text: m.text }));
         for (const p of encodeTslPackets(screen, msgs)) {
-          const d = decodeTslPacket(p);
-          assert.ok(!('error' in d));
+          const d = expectDecoded(decodeTslPacket(p));
           assert.equal(d.screen, screen);
         }
       },
@@ -136,8 +133,8 @@ function lastControl(index: number, since = 0): number | undefined {
     const p = rx.packets[i];
     if (!p) continue;
     const d = decodeTslPacket(p.data);
-    if ('error' in d) continue;
-    const m = d.messages.find((x) => x.index === index);
+    if (!d.ok) continue;
+    const m = d.value.messages.find((x) => x.index === index);
     if (m) return m.control;
   }
   return undefined;
@@ -161,13 +158,12 @@ test('UDP: a HyperDeck playing, recording, stopping and going away is sent as re
       `control 0x${control.toString(16)}`,
     );
   }
-  const all = rx.packets.map((p) => decodeTslPacket(p.data));
+  const all = rx.packets.map((p) => expectDecoded(decodeTslPacket(p.data)));
   for (const d of all) {
-    assert.ok(!('error' in d));
     assert.equal(d.screen, 3);
     assert.equal(d.version, 0);
   }
-  const named = all.flatMap((d) => ('error' in d ? [] : d.messages)).find((m) => m.index === 1);
+  const named = all.flatMap((d) => d.messages).find((m) => m.index === 1);
   assert.equal(named?.text, 'Deck 1');
   const from = rx.packets.length;
   await deck.close();
@@ -181,7 +177,7 @@ test('UDP: the periodic refresh repeats every device without any change', async 
       const seen = new Set<number>();
       for (const p of rx.packets.slice(from)) {
         const d = decodeTslPacket(p.data);
-        if (!('error' in d)) for (const m of d.messages) seen.add(m.index);
+        if (d.ok) for (const m of d.value.messages) seen.add(m.index);
       }
       return (seen.has(1) && seen.has(2)) || undefined;
     },

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { createMetricsRegistry, silentLogger } from '@broadcast-ops/core';
-import { ManualClock } from '@broadcast-ops/core/testing';
+import { ManualClock, expectDecoded } from '@broadcast-ops/core/testing';
 import { CasparcgReducer, type CasparReducerOptions } from '../../src/domain/casparcg-reducer.ts';
 import { DeviceStore } from '../../src/domain/device-store.ts';
 import { OscInput } from '../../src/io/osc-input.ts';
@@ -30,12 +30,12 @@ function reducer(o: Partial<CasparReducerOptions> = {}): CasparcgReducer {
 }
 
 function feed(r: CasparcgReducer, datagram: Uint8Array, now: number): void {
-  const { packet, errors } = decodeOsc(datagram);
-  assert.deepEqual(errors, []);
+  const { packet, skipped } = expectDecoded(decodeOsc(datagram));
+  assert.deepEqual(skipped, []);
   for (const m of oscMessages(packet)) {
     const p = parseCasparMessage(m);
     assert.ok(p.ok, m.address);
-    r.onEvent(p.event, now);
+    r.onEvent(p.value, now);
   }
 }
 
@@ -51,33 +51,31 @@ test('address families: 2.0 and 2.2+ paths map to the same fields; audio streams
     { type: 'f', value: 10 },
   ]);
   assert.ok(a.ok && b.ok);
-  assert.deepEqual({ ...a.event, layout: undefined }, { ...b.event, layout: undefined });
-  assert.equal(a.event.layout, '2.0');
-  assert.equal(b.event.layout, '2.2');
+  assert.deepEqual({ ...a.value, layout: undefined }, { ...b.value, layout: undefined });
+  assert.equal(a.value.layout, '2.0');
+  assert.equal(b.value.layout, '2.2');
   const video = parse('/channel/1/stage/layer/10/foreground/file/streams/0/fps', [
     { type: 'i', value: 30000 },
     { type: 'i', value: 1001 },
   ]);
-  assert.ok(video.ok && video.event.field === 'streamFps');
-  assert.ok(Math.abs((video.event.fps ?? 0) - 29.97) < 0.001);
+  assert.ok(video.ok && video.value.field === 'streamFps');
+  assert.ok(Math.abs((video.value.fps ?? 0) - 29.97) < 0.001);
   for (const den of [0, 1]) {
     const audio = parse('/channel/1/stage/layer/10/foreground/file/streams/1/fps', [
       { type: 'i', value: 0 },
       { type: 'i', value: den },
     ]);
-    assert.ok(audio.ok && audio.event.field === 'streamFps' && audio.event.fps === undefined, `0 ${den}`);
+    assert.ok(audio.ok && audio.value.field === 'streamFps' && audio.value.fps === undefined, `0 ${den}`);
   }
   assert.equal(
     parse('/channel/1/stage/layer/10/foreground/file/streams/1/fps', [{ type: 's', value: 'x' }]).ok,
     false,
   );
   const single = parse('/channel/1/framerate', [{ type: 'i', value: 25 }]);
-  assert.ok(single.ok && single.event.field === 'channelFramerate' && single.event.fps === 25);
-  assert.deepEqual(parse('/channel/1/stage/layer/10/foreground/file/time', [{ type: 's', value: 'x' }]), {
-    ok: false,
-    reason: 'bad-arguments',
-    address: '/channel/1/stage/layer/10/foreground/file/time',
-  });
+  assert.ok(single.ok && single.value.field === 'channelFramerate' && single.value.fps === 25);
+  const bad = parse('/channel/1/stage/layer/10/foreground/file/time', [{ type: 's', value: 'x' }]);
+  assert.ok(!bad.ok && bad.error.code === 'bad-arguments');
+  assert.equal(bad.error.address, '/channel/1/stage/layer/10/foreground/file/time');
   assert.equal(parse('/other/thing', []).ok, false);
 });
 

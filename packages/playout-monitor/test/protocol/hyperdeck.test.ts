@@ -8,10 +8,10 @@ import {
   HYPERDECK_MAX_BLOCK_CHARS,
   HyperdeckReader,
   LineSplitter,
-  parseClipsInfo,
-  parseConnectionInfo,
-  parseDisplayTimecode,
-  parseTransportInfo,
+  clipsInfoFrom,
+  connectionInfoFrom,
+  displayTimecodeFrom,
+  transportInfoFrom,
   ResponseAssembler,
   type HyperdeckResponse,
 } from '../../src/protocol/hyperdeck.ts';
@@ -33,12 +33,12 @@ function replay(responses: HyperdeckResponse[]): ReturnType<HyperdeckReducer['de
   let last = r.derive();
   for (const resp of responses) {
     if (resp.code === HD.CONNECTION_INFO) last = r.onConnected();
-    else if (resp.code === HD.TRANSPORT_INFO) last = r.onTransport(parseTransportInfo(resp.params), false);
+    else if (resp.code === HD.TRANSPORT_INFO) last = r.onTransport(transportInfoFrom(resp.params), false);
     else if (resp.code === HD.ASYNC_TRANSPORT_INFO)
-      last = r.onTransport(parseTransportInfo(resp.params), true);
-    else if (resp.code === HD.CLIPS_INFO) last = r.onClips(parseClipsInfo(resp.params));
+      last = r.onTransport(transportInfoFrom(resp.params), true);
+    else if (resp.code === HD.CLIPS_INFO) last = r.onClips(clipsInfoFrom(resp.params));
     else if (resp.code === HD.ASYNC_DISPLAY_TIMECODE) {
-      const tc = parseDisplayTimecode(resp.params);
+      const tc = displayTimecodeFrom(resp.params);
       if (tc !== undefined) last = r.onDisplayTimecode(tc);
     } else if (resp.code === HD.TIMELINE_EMPTY) last = r.onTimelineEmpty();
   }
@@ -68,11 +68,11 @@ test('Studio Mini session: banner, 200s, 208, 205 clip list, partial 508 -> play
     responses.map((r) => r.code),
     [500, 200, 200, 208, 205, 508, 208],
   );
-  assert.deepEqual(parseConnectionInfo(responses[0]!.params), {
+  assert.deepEqual(connectionInfoFrom(responses[0]!.params), {
     protocolVersion: '1.11',
     model: 'HyperDeck Studio Mini',
   });
-  assert.deepEqual(parseClipsInfo(responses[4]!.params), [
+  assert.deepEqual(clipsInfoFrom(responses[4]!.params), [
     { id: 1, name: 'Interview_A.mov', startTimecode: '00:00:00:00', durationTimecode: '00:02:00:00' },
     { id: 2, name: 'B-Roll 02.mov', startTimecode: '00:02:00:00', durationTimecode: '00:00:30:00' },
   ]);
@@ -104,8 +104,8 @@ test('async 508 blocks with only changed keys are merged; active slot and clip i
   );
   const s = replay(responses);
   for (const [k, v] of Object.entries(t.expected)) assert.deepEqual(s[k as 'state'], v, k);
-  assert.equal(parseTransportInfo(responses[3]!.params).clipId, null);
-  assert.equal(parseTransportInfo(responses[3]!.params).slotId, '1');
+  assert.equal(transportInfoFrom(responses[3]!.params).clipId, null);
+  assert.equal(transportInfoFrom(responses[3]!.params).slotId, '1');
 });
 
 test('120 connection rejected is one single-line response', () => {
@@ -213,8 +213,8 @@ test('fast-check: random lines and random chunking never throw, and the buffer s
           const chunk = text.slice(at, at + c + 1);
           at += chunk.length;
           for (const resp of reader.push(chunk).responses) {
-            r.onTransport(parseTransportInfo(resp.params), resp.code === 508);
-            r.onClips(parseClipsInfo(resp.params));
+            r.onTransport(transportInfoFrom(resp.params), resp.code === 508);
+            r.onClips(clipsInfoFrom(resp.params));
           }
           if (at >= text.length) break;
         }

@@ -4,7 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { requireTool, tempDir } from '@broadcast-ops/core/testing';
+import { expectDecoded, refusal, requireTool, tempDir } from '@broadcast-ops/core/testing';
 import { fromBuffer } from 'osc-min';
 import {
   decodeOsc,
@@ -51,8 +51,8 @@ function argText(a: OscArg): string {
 }
 
 test('2.0.7 bundle: timetag immediate, int32 values as int64 (h), booleans T/F', () => {
-  const { packet, errors } = decodeOsc(readHex('casparcg-2.0.7-play-1.hex'));
-  assert.deepEqual(errors, []);
+  const { packet, skipped } = expectDecoded(decodeOsc(readHex('casparcg-2.0.7-play-1.hex')));
+  assert.deepEqual(skipped, []);
   assert.ok(packet?.kind === 'bundle');
   assert.equal(packet.timetag, 1n);
   const msgs = oscMessages(packet);
@@ -81,15 +81,15 @@ test('2.0.7 bundle: timetag immediate, int32 values as int64 (h), booleans T/F',
     { type: 'f', value: 5 },
     { type: 'f', value: 60 },
   ]);
-  const second = oscMessages(decodeOsc(readHex('casparcg-2.0.7-play-2.hex')).packet);
+  const second = oscMessages(expectDecoded(decodeOsc(readHex('casparcg-2.0.7-play-2.hex'))).packet);
   assert.deepEqual(second[0]?.args, [{ type: 'f', value: 25 }]);
   assert.deepEqual(second[1]?.args, [{ type: 's', value: 'AMB.mp4' }]);
   assert.deepEqual(second[2]?.args, [{ type: 'F' }]);
 });
 
 test('2.3 bundle: counter timetag, int32 pairs, float32 time, strings', () => {
-  const { packet, errors } = decodeOsc(readHex('casparcg-2.3-paused.hex'));
-  assert.deepEqual(errors, []);
+  const { packet, skipped } = expectDecoded(decodeOsc(readHex('casparcg-2.3-paused.hex')));
+  assert.deepEqual(skipped, []);
   assert.ok(packet?.kind === 'bundle');
   assert.equal(packet.timetag, 41250n);
   const msgs = oscMessages(packet);
@@ -122,8 +122,8 @@ test('2.3 bundle: counter timetag, int32 pairs, float32 time, strings', () => {
 });
 
 test('nested bundles and int64 beyond 32 bits', () => {
-  const { packet, errors } = decodeOsc(readHex('casparcg-2.3-nested.hex'));
-  assert.deepEqual(errors, []);
+  const { packet, skipped } = expectDecoded(decodeOsc(readHex('casparcg-2.3-nested.hex')));
+  assert.deepEqual(skipped, []);
   assert.ok(packet?.kind === 'bundle');
   assert.equal(packet.elements[0]?.kind, 'bundle');
   const msgs = oscMessages(packet);
@@ -134,8 +134,9 @@ test('nested bundles and int64 beyond 32 bits', () => {
 test('every fixture re-encodes byte for byte', () => {
   for (const name of FIXTURES) {
     const bytes = readHex(name);
-    const { packet } = decodeOsc(bytes);
-    assert.ok(packet, name);
+    const decodedFixture = decodeOsc(bytes);
+    assert.ok(decodedFixture.ok, name);
+    const { packet } = decodedFixture.value;
     assert.deepEqual(Buffer.from(encodeOsc(packet)), Buffer.from(bytes), name);
   }
 });
@@ -163,7 +164,7 @@ test('osc-min (independent decoder) reads the fixtures as we do', () => {
       else for (const e of p.elements ?? []) walk(e as never);
     };
     walk(fromBuffer(Buffer.from(bytes)));
-    const ours = oscMessages(decodeOsc(bytes).packet).map((m) => ({
+    const ours = oscMessages(expectDecoded(decodeOsc(bytes)).packet).map((m) => ({
       address: m.address,
       args: m.args.map((a) =>
         a.type === 'T' ? true : a.type === 'F' ? false : 'value' in a ? a.value : null,
@@ -225,7 +226,7 @@ function tsharkDecode(datagrams: Uint8Array[]): string[] {
 }
 
 function ourFields(d: Uint8Array): string {
-  const msgs = oscMessages(decodeOsc(d).packet);
+  const msgs = oscMessages(expectDecoded(decodeOsc(d)).packet);
   const all = (t: string): string =>
     msgs.flatMap((m) => m.args.filter((a) => a.type === t).map(argText)).join(',');
   return [
@@ -270,7 +271,7 @@ test('simulator packing as the server: 2.0.7/2.1 bundles below 508 bytes; 2.2+ f
     const datagrams = sim.datagramsForFrame();
     const old = layout === '2.0' || layout === '2.1';
     for (const d of datagrams) {
-      const msgs = oscMessages(decodeOsc(d).packet);
+      const msgs = oscMessages(expectDecoded(decodeOsc(d)).packet);
       // A message too big for 508 bytes goes out alone, as the server does.
       if (old) assert.ok(d.length < 508 || msgs.length === 1, `${layout}: ${d.length}`);
       // A 2.2+ bundle only takes another message while it is under 2048 bytes.
@@ -284,17 +285,17 @@ test('simulator packing as the server: 2.0.7/2.1 bundles below 508 bytes; 2.2+ f
 });
 
 test('malformed datagrams give typed errors, and bad elements do not lose the good ones', () => {
-  assert.equal(decodeOsc(new Uint8Array(0)).errors[0]?.code, 'empty');
-  assert.equal(decodeOsc(new Uint8Array([0x2f, 0x61, 0, 0, 0x2c])).errors[0]?.code, 'not-aligned');
-  assert.equal(decodeOsc(new TextEncoder().encode('abc\0')).errors[0]?.code, 'bad-address');
+  assert.equal(refusal(decodeOsc(new Uint8Array(0))), 'empty');
+  assert.equal(refusal(decodeOsc(new Uint8Array([0x2f, 0x61, 0, 0, 0x2c]))), 'not-aligned');
+  assert.equal(refusal(decodeOsc(new TextEncoder().encode('abc\0'))), 'bad-address');
   const unknownTag = encodeOsc({ kind: 'message', address: '/x', args: [{ type: 'i', value: 1 }] });
   unknownTag[unknownTag.indexOf(0x2c) + 1] = 0x7a;
-  assert.equal(decodeOsc(unknownTag).errors[0]?.code, 'unknown-type-tag');
+  assert.equal(refusal(decodeOsc(unknownTag)), 'unknown-type-tag');
   const truncated = encodeOsc({ kind: 'message', address: '/x', args: [{ type: 'h', value: 1n }] }).subarray(
     0,
     12,
   );
-  assert.equal(decodeOsc(truncated).errors[0]?.code, 'truncated');
+  assert.equal(refusal(decodeOsc(truncated)), 'truncated');
   // A bundle whose first element has an unknown tag still yields its second element.
   const bundle = encodeOsc({
     kind: 'bundle',
@@ -305,8 +306,8 @@ test('malformed datagrams give typed errors, and bad elements do not lose the go
     ],
   });
   bundle[bundle.indexOf(0x2c) + 1] = 0x7a;
-  const r = decodeOsc(bundle);
-  assert.equal(r.errors.length, 1);
+  const r = expectDecoded(decodeOsc(bundle));
+  assert.equal(r.skipped.length, 1);
   assert.deepEqual(
     oscMessages(r.packet).map((m) => m.address),
     ['/ok'],
@@ -315,8 +316,8 @@ test('malformed datagrams give typed errors, and bad elements do not lose the go
   let deep: OscPacket = { kind: 'message', address: '/deep', args: [] };
   for (let i = 0; i < OSC_MAX_BUNDLE_DEPTH + 2; i++) deep = { kind: 'bundle', timetag: 1n, elements: [deep] };
   const d = decodeOsc(encodeOsc(deep));
-  assert.ok(d.errors.some((e) => e.code === 'too-deep'));
-  assert.equal(decodeOsc(new Uint8Array(70_000)).errors[0]?.code, 'too-large');
+  assert.ok(d.ok ? d.value.skipped.some((e) => e.code === 'too-deep') : d.error.code === 'too-deep');
+  assert.equal(refusal(decodeOsc(new Uint8Array(70_000))), 'too-large');
 });
 
 const argArb: fc.Arbitrary<OscArg> = fc.oneof(
@@ -352,9 +353,9 @@ test('fast-check: every valid packet round-trips through encode and decode', () 
   fc.assert(
     fc.property(packetArb, (p) => {
       const bytes = encodeOsc(p);
-      const { packet, errors } = decodeOsc(bytes);
-      assert.deepEqual(errors, []);
-      assert.deepEqual(Buffer.from(encodeOsc(packet!)), Buffer.from(bytes));
+      const { packet, skipped } = expectDecoded(decodeOsc(bytes));
+      assert.deepEqual(skipped, []);
+      assert.deepEqual(Buffer.from(encodeOsc(packet)), Buffer.from(bytes));
     }),
     { numRuns: 300 },
   );
@@ -380,8 +381,8 @@ test('fast-check: random and mutated datagrams never throw', () => {
       ),
       (bytes) => {
         const r = decodeOsc(bytes);
-        assert.ok(r.packet !== undefined || r.errors.length > 0);
-        oscMessages(r.packet);
+        assert.ok(r.ok || r.error.message.length > 0);
+        if (r.ok) oscMessages(r.value.packet);
       },
     ),
     { numRuns: 2000 },

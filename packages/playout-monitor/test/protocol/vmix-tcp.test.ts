@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import { refusal } from '@broadcast-ops/core/testing';
 import {
   parseTallyDigits,
   VMIX_TCP_MAX_LINE,
@@ -49,11 +50,11 @@ test('a session of the TCP API frames the same whole and cut at every byte', () 
 });
 
 test('TALLY digits: 0 off, 1 program, 2 preview; anything else is refused', () => {
-  assert.deepEqual(parseTallyDigits('0121'), [0, 1, 2, 1]);
-  assert.deepEqual(parseTallyDigits(''), []);
-  assert.ok('error' in parseTallyDigits('01x'));
-  assert.ok('error' in parseTallyDigits('3'));
-  assert.ok('error' in parseTallyDigits('1'.repeat(1001)));
+  assert.deepEqual(parseTallyDigits('0121'), { ok: true, value: [0, 1, 2, 1] });
+  assert.deepEqual(parseTallyDigits(''), { ok: true, value: [] });
+  assert.equal(refusal(parseTallyDigits('01x')), 'bad-digit');
+  assert.equal(refusal(parseTallyDigits('3')), 'bad-digit');
+  assert.equal(refusal(parseTallyDigits('1'.repeat(1001))), 'too-many-inputs');
 });
 
 test('bounds: a line over the bound, a length over the XML bound and a bad status are errors; the framer then refuses more', () => {

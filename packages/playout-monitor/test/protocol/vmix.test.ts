@@ -9,11 +9,11 @@ import { readFixture } from '../helpers.ts';
 
 function stateOf(xml: string, framerate = 25) {
   const parsed = parseVmixXml(xml);
-  assert.ok(parsed.ok, parsed.ok ? '' : parsed.message);
+  assert.ok(parsed.ok, parsed.ok ? '' : parsed.error.message);
   return {
-    snapshot: parsed.snapshot,
+    snapshot: parsed.value,
     patch: new VmixReducer({ framerate, offlineAfterFailures: 3, defaultFramerate: 50 }).onSnapshot(
-      parsed.snapshot,
+      parsed.value,
     ),
   };
 }
@@ -84,11 +84,11 @@ test('broken, truncated, foreign and oversized documents are typed errors', () =
   const full = readFixture('vmix', 'vmix-21-playing-recording.xml');
   const truncated = parseVmixXml(full.slice(0, full.length / 2));
   assert.equal(truncated.ok, false);
-  assert.equal(truncated.ok ? '' : truncated.code, 'not-xml');
+  assert.equal(truncated.ok ? '' : truncated.error.code, 'not-xml');
   const foreign = parseVmixXml('<html><body>login</body></html>');
-  assert.equal(foreign.ok ? '' : foreign.code, 'not-vmix');
+  assert.equal(foreign.ok ? '' : foreign.error.code, 'not-vmix');
   const big = parseVmixXml('<vmix>' + ' '.repeat(VMIX_MAX_XML_BYTES) + '</vmix>');
-  assert.equal(big.ok ? '' : big.code, 'too-large');
+  assert.equal(big.ok ? '' : big.error.code, 'too-large');
   assert.equal(parseVmixXml('').ok, false);
 });
 
@@ -145,7 +145,7 @@ test('fast-check: random XML-ish text and mutated vMix documents never throw', (
         const r = parseVmixXml(text);
         if (r.ok)
           new VmixReducer({ framerate: 25, offlineAfterFailures: 3, defaultFramerate: 50 }).onSnapshot(
-            r.snapshot,
+            r.value,
           );
       },
     ),
@@ -222,27 +222,27 @@ test('the single-pass reader agrees with a DOM parser (fast-xml-parser) on every
       const t = typeof v === 'object' && v !== null ? (v as Record<string, unknown>)['#text'] : v;
       return typeof t === 'string' || typeof t === 'number' ? String(t) : '';
     };
-    assert.equal(ours.snapshot.inputCount, inputs.length);
-    assert.equal(ours.snapshot.active, Number(text(root['active'])));
-    assert.equal(ours.snapshot.preview, Number(text(root['preview'])));
-    assert.equal(ours.snapshot.activeInput?.title, byNumber.get(ours.snapshot.active ?? -1)?.['title']);
+    assert.equal(ours.value.inputCount, inputs.length);
+    assert.equal(ours.value.active, Number(text(root['active'])));
+    assert.equal(ours.value.preview, Number(text(root['preview'])));
+    assert.equal(ours.value.activeInput?.title, byNumber.get(ours.value.active ?? -1)?.['title']);
     assert.equal(
-      ours.snapshot.activeInput?.positionMs,
-      Number(byNumber.get(ours.snapshot.active ?? -1)?.['position']),
+      ours.value.activeInput?.positionMs,
+      Number(byNumber.get(ours.value.active ?? -1)?.['position']),
     );
-    assert.equal(ours.snapshot.previewInput?.title, byNumber.get(ours.snapshot.preview ?? -1)?.['title']);
-    assert.equal(ours.snapshot.fadeToBlack, text(root['fadeToBlack']) === 'True');
+    assert.equal(ours.value.previewInput?.title, byNumber.get(ours.value.preview ?? -1)?.['title']);
+    assert.equal(ours.value.fadeToBlack, text(root['fadeToBlack']) === 'True');
     const overlays = ((root['overlays'] as { overlay?: unknown[] } | undefined)?.overlay ?? [])
       .map((o) => text(o))
       .filter((t) => t !== '');
     assert.deepEqual(
-      ours.snapshot.overlays.map((o) => String(o.input)),
+      ours.value.overlays.map((o) => String(o.input)),
       overlays,
     );
   }
   const big = parseVmixXml(sim.xml());
   assert.ok(big.ok);
-  assert.equal(big.snapshot.inputCount, 400);
+  assert.equal(big.value.inputCount, 400);
 });
 
 test('fast-check: on random vMix documents the one-pass reader and the DOM parser agree on every published field', () => {
@@ -285,18 +285,18 @@ test('fast-check: on random vMix documents the one-pass reader and the DOM parse
           .join('\r\n');
         const xml = `<?xml version="1.0" encoding="utf-8"?>\r\n<vmix><version>27.0.0.49</version><inputs>${body}</inputs><overlays><overlay number="1">${preview}</overlay><overlay number="2" /></overlays><preview>${preview}</preview><active>${active}</active><fadeToBlack>${ftb ? 'True' : 'False'}</fadeToBlack></vmix>`;
         const ours = parseVmixXml(xml);
-        assert.ok(ours.ok, ours.ok ? '' : ours.message);
+        assert.ok(ours.ok, ours.ok ? '' : ours.error.message);
         const root = (dom.parse(xml) as { vmix: { inputs: { input: Record<string, string>[] } } }).vmix;
         const theirs = root.inputs.input;
-        assert.equal(ours.snapshot.inputCount, theirs.length);
-        assert.equal(ours.snapshot.activeInput?.title, theirs[active - 1]?.['title']);
-        assert.equal(ours.snapshot.activeInput?.state, theirs[active - 1]?.['state']);
-        assert.equal(ours.snapshot.activeInput?.positionMs, Number(theirs[active - 1]?.['position']));
-        assert.equal(ours.snapshot.previewInput?.title, theirs[preview - 1]?.['title']);
-        assert.deepEqual(ours.snapshot.overlays, [
+        assert.equal(ours.value.inputCount, theirs.length);
+        assert.equal(ours.value.activeInput?.title, theirs[active - 1]?.['title']);
+        assert.equal(ours.value.activeInput?.state, theirs[active - 1]?.['state']);
+        assert.equal(ours.value.activeInput?.positionMs, Number(theirs[active - 1]?.['position']));
+        assert.equal(ours.value.previewInput?.title, theirs[preview - 1]?.['title']);
+        assert.deepEqual(ours.value.overlays, [
           { number: 1, input: preview, title: theirs[preview - 1]?.['title'] },
         ]);
-        assert.equal(ours.snapshot.fadeToBlack, ftb);
+        assert.equal(ours.value.fadeToBlack, ftb);
       },
     ),
     { numRuns: 300 },

@@ -233,10 +233,10 @@ export function attachSignalling(server: Server, options: SignallingServerOption
     const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
     const parsed = parseClientMessage(buf.toString('utf8'));
     if (!parsed.ok) {
-      sendError(link.ws, 'INVALID_MESSAGE', parsed.reason);
+      sendError(link.ws, 'INVALID_MESSAGE', parsed.error.message);
       return;
     }
-    deliver(parsed.message);
+    deliver(parsed.value);
   };
 
   /** A token-checked socket relayed to the owning instance (docs/multi-instance.md "How it works"). */

@@ -1,3 +1,4 @@
+import { decoded, reject, type DecodeError, type Decoded } from '@broadcast-ops/core/decoded';
 import type { LinkAlarms, LinkFigures } from './health-figures.ts';
 import { NAME_PATTERN } from './schemas.ts';
 
@@ -76,7 +77,13 @@ export interface ReadyMessage {
 export type ClientMessage =
   RegisterMessage | HealthMessage | StatusMessage | TallyMessage | ReadyMessage | WatchMessage;
 
-export type ParseResult = { ok: true; message: ClientMessage } | { ok: false; reason: string };
+/**
+ * Why a client message was refused. Every code is answered to the peer as INVALID_MESSAGE with `message` as
+ * the text (README "WebSocket protocol"); the codes tell the refusals apart in tests.
+ */
+export type ClientMessageErrorCode = 'too-deep' | 'not-json' | 'not-object' | 'invalid-field';
+
+export type ParseResult = Decoded<ClientMessage, DecodeError<ClientMessageErrorCode>>;
 
 type Obj = Record<string, unknown>;
 
@@ -226,21 +233,21 @@ export function jsonDepthExceeds(text: string, max: number): boolean {
 
 export function parseClientMessage(text: string): ParseResult {
   if (jsonDepthExceeds(text, MAX_DEPTH)) {
-    return { ok: false, reason: `message: nested deeper than ${MAX_DEPTH} levels` };
+    return reject('too-deep', `message: nested deeper than ${MAX_DEPTH} levels`);
   }
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
-    return { ok: false, reason: 'message: not valid JSON' };
+    return reject('not-json', 'message: not valid JSON');
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    return { ok: false, reason: 'message: must be a JSON object with a "type"' };
+    return reject('not-object', 'message: must be a JSON object with a "type"');
   }
   try {
-    return { ok: true, message: parseObject(value as Obj) };
+    return decoded(parseObject(value as Obj));
   } catch (err) {
-    if (err instanceof Invalid) return { ok: false, reason: err.message };
+    if (err instanceof Invalid) return reject('invalid-field', err.message);
     throw err;
   }
 }

@@ -142,16 +142,16 @@ export class ClientSession {
     const parsed = parseClientFrame(text);
     try {
       if (!parsed.ok) {
-        if (parsed.code === 'PARSE_ERROR') {
+        if (parsed.error.code === 'PARSE_ERROR') {
           // Not JSON: answered with a transport-level error (no envelope to relate it to).
-          this.#hub.sendControl(connId, this.#hub.transportError('PARSE_ERROR', parsed.message));
+          this.#hub.sendControl(connId, this.#hub.transportError('PARSE_ERROR', parsed.error.message));
           return;
         }
         this.#hub.reject(
           connId,
           'INVALID_MESSAGE',
-          parsed.message,
-          { id: parsed.relatedMessageId },
+          parsed.error.message,
+          { id: parsed.error.relatedMessageId },
           'invalid',
         );
         return;
@@ -181,14 +181,14 @@ export class ClientSession {
 
   #handshake(text: string): void {
     const parsed = parseClientFrame(text);
-    if (!parsed.ok && parsed.code === 'PARSE_ERROR') {
-      this.#t.send(this.#hub.transportError('PARSE_ERROR', parsed.message));
+    if (!parsed.ok && parsed.error.code === 'PARSE_ERROR') {
+      this.#t.send(this.#hub.transportError('PARSE_ERROR', parsed.error.message));
       this.#close(CloseCode.NOT_HANDSHAKE, 'First message was not a handshake');
       return;
     }
     if (!parsed.ok || parsed.value.kind !== 'handshake') {
-      if (!parsed.ok && parsed.handshake) {
-        this.#respond({ success: false, error: `Invalid handshake: ${parsed.message}` });
+      if (!parsed.ok && parsed.error.handshake) {
+        this.#respond({ success: false, error: `Invalid handshake: ${parsed.error.message}` });
         this.#close(CloseCode.INVALID_HANDSHAKE, 'Invalid handshake');
         return;
       }

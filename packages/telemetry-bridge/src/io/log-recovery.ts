@@ -18,7 +18,7 @@ import {
   unlinkSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { decodeRecords, type LogRecord } from '../protocol/log-record.ts';
+import { scanRecords, type LogRecord } from '../protocol/log-record.ts';
 import type { RecoveredLog } from '../domain/recovery.ts';
 
 const FILE_RE = /^events-(\d{8})\.tblog$/;
@@ -82,7 +82,7 @@ export function readLog(dir: string): { records: LogRecord[]; torn: { file: stri
   const records: LogRecord[] = [];
   const torn: { file: string; stopReason: string }[] = [];
   for (const seg of listSegments(dir)) {
-    const r = decodeRecords(readFileSync(join(dir, seg.name)));
+    const r = scanRecords(readFileSync(join(dir, seg.name)));
     records.push(...r.records);
     if (r.stopReason && r.stopReason !== 'zero-fill') torn.push({ file: seg.name, stopReason: r.stopReason });
   }
@@ -132,7 +132,7 @@ export function recoverLog(dir: string, now: () => number, newEpoch: () => strin
     const buf = readFileSync(file);
     let order = lastOffset;
     let reject: string | undefined;
-    const r = decodeRecords(buf, (rec, n) => {
+    const r = scanRecords(buf, (rec, n) => {
       if (n === 0) {
         if (metaOf(rec)) return true;
         reject = 'no readable segment header';

@@ -3,6 +3,7 @@
  * leaves "not shown", filled as docs/protocol.md describes (after the original telemetry-bridge's protocol 0.1). Pure: text in, typed values or typed errors out.
  */
 import { z } from 'zod';
+import { decoded, rejected, type DecodeError, type Decoded } from '@broadcast-ops/core/decoded';
 
 export const PROTOCOL_VERSION = '0.1';
 
@@ -198,16 +199,14 @@ export type ClientFrame =
   | { kind: 'heartbeat'; frame: HeartbeatFrame }
   | { kind: 'envelope'; frame: ClientEnvelope };
 
-export type FrameParseResult =
-  | { ok: true; value: ClientFrame }
-  | {
-      ok: false;
-      code: 'PARSE_ERROR' | 'INVALID_MESSAGE';
-      message: string;
-      relatedMessageId?: string;
-      /** The frame said `"type": "handshake"` but failed its schema (the session answers it in kind). */
-      handshake?: true;
-    };
+/** Why a client frame was refused; `code` is the error code the client is answered with. */
+export interface FrameError extends DecodeError<'PARSE_ERROR' | 'INVALID_MESSAGE'> {
+  relatedMessageId?: string;
+  /** The frame said `"type": "handshake"` but failed its schema (the session answers it in kind). */
+  handshake?: true;
+}
+
+export type FrameParseResult = Decoded<ClientFrame, FrameError>;
 
 function issuesText(issues: readonly z.core.$ZodIssue[]): string {
   return issues
@@ -254,20 +253,19 @@ export function parseClientFrame(text: string): FrameParseResult {
   const depth = jsonDepth(text);
   if (depth > MAX_JSON_DEPTH) {
     // Refused before parsing: deep nesting would cost stack in the schema and in every later copy.
-    return {
-      ok: false,
+    return rejected({
       code: 'INVALID_MESSAGE',
       message: `frame nests objects/arrays deeper than ${MAX_JSON_DEPTH} levels`,
-    };
+    });
   }
   let raw: unknown;
   try {
     raw = JSON.parse(text);
   } catch {
-    return { ok: false, code: 'PARSE_ERROR', message: 'frame is not valid JSON' };
+    return rejected({ code: 'PARSE_ERROR', message: 'frame is not valid JSON' });
   }
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
-    return { ok: false, code: 'INVALID_MESSAGE', message: 'frame must be a JSON object' };
+    return rejected({ code: 'INVALID_MESSAGE', message: 'frame must be a JSON object' });
   }
   const type = (raw as { type?: unknown }).type;
   const rawId = (raw as { id?: unknown }).id;
@@ -278,26 +276,26 @@ export function parseClientFrame(text: string): FrameParseResult {
   if (type === 'handshake') {
     const r = handshake.safeParse(raw);
     if (!r.success) {
-      return { ok: false, code: 'INVALID_MESSAGE', message: issuesText(r.error.issues), handshake: true };
+      return rejected({ code: 'INVALID_MESSAGE', message: issuesText(r.error.issues), handshake: true });
     }
     const frame: HandshakeFrame = { type: 'handshake', name: r.data.name, version: r.data.version };
     if (r.data.authToken !== undefined) frame.authToken = r.data.authToken;
     if (r.data.resumeToken !== undefined) frame.resumeToken = r.data.resumeToken;
     if (r.data.clientId !== undefined) frame.clientId = r.data.clientId;
     if (r.data.metadata !== undefined) frame.metadata = r.data.metadata;
-    return { ok: true, value: { kind: 'handshake', frame } };
+    return decoded({ kind: 'handshake', frame });
   }
   if (type === 'ping' || type === 'pong') {
     const r = heartbeat.safeParse(raw);
-    if (!r.success) return { ok: false, code: 'INVALID_MESSAGE', message: issuesText(r.error.issues) };
+    if (!r.success) return rejected({ code: 'INVALID_MESSAGE', message: issuesText(r.error.issues) });
     const frame: HeartbeatFrame = { type: r.data.type };
     if (r.data.timestamp !== undefined) frame.timestamp = r.data.timestamp;
-    return { ok: true, value: { kind: 'heartbeat', frame } };
+    return decoded({ kind: 'heartbeat', frame });
   }
   const r = clientEnvelope.safeParse(raw);
   if (!r.success)
-    return { ok: false, code: 'INVALID_MESSAGE', message: issuesText(r.error.issues), ...related };
-  return { ok: true, value: { kind: 'envelope', frame: r.data } };
+    return rejected({ code: 'INVALID_MESSAGE', message: issuesText(r.error.issues), ...related });
+  return decoded({ kind: 'envelope', frame: r.data });
 }
 
 /**

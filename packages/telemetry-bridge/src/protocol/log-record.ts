@@ -1,6 +1,6 @@
 /**
  * Event-log record framing: `[u32 BE body length][u32 BE CRC-32 of body][body]`, body = UTF-8 JSON.
- * A crash can leave the last record short or with a wrong CRC; `decodeRecords` stops there and reports the
+ * A crash can leave the last record short or with a wrong CRC; `scanRecords` stops there and reports the
  * byte offset of the last good record so the writer can truncate the tail and append cleanly.
  * Pure: bytes in, typed values out.
  */
@@ -68,10 +68,10 @@ function isLogRecord(v: unknown): v is LogRecord {
 }
 
 /**
- * Decode records from the start of `buf`, stopping at the first one that is torn, damaged, or refused by
+ * Scan records from the start of `buf`, stopping at the first one that is torn, damaged, or refused by
  * `accept` (called with each valid record and its index; the caller's own consistency rules).
  */
-export function decodeRecords(
+export function scanRecords(
   buf: Buffer,
   accept?: (record: LogRecord, index: number) => boolean,
 ): DecodeResult {

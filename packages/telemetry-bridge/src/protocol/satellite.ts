@@ -30,7 +30,7 @@ function banned(key: string): boolean {
 }
 
 /** Companion's `parseLineParameters`, same algorithm (quotes, backslash, first `=`, banned keys). */
-export function parseParams(body: string): SatelliteParams {
+export function splitParams(body: string): SatelliteParams {
   const fragments: string[] = [''];
   let quoted = false;
   let cur = '';
@@ -66,12 +66,12 @@ export function parseParams(body: string): SatelliteParams {
 }
 
 /** Parse one line (without its `\n`; a single `\r` is removed as Companion does). */
-export function parseLine(raw: string): SatelliteLine {
+export function splitLine(raw: string): SatelliteLine {
   const line = raw.replace(/\r/, '');
   const i = line.indexOf(' ');
   const cmd = i === -1 ? line : line.slice(0, i);
   const body = i === -1 ? '' : line.slice(i + 1);
-  return { name: cmd.toUpperCase(), body, params: parseParams(body) };
+  return { name: cmd.toUpperCase(), body, params: splitParams(body) };
 }
 
 /** Companion's `isFalsey`: `false` (any case), `0`, or empty/absent. */

@@ -29,7 +29,7 @@ import {
   fromBase64,
   isFalsey,
   isTruthy,
-  parseLine,
+  splitLine,
   toBase64,
   type SatelliteLine,
   type SatelliteValue,
@@ -320,7 +320,7 @@ export class CompanionSimulator {
       return;
     }
     for (const line of lines) {
-      const parsed = parseLine(line);
+      const parsed = splitLine(line);
       this.received.push({ connection: conn.id, transport: conn.transport, line, parsed, at: Date.now() });
       if (this.received.length > this.maxRecorded)
         this.received.splice(0, this.received.length - this.maxRecorded);

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { repoRoot, startProcess, tempDir } from '@broadcast-ops/core/testing';
 import { BridgeClient } from '../../src/client/bridge-client.ts';
-import { LineSplitter, parseLine } from '../../src/protocol/satellite.ts';
+import { LineSplitter, splitLine } from '../../src/protocol/satellite.ts';
 
 const BIN = join(repoRoot, 'packages/telemetry-bridge/bin/telemetry-bridge.mjs');
 
@@ -46,7 +46,7 @@ test('companion-sim CLI: BEGIN/CAPS on TCP, ADD-DEVICE OK, records what it recei
     await wait(6);
     assert.equal(lines[2], 'ADD-DEVICE OK DEVICEID="cli1" ');
     assert.equal(lines[3], 'BRIGHTNESS DEVICEID="cli1" VALUE=100 ');
-    assert.equal(parseLine(lines[4] ?? '').name, 'KEY-STATE');
+    assert.equal(splitLine(lines[4] ?? '').name, 'KEY-STATE');
     await p.waitForOutput(/"line":"ADD-DEVICE DEVICEID=\\"cli1\\"/, 10_000);
     sock.destroy();
     assert.equal((await p.stop('SIGTERM')).code, 0);

@@ -15,8 +15,8 @@ import {
   fromBase64,
   isFalsey,
   isTruthy,
-  parseLine,
-  parseParams,
+  splitLine,
+  splitParams,
   toBase64,
 } from '../../src/protocol/satellite.ts';
 
@@ -43,14 +43,14 @@ const PARAM_VECTORS: [string, Record<string, string | true>][] = [
   ['  A=1 B=2  ', { A: '1', B: '2' }],
 ];
 
-test('parseParams matches Companion parseLineParameters vectors', () => {
+test('splitParams matches Companion parseLineParameters vectors', () => {
   for (const [input, expected] of PARAM_VECTORS) {
-    assert.deepEqual({ ...parseParams(input) }, expected, input);
+    assert.deepEqual({ ...splitParams(input) }, expected, input);
   }
 });
 
 test('prototype-pollution keys are dropped and the result has no prototype', () => {
-  const p = parseParams(
+  const p = splitParams(
     '__proto__=x constructor=y prototype=z __defineGetter__=a __lookupSetter__ OK=1 toString=t',
   );
   assert.equal(Object.getPrototypeOf(p), null);
@@ -58,7 +58,7 @@ test('prototype-pollution keys are dropped and the result has no prototype', () 
   assert.equal(({} as Record<string, unknown>)['x'], undefined);
   fc.assert(
     fc.property(fc.string({ maxLength: 60 }), (s) => {
-      const r = parseParams(s);
+      const r = splitParams(s);
       assert.equal(Object.getPrototypeOf(r), null);
       for (const k of ['__proto__', 'constructor', 'prototype']) assert.ok(!Object.hasOwn(r, k));
     }),
@@ -83,17 +83,17 @@ test('server lines: exact strings from companion/test/Service/Satellite/Satellit
 });
 
 test('replies parse into flags: OK/ERROR, DEVICEID, MESSAGE (both dialects)', () => {
-  const modern = parseLine('KEY-PRESS ERROR DEVICEID="dev1" MESSAGE="Device not found" ');
+  const modern = splitLine('KEY-PRESS ERROR DEVICEID="dev1" MESSAGE="Device not found" ');
   assert.equal(modern.name, 'KEY-PRESS');
   assert.deepEqual({ ...modern.params }, { ERROR: true, DEVICEID: 'dev1', MESSAGE: 'Device not found' });
   // Companion 3.x (lib/Service/Satellite.js at v3.4.0): bare OK, unquoted BEGIN values.
-  assert.deepEqual({ ...parseLine('KEY-PRESS OK').params }, { OK: true });
+  assert.deepEqual({ ...splitLine('KEY-PRESS OK').params }, { OK: true });
   assert.deepEqual(
-    { ...parseLine('BEGIN CompanionVersion=3.4.0+6573-v3.4.0-21e8b7d5 ApiVersion=1.7.0').params },
+    { ...splitLine('BEGIN CompanionVersion=3.4.0+6573-v3.4.0-21e8b7d5 ApiVersion=1.7.0').params },
     { CompanionVersion: '3.4.0+6573-v3.4.0-21e8b7d5', ApiVersion: '1.7.0' },
   );
   // Companion 3.x KEY-STATE: `TYPE=${type} ${params}` with params starting with a space.
-  const ks = parseLine(
+  const ks = splitLine(
     'KEY-STATE DEVICEID=dev1 KEY=3 TYPE=BUTTON  COLOR=#ff0000 TEXT=Q0FNIDE= PRESSED=false',
   );
   assert.deepEqual(
@@ -102,7 +102,7 @@ test('replies parse into flags: OK/ERROR, DEVICEID, MESSAGE (both dialects)', ()
   );
   assert.equal(fromBase64(ks.params['TEXT'] as string), 'CAM 1');
   // one \r removed (SatelliteApi.test.ts 'strips carriage returns from messages'), command upper-cased
-  const p = parseLine('ping test\r');
+  const p = splitLine('ping test\r');
   assert.equal(p.name, 'PING');
   assert.equal(p.body, 'test');
 });
@@ -124,7 +124,7 @@ test('client lines round-trip through the Companion parser: quotes, backslashes,
     SKIPPED: undefined,
   });
   assert.ok(line.endsWith('\n') && !line.endsWith(' \n'));
-  const p = parseLine(line.slice(0, -1));
+  const p = splitLine(line.slice(0, -1));
   assert.equal(p.name, 'ADD-DEVICE');
   assert.deepEqual(
     { ...p.params },
@@ -147,7 +147,7 @@ test('client lines round-trip through the Companion parser: quotes, backslashes,
         { maxKeys: 6 },
       ),
       (args) => {
-        const back = parseLine(formatClientLine('CMD', args).slice(0, -1));
+        const back = splitLine(formatClientLine('CMD', args).slice(0, -1));
         assert.deepEqual({ ...back.params }, { ...args });
       },
     ),
@@ -167,7 +167,7 @@ test('LineSplitter: lines split at every boundary, across chunks and frames, wit
       assert.equal(s.pending, 0);
     }
   }
-  assert.equal(parseLine(whole[1] ?? '').params['TEXT'], 'w6lsw6k=');
+  assert.equal(splitLine(whole[1] ?? '').params['TEXT'], 'w6lsw6k=');
   // A frame without \n is held, not processed (Companion buffers WebSocket frames the same way).
   const s = new LineSplitter();
   assert.deepEqual(s.push('PING 1'), []);

@@ -241,12 +241,9 @@ export class NtpPeer {
   /** Feed one datagram from the peer; `t4` is the raw local clock taken on arrival. */
   receive(msg: Uint8Array, t4: NtpTimestamp, nowMs: number): PeerReceiveResult {
     this.#totals.rx++;
-    let packet: NtpPacket;
-    try {
-      packet = decodeNtpPacket(msg);
-    } catch {
-      return { kind: 'ignored', reason: 'malformed' };
-    }
+    const decoded = decodeNtpPacket(msg);
+    if (!decoded.ok) return { kind: 'ignored', reason: 'malformed' };
+    const packet: NtpPacket = decoded.value;
     if (packet.mode !== MODE.SERVER || packet.version < 1 || packet.version > 4) {
       return { kind: 'ignored', reason: 'not_server' };
     }

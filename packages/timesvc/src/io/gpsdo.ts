@@ -261,7 +261,7 @@ export class GpsdoSource implements ReferenceSource {
         for (const line of lines.push(chunk)) {
           const p = parseNmea(line);
           if (p.ok) this.model.sentence(p.value, now);
-          else this.model.error(`nmea_${p.error}`);
+          else this.model.error(`nmea_${p.error.code}`);
         }
         while (overlong < lines.overlong) {
           overlong++;
@@ -295,11 +295,12 @@ export class GpsdoSource implements ReferenceSource {
     }
     const wall = this.#wall();
     const mono = this.#mono();
-    const a = parsePpsAssert(text);
-    if (!a) {
+    const read = parsePpsAssert(text);
+    if (!read.ok) {
       this.model.error('pps_format');
       return;
     }
+    const a = read.value;
     if (a.sequence === this.#lastSeq || (a.sec === 0 && a.nsec === 0)) return;
     this.#lastSeq = a.sequence;
     // The edge on the monotonic clock: its age by the realtime clock, taken back from now.
@@ -352,11 +353,12 @@ export class GpsdoSource implements ReferenceSource {
 
   #gpsdLine(line: string): void {
     const now = this.#mono();
-    const m: GpsdMessage | undefined = parseGpsdLine(line);
-    if (!m) {
+    const parsed = parseGpsdLine(line);
+    if (!parsed.ok) {
       this.model.error('gpsd_bad_json');
       return;
     }
+    const m: GpsdMessage = parsed.value;
     switch (m.class) {
       case 'VERSION':
         this.model.setReceiver({ firmware: `gpsd ${m.release}` });

@@ -109,28 +109,29 @@ export function ntsKeyExchange(options: KeClientOptions): Promise<KeClientResult
       }
       const parsed = parseKeResponse(scan.records, offered);
       if (!parsed.ok) {
-        done(new Error(`NTS-KE refused: ${parsed.reason}`));
+        done(new Error(`NTS-KE refused: ${parsed.error.message}`));
         return;
       }
-      const length = aeadKeyLength(parsed.aead) ?? 32;
+      const response = parsed.value;
+      const length = aeadKeyLength(response.aead) ?? 32;
       try {
         const c2s = socket.exportKeyingMaterial(
           length,
           NTS_EXPORTER_LABEL,
-          exporterContext(parsed.aead, 'c2s'),
+          exporterContext(response.aead, 'c2s'),
         );
         const s2c = socket.exportKeyingMaterial(
           length,
           NTS_EXPORTER_LABEL,
-          exporterContext(parsed.aead, 's2c'),
+          exporterContext(response.aead, 's2c'),
         );
         done(undefined, {
-          aead: parsed.aead,
+          aead: response.aead,
           c2s,
           s2c,
-          cookies: parsed.cookies,
-          ntpHost: parsed.server ?? options.host,
-          ntpPort: parsed.port ?? 123,
+          cookies: response.cookies,
+          ntpHost: response.server ?? options.host,
+          ntpPort: response.port ?? 123,
         });
       } catch (err) {
         done(err as Error);

@@ -326,13 +326,10 @@ export class NtsKeServer {
       }
       const parsed = parseKeRequest(scan.records);
       if (!parsed.ok) {
-        finish(
-          parsed.error === KE_ERROR.UNRECOGNIZED_CRITICAL ? 'unrecognized_critical' : 'bad_request',
-          buildKeError(parsed.error),
-        );
+        finish(parsed.error.code, buildKeError(parsed.error.keError));
         return;
       }
-      this.#respond(socket, parsed.request, finish);
+      this.#respond(socket, parsed.value, finish);
     });
     socket.on('end', () => {
       if (!done) finish('truncated', buildKeError(KE_ERROR.BAD_REQUEST));

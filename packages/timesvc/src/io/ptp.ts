@@ -627,7 +627,7 @@ export class PtpAnnouncer {
       this.counters.rxErrors++;
       return;
     }
-    const m: PtpMessage = d.message;
+    const m: PtpMessage = d.value;
     if (m.header.domainNumber !== this.#c.domain) return;
     if (m.header.sourcePortIdentity.clockIdentity === this.#portIdentity.clockIdentity) return;
     if (m.type === 'announce') {

@@ -63,7 +63,7 @@ export async function queryServer(
     req.set(nonce, 40);
     const xmt: NtpTimestamp = { seconds: nonce.readUInt32BE(0), fraction: nonce.readUInt32BE(4) };
     const t1Ms = performance.timeOrigin + performance.now();
-    const reply = await new Promise<{ msg: Buffer; t4Ms: number }>((resolve, reject) => {
+    const reply = await new Promise<{ packet: NtpPacket; t4Ms: number }>((resolve, reject) => {
       const timer = setTimeout(
         () => reject(new Error(`no reply from ${address}:${port} in ${timeoutMs} ms`)),
         timeoutMs,
@@ -74,13 +74,11 @@ export async function queryServer(
       });
       socket.on('message', (msg) => {
         const t4Ms = performance.timeOrigin + performance.now();
-        try {
-          if (timestampsEqual(decodeNtpPacket(msg).originTimestamp, xmt)) {
-            clearTimeout(timer);
-            resolve({ msg, t4Ms });
-          }
-        } catch {
-          /* not ours */
+        const d = decodeNtpPacket(msg);
+        // Anything that does not decode, or answers another request, is not ours.
+        if (d.ok && timestampsEqual(d.value.originTimestamp, xmt)) {
+          clearTimeout(timer);
+          resolve({ packet: d.value, t4Ms });
         }
       });
       socket.send(req, port, address, (err) => {
@@ -90,7 +88,7 @@ export async function queryServer(
         }
       });
     });
-    const p = decodeNtpPacket(reply.msg);
+    const p = reply.packet;
     const t1 = toNtp(t1Ms);
     const t4 = toNtp(reply.t4Ms);
     const t21 = timestampDiffSeconds(p.receiveTimestamp, t1);

@@ -1,3 +1,4 @@
+import { decoded, reject, type DecodeError, type Decoded } from '@broadcast-ops/core/decoded';
 import type { Satellite } from '../domain/gpsdo.ts';
 
 /**
@@ -32,19 +33,30 @@ function int(v: unknown, min: number, max: number): number | undefined {
   return typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max ? v : undefined;
 }
 
-/** Parse one line; undefined when it is not a gpsd JSON object with a class. */
-export function parseGpsdLine(line: string): GpsdMessage | undefined {
-  if (line.length > MAX_LINE) return undefined;
+/** Why a gpsd line was refused (every one is counted as `gpsd_bad_json`). */
+export type GpsdErrorCode = 'too-long' | 'not-json' | 'no-class' | 'bad-fields';
+
+/** Parse one line: a gpsd JSON object with a class (gpsd_json(5)), or why it is not one. */
+export function parseGpsdLine(line: string): Decoded<GpsdMessage, DecodeError<GpsdErrorCode>> {
+  if (line.length > MAX_LINE) return reject('too-long', `line longer than ${MAX_LINE} characters`);
   let o: unknown;
   try {
     o = JSON.parse(line);
   } catch {
-    return undefined;
+    return reject('not-json', 'line is not JSON');
   }
-  if (typeof o !== 'object' || o === null || Array.isArray(o)) return undefined;
+  if (typeof o !== 'object' || o === null || Array.isArray(o)) return reject('no-class', 'not a JSON object');
   const r = o as Record<string, unknown>;
   const cls = r['class'];
-  if (typeof cls !== 'string') return undefined;
+  if (typeof cls !== 'string') return reject('no-class', 'object has no "class" string');
+  const m = report(cls, r);
+  return m
+    ? decoded(m)
+    : reject('bad-fields', `${cls.slice(0, 20)} report with missing or out-of-range fields`);
+}
+
+/** The report of class `cls`; undefined when a field it needs is missing or out of range. */
+function report(cls: string, r: Record<string, unknown>): GpsdMessage | undefined {
   switch (cls) {
     case 'VERSION':
       return {

@@ -7,6 +7,7 @@
  * `*` as two hex digits. NMEA 0183 caps a sentence at 82 characters; NMEA 4.x receivers (extra signal id
  * fields, high-precision positions) exceed that, so lines up to MAX_LINE bytes are accepted.
  */
+import { reject, type DecodeError, type Decoded } from '@broadcast-ops/core/decoded';
 
 /** Longest line kept by the line buffer; longer ones are dropped and counted as `overlong`. */
 export const MAX_LINE = 200;
@@ -19,30 +20,44 @@ export interface NmeaFrame {
   fields: string[];
 }
 
-export type Parsed<T> = { ok: true; value: T } | { ok: false; error: NmeaError };
+/** What each refusal means, for the `message` of its `DecodeError` (the code is the counter's label). */
+const NMEA_ERROR_TEXT: Record<NmeaError, string> = {
+  overlong: `line longer than ${MAX_LINE} characters`,
+  no_start: 'line does not start with $',
+  no_checksum: 'no *hh checksum at the end of the line',
+  bad_checksum: 'checksum does not match the sentence',
+  bad_chars: 'character outside printable ASCII, or a stray $ or *',
+  bad_field: 'a field is missing or out of range',
+};
+
+export type Parsed<T> = Decoded<T, DecodeError<NmeaError>>;
+
+function refuse(code: NmeaError): { ok: false; error: DecodeError<NmeaError> } {
+  return reject(code, NMEA_ERROR_TEXT[code]);
+}
 
 const HEX = /^[0-9A-Fa-f]{2}$/;
 
 /** Verify framing and checksum of one line (without CR/LF). */
 export function frameNmea(line: string): Parsed<NmeaFrame> {
-  if (line.length > MAX_LINE) return { ok: false, error: 'overlong' };
-  if (line[0] !== '$') return { ok: false, error: 'no_start' };
+  if (line.length > MAX_LINE) return refuse('overlong');
+  if (line[0] !== '$') return refuse('no_start');
   const star = line.lastIndexOf('*');
-  if (star < 0 || star !== line.length - 3) return { ok: false, error: 'no_checksum' };
+  if (star < 0 || star !== line.length - 3) return refuse('no_checksum');
   const hh = line.slice(star + 1);
-  if (!HEX.test(hh)) return { ok: false, error: 'no_checksum' };
+  if (!HEX.test(hh)) return refuse('no_checksum');
   let sum = 0;
   for (let i = 1; i < star; i++) {
     const c = line.charCodeAt(i);
     // Printable ASCII only (NMEA 0183 §5.1); `$` and `*` are reserved delimiters.
-    if (c < 0x20 || c > 0x7e || c === 0x24 || c === 0x2a) return { ok: false, error: 'bad_chars' };
+    if (c < 0x20 || c > 0x7e || c === 0x24 || c === 0x2a) return refuse('bad_chars');
     sum ^= c;
   }
-  if (sum !== parseInt(hh, 16)) return { ok: false, error: 'bad_checksum' };
+  if (sum !== parseInt(hh, 16)) return refuse('bad_checksum');
   const body = line.slice(1, star).split(',');
   const address = body[0] ?? '';
   // Talker (2 letters) + type (3 letters); proprietary sentences ($P…) are framed but not interpreted.
-  if (!/^[A-Z0-9]{3,6}$/.test(address)) return { ok: false, error: 'bad_field' };
+  if (!/^[A-Z0-9]{3,6}$/.test(address)) return refuse('bad_field');
   const proprietary = address.startsWith('P');
   return {
     ok: true,
@@ -110,7 +125,7 @@ function num(s: string | undefined): number | undefined {
 }
 
 /** `hhmmss[.ss]` → seconds of the day (ms precision), undefined when malformed. */
-export function parseTimeOfDay(s: string | undefined): number | undefined {
+function parseTimeOfDay(s: string | undefined): number | undefined {
   if (!s || !/^\d{6}(\.\d{1,9})?$/.test(s)) return undefined;
   const h = Number(s.slice(0, 2));
   const m = Number(s.slice(2, 4));
@@ -230,7 +245,7 @@ export interface Other {
 
 export type Sentence = Rmc | Gga | Gsa | Gsv | Zda | Other;
 
-const bad: Parsed<never> = { ok: false, error: 'bad_field' };
+const bad: Parsed<never> = refuse('bad_field');
 
 function rmc(talker: string, f: string[]): Parsed<Rmc> {
   const secOfDay = parseTimeOfDay(f[0]);

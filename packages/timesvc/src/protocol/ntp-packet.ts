@@ -3,6 +3,7 @@
  * or a typed error out. Every field is kept in its wire form (u32 timestamps, 16.16 short format, raw refid),
  * so a decoded packet re-encodes byte for byte and the origin timestamp can be echoed bit for bit.
  */
+import { decoded, reject, type DecodeError, type Decoded } from '@broadcast-ops/core/decoded';
 
 export const NTP_PORT = 123;
 export const NTP_VERSION = 4;
@@ -72,14 +73,8 @@ export interface NtpPacket {
 
 export type NtpDecodeErrorCode = 'TOO_SHORT' | 'BAD_EXTENSION' | 'BAD_TRAILER';
 
-export class NtpDecodeError extends Error {
-  readonly code: NtpDecodeErrorCode;
-  constructor(code: NtpDecodeErrorCode, message: string) {
-    super(message);
-    this.name = 'NtpDecodeError';
-    this.code = code;
-  }
-}
+/** Why a datagram is not an NTP packet; `offset` is the byte where the fault starts. */
+export type NtpDecodeError = DecodeError<NtpDecodeErrorCode>;
 
 /** Legacy MAC sizes (RFC 5905 §7.3: key id + MD5 = 20, key id + SHA-1 = 24) and the crypto-NAK (4). */
 const MAC_LENGTHS = new Set([4, 20, 24]);
@@ -91,11 +86,11 @@ function readTimestamp(view: DataView, offset: number): NtpTimestamp {
 /**
  * Decode a datagram. Extension fields follow RFC 7822 §7.5: a field is accepted when its length is a
  * multiple of 4, at least 4 (RFC 8915 allows short encrypted fields, so we do not insist on 16) and inside
- * the packet. Throws NtpDecodeError for anything else; never reads outside `buf`.
+ * the packet. Anything else is refused with an NtpDecodeError; never reads outside `buf`, never throws.
  */
-export function decodeNtpPacket(buf: Uint8Array): NtpPacket {
+export function decodeNtpPacket(buf: Uint8Array): Decoded<NtpPacket, NtpDecodeError> {
   if (buf.length < NTP_HEADER_LENGTH) {
-    throw new NtpDecodeError('TOO_SHORT', `NTP packet of ${buf.length} bytes is shorter than 48`);
+    return reject('TOO_SHORT', `NTP packet of ${buf.length} bytes is shorter than 48`, buf.length);
   }
   const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   const b0 = view.getUint8(0);
@@ -111,14 +106,15 @@ export function decodeNtpPacket(buf: Uint8Array): NtpPacket {
       break;
     }
     if (remaining < 4) {
-      throw new NtpDecodeError('BAD_TRAILER', `${remaining} stray bytes after byte ${at}`);
+      return reject('BAD_TRAILER', `${remaining} stray bytes after byte ${at}`, at);
     }
     const type = view.getUint16(at);
     const length = view.getUint16(at + 2);
     if (length < 4 || length % 4 !== 0 || length > remaining) {
-      throw new NtpDecodeError(
+      return reject(
         'BAD_EXTENSION',
         `extension field at byte ${at} has length ${length} (${remaining} bytes left)`,
+        at,
       );
     }
     extensions.push({ type, value: buf.slice(at + 4, at + length) });
@@ -140,7 +136,7 @@ export function decodeNtpPacket(buf: Uint8Array): NtpPacket {
     transmitTimestamp: readTimestamp(view, 40),
     extensions,
   };
-  return mac === undefined ? packet : { ...packet, mac };
+  return decoded(mac === undefined ? packet : { ...packet, mac });
 }
 
 /** What follows the 48-byte header: nothing or extension fields only, a legacy MAC, or bytes that do not parse. */

@@ -1,3 +1,4 @@
+import { decoded, reject, type Decoded } from '@broadcast-ops/core/decoded';
 import { NTP_HEADER_LENGTH } from './ntp-packet.ts';
 
 /**
@@ -78,15 +79,17 @@ export function scanFields(
 }
 
 /** Decode the body of an Authenticator and Encrypted Extension Fields field (RFC 8915 §5.6). */
-export function parseAuthenticator(value: Uint8Array): Authenticator | undefined {
-  if (value.length < 4) return undefined;
+export function parseAuthenticator(value: Uint8Array): Decoded<Authenticator> {
+  if (value.length < 4) return reject('short', 'authenticator body shorter than its two length fields', 0);
   const nonceLength = ((value[0] ?? 0) << 8) | (value[1] ?? 0);
   const ctLength = ((value[2] ?? 0) << 8) | (value[3] ?? 0);
-  if (4 + pad4(nonceLength) + pad4(ctLength) > value.length) return undefined;
-  return {
+  if (4 + pad4(nonceLength) + pad4(ctLength) > value.length) {
+    return reject('length', 'nonce and ciphertext lengths run past the field', 4);
+  }
+  return decoded({
     nonce: value.subarray(4, 4 + nonceLength),
     ciphertext: value.subarray(4 + pad4(nonceLength), 4 + pad4(nonceLength) + ctLength),
-  };
+  });
 }
 
 /** Read the NTS fields of a packet: UID, cookies, placeholders, authenticator and the AD boundary. */
@@ -102,8 +105,9 @@ export function scanNtsPacket(buf: Uint8Array): ScanResult {
   const fields: ScannedField[] = [];
   for (const f of scan.fields) {
     if (f.type === EF.AUTHENTICATOR) {
-      authenticator = parseAuthenticator(f.value);
-      if (!authenticator) return { ok: false, reason: 'malformed authenticator', ntsMalformed: true };
+      const parsed = parseAuthenticator(f.value);
+      if (!parsed.ok) return { ok: false, reason: 'malformed authenticator', ntsMalformed: true };
+      authenticator = parsed.value;
       adEnd = f.offset;
       break;
     }

@@ -3,6 +3,7 @@
  * Wire form of a record: critical bit (1) | record type (15) | body length (u16, excludes the 4-byte
  * header) | body. See docs/nts.md "NTS-KE".
  */
+import { decoded, reject, rejected, type DecodeError, type Decoded } from '@broadcast-ops/core/decoded';
 
 export const NTS_KE_PORT = 4460;
 export const NTS_KE_ALPN = 'ntske/1';
@@ -108,8 +109,15 @@ export interface KeRequest {
   readonly port?: number;
 }
 
-export type KeRequestResult =
-  { ok: true; request: KeRequest } | { ok: false; error: KeErrorCode; reason: string };
+/**
+ * Why a request was refused: `code` names the refusal (the server's failure counter label), `keError` is
+ * the Error record's code the server answers with (RFC 8915 §4.1.3).
+ */
+export interface KeRequestError extends DecodeError<'unrecognized_critical' | 'bad_request'> {
+  keError: KeErrorCode;
+}
+
+export type KeRequestResult = Decoded<KeRequest, KeRequestError>;
 
 const KNOWN_TYPES = new Set<number>(Object.values(RECORD));
 
@@ -120,7 +128,8 @@ const KNOWN_TYPES = new Set<number>(Object.values(RECORD));
  * AEAD record without it).
  */
 export function parseKeRequest(records: readonly NtsKeRecord[]): KeRequestResult {
-  const bad = (reason: string): KeRequestResult => ({ ok: false, error: KE_ERROR.BAD_REQUEST, reason });
+  const bad = (message: string): KeRequestResult =>
+    rejected({ code: 'bad_request', message, keError: KE_ERROR.BAD_REQUEST });
   const seen = new Set<number>();
   let nextProtocols: number[] | undefined;
   let aeads: number[] | undefined;
@@ -129,11 +138,11 @@ export function parseKeRequest(records: readonly NtsKeRecord[]): KeRequestResult
   for (const [i, r] of records.entries()) {
     if (!KNOWN_TYPES.has(r.type)) {
       if (r.critical) {
-        return {
-          ok: false,
-          error: KE_ERROR.UNRECOGNIZED_CRITICAL,
-          reason: `unrecognised critical record ${r.type}`,
-        };
+        return rejected({
+          code: 'unrecognized_critical',
+          message: `unrecognised critical record ${r.type}`,
+          keError: KE_ERROR.UNRECOGNIZED_CRITICAL,
+        });
       }
       continue;
     }
@@ -173,14 +182,11 @@ export function parseKeRequest(records: readonly NtsKeRecord[]): KeRequestResult
     return bad('NTPv4 offered without an AEAD Algorithm Negotiation record');
   }
   const request: KeRequest = { nextProtocols, aeads: aeads ?? [] };
-  return {
-    ok: true,
-    request: {
-      ...request,
-      ...(server === undefined ? {} : { server }),
-      ...(port === undefined ? {} : { port }),
-    },
-  };
+  return decoded({
+    ...request,
+    ...(server === undefined ? {} : { server }),
+    ...(port === undefined ? {} : { port }),
+  });
 }
 
 export interface KeResponsePlan {
@@ -241,16 +247,26 @@ export function buildKeRequest(aeads: readonly number[] = [AEAD_AES_SIV_CMAC_256
   ]);
 }
 
-export type KeResponseResult =
-  | { ok: true; aead: number; cookies: Uint8Array[]; server?: string; port?: number }
-  | { ok: false; reason: string };
+/** What a client takes from the server's response (RFC 8915 §4.1). */
+export interface KeResponse {
+  aead: number;
+  cookies: Uint8Array[];
+  server?: string;
+  port?: number;
+}
+
+/** `server_error`/`server_warning`: the server sent an Error or Warning record; `bad_response`: any other fault. */
+export type KeResponseResult = Decoded<
+  KeResponse,
+  DecodeError<'server_error' | 'server_warning' | 'bad_response'>
+>;
 
 /** A client's reading of the server's response (RFC 8915 §4.1). */
 export function parseKeResponse(
   records: readonly NtsKeRecord[],
   offeredAeads: readonly number[],
 ): KeResponseResult {
-  const fail = (reason: string): KeResponseResult => ({ ok: false, reason });
+  const fail = (message: string): KeResponseResult => reject('bad_response', message);
   const cookies: Uint8Array[] = [];
   let next: number[] | undefined;
   let aeads: number[] | undefined;
@@ -269,9 +285,9 @@ export function parseKeResponse(
         aeads = u16List(r.body);
         break;
       case RECORD.ERROR:
-        return fail(`server sent Error ${u16List(r.body)?.[0] ?? '?'}`);
+        return reject('server_error', `server sent Error ${u16List(r.body)?.[0] ?? '?'}`);
       case RECORD.WARNING:
-        return fail(`server sent Warning ${u16List(r.body)?.[0] ?? '?'}`);
+        return reject('server_warning', `server sent Warning ${u16List(r.body)?.[0] ?? '?'}`);
       case RECORD.NEW_COOKIE:
         if (r.body.length > 0) cookies.push(r.body);
         break;
@@ -292,13 +308,12 @@ export function parseKeResponse(
     return fail('server chose no AEAD algorithm that was offered');
   }
   if (cookies.length === 0) return fail('server sent no cookies');
-  return {
-    ok: true,
+  return decoded({
     aead,
     cookies,
     ...(server === undefined ? {} : { server }),
     ...(port === undefined ? {} : { port }),
-  };
+  });
 }
 
 /** The 5-byte exporter context (RFC 8915 §5.1): protocol ID, AEAD ID, 0 = C2S / 1 = S2C. */

@@ -4,6 +4,7 @@
  * CLOCK_REALTIME at the interrupt, then the edge's sequence number (Linux `drivers/pps/sysfs.c`,
  * `assert_show`). Before the first edge the kernel shows `0.000000000#0`.
  */
+import { decoded, reject, type DecodeError, type Decoded } from '@broadcast-ops/core/decoded';
 
 export interface PpsAssert {
   sec: number;
@@ -13,12 +14,12 @@ export interface PpsAssert {
 
 const ASSERT = /^(-?\d{1,15})\.(\d{9})#(\d{1,10})\s*$/;
 
-/** Parse the sysfs assert text; undefined when it is not in the kernel's format. */
-export function parsePpsAssert(text: string): PpsAssert | undefined {
-  if (text.length > 64) return undefined;
+/** Parse the sysfs assert text, or refuse it when it is not in the kernel's format. */
+export function parsePpsAssert(text: string): Decoded<PpsAssert, DecodeError<'too-long' | 'bad-format'>> {
+  if (text.length > 64) return reject('too-long', 'assert text longer than 64 characters');
   const m = ASSERT.exec(text);
-  if (!m) return undefined;
-  return { sec: Number(m[1]), nsec: Number(m[2]), sequence: Number(m[3]) };
+  if (!m) return reject('bad-format', 'assert text is not seconds.nanoseconds#sequence');
+  return decoded({ sec: Number(m[1]), nsec: Number(m[2]), sequence: Number(m[3]) });
 }
 
 /** `pps_device: /dev/ppsN` → `/sys/class/pps/ppsN/assert`; any other path is read as is (a test fixture). */

@@ -4,6 +4,7 @@
  * Announce. Pure; decoding never throws and checks messageLength exactly against the PDU (ptp4l rejects any
  * other length, linuxptp `msg.c` `msg_post_recv`). Multi-byte fields are big-endian.
  */
+import { decoded, reject, type DecodeError, type Decoded } from '@broadcast-ops/core/decoded';
 
 export const MSG = {
   SYNC: 0x0,
@@ -149,7 +150,22 @@ export interface ManagementBody {
 /** targetPortIdentity for all clocks and all ports (§15.3.1: all ones). */
 export const ALL_PORTS: PortIdentity = { clockIdentity: 'ffffffffffffffff', portNumber: 0xffff };
 
-export type DecodeError = 'short' | 'version' | 'length' | 'unsupported' | 'bad_field';
+/** Why a datagram was refused (each is counted as an rx error). */
+export type PtpErrorCode = 'short' | 'version' | 'length' | 'unsupported' | 'bad_field';
+
+const PTP_ERROR_TEXT: Record<PtpErrorCode, string> = {
+  short: 'shorter than the 34-byte common header (IEEE 1588-2019 §13.3)',
+  version: 'versionPTP is not 2',
+  length: 'messageLength does not match the datagram, the PDU or its TLVs',
+  unsupported: 'message type this port does not handle',
+  bad_field: 'timestamp nanoseconds of 10^9 or more',
+};
+
+export type PtpDecoded = Decoded<PtpMessage, DecodeError<PtpErrorCode>>;
+
+function refuse(code: PtpErrorCode): { ok: false; error: DecodeError<PtpErrorCode> } {
+  return reject(code, PTP_ERROR_TEXT[code]);
+}
 
 const NAMES: Record<number, PtpMessage['type']> = {
   [MSG.SYNC]: 'sync',
@@ -287,20 +303,18 @@ export function encodePtp(m: PtpMessageInput): Buffer {
 }
 
 /** Decode one datagram. TLVs after an Announce/Sync/… are accepted only when messageLength covers them. */
-export function decodePtp(
-  buf: Buffer,
-): { ok: true; message: PtpMessage } | { ok: false; error: DecodeError } {
-  if (buf.length < 34) return { ok: false, error: 'short' };
+export function decodePtp(buf: Buffer): PtpDecoded {
+  if (buf.length < 34) return refuse('short');
   // ptp4l checks only the low nibble (versionPTP); the high one is minorVersionPTP in IEEE 1588-2019.
-  if (((buf[1] ?? 0) & 0x0f) !== 2) return { ok: false, error: 'version' };
+  if (((buf[1] ?? 0) & 0x0f) !== 2) return refuse('version');
   const type = (buf[0] ?? 0) & 0x0f;
   const name = NAMES[type];
-  if (!name) return { ok: false, error: 'unsupported' };
+  if (!name) return refuse('unsupported');
   const length = buf.readUInt16BE(2);
   const pdu = LENGTH[type] ?? 0;
   // The datagram must hold messageLength; messageLength must be the PDU plus whole TLVs (4-byte headers).
   if (length > buf.length || length < pdu || (length > pdu && length - pdu < 4)) {
-    return { ok: false, error: 'length' };
+    return refuse('length');
   }
   const header: PtpHeader = {
     transportSpecific: (buf[0] ?? 0) >> 4,
@@ -317,40 +331,39 @@ export function decodePtp(
   };
   if (name === 'management') return decodeManagement(buf, header);
   const ts = readTimestamp(buf, 34);
-  if (ts.nanoseconds >= 1e9) return { ok: false, error: 'bad_field' };
+  if (ts.nanoseconds >= 1e9) return refuse('bad_field');
   switch (name) {
     case 'sync':
     case 'delay_req':
     case 'follow_up':
     case 'pdelay_req':
-      return { ok: true, message: { header, type: name, timestamp: ts } };
+      return decoded({ header, type: name, timestamp: ts });
     case 'delay_resp':
     case 'pdelay_resp':
     case 'pdelay_resp_follow_up':
-      return {
-        ok: true,
-        message: { header, type: name, timestamp: ts, requestingPortIdentity: readPortIdentity(buf, 44) },
-      };
+      return decoded({
+        header,
+        type: name,
+        timestamp: ts,
+        requestingPortIdentity: readPortIdentity(buf, 44),
+      });
     case 'announce':
-      return {
-        ok: true,
-        message: {
-          header,
-          type: 'announce',
-          announce: {
-            originTimestamp: ts,
-            currentUtcOffset: buf.readInt16BE(44),
-            grandmasterPriority1: buf[47] ?? 0,
-            clockClass: buf[48] ?? 0,
-            clockAccuracy: buf[49] ?? 0,
-            offsetScaledLogVariance: buf.readUInt16BE(50),
-            grandmasterPriority2: buf[52] ?? 0,
-            grandmasterIdentity: buf.toString('hex', 53, 61),
-            stepsRemoved: buf.readUInt16BE(61),
-            timeSource: buf[63] ?? 0,
-          },
+      return decoded({
+        header,
+        type: 'announce',
+        announce: {
+          originTimestamp: ts,
+          currentUtcOffset: buf.readInt16BE(44),
+          grandmasterPriority1: buf[47] ?? 0,
+          clockClass: buf[48] ?? 0,
+          clockAccuracy: buf[49] ?? 0,
+          offsetScaledLogVariance: buf.readUInt16BE(50),
+          grandmasterPriority2: buf[52] ?? 0,
+          grandmasterIdentity: buf.toString('hex', 53, 61),
+          stepsRemoved: buf.readUInt16BE(61),
+          timeSource: buf[63] ?? 0,
         },
-      };
+      });
   }
 }
 
@@ -358,28 +371,22 @@ export function decodePtp(
  * Management (§15.4.1): one TLV, whose lengthField is even (§14.1.3) and ends exactly at messageLength;
  * anything after it (another TLV) is refused as a length error.
  */
-function decodeManagement(
-  buf: Buffer,
-  header: PtpHeader,
-): { ok: true; message: PtpMessage } | { ok: false; error: DecodeError } {
-  if (header.messageLength < 52) return { ok: false, error: 'length' };
+function decodeManagement(buf: Buffer, header: PtpHeader): PtpDecoded {
+  if (header.messageLength < 52) return refuse('length');
   const tlvLength = buf.readUInt16BE(50);
-  if (52 + tlvLength !== header.messageLength || tlvLength % 2 !== 0) return { ok: false, error: 'length' };
-  return {
-    ok: true,
-    message: {
-      header,
-      type: 'management',
-      management: {
-        targetPortIdentity: readPortIdentity(buf, 34),
-        startingBoundaryHops: buf[44] ?? 0,
-        boundaryHops: buf[45] ?? 0,
-        actionField: (buf[46] ?? 0) & 0x0f,
-        tlvType: buf.readUInt16BE(48),
-        tlvValue: Buffer.from(buf.subarray(52, 52 + tlvLength)),
-      },
+  if (52 + tlvLength !== header.messageLength || tlvLength % 2 !== 0) return refuse('length');
+  return decoded({
+    header,
+    type: 'management',
+    management: {
+      targetPortIdentity: readPortIdentity(buf, 34),
+      startingBoundaryHops: buf[44] ?? 0,
+      boundaryHops: buf[45] ?? 0,
+      actionField: (buf[46] ?? 0) & 0x0f,
+      tlvType: buf.readUInt16BE(48),
+      tlvValue: Buffer.from(buf.subarray(52, 52 + tlvLength)),
     },
-  };
+  });
 }
 
 /**
@@ -452,30 +459,28 @@ export function encodeSmpteSyncMetadata(sm: SmpteSyncMetadata): Buffer {
 /** The SM fields of an ORGANIZATION_EXTENSION TLV value, or why it is not one. */
 export function decodeSmpteSyncMetadata(
   value: Buffer,
-): { ok: true; metadata: SmpteSyncMetadata } | { ok: false; error: 'not_smpte' | 'length' } {
+): Decoded<SmpteSyncMetadata, DecodeError<'not_smpte' | 'length'>> {
   if (
     value.length < 6 ||
     value.toString('hex', 0, 3) !== SMPTE_OUI ||
     value.readUIntBE(3, 3) !== SMPTE_SM_SUBTYPE
   )
-    return { ok: false, error: 'not_smpte' };
-  if (value.length !== SMPTE_SM_LENGTH) return { ok: false, error: 'length' };
-  return {
-    ok: true,
-    metadata: {
-      defaultSystemFrameRate: { numerator: value.readUInt32BE(6), denominator: value.readUInt32BE(10) },
-      masterLockingStatus: value[14] ?? 0,
-      timeAddressFlags: value[15] ?? 0,
-      currentLocalOffset: value.readInt32BE(16),
-      jumpSeconds: value.readInt32BE(20),
-      timeOfNextJump: readUint48(value, 24),
-      timeOfNextJam: readUint48(value, 30),
-      timeOfPreviousJam: readUint48(value, 36),
-      previousJamLocalOffset: value.readInt32BE(42),
-      daylightSaving: value[46] ?? 0,
-      leapSecondJump: value[47] ?? 0,
-    },
-  };
+    return reject('not_smpte', 'not the SMPTE ST 2059-2 metadata TLV (OUI 68-97-E8, subtype 1)');
+  if (value.length !== SMPTE_SM_LENGTH)
+    return reject('length', `SM TLV value is not ${SMPTE_SM_LENGTH} bytes`);
+  return decoded({
+    defaultSystemFrameRate: { numerator: value.readUInt32BE(6), denominator: value.readUInt32BE(10) },
+    masterLockingStatus: value[14] ?? 0,
+    timeAddressFlags: value[15] ?? 0,
+    currentLocalOffset: value.readInt32BE(16),
+    jumpSeconds: value.readInt32BE(20),
+    timeOfNextJump: readUint48(value, 24),
+    timeOfNextJam: readUint48(value, 30),
+    timeOfPreviousJam: readUint48(value, 36),
+    previousJamLocalOffset: value.readInt32BE(42),
+    daylightSaving: value[46] ?? 0,
+    leapSecondJump: value[47] ?? 0,
+  });
 }
 
 /**

@@ -1,5 +1,6 @@
 import { createSocket, type Socket } from 'node:dgram';
 import { performance } from 'node:perf_hooks';
+import { expectDecoded } from '@broadcast-ops/core/testing';
 import { stepTo } from '../../src/domain/correction.ts';
 import { arrivalTime, type ArrivalTime } from '../../src/io/kernel-rx-timestamp.ts';
 import { transmitTime, type TransmitTime } from '../../src/io/kernel-tx-timestamp.ts';
@@ -291,7 +292,7 @@ export class Probe {
         const sent = this.#transmit?.sent(p.txFromMs);
         if (sent !== undefined) p.t1 = this.truth.truth(sent);
       }
-      const pkt = decodeNtpPacket(msg);
+      const pkt = expectDecoded(decodeNtpPacket(msg));
       const t21 = timestampDiffSeconds(pkt.receiveTimestamp, p.t1);
       const t34 = timestampDiffSeconds(pkt.transmitTimestamp, t4);
       this.records.push({

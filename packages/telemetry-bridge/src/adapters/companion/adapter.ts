@@ -12,7 +12,7 @@ import type { Adapter, AdapterCommand, AdapterContext, AdapterResult } from '../
 import {
   formatClientLine,
   isSemver,
-  parseLine,
+  splitLine,
   toBase64,
   type SatelliteLine,
   type SatelliteParams,
@@ -467,7 +467,7 @@ export class CompanionAdapter implements Adapter {
   #onLine(s: Session, raw: string): void {
     if (this.#session !== s) return;
     s.lastRx = Date.now();
-    const msg = parseLine(raw);
+    const msg = splitLine(raw);
     const p = msg.params;
     if (s.phase === 'begin') {
       if (msg.name !== 'BEGIN') {
