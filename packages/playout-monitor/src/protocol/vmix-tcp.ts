@@ -9,7 +9,8 @@
  * `VMIX_MAX_XML_BYTES` is an error (the link is then dropped by the io layer); bytes are held only until
  * their message is complete.
  */
-import type { TallyDigit } from '../domain/mixer-tally.ts';
+/** One digit of `TALLY OK <digits>` (vMix help, "TCP API"): 0 off, 1 program, 2 preview. */
+export type TallyDigit = 0 | 1 | 2;
 import { VMIX_MAX_XML_BYTES } from './vmix.ts';
 
 /** The longest line accepted: a `TALLY OK` line of 1,000 inputs is about 1 KB; ACTS lines are shorter. */
