@@ -4,6 +4,152 @@ import tseslint from 'typescript-eslint';
 import prettier from 'eslint-config-prettier';
 import globals from 'globals';
 
+// ---- Rules the build enforces: docs/ARCHITECTURE.md "Rules the build enforces" says what each is for. ----
+const SERVICES = ['punch', 'telemetry-bridge', 'playout-monitor', 'timesvc', 'status'];
+const PACKAGES = ['core', ...SERVICES];
+const LEVEL = 'error';
+const DOC = 'docs/ARCHITECTURE.md "Rules the build enforces"';
+
+// Modules that reach the network, the file system, other processes, threads or timers: io/ and main.ts only.
+const NODE_IO = [
+  'dgram',
+  'fs',
+  'fs/promises',
+  'http',
+  'https',
+  'http2',
+  'tls',
+  'child_process',
+  'worker_threads',
+  'cluster',
+  'timers',
+  'timers/promises',
+  'perf_hooks',
+].flatMap((m) => [m, `node:${m}`]);
+const IO_PACKAGES = ['ws', 'fastify', 'pino'];
+
+/** 1. Import direction: what a file `depth` folders below src/ in `layer` (protocol or domain) may not import. */
+function layerImports(layer, depth) {
+  const up = '(\\.\\./)'.repeat(depth);
+  const lower = layer === 'protocol' ? ['domain', 'io'] : ['io'];
+  return [
+    LEVEL,
+    {
+      paths: [
+        ...[...NODE_IO, ...IO_PACKAGES].map((name) => ({
+          name,
+          message: `${layer}/ opens no sockets, files, processes, threads or timers; io/ does (${DOC}).`,
+        })),
+        ...['net', 'node:net'].map((name) => ({
+          name,
+          // Address parsing and matching only: pure functions on strings, no socket.
+          allowImportNames: ['isIP', 'isIPv4', 'isIPv6', 'BlockList', 'SocketAddress'],
+          message: `${layer}/ may use node:net's address helpers (isIP, isIPv4, isIPv6, BlockList, SocketAddress), never a socket (${DOC}).`,
+        })),
+      ],
+      patterns: [
+        {
+          regex: `^(\\.\\./)+(${lower.join('|')})(/|$)`,
+          message: `${layer}/ never imports ${lower.join('/ or ')}/: imports point protocol <- domain <- io <- wiring (${DOC}).`,
+        },
+        {
+          // The service's error catalogue (src/errors.ts) is a table every layer may name.
+          regex: `^${up}(?!errors\\.ts$)[^./][^/]*$`,
+          message: `${layer}/ never imports the package's top-level wiring (${DOC}).`,
+        },
+        { regex: `^${up}\\.\\./`, message: `${layer}/ never reaches outside src/ (${DOC}).` },
+        {
+          group: ['ws/*', 'fastify/*', 'pino/*', '@fastify/*'],
+          message: `${layer}/ owns no sockets or logs (${DOC}).`,
+        },
+      ],
+    },
+  ];
+}
+
+// 2. No deep imports across packages: another package is reached through its `exports` only.
+const deepImports = [
+  LEVEL,
+  {
+    patterns: [
+      {
+        regex: '^@broadcast-ops/[^/]+/(src|test)(/|$)',
+        message: `Import the package's exports (".", "./testing"), never its src/ or test/ (${DOC}).`,
+      },
+      {
+        regex: `(^|/)packages/[^/]+/(src|test)(/|$)|^(\\.\\./)+(${PACKAGES.join('|')})/(src|test)(/|$)`,
+        message: `Import @broadcast-ops/<pkg> or @broadcast-ops/<pkg>/testing, never another package's src/ or test/ by path (${DOC}).`,
+      },
+    ],
+  },
+];
+
+// 3. No timers or wall time in protocol/ and domain/: time comes from the injected Clock.
+const TIME_MESSAGE = `protocol/ and domain/ take time from the injected Clock (core's clock.ts), never from the process (${DOC}).`;
+const timeRules = {
+  'no-restricted-globals': [
+    LEVEL,
+    ...[
+      'setTimeout',
+      'setInterval',
+      'setImmediate',
+      'clearTimeout',
+      'clearInterval',
+      'clearImmediate',
+      'performance',
+    ].map((name) => ({ name, message: TIME_MESSAGE })),
+  ],
+  'no-restricted-properties': [
+    LEVEL,
+    ...[
+      ['Date', 'now'],
+      ['performance', 'now'],
+      ['process', 'hrtime'],
+      ['process', 'uptime'],
+      ['globalThis', 'setTimeout'],
+      ['globalThis', 'setInterval'],
+      ['globalThis', 'setImmediate'],
+      ['globalThis', 'performance'],
+    ].map(([object, property]) => ({ object, property, message: TIME_MESSAGE })),
+  ],
+};
+const timeSyntax = [
+  { selector: "NewExpression[callee.name='Date'][arguments.length=0]", message: TIME_MESSAGE },
+  { selector: "CallExpression[callee.type='Identifier'][callee.name='Date']", message: TIME_MESSAGE },
+];
+
+// 4. No hand-built error bodies: `{error, message}` sent or serialised by hand, outside core's errors.ts/http.ts.
+const KEY = (k) => `Property[key.name='${k}'], Property[key.value='${k}']`;
+const errorBodySyntax = [
+  {
+    selector:
+      "CallExpression:matches([callee.property.name='send'], [callee.object.name='JSON'][callee.property.name='stringify'])" +
+      ` > ObjectExpression:has(> :matches(${KEY('error')})):has(> :matches(${KEY('message')}))`,
+    message: `An HTTP error body is built by core only: throw fail(...)/an AppError or call sendError(reply, err) (${DOC}; "The HTTP edge").`,
+  },
+];
+const layerFiles = (layer, depth) =>
+  SERVICES.map((p) => `packages/${p}/src/${layer}/${'*/'.repeat(depth - 1)}*.ts`);
+
+export const enforced = [
+  { files: ['**/*.ts'], rules: { 'no-restricted-imports': deepImports } },
+  {
+    files: ['**/*.ts'],
+    ignores: ['packages/core/src/errors.ts', 'packages/core/src/http.ts'],
+    rules: { 'no-restricted-syntax': [LEVEL, ...errorBodySyntax] },
+  },
+  ...['protocol', 'domain'].flatMap((layer) =>
+    [1, 2, 3].map((depth) => ({
+      files: layerFiles(layer, depth),
+      rules: {
+        '@typescript-eslint/no-restricted-imports': layerImports(layer, depth),
+        ...timeRules,
+        'no-restricted-syntax': [LEVEL, ...errorBodySyntax, ...timeSyntax],
+      },
+    })),
+  ),
+];
+
 export default tseslint.config(
   {
     ignores: [
@@ -74,5 +220,6 @@ export default tseslint.config(
       eqeqeq: ['error', 'smart'],
     },
   },
+  ...enforced,
   prettier,
 );

@@ -16,11 +16,8 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { silentLogger, systemClock } from '@broadcast-ops/core';
-import { BridgeClient } from '../../packages/telemetry-bridge/src/client/bridge-client.ts';
-import { configSchema } from '../../packages/telemetry-bridge/src/config.ts';
-import type { Adapter, AdapterResult } from '../../packages/telemetry-bridge/src/domain/adapter.ts';
-import { EventLog } from '../../packages/telemetry-bridge/src/io/event-log.ts';
-import { startBridge } from '../../packages/telemetry-bridge/src/service.ts';
+import { BridgeClient, configSchema, EventLog, startBridge } from '@broadcast-ops/telemetry-bridge';
+import type { Adapter, AdapterResult } from '@broadcast-ops/telemetry-bridge';
 
 const { values } = parseArgs({
   options: {

@@ -9,9 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { silentLogger, systemClock } from '@broadcast-ops/core';
-import { Hub } from '../../packages/telemetry-bridge/src/domain/hub.ts';
-import { EventLog } from '../../packages/telemetry-bridge/src/io/event-log.ts';
-import { ClientSession } from '../../packages/telemetry-bridge/src/io/client-session.ts';
+import { Hub, EventLog, ClientSession } from '@broadcast-ops/telemetry-bridge';
 
 /** A client as the transport sees it: frames go through the session (rate limit, parsing) into the hub. */
 function connect(hub: Hub, name: string, send: (d: string) => void): ClientSession {

@@ -13,10 +13,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { silentLogger } from '@broadcast-ops/core';
-import { BridgeClient } from '../../packages/telemetry-bridge/src/client/bridge-client.ts';
-import { configSchema } from '../../packages/telemetry-bridge/src/config.ts';
-import { listSegments } from '../../packages/telemetry-bridge/src/io/event-log.ts';
-import { startBridge } from '../../packages/telemetry-bridge/src/service.ts';
+import { BridgeClient, configSchema, listSegments, startBridge } from '@broadcast-ops/telemetry-bridge';
 
 const { values } = parseArgs({
   options: {

@@ -3,7 +3,7 @@
 // capped at 256 MB heap and 5 s; the figures are printed beside the anchor (the playout monitor's bounded decoder,
 // packages/playout-monitor/src/protocol/glow.ts) measured in the same run. Run: npx tsx bench/playout-ember-decoder/run.ts
 import { spawnSync } from 'node:child_process';
-import { decodeGlowRequests } from '../../packages/playout-monitor/src/protocol/glow.ts';
+import { decodeGlowRequests } from '@broadcast-ops/playout-monitor/testing';
 
 const CASES: Record<string, string> = {
   // The reported frame's payload: a Glow Root declaring 16 bytes where 5 follow.

@@ -17,11 +17,9 @@ import { loadavg } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { silentLogger } from '../../packages/core/src/index.ts';
-import { configSchema } from '../../packages/playout-monitor/src/config.ts';
-import { Monitor } from '../../packages/playout-monitor/src/monitor.ts';
-import { parseVmixXml } from '../../packages/playout-monitor/src/protocol/vmix.ts';
-import { VmixSimulator } from '../../packages/playout-monitor/src/simulators/vmix-sim.ts';
+import { silentLogger } from '@broadcast-ops/core';
+import { configSchema, Monitor, VmixSimulator } from '@broadcast-ops/playout-monitor';
+import { parseVmixXml } from '@broadcast-ops/playout-monitor/testing';
 import { XMLParser } from 'fast-xml-parser';
 
 const { values } = parseArgs({ options: { seconds: { type: 'string' }, only: { type: 'string' } } });

@@ -7,9 +7,7 @@
  *   in  {"quit": true}                         -> closes everything and exits 0
  */
 import { createInterface } from 'node:readline';
-import { CasparcgSimulator } from '../../packages/playout-monitor/src/simulators/casparcg-sim.ts';
-import { HyperdeckSimulator } from '../../packages/playout-monitor/src/simulators/hyperdeck-sim.ts';
-import { VmixSimulator } from '../../packages/playout-monitor/src/simulators/vmix-sim.ts';
+import { CasparcgSimulator, HyperdeckSimulator, VmixSimulator } from '@broadcast-ops/playout-monitor';
 
 const send = (o: unknown): void => {
   process.stdout.write(JSON.stringify(o) + '\n');

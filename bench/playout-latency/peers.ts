@@ -11,8 +11,8 @@ import { createSocket } from 'node:dgram';
 import { createInterface } from 'node:readline';
 import { EmberClient, Model } from 'emberplus-connection';
 import { WebSocket } from 'ws';
-import { decodeTslPacket } from '../../packages/playout-monitor/src/protocol/tsl-umd.ts';
-import { HyperdeckSimulator } from '../../packages/playout-monitor/src/simulators/hyperdeck-sim.ts';
+import { decodeTslPacket } from '@broadcast-ops/playout-monitor/testing';
+import { HyperdeckSimulator } from '@broadcast-ops/playout-monitor';
 
 const TALLY = { play: 0xc5, stop: 0xc0 } as const;
 type Leg = 'tsl' | 'ember' | 'ws';

@@ -19,9 +19,9 @@ import { loadavg } from 'node:os';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { silentLogger } from '../../packages/core/src/index.ts';
-import { configSchema } from '../../packages/playout-monitor/src/config.ts';
-import { PlayoutService } from '../../packages/playout-monitor/src/playout-service.ts';
+import { silentLogger } from '@broadcast-ops/core';
+import { configSchema } from '@broadcast-ops/playout-monitor';
+import { PlayoutService } from '@broadcast-ops/playout-monitor/testing';
 
 const { values } = parseArgs({ options: { changes: { type: 'string' }, 'spacing-ms': { type: 'string' } } });
 const CHANGES = Math.max(500, Number(values.changes ?? 500));

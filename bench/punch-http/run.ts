@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { TokenSigner } from '../../packages/punch/src/protocol/token.ts';
+import { TokenSigner } from '@broadcast-ops/punch';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const { values } = parseArgs({

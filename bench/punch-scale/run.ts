@@ -27,7 +27,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { json, open, percentile, type Peer } from '../punch-ws/client.ts';
-import { startRedis } from '../../packages/punch/test/redis-fixture.ts';
+import { startRedis } from '@broadcast-ops/punch/testing';
 
 const { values } = parseArgs({
   options: {

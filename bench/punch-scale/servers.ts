@@ -8,8 +8,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { silentLogger } from '@broadcast-ops/core';
-import { punchConfigSchema } from '../../packages/punch/src/config.ts';
-import { createPunchServer } from '../../packages/punch/src/server.ts';
+import { punchConfigSchema } from '@broadcast-ops/punch/testing';
+import { createPunchServer } from '@broadcast-ops/punch';
 
 export const BENCH_SECRET = 'bench-punch-scale-secret-0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEF';
 

@@ -12,9 +12,8 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { join } from 'node:path';
 import { silentLogger } from '@broadcast-ops/core';
 import { WebSocketServer } from 'ws';
-import { punchConfigSchema } from '../../packages/punch/src/config.ts';
-import { MemoryStore } from '../../packages/punch/src/domain/store.ts';
-import { createPunchServer } from '../../packages/punch/src/server.ts';
+import { punchConfigSchema } from '@broadcast-ops/punch/testing';
+import { MemoryStore, createPunchServer } from '@broadcast-ops/punch';
 
 export const BENCH_SECRET = 'bench-punch-ws-secret-0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEFGH';
 

@@ -17,11 +17,9 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { WebSocket } from 'ws';
-import { silentLogger } from '../../packages/core/src/index.ts';
-import { configSchema } from '../../packages/playout-monitor/src/config.ts';
-import { PlayoutService } from '../../packages/playout-monitor/src/playout-service.ts';
-import { VmixSimulator } from '../../packages/playout-monitor/src/simulators/vmix-sim.ts';
-import { startPunchBroker } from '../../packages/playout-monitor/test/punch-broker.ts';
+import { silentLogger } from '@broadcast-ops/core';
+import { configSchema, VmixSimulator } from '@broadcast-ops/playout-monitor';
+import { PlayoutService, startPunchBroker } from '@broadcast-ops/playout-monitor/testing';
 
 const { values } = parseArgs({ options: { changes: { type: 'string' }, 'spacing-ms': { type: 'string' } } });
 const CHANGES = Math.max(20, Number(values.changes ?? 200));

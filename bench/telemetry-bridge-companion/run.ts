@@ -13,10 +13,8 @@ import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { silentLogger } from '@broadcast-ops/core';
-import { configSchema } from '../../packages/telemetry-bridge/src/config.ts';
-import { startBridge } from '../../packages/telemetry-bridge/src/service.ts';
-import { BridgeClient } from '../../packages/telemetry-bridge/src/client/bridge-client.ts';
-import { CompanionSimulator } from '../../packages/telemetry-bridge/src/simulators/companion-sim.ts';
+import { configSchema, startBridge, BridgeClient } from '@broadcast-ops/telemetry-bridge';
+import { CompanionSimulator } from '@broadcast-ops/telemetry-bridge/testing';
 
 const { values } = parseArgs({ options: { samples: { type: 'string', default: '500' } } });
 const N = Number(values.samples);

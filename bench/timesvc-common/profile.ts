@@ -12,10 +12,13 @@ import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { startProcess, tempDir } from '@broadcast-ops/core/testing';
 import { offerLoad } from './load.ts';
-import { timesvcBin } from '../../packages/timesvc/test/helpers/cli.ts';
-import { freePort, makeCertificate } from '../../packages/timesvc/test/helpers/nts.ts';
-import { NtsClientSession } from '../../packages/timesvc/src/domain/nts-client-session.ts';
-import { ntsKeyExchange } from '../../packages/timesvc/src/io/nts-ke-client.ts';
+import {
+  timesvcBin,
+  freePort,
+  makeCertificate,
+  NtsClientSession,
+  ntsKeyExchange,
+} from '@broadcast-ops/timesvc/testing';
 
 const { values } = parseArgs({
   options: {

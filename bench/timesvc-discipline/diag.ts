@@ -11,11 +11,8 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { silentLogger } from '@broadcast-ops/core';
 import { requireTool, startProcess, tempDir } from '@broadcast-ops/core/testing';
-import { configSchema } from '../../packages/timesvc/src/config.ts';
-import { createTimesvc } from '../../packages/timesvc/src/io/service.ts';
-import { OffsetUpstream, Probe } from '../../packages/timesvc/test/helpers/offset-upstream.ts';
-import { writeFollowerConf } from '../../packages/timesvc/test/helpers/chrony.ts';
-import { freePort } from '../../packages/timesvc/test/helpers/nts.ts';
+import { configSchema, createTimesvc } from '@broadcast-ops/timesvc';
+import { OffsetUpstream, Probe, writeFollowerConf, freePort } from '@broadcast-ops/timesvc/testing';
 
 const { values } = parseArgs({
   options: {

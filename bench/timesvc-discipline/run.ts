@@ -30,18 +30,17 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { silentLogger } from '@broadcast-ops/core';
 import { requireTool, startProcess, tempDir } from '@broadcast-ops/core/testing';
-import { configSchema } from '../../packages/timesvc/src/config.ts';
-import { MAXFREQ } from '../../packages/timesvc/src/domain/discipline.ts';
-import { createTimesvc } from '../../packages/timesvc/src/io/service.ts';
+import { configSchema, createTimesvc } from '@broadcast-ops/timesvc';
 import {
+  MAXFREQ,
   OffsetUpstream,
   Probe,
   checkProbe,
   type ProbeRecord,
-} from '../../packages/timesvc/test/helpers/offset-upstream.ts';
-import { writeFollowerConf } from '../../packages/timesvc/test/helpers/chrony.ts';
-import { freePort } from '../../packages/timesvc/test/helpers/nts.ts';
-import { startupPair } from '../../packages/timesvc/test/helpers/startup-pair.ts';
+  writeFollowerConf,
+  freePort,
+  startupPair,
+} from '@broadcast-ops/timesvc/testing';
 
 const { values } = parseArgs({
   options: { poll: { type: 'string' }, 'outage-s': { type: 'string' }, 'accuracy-s': { type: 'string' } },

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { tempDir } from '@broadcast-ops/core/testing';
-import { startupPair, startupFigures } from '../../packages/timesvc/test/helpers/startup-pair.ts';
+import { startupPair, startupFigures } from '@broadcast-ops/timesvc/testing';
 
 const { values } = parseArgs({ options: { seconds: { type: 'string' } } });
 const SECONDS = Number(values.seconds ?? 360);

@@ -17,15 +17,15 @@ import { parseArgs } from 'node:util';
 import { execFileSync } from 'node:child_process';
 import { repoRoot, tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
 import { offerLoad, settle } from '../timesvc-common/load.ts';
-import { startTimesvcCli } from '../../packages/timesvc/test/helpers/cli.ts';
-import { best as bestStep, loadLine, sweepTogether } from '../timesvc-common/sweep.ts';
 import {
+  startTimesvcCli,
   chronyQuery,
   medianOf,
   startChronyServer,
   type ChronyServer,
-} from '../../packages/timesvc/test/helpers/chrony.ts';
-import { freePort } from '../../packages/timesvc/test/helpers/nts.ts';
+  freePort,
+} from '@broadcast-ops/timesvc/testing';
+import { best as bestStep, loadLine, sweepTogether } from '../timesvc-common/sweep.ts';
 
 const { values } = parseArgs({
   options: {

@@ -22,9 +22,8 @@ import { createCipheriv, randomBytes, timingSafeEqual } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { aessiv } from '@noble/ciphers/aes.js';
-import { AesCmac, AesSiv, dbl } from '../../packages/timesvc/src/protocol/aes-siv.ts';
-import type { NtsSiv } from '../../packages/timesvc/src/domain/nts-responder.ts';
-import { nativeNtsSiv } from '../../packages/timesvc/src/io/native-cookie.ts';
+import { AesCmac, AesSiv, dbl, nativeNtsSiv } from '@broadcast-ops/timesvc/testing';
+import type { NtsSiv } from '@broadcast-ops/timesvc/testing';
 
 const { values } = parseArgs({ options: { ms: { type: 'string', default: '400' } } });
 const MS = Number(values.ms);

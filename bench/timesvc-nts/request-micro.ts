@@ -9,18 +9,15 @@
 import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
+import { respond, respondInto, OUTCOME, UNSYNCHRONISED_STATE, ServedClock } from '@broadcast-ops/timesvc';
 import {
-  respond,
-  respondInto,
-  OUTCOME,
-  UNSYNCHRONISED_STATE,
-} from '../../packages/timesvc/src/domain/ntp-responder.ts';
-import { ServedClock } from '../../packages/timesvc/src/io/served-clock.ts';
-import { NtsCookieJar } from '../../packages/timesvc/src/domain/nts-cookies.ts';
-import { NtsResponder } from '../../packages/timesvc/src/domain/nts-responder.ts';
-import { NtsClientSession } from '../../packages/timesvc/src/domain/nts-client-session.ts';
-import { AEAD_AES_SIV_CMAC_256 } from '../../packages/timesvc/src/protocol/nts-ke.ts';
-import { nativeCookieAead, nativeNtsSiv } from '../../packages/timesvc/src/io/native-cookie.ts';
+  NtsCookieJar,
+  NtsResponder,
+  NtsClientSession,
+  AEAD_AES_SIV_CMAC_256,
+  nativeCookieAead,
+  nativeNtsSiv,
+} from '@broadcast-ops/timesvc/testing';
 
 const { values } = parseArgs({
   options: {

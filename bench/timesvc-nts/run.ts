@@ -17,12 +17,17 @@ import { parseArgs } from 'node:util';
 import { execFileSync } from 'node:child_process';
 import { repoRoot, tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
 import { offerLoad, settle } from '../timesvc-common/load.ts';
-import { startTimesvcCli } from '../../packages/timesvc/test/helpers/cli.ts';
+import {
+  startTimesvcCli,
+  NtsClientSession,
+  ntsKeyExchange,
+  type KeClientResult,
+  startChronyServer,
+  type ChronyServer,
+  freePort,
+  makeCertificate,
+} from '@broadcast-ops/timesvc/testing';
 import { best as bestStep, loadLine, sweepTogether } from '../timesvc-common/sweep.ts';
-import { NtsClientSession } from '../../packages/timesvc/src/domain/nts-client-session.ts';
-import { ntsKeyExchange, type KeClientResult } from '../../packages/timesvc/src/io/nts-ke-client.ts';
-import { startChronyServer, type ChronyServer } from '../../packages/timesvc/test/helpers/chrony.ts';
-import { freePort, makeCertificate } from '../../packages/timesvc/test/helpers/nts.ts';
 
 const { values } = parseArgs({
   options: { 'step-ms': { type: 'string' }, rates: { type: 'string' }, pool: { type: 'string' } },

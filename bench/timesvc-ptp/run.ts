@@ -19,8 +19,7 @@
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { requireTool, tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
-import { startTxRig, txStampCounts } from '../../packages/timesvc/test/helpers/ptp-tx-rig.ts';
-import { createNetnsPair, type NetnsPair } from '../../packages/timesvc/test/helpers/netns.ts';
+import { startTxRig, txStampCounts, createNetnsPair, type NetnsPair } from '@broadcast-ops/timesvc/testing';
 
 const { values } = parseArgs({
   options: { minutes: { type: 'string' }, 'log-sync-interval': { type: 'string' } },

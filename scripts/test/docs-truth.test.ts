@@ -12,7 +12,7 @@ import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot } from '../../packages/core/src/testing/index.ts';
+import { repoRoot } from '@broadcast-ops/core/testing';
 
 const SKIP_DIRS = new Set(['node_modules', 'dist', 'data', '.git', 'build', 'fixtures']);
 

@@ -6,10 +6,10 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { after, before, test } from 'node:test';
-import { startTestServer, type TestServer } from '../../packages/punch/test/helpers.ts';
-import { startRig, type Rig } from '../../packages/playout-monitor/test/outputs/helpers.ts';
-import { startTestBridge, type TestBridge } from '../../packages/telemetry-bridge/test/helpers.ts';
-import { startWebRig, type WebRig } from '../../packages/timesvc/test/helpers/web.ts';
+import { startTestServer, type TestServer } from '@broadcast-ops/punch/testing';
+import { startRig, type Rig } from '@broadcast-ops/playout-monitor/testing';
+import { startTestBridge, type TestBridge } from '@broadcast-ops/telemetry-bridge/testing';
+import { startWebRig, type WebRig } from '@broadcast-ops/timesvc/testing';
 
 const PLAYOUT_TOKEN = 'parity-admin-token-0123456789abcdef';
 const BRIDGE_TOKEN = 'parity-bridge-token-0123456789';

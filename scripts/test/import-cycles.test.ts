@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot } from '../../packages/core/src/testing/index.ts';
+import { repoRoot } from '@broadcast-ops/core/testing';
 import {
   describeCycles,
   importGraph,

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { parse } from 'yaml';
-import { repoRoot } from '../../packages/core/src/testing/index.ts';
+import { repoRoot } from '@broadcast-ops/core/testing';
 import { TIMESVC_LAB_PASSWORD, TIMESVC_LAB_USER, landingNotes } from '../stack/landing-notes.ts';
 
 test("the lab credential is the one config/timesvc.demo.yaml's scrypt hash accepts", () => {

@@ -8,9 +8,8 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { repoRoot, startProcess } from '../../packages/core/src/testing/index.ts';
-import { launchChromium, watchPage } from '../../packages/core/src/testing/browser.ts';
-import { freePort } from '@broadcast-ops/core/testing';
+import { repoRoot, startProcess, freePort } from '@broadcast-ops/core/testing';
+import { launchChromium, watchPage } from '@broadcast-ops/core/testing/browser';
 
 const fixtures = fileURLToPath(new URL('./fixtures/packages', import.meta.url));
 const SHOTS = join(repoRoot, '.tmp/test-output/landing');

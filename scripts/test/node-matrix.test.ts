@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot, tempDir } from '../../packages/core/src/testing/index.ts';
+import { repoRoot, tempDir } from '@broadcast-ops/core/testing';
 import {
   INSTALL_STAMP,
   PINNED,

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot, tempDir } from '../../packages/core/src/testing/index.ts';
+import { repoRoot, tempDir } from '@broadcast-ops/core/testing';
 import {
   declaredServices,
   endStack,

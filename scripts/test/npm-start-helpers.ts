@@ -2,7 +2,7 @@
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { repoRoot, requireTool, startProcess } from '../../packages/core/src/testing/index.ts';
+import { repoRoot, requireTool, startProcess } from '@broadcast-ops/core/testing';
 import { childEnv } from '../node-matrix.ts';
 
 /**

@@ -16,7 +16,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot, tempDir } from '../../packages/core/src/testing/index.ts';
+import { repoRoot, tempDir } from '@broadcast-ops/core/testing';
 import {
   declaredServices,
   endStack,

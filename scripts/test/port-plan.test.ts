@@ -8,7 +8,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { substituteEnv } from '@broadcast-ops/core';
-import { repoRoot } from '../../packages/core/src/testing/index.ts';
+import { repoRoot } from '@broadcast-ops/core/testing';
 import {
   FETCH_BAD_PORTS,
   LANDING_PORT,

@@ -10,7 +10,7 @@ import { copyFileSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { parse } from 'yaml';
-import { repoRoot, requireTool, tempDir } from '../../packages/core/src/testing/index.ts';
+import { repoRoot, requireTool, tempDir } from '@broadcast-ops/core/testing';
 
 const dir = join(repoRoot, 'deploy', 'prometheus');
 const RULES = 'broadcast-ops.rules.yml';

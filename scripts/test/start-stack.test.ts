@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { freePort, repoRoot, startProcess, tempDir } from '../../packages/core/src/testing/index.ts';
+import { freePort, repoRoot, startProcess, tempDir } from '@broadcast-ops/core/testing';
 
 const fixtures = fileURLToPath(new URL('./fixtures/packages', import.meta.url));
 const LANDING_PORT = 8600; // scripts/start-stack.ts

@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { copyFileSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot, requireTool, tempDir } from '../../packages/core/src/testing/index.ts';
+import { repoRoot, requireTool, tempDir } from '@broadcast-ops/core/testing';
 
 const unitsDir = join(repoRoot, 'deploy/systemd');
 const units = readdirSync(unitsDir).filter((f) => f.endsWith('.service'));

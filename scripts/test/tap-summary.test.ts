@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { tempDir } from '../../packages/core/src/testing/index.ts';
+import { tempDir } from '@broadcast-ops/core/testing';
 import { readTapSummary } from '../tap-summary.ts';
 
 const fixtures = fileURLToPath(new URL('./fixtures/tap/', import.meta.url));

@@ -32,7 +32,7 @@ test('an unknown route answers the one error shape: 404 {error: NOT_FOUND, messa
 
 test('an app that sets its own not-found handler keeps it (no "already set" error)', async () => {
   const app = createHttpApp({ logger });
-  app.setNotFoundHandler((_req, reply) => reply.status(404).send({ error: 'NOT_FOUND', message: 'own' }));
+  app.setNotFoundHandler((_req, reply) => sendError(reply, new AppError('NOT_FOUND', 404, 'own')));
   const res = await app.inject('/nope');
   assert.deepEqual(res.json(), { error: 'NOT_FOUND', message: 'own' });
   await app.close();

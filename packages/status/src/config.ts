@@ -4,9 +4,9 @@
  */
 import { loadConfig } from '@broadcast-ops/core';
 import { z } from 'zod';
+import { SERVICE_KINDS } from './domain/service.ts';
 
-export const SERVICE_KINDS = ['punch', 'telemetry-bridge', 'playout-monitor', 'timesvc', 'http'] as const;
-export type ServiceKind = (typeof SERVICE_KINDS)[number];
+export { SERVICE_KINDS, type ServiceKind } from './domain/service.ts';
 
 const httpUrl = z.url({ protocol: /^https?$/ });
 

@@ -9,12 +9,8 @@ import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot, tempDir, waitFor } from '../../../packages/core/src/testing/index.ts';
-import {
-  BridgeClient,
-  type AckMessage,
-} from '../../../packages/telemetry-bridge/src/client/bridge-client.ts';
-import { configSchema, DEFAULT_CONFIG } from '../../../packages/telemetry-bridge/src/config.ts';
+import { repoRoot, tempDir, waitFor } from '@broadcast-ops/core/testing';
+import { BridgeClient, type AckMessage, configSchema, DEFAULT_CONFIG } from '@broadcast-ops/telemetry-bridge';
 import {
   argv,
   endAll,

@@ -11,8 +11,8 @@ import { createConnection } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import WebSocket from 'ws';
-import { repoRoot, tempDir, waitFor } from '../../../packages/core/src/testing/index.ts';
-import { configSchema, DEFAULT_PORTS } from '../../../packages/playout-monitor/src/config.ts';
+import { repoRoot, tempDir, waitFor, freePort } from '@broadcast-ops/core/testing';
+import { configSchema, DEFAULT_PORTS } from '@broadcast-ops/playout-monitor';
 import {
   argv,
   endAll,
@@ -25,7 +25,6 @@ import {
   startCommand,
   type Service,
 } from './helpers.ts';
-import { freePort } from '@broadcast-ops/core/testing';
 
 const guide = readGuide('connect-casparcg.md');
 

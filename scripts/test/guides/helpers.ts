@@ -10,7 +10,7 @@ import {
   startProcess,
   waitFor,
   type RunningProcess,
-} from '../../../packages/core/src/testing/index.ts';
+} from '@broadcast-ops/core/testing';
 import { killQuietly, userEnv } from '../npm-start-helpers.ts';
 
 export interface Guide {

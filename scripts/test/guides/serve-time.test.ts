@@ -11,10 +11,9 @@ import { X509Certificate } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { readConfigFile } from '../../../packages/core/src/index.ts';
-import { repoRoot, tempDir, waitFor } from '../../../packages/core/src/testing/index.ts';
-import { chronyQuery } from '../../../packages/timesvc/test/helpers/chrony.ts';
-import { makeCertificate } from '../../../packages/timesvc/test/helpers/nts.ts';
+import { readConfigFile } from '@broadcast-ops/core';
+import { repoRoot, tempDir, waitFor } from '@broadcast-ops/core/testing';
+import { chronyQuery, makeCertificate } from '@broadcast-ops/timesvc/testing';
 import {
   argv,
   endAll,

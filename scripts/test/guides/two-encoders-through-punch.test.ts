@@ -12,8 +12,8 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import WebSocket from 'ws';
-import { repoRoot, requireTool, tempDir, waitFor } from '../../../packages/core/src/testing/index.ts';
-import { launchChromium, watchPage } from '../../../packages/core/src/testing/browser.ts';
+import { repoRoot, requireTool, tempDir, waitFor } from '@broadcast-ops/core/testing';
+import { launchChromium, watchPage } from '@broadcast-ops/core/testing/browser';
 import {
   endAll,
   ensureBuilt,

@@ -17,6 +17,7 @@
  *            from the last document is shown as unknown, never with its last colour.
  */
 import type { VmixSnapshot } from '../protocol/vmix.ts';
+import type { TallyDigit } from '../protocol/vmix-tcp.ts';
 
 export type InputTally = 'program' | 'preview' | 'off' | 'unknown';
 
@@ -29,8 +30,8 @@ export interface MixerInputTally {
   tally: InputTally;
 }
 
-/** One digit of `TALLY OK <digits>` (vMix help, "TCP API"): 0 off, 1 program, 2 preview. */
-export type TallyDigit = 0 | 1 | 2;
+/** Declared by the codec that reads it (protocol/vmix-tcp.ts). */
+export type { TallyDigit };
 
 /** Layer nesting followed at most this deep (a cycle of layers is also cut by the visited set). */
 const MAX_LAYER_DEPTH = 16;

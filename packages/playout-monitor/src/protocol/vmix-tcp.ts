@@ -10,7 +10,9 @@
  * their message is complete.
  */
 import { decoded, reject, type DecodeError, type Decoded } from '@broadcast-ops/core/decoded';
-import type { TallyDigit } from '../domain/mixer-tally.ts';
+
+/** One digit of `TALLY OK <digits>` (vMix help, "TCP API"): 0 off, 1 program, 2 preview. */
+export type TallyDigit = 0 | 1 | 2;
 import { VMIX_MAX_XML_BYTES } from './vmix.ts';
 
 /** The longest line accepted: a `TALLY OK` line of 1,000 inputs is about 1 KB; ACTS lines are shorter. */

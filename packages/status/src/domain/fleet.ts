@@ -3,7 +3,7 @@
  * last answered. A service that does not answer one poll is amber ("missed a poll"), two in a row red, so it
  * turns red within two polls without flapping on a single lost answer. Time is injected; no timers here.
  */
-import type { ServiceConfig, ServiceKind } from '../config.ts';
+import type { ServiceKind, ServiceLink, ServicePort, WatchedService } from './service.ts';
 import type { Figure, Level, Verdict } from './verdict.ts';
 
 export interface ServiceStatus {
@@ -11,8 +11,8 @@ export interface ServiceStatus {
   kind: ServiceKind;
   page: string | null;
   title: string | null;
-  links: ServiceConfig['links'];
-  ports: ServiceConfig['ports'];
+  links: ServiceLink[];
+  ports: ServicePort[];
   docs: string | null;
   level: Level | 'unknown';
   reason: string;
@@ -28,10 +28,7 @@ export interface ServiceStatus {
 export class Fleet {
   readonly #services = new Map<string, ServiceStatus>();
 
-  constructor(
-    services: readonly (Omit<ServiceConfig, 'links' | 'ports'> &
-      Partial<Pick<ServiceConfig, 'links' | 'ports'>>)[],
-  ) {
+  constructor(services: readonly WatchedService[]) {
     for (const s of services)
       this.#services.set(s.name, {
         name: s.name,

@@ -2,7 +2,7 @@
  * A service's verdict from one poll: green / amber / red, the reason in words and a few figures. Pure: the
  * io layer hands in what it fetched (packages/status/README.md "Verdicts" lists the rules per kind).
  */
-import type { ServiceKind } from '../config.ts';
+import type { ServiceKind } from './service.ts';
 import { parseSamples, sampleValue, type Sample } from './prom-text.ts';
 
 export type Level = 'green' | 'amber' | 'red';

@@ -1,3 +1,4 @@
+import type { Satellite } from '../protocol/gpsd.ts';
 import type { Gsa, Gsv, Sentence } from '../protocol/nmea.ts';
 
 /**
@@ -8,16 +9,8 @@ import type { Gsa, Gsv, Sentence } from '../protocol/nmea.ts';
 
 export type GpsdoType = 'dummy' | 'serialpps' | 'network';
 
-export interface Satellite {
-  prn: number;
-  /** Degrees; undefined when the receiver does not know it yet. */
-  elevation: number | undefined;
-  azimuth: number | undefined;
-  /** dB-Hz; undefined when not tracked. */
-  snr: number | undefined;
-  /** In the navigation solution (GSA, or gpsd SKY `used`). */
-  used: boolean;
-}
+/** Declared by the codec that reads it (protocol/gpsd.ts). */
+export type { Satellite };
 
 /** One PPS assert edge: the kernel's CLOCK_REALTIME timestamp and sequence number. */
 export interface PpsEdge {

@@ -1,5 +1,16 @@
 import { decoded, reject, type DecodeError, type Decoded } from '@broadcast-ops/core/decoded';
-import type { Satellite } from '../domain/gpsdo.ts';
+
+/** One satellite as a receiver reports it (gpsd SKY, NMEA GSV/GSA). */
+export interface Satellite {
+  prn: number;
+  /** Degrees; undefined when the receiver does not know it yet. */
+  elevation: number | undefined;
+  azimuth: number | undefined;
+  /** dB-Hz; undefined when not tracked. */
+  snr: number | undefined;
+  /** In the navigation solution (GSA, or gpsd SKY `used`). */
+  used: boolean;
+}
 
 /**
  * gpsd JSON protocol (gpsd_json(5), "gpsd_json.adoc" in the gpsd sources): one JSON object per line, each

@@ -1,5 +1,7 @@
+import { AppError, sendError } from '@broadcast-ops/core';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { AGENT_ALIAS, AgentBundle, AgentBundleError, type AgentFile } from '../agent-bundle.ts';
+import { fail } from '../http-errors.ts';
 import type { RouteContext } from './context.ts';
 
 /**
@@ -20,7 +22,8 @@ export function registerAgentRoutes(api: FastifyInstance, ctx: RouteContext, bun
           ? err.message
           : 'the agent bundle could not be built (see the broker log)';
       if (!(err instanceof AgentBundleError)) ctx.deps.logger.error({ err }, 'agent bundle build failed');
-      void reply.status(503).send({ error: 'SERVER_ERROR', code: 'SERVER_ERROR', message });
+      // 503 as before: the bundle may build on a later download.
+      void sendError(reply, new AppError('SERVER_ERROR', 503, message));
       return undefined;
     }
   };
@@ -48,11 +51,13 @@ export function registerAgentRoutes(api: FastifyInstance, ctx: RouteContext, bun
     async (request, reply) => {
       const name = request.params.file;
       if (name !== agent.file && name !== AGENT_ALIAS) {
-        return reply.status(404).send({
-          error: 'NOT_FOUND',
-          code: 'NOT_FOUND',
-          message: `this broker serves the agent as /agent/${agent.file} (or /agent/${AGENT_ALIAS})`,
-        });
+        return sendError(
+          reply,
+          fail(
+            'NOT_FOUND',
+            `this broker serves the agent as /agent/${agent.file} (or /agent/${AGENT_ALIAS})`,
+          ),
+        );
       }
       const f = await built(reply);
       if (!f) return reply;
