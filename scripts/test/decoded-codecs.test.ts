@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { repoRoot } from '../../packages/core/src/testing/index.ts';
+import { repoRoot } from '@broadcast-ops/core/testing';
 import { auditCodecs, compilerOptionsOf } from '../decoded-codecs.ts';
 import { tsFilesUnder } from '../import-graph.ts';
 
