@@ -59,6 +59,8 @@ export class RedisRelays implements RelayPort {
       registers,
     });
     this.#unsubscribe = options.cluster.subscribe((m) => {
+      // The bus also carries forwarded requests and bridged sockets: only relay answers are parsed here.
+      if (!m.t.startsWith('relay_')) return;
       const answer = parseRelayAnswer(m);
       if (!answer) return;
       if (answer.t === 'relay_ended') {
