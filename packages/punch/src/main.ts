@@ -2,8 +2,9 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, resolve } from 'node:path';
-import { ConfigError, Shutdown, createLogger, runCli } from '@broadcast-ops/core';
+import { ConfigError, Shutdown, createLogger, runCli, type Logger } from '@broadcast-ops/core';
 import { AGENT_COMMAND } from './agent/cli.ts';
+import type { PunchConfig } from './config.ts';
 import type { PunchServer } from './server.ts';
 
 const DEMO_SECRET_FILE = 'data/punch/secret';
@@ -18,10 +19,29 @@ function demoSecret(file: string): { secret: string; created: boolean } {
   return { secret, created: true };
 }
 
+/** The config (file and PUNCH_* environment) and the logger; undefined after a configuration error (exit 2). */
+async function configAndLogger(
+  values: Record<string, unknown>,
+  service: string,
+): Promise<{ config: PunchConfig; logger: Logger } | undefined> {
+  const { loadPunchConfig } = await import('./config.ts');
+  let config;
+  try {
+    config = loadPunchConfig({ file: typeof values['config'] === 'string' ? values['config'] : undefined });
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`punch: configuration error:\n${err.message}\n`);
+    process.exitCode = 2;
+    return undefined;
+  }
+  const logger = createLogger({ service, level: config.logLevel, pretty: process.env['LOG_PRETTY'] === '1' });
+  return { config, logger };
+}
+
 async function serve(values: Record<string, unknown>): Promise<void> {
   // Loaded here, not at the top: `punch agent` (a device restart) starts without the broker's modules.
   const [
-    { defaultBaseUrl, isLoopbackHost, loadPunchConfig, warnsPlainHttp },
+    { defaultBaseUrl, isLoopbackHost, warnsPlainHttp },
     { SessionStoreError },
     { createPunchServer },
     { isLoopbackBase, loopbackBaseNote },
@@ -31,20 +51,9 @@ async function serve(values: Record<string, unknown>): Promise<void> {
     import('./server.ts'),
     import('./io/join-steps.ts'),
   ]);
-  let config;
-  try {
-    config = loadPunchConfig({ file: typeof values['config'] === 'string' ? values['config'] : undefined });
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    process.stderr.write(`punch: configuration error:\n${err.message}\n`);
-    process.exitCode = 2;
-    return;
-  }
-  const logger = createLogger({
-    service: 'punch',
-    level: config.logLevel,
-    pretty: process.env['LOG_PRETTY'] === '1',
-  });
+  const loaded = await configAndLogger(values, 'punch');
+  if (!loaded) return;
+  const { config, logger } = loaded;
   let secret = config.secret;
   if (secret === undefined && values['demo'] === true) {
     const file = resolve(DEMO_SECRET_FILE);
@@ -147,6 +156,34 @@ async function serve(values: Record<string, unknown>): Promise<void> {
   }
 }
 
+/** `punch relay`: the opaque relay as a process of its own (docs/relay.md "Deploying a separate relay"). */
+async function relay(values: Record<string, unknown>): Promise<void> {
+  const { startRelayProcess } = await import('./io/relay/relay-process.ts');
+  const loaded = await configAndLogger(values, 'punch-relay');
+  if (!loaded) return;
+  const { config, logger } = loaded;
+  let running;
+  try {
+    running = await startRelayProcess(config, logger);
+  } catch (err) {
+    process.stderr.write(`punch relay: ${(err as Error).message}\n`);
+    process.exitCode = 2;
+    return;
+  }
+  const r = running;
+  new Shutdown({ logger }).install().add('relay', () => r.close());
+  logger.info(
+    {
+      relay: r.id,
+      address: config.relay.publicAddress,
+      host: config.relay.host,
+      ports: config.relay.ports,
+      capacity: config.relay.maxAllocations,
+    },
+    'punch relay registered',
+  );
+}
+
 await runCli('punch', 'SRT session broker (sessions, tokens, connection strings)', {
   serve: {
     summary: 'Start the broker (configuration from PUNCH_* environment variables)',
@@ -160,4 +197,11 @@ await runCli('punch', 'SRT session broker (sessions, tokens, connection strings)
     run: ({ values }) => serve(values),
   },
   agent: AGENT_COMMAND,
+  relay: {
+    summary: 'Run the opaque SRT relay on its own; brokers reach it through Redis (PUNCH_REDIS_URL)',
+    options: {
+      config: { type: 'string', description: 'JSON or YAML config file (environment overrides it)' },
+    },
+    run: ({ values }) => relay(values),
+  },
 });

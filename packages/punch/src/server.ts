@@ -24,7 +24,7 @@ import { attachSignalling, tokenFingerprint, type SignallingServer } from './io/
 import { cloudflareTurnstile, type TurnstileVerifier } from './io/turnstile.ts';
 import { clientAddress } from './io/client-address.ts';
 import { RedisBridge } from './io/redis-bridge.ts';
-import { createInProcessRelay } from './io/relay/relay-port.ts';
+import { createBrokerRelays } from './io/relay/relay-wiring.ts';
 import { RedisCluster } from './io/redis-cluster.ts';
 import { installForwarding } from './io/redis-forward.ts';
 import { sharedLimit } from './io/redis-rate-limit.ts';
@@ -224,22 +224,22 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     labelNames: ['outcome', 'reason'],
     registers: [registry],
   });
-  let relayEnded: (id: string, reason: string) => void = () => undefined;
-  const relay = config.relay.enabled
-    ? createInProcessRelay({
-        config: config.relay,
-        baseUrl: () => baseUrl,
-        clock,
-        registry,
-        onEnd: (id, reason) => relayEnded(id, reason),
-      })
-    : undefined;
+  const sessionsByPath = new Counter({
+    name: 'punch_sessions_total',
+    help: 'Streams that got connected, once per session, stream and path (direct or relayed)',
+    labelNames: ['path'],
+    registers: [registry],
+  });
+  for (const path of ['direct', 'relayed']) sessionsByPath.inc({ path }, 0);
+  const relays = createBrokerRelays({ config, cluster, baseUrl: () => baseUrl, clock, registry, logger });
   const hub = new SignallingHub({
     broker,
     clock,
-    ...(relay ? { relay: relay.port } : {}),
+    ...(relays.port ? { relay: relays.port } : {}),
+    relaysOutlive: relays.outlive,
     relayAfterMs: config.relay.fallbackAfterMs,
     onRelayFallback: (outcome, reason) => relayFallbacks.inc({ outcome, reason: reason ?? '' }),
+    onStreamConnected: (path) => sessionsByPath.inc({ path }),
     ...(ws.detachedGraceMs === undefined ? {} : { detachedGraceMs: ws.detachedGraceMs }),
     ...(ws.healthReportMs === undefined ? {} : { healthReportMs: ws.healthReportMs }),
     ...(ws.probeMs === undefined ? {} : { probeMs: ws.probeMs }),
@@ -255,7 +255,7 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
       alarmWebhook?.send(alarm);
     },
   });
-  relayEnded = (id, reason) => hub.relayEnded(id, reason);
+  relays.bind(hub);
   const wsRejected = new Counter({
     name: 'punch_ws_rejected_total',
     help: 'WebSocket connections refused before joining a session, by reason',
@@ -294,6 +294,7 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     cluster.onElected = async () => {
       try {
         await broker.start();
+        await relays.adopt(hub);
         serving = true;
         logger.info(
           { instance: cluster.id, sessions: broker.liveSessions },
@@ -372,6 +373,7 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
       await app.listen({ host: config.host, port: config.port });
       const url = listeningUrl(app).replace(/^http:/, `${scheme}:`);
       if (!config.baseUrl) baseUrl = defaultBaseUrl(config.host, Number(new URL(url).port), scheme);
+      await relays.start();
       return url;
     },
     async close() {
@@ -381,7 +383,7 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
       await signalling.close();
       alarmWebhook?.close();
       hub.stop();
-      await relay?.relay.close();
+      await relays.close();
       await app.close();
       broker.stop();
       await cluster?.stop();

@@ -55,22 +55,15 @@ export async function startInstance(
   prefix: string,
   env: Record<string, string> = {},
 ): Promise<Instance> {
-  const proc = startProcess(process.execPath, [join(repoRoot, 'packages/punch/bin/punch.mjs'), 'serve'], {
-    env: {
-      PUNCH_SECRET: SECRET,
-      PUNCH_HOST: '127.0.0.1',
-      PUNCH_PORT: '0',
-      PUNCH_REDIS_URL: redisUrl,
-      PUNCH_REDIS_PREFIX: prefix,
-      // Short enough for the take-over tests, long enough for a loaded machine's late timers.
-      PUNCH_REDIS_LEASE_MS: '3000',
-      PUNCH_RATE_LIMIT: '100000',
-      PUNCH_RATE_LIMIT_GET: '100000',
-      PUNCH_RATE_LIMIT_ADMIN: '100000',
-      PUNCH_RATE_LIMIT_WS_CONNECT: '100000',
-      LOG_LEVEL: 'info',
-      ...env,
-    },
+  const proc = punchOnRedis('serve', redisUrl, prefix, {
+    PUNCH_SECRET: SECRET,
+    PUNCH_HOST: '127.0.0.1',
+    PUNCH_PORT: '0',
+    PUNCH_RATE_LIMIT: '100000',
+    PUNCH_RATE_LIMIT_GET: '100000',
+    PUNCH_RATE_LIMIT_ADMIN: '100000',
+    PUNCH_RATE_LIMIT_WS_CONNECT: '100000',
+    ...env,
   });
   const m = await proc.waitForOutput(
     /"url":"(http:\/\/127\.0\.0\.1:\d+)"[^\n]*punch broker listening/,
@@ -108,4 +101,44 @@ export async function settle(
   );
   assert.ok(found);
   return found;
+}
+
+/** A `punch relay` child process on Redis (docs/relay.md "Deploying a separate relay"), killed by PID. */
+export interface RelayProc {
+  proc: RunningProcess;
+  id: string;
+}
+
+export async function startRelay(
+  redisUrl: string,
+  prefix: string,
+  env: Record<string, string> = {},
+): Promise<RelayProc> {
+  const proc = punchOnRedis('relay', redisUrl, prefix, {
+    PUNCH_RELAY_HOST: '127.0.0.1',
+    PUNCH_RELAY_PUBLIC_ADDRESS: '127.0.0.1',
+    PUNCH_RELAY_ALLOW: '127.0.0.0/8',
+    ...env,
+  });
+  const m = await proc.waitForOutput(/"relay":"([A-Za-z0-9_-]+)"[^\n]*punch relay registered/, 30_000);
+  return { proc, id: m[1] ?? '' };
+}
+
+/** `punch <command>` as a child process on a Redis deployment (its URL and prefix, a short lease). */
+function punchOnRedis(
+  command: 'serve' | 'relay',
+  redisUrl: string,
+  prefix: string,
+  env: Record<string, string>,
+): RunningProcess {
+  return startProcess(process.execPath, [join(repoRoot, 'packages/punch/bin/punch.mjs'), command], {
+    env: {
+      PUNCH_REDIS_URL: redisUrl,
+      PUNCH_REDIS_PREFIX: prefix,
+      // Short enough for the take-over tests, long enough for a loaded machine's late timers.
+      PUNCH_REDIS_LEASE_MS: '3000',
+      LOG_LEVEL: 'info',
+      ...env,
+    },
+  });
 }

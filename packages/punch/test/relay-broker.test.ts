@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createSocket, type Socket } from 'node:dgram';
 import { test } from 'node:test';
 import { waitFor } from '@broadcast-ops/core/testing';
-import { startTestServer } from './helpers.ts';
+import { startTestServer, type TestServer } from './helpers.ts';
 import { connect, type Msg } from './ws-helpers.ts';
 
 /**
@@ -21,6 +21,43 @@ const udp = async (address: string): Promise<Socket & { got: { data: string; por
   return s;
 };
 
+/** A session `name` and two peers connected from 127.0.0.1 (A) and 127.0.0.2 (B), not yet registered. */
+async function twoPeers(t: TestServer, name: string) {
+  const created = await t.call('POST', '/api/session', { body: { name, ttl: 600 } });
+  assert.equal(created.status, 201, created.text);
+  const admin = created.json.token as string;
+  const peerToken = async (label: string) =>
+    (await t.call('POST', `/api/session/${name}/token`, { token: admin, body: { stream: null, label } })).json
+      .token as string;
+  const a = await connect(t.url, name, { token: await peerToken('A'), localAddress: '127.0.0.1' });
+  const b = await connect(t.url, name, { token: await peerToken('B'), localAddress: '127.0.0.2' });
+  return { admin, a, b };
+}
+
+test('a stream connected directly is counted once as punch_sessions_total{path="direct"}', async () => {
+  const t = await startTestServer({ config: { relay: { fallbackAfterMs: 2_000 } } });
+  try {
+    const { a, b } = await twoPeers(t, 'dc');
+    a.send({ type: 'register', port: 9000, role: 'sender' });
+    b.send({ type: 'register', port: 9000, role: 'receiver' });
+    for (const c of [a, b]) await c.next('peer');
+    for (const c of [a, b]) c.send({ type: 'ready' });
+    for (const c of [a, b]) await c.next('start');
+    for (const c of [a, b]) c.send({ type: 'status', srt: 'connected' });
+    await waitFor(
+      async () => /punch_sessions_total\{path="direct"} 1\b/.test((await t.call('GET', '/metrics')).text),
+      { timeoutMs: 10_000, what: 'the direct connection counted' },
+    );
+    await new Promise((r) => setTimeout(r, 500));
+    const text = (await t.call('GET', '/metrics')).text;
+    assert.match(text, /punch_sessions_total\{path="direct"} 1\b/);
+    assert.match(text, /punch_sessions_total\{path="relayed"} 0\b/);
+    for (const c of [a, b]) c.close();
+  } finally {
+    await t.close();
+  }
+});
+
 test('over real sockets: RELAYING after the window, relay coordinates in peer and /connect, datagrams cross the pinned ports', async () => {
   const t = await startTestServer({
     config: {
@@ -34,14 +71,7 @@ test('over real sockets: RELAYING after the window, relay coordinates in peer an
   });
   const sockets: Socket[] = [];
   try {
-    const created = await t.call('POST', '/api/session', { body: { name: 'rb', ttl: 600 } });
-    assert.equal(created.status, 201, created.text);
-    const admin = created.json.token as string;
-    const peerToken = async (label: string) =>
-      (await t.call('POST', '/api/session/rb/token', { token: admin, body: { stream: null, label } })).json
-        .token as string;
-    const a = await connect(t.url, 'rb', { token: await peerToken('A'), localAddress: '127.0.0.1' });
-    const b = await connect(t.url, 'rb', { token: await peerToken('B'), localAddress: '127.0.0.2' });
+    const { admin, a, b } = await twoPeers(t, 'rb');
     a.send({ type: 'register', port: 9000, role: 'sender' });
     await a.next('session');
     b.send({ type: 'register', port: 9000, role: 'receiver' });
@@ -114,6 +144,11 @@ test('over real sockets: RELAYING after the window, relay coordinates in peer an
       'relayed',
     );
     assert.equal(await metric(/punch_relay_fallbacks_total\{outcome="allocated",reason=""} (\d+)/), 1);
+    // Counted once, by the path it got connected on (a second `connected` report counts nothing more).
+    a.send({ type: 'status', srt: 'connected' });
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(await metric(/punch_sessions_total\{path="relayed"} (\d+)/), 1);
+    assert.equal(await metric(/punch_sessions_total\{path="direct"} (\d+)/), 0);
 
     // DELETE releases the allocation: its ports forward nothing more.
     assert.equal((await t.call('DELETE', '/api/session/rb', { token: admin })).status, 204);

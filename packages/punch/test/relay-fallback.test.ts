@@ -22,15 +22,19 @@ class FakeRelay implements RelayPort {
   readonly allocated: { sessionId: string; peers: readonly [string, string] }[] = [];
   readonly released: string[] = [];
   refuse: string | null = null;
+  /** Prepended to the ids: `<relay>.` names the relay an allocation is on (relays on Redis). */
+  idPrefix = '';
+  /** The relay port of slot a (slot b's is the next one). */
+  portBase = 40000;
   async allocate(req: { sessionId: string; peers: readonly [string, string] }) {
     await Promise.resolve();
     if (this.refuse !== null) return { ok: false as const, reason: this.refuse };
     this.allocated.push(req);
     return {
       ok: true as const,
-      id: `r${this.allocated.length}`,
+      id: `${this.idPrefix}r${this.allocated.length}`,
       address: RELAY,
-      ports: [40000, 40001] as const,
+      ports: [this.portBase, this.portBase + 1] as const,
     };
   }
   release(id: string): void {
@@ -246,4 +250,48 @@ test('a peer back from another address leaves the relay pinned to the old one; t
   assert.deepEqual(relay.allocated[1]?.peers, [IP_A, moved]);
   assert.equal(stream()?.state, 'relaying');
   assert.deepEqual([b2.last('peer')?.['ip'], b2.last('peer')?.['port']], [RELAY, 40001]);
+});
+
+test('a lost relay: its streams are re-allocated and both peers get the new coordinates; with none left, direct again', async () => {
+  const { clock, broker, hub, relay, fallbacks, logged, stream, started } = await setup();
+  relay.idPrefix = 'R1.';
+  const { a, b } = await started();
+  clock.advance(8_000);
+  await settle();
+  await settle();
+  assert.equal(stream()?.relay?.id, 'R1.r1');
+  const peersBefore = [a, b].map((l) => l.sent.filter((m) => m['type'] === 'peer').length);
+  // Another relay's loss changes nothing.
+  hub.relayLost('R9');
+  await settle();
+  assert.equal(relay.allocated.length, 1);
+  relay.idPrefix = 'R2.';
+  relay.portBase = 41000;
+  hub.relayLost('R1');
+  await settle();
+  await settle();
+  assert.equal(relay.allocated.length, 2);
+  assert.equal(stream()?.relay?.id, 'R2.r2');
+  assert.equal(pathOf(stream()!), 'relayed');
+  assert.deepEqual(fallbacks.at(-1), ['allocated', 'relay_lost']);
+  assert.ok(logged.some((m) => /relay was lost; re-allocating/.test(m)));
+  assert.deepEqual(
+    [a, b].map((l) => l.sent.filter((m) => m['type'] === 'peer').length),
+    peersBefore.map((n) => n + 1),
+  );
+  assert.deepEqual(
+    [a.last('peer')?.['ip'], a.last('peer')?.['port'], b.last('peer')?.['port']],
+    [RELAY, 41000, 41001],
+  );
+  // The second relay is lost and none takes the stream: shown as ended (relay_lost), peers sent direct.
+  relay.refuse = 'no_relay';
+  hub.relayLost('R2');
+  await settle();
+  await settle();
+  assert.equal(stream()?.relay?.state, 'ended');
+  assert.equal(stream()?.relay?.reason, 'relay_lost');
+  assert.equal(pathOf(stream()!), 'direct');
+  assert.deepEqual([a.last('peer')?.['ip'], b.last('peer')?.['ip']], [IP_B, IP_A]);
+  assert.deepEqual(fallbacks.at(-1), ['refused', 'no_relay']);
+  assert.equal(broker.get('s')?.state, 'READY');
 });

@@ -243,6 +243,11 @@ export class SessionBroker {
     return this.#tombstones.size;
   }
 
+  /** The live sessions (not the tombstones), e.g. to find the streams on a relay that was lost. */
+  liveSessionRecords(): SessionRecord[] {
+    return [...this.#sessions.values()].filter(isLive);
+  }
+
   get(name: string): SessionRecord | undefined {
     return this.#sessions.get(name);
   }

@@ -49,8 +49,9 @@ export interface StreamRecord {
   /** Latest health (not persisted: it is stale after a restart anyway). */
   health: StreamHealth | null;
   /**
-   * The stream's relay, if the broker moved it to one (docs/relay.md "Detection"). Memory only, like
-   * presence: the relay's allocations live in this process and are gone after a restart.
+   * The stream's relay, if the broker moved it to one (docs/relay.md "Detection"). Saved with the streams
+   * in Redis, where relays outlive an instance (docs/relay.md "Relays on Redis"); the SQLite store leaves it
+   * out, since the in-process relay's allocations are gone after a restart.
    */
   relay?: StreamRelay | null | undefined;
 }

@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import type { Clock, Logger, TimerHandle } from '@broadcast-ops/core';
+import { relayOfAllocation } from '../protocol/relay-bus.ts';
 import type { TokenClaims } from '../protocol/token.ts';
 import {
   encode,
@@ -22,6 +23,7 @@ import {
   type PeerSlot,
   type SessionRecord,
   type StreamRecord,
+  type StreamRelay,
 } from './session.ts';
 
 /**
@@ -96,6 +98,16 @@ export interface SignallingOptions {
   relayAfterMs?: number;
   /** A fallback to the relay was tried (for the metrics): allocated, or refused with the relay's reason. */
   onRelayFallback?: (outcome: 'allocated' | 'refused', reason: string | null) => void;
+  /**
+   * A stream got connected (for `punch_sessions_total{path}`, docs/relay.md "What the operator sees"):
+   * once per stream of a session and path it connected on.
+   */
+  onStreamConnected?: (path: 'direct' | 'relayed') => void;
+  /**
+   * The allocations outlive this hub (relays on Redis, docs/relay.md "Relays on Redis"): `stop` leaves them
+   * for the next owner instead of releasing them. Default false (the in-process relay closes with the hub).
+   */
+  relaysOutlive?: boolean;
 }
 
 /**
@@ -196,6 +208,10 @@ export class SignallingHub {
   readonly #relay: RelayPort | undefined;
   readonly #relayAfterMs: number;
   readonly #onRelayFallback: (outcome: 'allocated' | 'refused', reason: string | null) => void;
+  readonly #onStreamConnected: (path: 'direct' | 'relayed') => void;
+  readonly #relaysOutlive: boolean;
+  /** Per session, the `stream\npath` pairs already counted as connected. */
+  readonly #countedConnected = new WeakMap<SessionRecord, Set<string>>();
   /** Allocation id → its session and stream, to release it with the session and to report its end. */
   readonly #allocations = new Map<string, { session: string; stream: string }>();
   /** Per connection and stream, the coordinates of the last `peer` it was sent (README "When `peer` is sent"). */
@@ -224,6 +240,8 @@ export class SignallingHub {
     this.#relay = options.relay;
     this.#relayAfterMs = options.relayAfterMs ?? RELAY_AFTER_MS;
     this.#onRelayFallback = options.onRelayFallback ?? (() => undefined);
+    this.#onStreamConnected = options.onStreamConnected ?? (() => undefined);
+    this.#relaysOutlive = options.relaysOutlive ?? false;
     this.#startedAt = this.#clock.monotonicMs();
     this.#unsubscribe = this.#broker.subscribe((e) => this.#onBrokerEvent(e));
   }
@@ -234,7 +252,7 @@ export class SignallingHub {
 
   stop(): void {
     this.#unsubscribe();
-    for (const id of this.#allocations.keys()) this.#relay?.release(id);
+    if (!this.#relaysOutlive) for (const id of this.#allocations.keys()) this.#relay?.release(id);
     this.#allocations.clear();
     for (const room of this.#rooms.values()) {
       room.healthTimer?.cancel();
@@ -852,16 +870,22 @@ export class SignallingHub {
           { session: name, stream, outcome: 'relay_fallback', afterMs: this.#relayAfterMs, srt: reports },
           'no SRT connection within the detection window after start; moving the stream to the relay',
         );
-        void this.#fallBack(session, room, record).catch(this.#onError);
+        void this.#allocateFor(session, record, null).catch(this.#onError);
       }),
     );
   }
 
-  async #fallBack(session: SessionRecord, room: Room, record: StreamRecord): Promise<void> {
+  /**
+   * Allocate a relay for a stream and send both peers the new coordinates. `previous` null: the fallback
+   * after the detection window (the stream must still be `ready` and started); else the id of an allocation
+   * on a relay that was lost (docs/relay.md "A relay's death"), which the stream must still hold.
+   */
+  async #allocateFor(session: SessionRecord, record: StreamRecord, previous: string | null): Promise<void> {
     const relay = this.#relay;
     const { peerA, peerB } = record;
     if (!relay || !peerA || !peerB) return;
     const name = session.name;
+    const room = this.#rooms.get(name);
     const result = await relay.allocate({ sessionId: session.id, peers: [peerA.ip, peerB.ip] });
     // The stream may have changed while the relay bound its ports: a new claim, a departure, a close.
     const now = this.#broker.get(name);
@@ -870,26 +894,40 @@ export class SignallingHub {
       now === session &&
       isLive(session) &&
       this.#rooms.get(name) === room &&
-      room.started.has(record.name) &&
       current?.peerA === peerA &&
       current.peerB === peerB &&
-      current.state === 'ready';
+      (previous === null
+        ? room !== undefined && room.started.has(record.name) && current.state === 'ready'
+        : current.relay?.state === 'allocated' && current.relay.id === previous);
     if (!result.ok) {
       this.#onRelayFallback('refused', result.reason);
       this.#log?.warn(
         { session: name, stream: record.name, outcome: 'relay_refused', reason: result.reason },
-        'the relay refused the allocation; the stream stays on its direct path',
+        previous === null
+          ? 'the relay refused the allocation; the stream stays on its direct path'
+          : 'no live relay took the stream of the lost relay; its peers are sent their direct coordinates',
       );
-      if (unchanged) {
-        await this.#broker.setRelay(name, record.name, {
-          state: 'refused',
-          reason: result.reason,
-          id: null,
-          address: null,
-          ports: null,
-          since: this.#clock.now(),
-        });
-      }
+      if (!unchanged) return;
+      await this.#broker.setRelay(
+        name,
+        record.name,
+        previous === null
+          ? {
+              state: 'refused',
+              reason: result.reason,
+              id: null,
+              address: null,
+              ports: null,
+              since: this.#clock.now(),
+            }
+          : {
+              ...(current?.relay ?? emptyRelay()),
+              state: 'ended',
+              reason: 'relay_lost',
+              since: this.#clock.now(),
+            },
+      );
+      if (previous !== null) this.#sendCoordinates(session, record);
       return;
     }
     if (!unchanged) {
@@ -909,7 +947,7 @@ export class SignallingHub {
       return;
     }
     this.#allocations.set(result.id, { session: name, stream: record.name });
-    this.#onRelayFallback('allocated', null);
+    this.#onRelayFallback('allocated', previous === null ? null : 'relay_lost');
     this.#log?.info(
       {
         session: name,
@@ -918,10 +956,19 @@ export class SignallingHub {
         relay: result.address,
         ports: result.ports,
         allocation: result.id,
+        ...(previous === null ? {} : { replaces: previous }),
       },
-      'stream moved to the relay; peers sent the relay as their partner',
+      previous === null
+        ? 'stream moved to the relay; peers sent the relay as their partner'
+        : 'stream of the lost relay moved to a live relay; peers sent its coordinates',
     );
-    // A new pair of coordinates: `start` follows the next pair of `ready`s (as after any `peer`).
+    this.#sendCoordinates(session, record);
+  }
+
+  /** A new pair of coordinates: each present peer is sent `peer`; `start` follows the next pair of `ready`s. */
+  #sendCoordinates(session: SessionRecord, record: StreamRecord): void {
+    const room = this.#rooms.get(session.name);
+    if (!room) return;
     room.ready.delete(record.name);
     room.started.delete(record.name);
     const h = this.#holders(room, record.name);
@@ -931,6 +978,51 @@ export class SignallingHub {
       const theirs = claimOf(record, other(slot));
       if (link && mine && theirs) this.#sendPeer(link, peerMessage(session, record, theirs, mine, slot));
     }
+  }
+
+  /**
+   * A relay was lost (its registration expired, docs/relay.md "A relay's death"): each stream allocated on
+   * it is moved to a new allocation and its peers get the new coordinates.
+   */
+  relayLost(relayId: string): void {
+    for (const session of this.#broker.liveSessionRecords()) {
+      for (const record of session.streams) {
+        const id = record.relay?.state === 'allocated' ? record.relay.id : null;
+        if (id === null || relayOfAllocation(id) !== relayId) continue;
+        this.#allocations.delete(id);
+        this.#log?.warn(
+          {
+            session: session.name,
+            stream: record.name,
+            outcome: 'relay_lost',
+            relay: relayId,
+            allocation: id,
+          },
+          "the stream's relay was lost; re-allocating",
+        );
+        void this.#allocateFor(session, record, id).catch(this.#onError);
+      }
+    }
+  }
+
+  /**
+   * After this instance took over the sessions (docs/multi-instance.md "Election"): the allocations the
+   * loaded streams name are taken over (released with their session, their ends reported); those on a relay
+   * that is not up are re-allocated as for a lost relay.
+   */
+  adoptRelays(isUp: (relayId: string) => boolean): void {
+    const lost = new Set<string>();
+    for (const session of this.#broker.liveSessionRecords()) {
+      for (const record of session.streams) {
+        const id = record.relay?.state === 'allocated' ? record.relay.id : null;
+        if (id === null) continue;
+        const relayId = relayOfAllocation(id);
+        if (relayId !== undefined && isUp(relayId))
+          this.#allocations.set(id, { session: session.name, stream: record.name });
+        else lost.add(relayId ?? id);
+      }
+    }
+    for (const relayId of lost) this.relayLost(relayId);
   }
 
   /** The relay ended an allocation (idle or expired): the view says so; the stream is direct again. */
@@ -952,6 +1044,23 @@ export class SignallingHub {
         since: this.#clock.now(),
       })
       .catch(this.#onError);
+  }
+
+  /** `punch_sessions_total{path}`: each stream of a session once per path it got connected on. */
+  #countConnected(session: SessionRecord): void {
+    for (const st of session.streams) {
+      if (st.state !== 'connected') continue;
+      const path = pathOf(st);
+      let counted = this.#countedConnected.get(session);
+      if (!counted) {
+        counted = new Set();
+        this.#countedConnected.set(session, counted);
+      }
+      const key = `${st.name}\n${path}`;
+      if (counted.has(key)) continue;
+      counted.add(key);
+      this.#onStreamConnected(path);
+    }
   }
 
   /** Release this stream's allocations that it no longer uses (a claim from another address left it). */
@@ -1176,6 +1285,7 @@ export class SignallingHub {
   // --- broker events → messages
 
   #onBrokerEvent(e: BrokerEvent): void {
+    if (e.type !== 'session_closed') this.#countConnected(e.session);
     // docs/relay.md "Lifetime": a session's allocations end with it (whether or not anyone is connected).
     if (e.type === 'session_closed') for (const st of e.session.streams) this.#releaseRelay(st);
     const room = this.#rooms.get(e.session.name);
@@ -1299,4 +1409,9 @@ export function sessionMessage(
     if (s.state === 'connected') connected++;
   }
   return { type: 'session', state: session.state, streams, connected, total: session.streams.length };
+}
+
+/** A relay record's empty fields (for `ended` on a stream whose record was cleared meanwhile). */
+function emptyRelay(): StreamRelay {
+  return { state: 'ended', reason: null, id: null, address: null, ports: null, since: 0 };
 }

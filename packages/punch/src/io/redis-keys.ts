@@ -16,5 +16,13 @@ export function redisKeys(prefix: string) {
     bus: (id: string) => `${prefix}bus:${id}`,
     /** Per-client rate-limit counter of one group (fixed window, PX expiry). */
     rate: (group: string, client: string) => `${prefix}rl:${group}:${client}`,
+    /** A relay's registration (docs/relay.md "Relays on Redis"): JSON with a PX expiry it keeps renewing. */
+    relay: (id: string) => `${prefix}relay:${id}`,
+    /** Ids of the relays that registered (a registration key gone: that relay is gone). */
+    relays: `${prefix}relays`,
+    /** Pub/sub channel of a relay: allocation and release requests. */
+    relayRequests: (id: string) => `${prefix}relay-rq:${id}`,
+    /** An allocation as its relay stored it (PX: the allocation's lifetime). */
+    relayAllocation: (id: string) => `${prefix}ra:${id}`,
   };
 }

@@ -1,0 +1,58 @@
+import type { Logger } from '@broadcast-ops/core';
+import type { PunchConfig } from '../../config.ts';
+import { RelayService } from './relay-service.ts';
+import { UdpRelay } from './udp-relay.ts';
+
+/**
+ * `punch relay` (docs/relay.md "Deploying a separate relay"): the opaque UDP relay on its own, reached by
+ * the brokers through Redis. It reads the `relay` and `redis` settings only: no secret, no store, no
+ * passphrase. Its registration expires `PUNCH_REDIS_LEASE_MS` after it stops renewing it (a crash, a cut).
+ */
+export interface RelayProcess {
+  id: string;
+  close(): Promise<void>;
+}
+
+export async function startRelayProcess(config: PunchConfig, logger: Logger): Promise<RelayProcess> {
+  const url = config.redis.url;
+  const address = config.relay.publicAddress;
+  if (url === undefined)
+    throw new Error('PUNCH_REDIS_URL is not set: a separate relay is reached through Redis');
+  if (address === undefined)
+    throw new Error('PUNCH_RELAY_PUBLIC_ADDRESS is not set: the address the peers send their SRT to');
+  const [lo, hi] = config.relay.ports.split('-').map(Number) as [number, number];
+  const relay = new UdpRelay({
+    host: config.relay.host,
+    portRange: [lo, hi],
+    limits: {
+      allow: config.relay.allow,
+      maxAllocations: config.relay.maxAllocations,
+      defaultBytesPerSecond: config.relay.bytesPerSecond,
+    },
+  });
+  const service = new RelayService({
+    relay,
+    url,
+    prefix: config.redis.prefix,
+    address,
+    ports: config.relay.ports,
+    capacity: config.relay.maxAllocations,
+    ttlMs: Math.max(3_000, config.redis.leaseMs),
+    kind: 'process',
+    logger,
+  });
+  try {
+    await service.start();
+  } catch (err) {
+    await relay.close();
+    service.halt();
+    throw err;
+  }
+  return {
+    id: service.id,
+    async close() {
+      await service.stop();
+      await relay.close();
+    },
+  };
+}

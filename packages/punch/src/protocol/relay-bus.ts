@@ -1,0 +1,95 @@
+import { z } from 'zod';
+
+/**
+ * Wire format between brokers and relays on Redis (docs/relay.md "Relays on Redis"). Everything here is
+ * JSON on Redis: a relay's registration (a key with an expiry), the requests a broker publishes on a
+ * relay's channel, and the relay's answers and allocation ends, published on the broker instance's bus.
+ * None of it carries a passphrase or a token: a relay learns a session id, the two pinned peer IPs, a byte
+ * rate and a lifetime. Parsing never throws: what does not match is `undefined` and is ignored.
+ */
+
+/** A relay's id: the first part of its allocation ids (`<relay>.<local id>`). */
+const RELAY_ID = /^[A-Za-z0-9_-]{1,64}$/;
+const port = z.number().int().min(0).max(65535);
+
+export const relayRegistrationSchema = z.strictObject({
+  id: z.string().regex(RELAY_ID),
+  /** The address the peers send to. */
+  address: z.string().min(1).max(255),
+  /** The UDP port range of its allocations, `lo-hi` (`0-0`: ephemeral). */
+  ports: z.string().max(11),
+  capacity: z.number().int().min(0),
+  free: z.number().int().min(0),
+  /** Wall-clock ms of the registration write. */
+  at: z.number(),
+  /** `process` (`punch relay`) or `broker` (the relay inside a broker instance). */
+  kind: z.enum(['process', 'broker']),
+});
+export type RelayRegistration = z.output<typeof relayRegistrationSchema>;
+
+export const relayRequestSchema = z.discriminatedUnion('t', [
+  z.strictObject({
+    t: z.literal('allocate'),
+    /** Correlates the answer. */
+    rq: z.string().min(1).max(64),
+    /** The broker instance whose bus takes the answer. */
+    from: z.string().regex(RELAY_ID),
+    sessionId: z.string().min(1).max(128),
+    peers: z.tuple([z.string().min(1).max(64), z.string().min(1).max(64)]),
+    bytesPerSecond: z.number().int().positive().optional(),
+    lifetimeMs: z.number().int().positive().optional(),
+  }),
+  z.strictObject({ t: z.literal('release'), id: z.string().min(1).max(200) }),
+]);
+export type RelayRequest = z.output<typeof relayRequestSchema>;
+
+export const relayAnswerSchema = z.discriminatedUnion('t', [
+  z.strictObject({
+    t: z.literal('relay_allocated'),
+    rq: z.string(),
+    id: z.string().min(1).max(200),
+    address: z.string().min(1).max(255),
+    ports: z.tuple([port, port]),
+  }),
+  z.strictObject({ t: z.literal('relay_refused'), rq: z.string(), reason: z.string().max(64) }),
+  /** The relay ended an allocation by itself (idle, expired), or it was released. */
+  z.strictObject({ t: z.literal('relay_ended'), id: z.string().min(1).max(200), reason: z.string().max(64) }),
+]);
+export type RelayAnswer = z.output<typeof relayAnswerSchema>;
+
+/** An allocation as stored in Redis by its relay (for any instance to see, renew or free). */
+export const relayAllocationRecordSchema = z.strictObject({
+  id: z.string(),
+  relay: z.string(),
+  sessionId: z.string(),
+  address: z.string(),
+  ports: z.tuple([port, port]),
+  at: z.number(),
+});
+export type RelayAllocationRecord = z.output<typeof relayAllocationRecordSchema>;
+
+function parseWith<T>(schema: z.ZodType<T>, text: string): T | undefined {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const r = schema.safeParse(raw);
+  return r.success ? r.data : undefined;
+}
+
+export const parseRelayRegistration = (text: string): RelayRegistration | undefined =>
+  parseWith(relayRegistrationSchema, text);
+export const parseRelayRequest = (text: string): RelayRequest | undefined =>
+  parseWith(relayRequestSchema, text);
+export const parseRelayAnswer = (raw: unknown): RelayAnswer | undefined => {
+  const r = relayAnswerSchema.safeParse(raw);
+  return r.success ? r.data : undefined;
+};
+
+/** The relay an allocation id belongs to (`<relay>.<local>`); undefined for the in-process relay's own ids. */
+export function relayOfAllocation(id: string): string | undefined {
+  const dot = id.indexOf('.');
+  return dot > 0 ? id.slice(0, dot) : undefined;
+}
