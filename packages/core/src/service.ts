@@ -21,6 +21,11 @@ export interface Service {
   health(): ServiceHealth;
   /** What to log once started (URLs, ports, counts); never a secret. */
   describe(): Record<string, unknown>;
+  /**
+   * Optional: re-read what can change without a restart (certificates, keys). `runService` calls it on SIGHUP
+   * once the service is built, until it closes; a service without it keeps SIGHUP's default.
+   */
+  reload?(reason: string): void;
 }
 
 export interface ServiceHealth {
@@ -169,6 +174,7 @@ async function startService<C>(
       shutdown,
     });
     const built = service;
+    if (built.reload) onHangup(built, logger, shutdown);
     shutdown.add(def.bin, () => built.close());
     await service.start();
   } catch (err) {
@@ -180,4 +186,19 @@ async function startService<C>(
   }
   logger.info(service.describe(), def.startedMessage);
   return { service, shutdown, logger };
+}
+
+/** SIGHUP calls the service's `reload` (an error in it is logged, the service keeps running). */
+function onHangup(service: Service, logger: Logger, shutdown: Shutdown): void {
+  const handler = (): void => {
+    try {
+      service.reload?.('SIGHUP');
+    } catch (err) {
+      logger.error({ err: err instanceof Error ? err.message : String(err) }, 'reload failed');
+    }
+  };
+  process.on('SIGHUP', handler);
+  shutdown.add('SIGHUP', () => {
+    process.off('SIGHUP', handler);
+  });
 }

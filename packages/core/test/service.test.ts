@@ -147,3 +147,42 @@ test('an unknown flag of the run command is refused before anything is loaded', 
   assert.equal(process.exitCode, 2);
   assert.deepEqual(probe.events, []);
 });
+
+test('SIGHUP calls reload while the service runs (a failing reload is logged, not fatal); none without reload, none after close', async () => {
+  const before = process.listenerCount('SIGHUP');
+  const plain = await runService(definition({ events: [] }, logSink().stream), {
+    argv: [],
+    env: {},
+    exit: () => undefined,
+    signals: [],
+  });
+  assert.ok(plain);
+  assert.equal(process.listenerCount('SIGHUP'), before, 'no reload: SIGHUP keeps its default');
+  await plain.shutdown.run('test');
+
+  const reloads: string[] = [];
+  const sink = logSink();
+  const base = definition({ events: [] }, sink.stream);
+  const running = await runService(
+    {
+      ...base,
+      create: async (ctx) => ({
+        ...(await base.create(ctx)),
+        reload: (reason) => {
+          reloads.push(reason);
+          if (reloads.length === 2) throw new Error('certificate unreadable');
+        },
+      }),
+    },
+    { argv: [], env: {}, exit: () => undefined, signals: [] },
+  );
+  assert.ok(running);
+  process.emit('SIGHUP', 'SIGHUP');
+  process.emit('SIGHUP', 'SIGHUP');
+  assert.deepEqual(reloads, ['SIGHUP', 'SIGHUP']);
+  assert.equal(sink.lines.find((l) => l['msg'] === 'reload failed')?.['err'], 'certificate unreadable');
+  await running.shutdown.run('test');
+  assert.equal(process.listenerCount('SIGHUP'), before);
+  process.emit('SIGHUP', 'SIGHUP');
+  assert.equal(reloads.length, 2);
+});
