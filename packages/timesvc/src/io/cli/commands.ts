@@ -25,7 +25,7 @@ import {
   type ServerStatsStatus,
   type ClientsStatus,
   type TrackingStatus,
-} from '../cli-commands.ts';
+} from './format.ts';
 
 const apiOptions = {
   url: {
