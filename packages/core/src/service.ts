@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { runCli, type CliCommand } from './cli.ts';
 import { systemClock, type Clock } from './clock.ts';
 import { ConfigError } from './config.ts';
-import { createLogger, type LoggerConfig } from './logger.ts';
+import { createLogger, silentLogger, type LoggerConfig } from './logger.ts';
 import { Shutdown } from './shutdown.ts';
 
 /**
@@ -45,6 +45,24 @@ export interface ServiceContext<C> {
   values: Record<string, string | boolean | (string | boolean)[] | undefined>;
   /** Closers added here run after the service's own `close` (they were opened before it). */
   shutdown: Shutdown;
+}
+
+/**
+ * A context for building a `Service` outside `runService` (tests, benches): no config file, a silent logger,
+ * the system clock, an empty environment and flags, a `Shutdown` that listens to no signal; `parts` replace any.
+ */
+export function serviceContext<C>(config: C, parts: Partial<ServiceContext<C>> = {}): ServiceContext<C> {
+  const logger = parts.logger ?? silentLogger();
+  return {
+    config,
+    configFile: undefined,
+    logger,
+    clock: systemClock,
+    env: {},
+    values: {},
+    shutdown: new Shutdown({ logger, signals: [] }),
+    ...parts,
+  };
 }
 
 export interface ServiceDefinition<C> {

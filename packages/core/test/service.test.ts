@@ -3,7 +3,7 @@ import { Writable } from 'node:stream';
 import { afterEach, test } from 'node:test';
 import { ManualClock } from '../src/clock.ts';
 import { ConfigError } from '../src/config.ts';
-import { runService, type Service, type ServiceDefinition } from '../src/service.ts';
+import { runService, serviceContext, type Service, type ServiceDefinition } from '../src/service.ts';
 
 /** A log sink the test can read: every JSON line the service's logger wrote. */
 function logSink(): { lines: Record<string, unknown>[]; stream: Writable } {
@@ -185,4 +185,20 @@ test('SIGHUP calls reload while the service runs (a failing reload is logged, no
   assert.equal(process.listenerCount('SIGHUP'), before);
   process.emit('SIGHUP', 'SIGHUP');
   assert.equal(reloads.length, 2);
+});
+
+test('serviceContext: defaults for a service built outside runService, each part replaceable', async () => {
+  const clock = new ManualClock(42);
+  const ctx = serviceContext({ port: 1 }, { clock, env: { A: '1' } });
+  assert.deepEqual(ctx.config, { port: 1 });
+  assert.equal(ctx.clock.now(), 42);
+  assert.deepEqual(ctx.env, { A: '1' });
+  assert.equal(ctx.configFile, undefined);
+  assert.deepEqual(ctx.values, {});
+  const closed: string[] = [];
+  ctx.shutdown.add('x', () => {
+    closed.push('x');
+  });
+  assert.equal(await ctx.shutdown.abort('test'), 0);
+  assert.deepEqual(closed, ['x']);
 });

@@ -5,13 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ManualClock, Shutdown, silentLogger } from '@broadcast-ops/core';
+import { ManualClock, serviceContext } from '@broadcast-ops/core';
 import { createStatusService } from '../src/app.ts';
 import { statusConfigSchema } from '../src/config.ts';
 
 test('app.ts: the service runs on the context clock; health() is /health; describe() names the URL', async () => {
   const clock = new ManualClock();
-  const logger = silentLogger();
   const config = statusConfigSchema.parse({
     listen: { host: '127.0.0.1', port: 0 },
     pollIntervalMs: 60_000,
@@ -19,15 +18,7 @@ test('app.ts: the service runs on the context clock; health() is /health; descri
     // Port 9 (discard) on loopback: nothing answers, so the one poll ends quickly as "no answer".
     services: [{ name: 'punch', kind: 'punch', health: 'http://127.0.0.1:9/health' }],
   });
-  const service = createStatusService({
-    config,
-    configFile: undefined,
-    logger,
-    clock,
-    env: {},
-    values: {},
-    shutdown: new Shutdown({ logger, signals: [] }),
-  });
+  const service = createStatusService(serviceContext(config, { clock }));
   try {
     await service.start();
     const url = service.describe()['url'];

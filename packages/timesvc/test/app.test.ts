@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Shutdown, silentLogger, systemClock, type Clock } from '@broadcast-ops/core';
+import { serviceContext, systemClock, type Clock } from '@broadcast-ops/core';
 import { waitFor } from '@broadcast-ops/core/testing';
 import { createTimesvcApp } from '../src/app.ts';
 import { configSchema } from '../src/config.ts';
@@ -29,16 +29,7 @@ test('app.ts: the context clock reaches the clock manager; describe(), health() 
     ntp: { port: 0, interface: '127.0.0.1', local_stratum: true, stratum: 9 },
     web: { port: 0, bind_address: '127.0.0.1', jwt_secret: JWT_SECRET, users: await testUsers() },
   });
-  const logger = silentLogger();
-  const app = createTimesvcApp({
-    config,
-    configFile: undefined,
-    logger,
-    clock,
-    env: {},
-    values: {},
-    shutdown: new Shutdown({ logger, signals: [] }),
-  });
+  const app = createTimesvcApp(serviceContext(config, { clock }));
   try {
     await app.start();
     assert.ok(timers.length > 0, 'the clock manager runs on the context clock');
