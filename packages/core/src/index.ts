@@ -7,4 +7,5 @@ export * from './host-guard.ts';
 export * from './logger.ts';
 export * from './metrics.ts';
 export * from './shutdown.ts';
+export * from './service.ts';
 export * from './cli.ts';

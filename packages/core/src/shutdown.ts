@@ -47,6 +47,18 @@ export class Shutdown {
 
   /** Close everything; resolves with the exit code it passed to `exit`. A second call joins the first. */
   run(reason: string): Promise<number> {
+    this.#running ??= this.#close(reason).then((code) => {
+      this.#exit(code);
+      return code;
+    });
+    return this.#running;
+  }
+
+  /**
+   * Close everything without exiting (a service that failed to start: the caller sets the exit code);
+   * resolves with the code `run` would have used. A later `run` or `abort` joins this one.
+   */
+  abort(reason: string): Promise<number> {
     this.#running ??= this.#close(reason);
     return this.#running;
   }
@@ -75,7 +87,6 @@ export class Shutdown {
     if (outcome === 'timeout') this.#logger.error({ timeoutMs: this.#timeoutMs }, 'shutdown timed out');
     else this.#logger.info('stopped');
     this.uninstall();
-    this.#exit(code);
     return code;
   }
 }

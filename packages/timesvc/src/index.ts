@@ -10,5 +10,6 @@ export * from './domain/selection.ts';
 export * from './domain/clock-filter.ts';
 export { configSchema, loadTimesvcConfig, type TimesvcConfig } from './config.ts';
 export { createTimesvc, type TimesvcService } from './io/service.ts';
-export { ServedClock, hiresClock } from './io/served-clock.ts';
+export { ServedClock, hiresClock, servedBaseClock } from './io/served-clock.ts';
 export { TIMESVC_ERRORS } from './errors.ts';
+export { createTimesvcApp, timesvcLogger, type TimesvcApp, type TimesvcAppOptions } from './app.ts';

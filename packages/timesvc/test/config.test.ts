@@ -11,7 +11,7 @@ import {
   parseHostPort,
   peerPolls,
 } from '../src/config.ts';
-import { configWarnings, formatSources, type PeerRow } from '../src/io/cli-commands.ts';
+import { configWarnings, formatSources, type PeerRow } from '../src/io/cli/format.ts';
 import { peerRow } from './helpers/cli.ts';
 
 test('the committed configs parse: demo, lab without GPS, GPSDO example', () => {

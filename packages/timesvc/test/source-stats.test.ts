@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ZERO_CORRECTION, type Correction } from '../src/domain/correction.ts';
 import { signRuns, sourceStats, SourceStatsTracker } from '../src/domain/source-stats.ts';
-import { fmtAge, formatSourcestats, formatTracking, type PeerRow } from '../src/io/cli-commands.ts';
+import { fmtAge, formatSourcestats, formatTracking, type PeerRow } from '../src/io/cli/format.ts';
 import { peerRow } from './helpers/cli.ts';
 
 /** A source 10 ppm fast of the host clock, +5 ms, sampled every 16 s; `served` is the served correction then. */

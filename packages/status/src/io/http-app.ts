@@ -4,7 +4,13 @@
  * changes state, so no credential is asked.
  */
 import { readFileSync } from 'node:fs';
-import { createHttpApp, type Clock, type Logger, type Registry } from '@broadcast-ops/core';
+import {
+  createHttpApp,
+  type Clock,
+  type Logger,
+  type Registry,
+  type ServiceHealth,
+} from '@broadcast-ops/core';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Fleet } from '../domain/fleet.ts';
 
@@ -24,7 +30,8 @@ export interface AppDeps {
   logger: Logger;
   version: string;
   pollIntervalMs: number;
-  startedAtMs: number;
+  /** The service's summary (app.ts), answered on `/health` with the version. */
+  health: () => ServiceHealth;
   /** Notes shown above the cards (config `notes`). */
   notes?: readonly { id: string; title: string; text: string }[];
 }
@@ -51,13 +58,10 @@ export function buildStatusApp(d: AppDeps): FastifyInstance {
       services: d.fleet.list(),
     }),
   );
-  app.get('/health', () => ({
-    status: 'ok',
-    version: d.version,
-    uptime: Math.floor((d.clock.monotonicMs() - d.startedAtMs) / 1000),
-    services: d.fleet.list().length,
-    overall: d.fleet.overall(),
-  }));
+  app.get('/health', () => {
+    const { status, ...rest } = d.health();
+    return { status, version: d.version, ...rest };
+  });
   app.get('/health/ready', () => ({ ready: true }));
   app.get('/metrics', async (_req, reply) =>
     reply.type(d.registry.contentType).send(await d.registry.metrics()),

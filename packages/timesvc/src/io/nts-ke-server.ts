@@ -23,7 +23,7 @@ import {
  * The NTS-KE server (RFC 8915 §4): TLS 1.3 only, ALPN `ntske/1` checked in code (Node's TLS server lets a
  * client without ALPN through), one request then one response and close_notify. Requests are bounded
  * in bytes and time. The certificate and key are re-read when either file changes (polled) or on
- * `reload()` (SIGHUP in main.ts); a bad pair keeps the previous one. See docs/nts.md "NTS-KE server".
+ * `reload()` (SIGHUP, app.ts); a bad pair keeps the previous one. See docs/nts.md "NTS-KE server".
  */
 
 export type KeFailure =

@@ -1,10 +1,10 @@
 import { isIP } from 'node:net';
-import { performance } from 'node:perf_hooks';
-import { Counter, Gauge, type Logger, type Registry } from '@broadcast-ops/core';
+import { Counter, Gauge, type Clock, type Logger, type Registry } from '@broadcast-ops/core';
 import { NtsCookieJar, cookieSecretFromHex } from '../domain/nts-cookies.ts';
 import { NtsResponder } from '../domain/nts-responder.ts';
 import type { TimesvcConfig } from '../config.ts';
 import { NtsKeServer } from './nts-ke-server.ts';
+import { hiresClock } from './served-clock.ts';
 import { nativeCookieAead, nativeNtsSiv } from './native-cookie.ts';
 
 /**
@@ -23,13 +23,15 @@ export function createNtsServerSide(
   config: TimesvcConfig,
   logger: Logger,
   ntpPort: () => number,
+  /** Cookie times on its wall clock, the responder's on its monotonic one (default hiresClock). */
+  clock: Clock = hiresClock,
 ): NtsServerSide | undefined {
   const nts = config.nts;
   if (!nts.enabled) return undefined;
   const log = logger.child({ component: 'nts' });
   const cookies = new NtsCookieJar({
     secret: cookieSecretFromHex(nts.cookie_key),
-    now: Date.now,
+    now: () => clock.now(),
     // Kept-key AES-GCM where the addon is built (docs/performance.md "NTS request"); node:crypto otherwise.
     aead: nativeCookieAead(),
   });
@@ -37,7 +39,7 @@ export function createNtsServerSide(
     log.warn('no NTS cookie key configured: cookies are invalid after a restart (clients re-run NTS-KE)');
   }
   // OpenSSL's AES-SIV where the addon is built (docs/performance.md "NTS request"); hand-written otherwise.
-  const responder = new NtsResponder({ cookies, now: () => performance.now(), siv: nativeNtsSiv() });
+  const responder = new NtsResponder({ cookies, now: () => clock.monotonicMs(), siv: nativeNtsSiv() });
   const iface = config.ntp.interface;
   const bound = isIP(iface) && iface !== '0.0.0.0' && iface !== '::' ? iface : undefined;
   const ke = new NtsKeServer({

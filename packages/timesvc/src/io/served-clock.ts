@@ -41,13 +41,22 @@ export interface LinearPiece {
 
 export const hostTimeSource: TimeSource = { wallMs: () => Date.now(), monoMs: () => performance.now() };
 
-/** The Clock handed to the domain: monotonic time is performance.now(), the same base as the served clock. */
-export const hiresClock: Clock = {
-  now: () => Date.now(),
-  monotonicMs: () => performance.now(),
-  monotonicNs: () => BigInt(Math.round(performance.now() * 1e6)),
-  setTimer: (ms, fn) => systemClock.setTimer(ms, fn),
-};
+/**
+ * A `Clock` on the served clock's monotonic base: wall time and timers from `clock` (app.ts passes the
+ * context's), monotonic time from `source` (performance.now() on the host), the base every sample, poll and
+ * served instant is on (README "Clock"). The clock manager and the web layer run on it.
+ */
+export function servedBaseClock(clock: Clock, source: TimeSource = hostTimeSource): Clock {
+  return {
+    now: () => clock.now(),
+    monotonicMs: () => source.monoMs(),
+    monotonicNs: () => BigInt(Math.round(source.monoMs() * 1e6)),
+    setTimer: (ms, fn) => clock.setTimer(ms, fn),
+  };
+}
+
+/** The Clock handed to the domain by default: the system clock on the served clock's monotonic base. */
+export const hiresClock: Clock = servedBaseClock(systemClock);
 
 const TWO32 = 4_294_967_296;
 /** A millisecond-edge bracket this narrow is good enough (normally reached at the first edges). */

@@ -1,8 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { performance } from 'node:perf_hooks';
 import type { FastifyInstance } from 'fastify';
-import type { Logger, Registry } from '@broadcast-ops/core';
+import type { Clock, Logger, Registry } from '@broadcast-ops/core';
 import { AccessList } from '../domain/access-list.ts';
 import { ClockManager } from '../domain/clock-manager.ts';
 import { RateLimiter } from '../domain/rate-limiter.ts';
@@ -36,7 +35,7 @@ import type { GpsdoProvider, GpsdoStatus, PtpProvider, Satellite } from './web/p
 
 /**
  * Wires the time service: served clock, clock manager, upstream peers, NTP server, web app. `start()`
- * opens the sockets; main.ts calls it and the tests call it with port 0.
+ * opens the sockets; app.ts calls it (and listens on the web port) and the tests call it with port 0.
  */
 export interface TimesvcService {
   readonly config: TimesvcConfig;
@@ -64,11 +63,16 @@ const require = createRequire(import.meta.url);
 export const VERSION = (require('../../package.json') as { version: string }).version;
 
 export interface TimesvcOptions {
+  /**
+   * The clock the clock manager, the web layer and this wiring run on (app.ts: the context's, on the served
+   * clock's monotonic base, io/served-clock.ts servedBaseClock). Default `hiresClock`.
+   */
+  clock?: Clock | undefined;
   /** Where the served clock reads the host clock (tests inject host clock steps through it). */
   timeSource?: TimeSource;
   /** The config file the service was loaded from (GET/PUT /api/config write it); none = embedded defaults. */
   configFile?: string | undefined;
-  /** The ring the logger's destination feeds (/api/logs, /api/ws/logs); main.ts and tests pass it. */
+  /** The ring the logger's destination feeds (/api/logs, /api/ws/logs); app.ts and tests pass it. */
   logRing?: LogRing | undefined;
   /** GPSDO and PTP as seen by the web layer (README "Web API: GPSDO and PTP providers"). */
   gpsdo?: GpsdoProvider | undefined;
@@ -84,7 +88,8 @@ export function createTimesvc(
   logger: Logger,
   options: TimesvcOptions = {},
 ): TimesvcService {
-  const startedMs = Date.now();
+  const clock = options.clock ?? hiresClock;
+  const startedMs = clock.now();
   const precision = measurePrecision();
   const clockLog = logger.child({ component: 'clock' });
   const served = new ServedClock({
@@ -109,7 +114,7 @@ export function createTimesvc(
     ? new LeapListFile(ntp.leap_seconds_file, clockLog, () => served.servedUnixMs())
     : undefined;
   const manager = new ClockManager({
-    clock: hiresClock,
+    clock,
     rawUnixMs: (monoMs) => served.rawUnixMs(monoMs),
     precision,
     maxSlewRate: d.max_slew_rate_ppm * 1e-6,
@@ -213,7 +218,7 @@ export function createTimesvc(
             kePort: p.nts_ke_port,
             caFile: config.nts.ca_path || undefined,
             logger: peerLog.child({ peer: p.address, nts: true }),
-            now: () => performance.now(),
+            now: () => clock.monotonicMs(),
           })
         : undefined,
     });
@@ -241,12 +246,13 @@ export function createTimesvc(
   };
   let server: NtpServer | undefined;
   // NTS-KE announces the NTP port actually bound (a Port record when it is not 123).
-  const ntsSide = createNtsServerSide(config, logger, () => server?.addresses[0]?.port ?? ntp.port);
+  const ntsSide = createNtsServerSide(config, logger, () => server?.addresses[0]?.port ?? ntp.port, clock);
   const registry = createTimesvcMetrics({
     server: () => server,
     manager,
     peers: () => peers,
     startedMs,
+    now: () => clock.now(),
     nts: () => ntsSide,
     healthLimits: { maxErrorS: d.health_max_error, holdoverMaxErrorS: d.holdover_max_error },
   });
@@ -268,7 +274,7 @@ export function createTimesvc(
         hostClockSteps: served.steps,
         kernelStampsReplaced: served.kernelStampsReplaced + (server?.nativeKernelStampsReplaced ?? 0),
         disagreements: snap.disagreements,
-        nowMs: hiresClock.monotonicMs(),
+        nowMs: clock.monotonicMs(),
       };
     },
     holdoverMaxErrorS: d.holdover_max_error,
@@ -317,7 +323,7 @@ export function createTimesvc(
           return {
             ...(gpsdo.apiStatus() as Omit<GpsdoStatus, 'fix' | 'pps_ok'>),
             fix: s.fix.valid,
-            pps_ok: lastPps !== undefined && Math.abs(Date.now() - lastPps) < 2000,
+            pps_ok: lastPps !== undefined && Math.abs(clock.now() - lastPps) < 2000,
           };
         },
         satellites: () => gpsdo.apiSatellites() as unknown as Satellite[],
@@ -329,6 +335,7 @@ export function createTimesvc(
   let started = false;
   const web = createWebLayer({
     app,
+    clock,
     config,
     logger,
     manager,

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { repoRoot, startProcess, type RunningProcess } from '@broadcast-ops/core/testing';
-import type { PeerRow } from '../../src/io/cli-commands.ts';
+import type { PeerRow } from '../../src/io/cli/format.ts';
 
 /** The timesvc command as installed (bin/timesvc.mjs), run with the current Node. */
 export const timesvcBin = join(repoRoot, 'packages/timesvc/bin/timesvc.mjs');

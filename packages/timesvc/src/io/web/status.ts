@@ -17,7 +17,10 @@ export interface StatusSources {
   peers: () => readonly PeerClient[];
   nts: () => NtsServerSide | undefined;
   stats: SourceStatsTracker;
+  /** Wall ms at start, on `nowMs`'s clock. */
   startedMs: number;
+  /** Wall time now (the service's clock; default Date.now). */
+  nowMs?: (() => number) | undefined;
   version: string;
   gpsdo?: GpsdoProvider | undefined;
   ptp?: PtpProvider | undefined;
@@ -257,7 +260,7 @@ export function fullStatus(s: StatusSources) {
   return {
     time: new Date(s.servedNowMs()).toISOString(),
     version: s.version,
-    uptime_seconds: (Date.now() - s.startedMs) / 1000,
+    uptime_seconds: ((s.nowMs ?? Date.now)() - s.startedMs) / 1000,
     environment: cfg.environment,
     default_credential: s.defaultCredential(),
     clock: clockStatus(s),

@@ -1,12 +1,12 @@
 import type { FastifyInstance } from 'fastify';
-import { Counter, Gauge, type Logger, type Registry } from '@broadcast-ops/core';
+import { Counter, Gauge, type Clock, type Logger, type Registry } from '@broadcast-ops/core';
 import type { ClockManager } from '../../domain/clock-manager.ts';
 import type { SourceStatsTracker } from '../../domain/source-stats.ts';
 import type { TimesvcConfig } from '../../config.ts';
 import type { NtpServer } from '../ntp-server.ts';
 import type { NtsServerSide } from '../nts-service.ts';
 import type { PeerClient } from '../peer-client.ts';
-import type { ServedClock } from '../served-clock.ts';
+import { hiresClock, type ServedClock } from '../served-clock.ts';
 import { registerWebApi, type WebApiContext } from './api.ts';
 import { Authenticator } from './auth.ts';
 import { ConfigStore, changedPaths } from './config-store.ts';
@@ -21,6 +21,8 @@ type PeerEntry = TimesvcConfig['ntp']['upstream_peers'][number];
 
 export interface WebLayerOptions {
   app: FastifyInstance;
+  /** The API's wall time (uptime) and monotonic time (ages, on the served clock's base); default hiresClock. */
+  clock?: Clock | undefined;
   config: TimesvcConfig;
   logger: Logger;
   manager: ClockManager;
@@ -77,7 +79,8 @@ export function createWebLayer(o: WebLayerOptions): WebLayer {
     config: () => running,
     manager: o.manager,
     servedNowMs: () => o.served.servedUnixMs(),
-    monotonicMs: () => performance.now(),
+    monotonicMs: () => (o.clock ?? hiresClock).monotonicMs(),
+    nowMs: () => (o.clock ?? hiresClock).now(),
     server: o.server,
     peers: o.peers,
     nts: o.nts,

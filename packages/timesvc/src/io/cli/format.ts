@@ -1,12 +1,13 @@
-import type { TimesvcConfig } from '../config.ts';
-import type { ClientLogRecord } from '../domain/client-log.ts';
-import type { QueryResult } from './query.ts';
-import { refIdText } from './web/status.ts';
+import type { TimesvcConfig } from '../../config.ts';
+import type { ClientLogRecord } from '../../domain/client-log.ts';
+import type { QueryResult } from '../query.ts';
+import { refIdText } from '../web/status.ts';
 
 /**
- * The operator commands of `npx timesvc` (README "Command line"): `sources`, `sourcestats` and `tracking`
- * read a running server's web API and print tables laid out like their chronyc namesakes; `query` prints a
- * human summary; `check-config` warns about sections that are enabled but not acted on.
+ * What the operator commands of `npx timesvc` (README "Command line"; commands.ts) read and print: `sources`,
+ * `sourcestats` and `tracking` read a running server's web API and print tables laid out like their chronyc
+ * namesakes; `query` prints a human summary; `check-config` warns about sections that are enabled but not
+ * acted on.
  */
 
 export interface ApiTarget {

@@ -1,0 +1,222 @@
+import type { Logger } from 'pino';
+import { runCli, type CliCommand } from './cli.ts';
+import { systemClock, type Clock } from './clock.ts';
+import { ConfigError } from './config.ts';
+import { createLogger, silentLogger, type LoggerConfig } from './logger.ts';
+import { Shutdown } from './shutdown.ts';
+
+/**
+ * The contract every service's `app.ts` returns (docs/ARCHITECTURE.md "One skeleton"): `runService` drives
+ * it, tests drive it the same way on 127.0.0.1:0 or with a `ManualClock`.
+ */
+export interface Service {
+  /** Open every port and start every input; resolves once the service answers. Rejects if it cannot start. */
+  start(): Promise<void>;
+  /**
+   * Stop accepting, let in-flight work finish, close every socket, timer and file. Safe to call twice and
+   * after a failed or partial `start`.
+   */
+  close(): Promise<void>;
+  /** The service's own summary: `status` plus whatever its health route documents. */
+  health(): ServiceHealth;
+  /** What to log once started (URLs, ports, counts); never a secret. */
+  describe(): Record<string, unknown>;
+  /**
+   * Optional: re-read what can change without a restart (certificates, keys). `runService` calls it on SIGHUP
+   * once the service is built, until it closes; a service without it keeps SIGHUP's default.
+   */
+  reload?(reason: string): void;
+}
+
+export interface ServiceHealth {
+  status: string;
+  [key: string]: unknown;
+}
+
+/** What `create` gets: everything a service needs from its process, and nothing read from globals later. */
+export interface ServiceContext<C> {
+  config: C;
+  /** The config file the configuration came from (`--config` or the definition's `configEnv`), if any. */
+  configFile: string | undefined;
+  logger: Logger;
+  clock: Clock;
+  env: NodeJS.ProcessEnv;
+  /** The run command's flags, including the definition's `runOptions`. */
+  values: Record<string, string | boolean | (string | boolean)[] | undefined>;
+  /** Closers added here run after the service's own `close` (they were opened before it). */
+  shutdown: Shutdown;
+}
+
+/**
+ * A context for building a `Service` outside `runService` (tests, benches): no config file, a silent logger,
+ * the system clock, an empty environment and flags, a `Shutdown` that listens to no signal; `parts` replace any.
+ */
+export function serviceContext<C>(config: C, parts: Partial<ServiceContext<C>> = {}): ServiceContext<C> {
+  const logger = parts.logger ?? silentLogger();
+  return {
+    config,
+    configFile: undefined,
+    logger,
+    clock: systemClock,
+    env: {},
+    values: {},
+    shutdown: new Shutdown({ logger, signals: [] }),
+    ...parts,
+  };
+}
+
+export interface ServiceDefinition<C> {
+  /** The binary's name, as in `--help` and error lines (`timesvc: …`). */
+  bin: string;
+  description: string;
+  /** The run command's name (default `run`); it is also the default command. */
+  runCommand?: string;
+  runSummary?: string;
+  /** Environment variable naming the config file when `--config` is not given. */
+  configEnv?: string;
+  configDescription?: string;
+  /** Parse and validate; throw `ConfigError` for the operator's mistakes (exit code 2). */
+  loadConfig(file: string | undefined, env: NodeJS.ProcessEnv): C;
+  /** Logger settings from the configuration (service name, level, redaction, destination). */
+  logger(config: C, env: NodeJS.ProcessEnv): LoggerConfig;
+  /** Build the service (app.ts); nothing listens before `start`. */
+  create(context: ServiceContext<C>): Service | Promise<Service>;
+  /** The log message once started, e.g. 'telemetry bridge listening'. */
+  startedMessage: string;
+  /** Extra flags of the run command. */
+  runOptions?: CliCommand['options'];
+  /** Other sub-commands of the same binary (tools, simulators, a client). */
+  commands?: Record<string, CliCommand>;
+}
+
+/** Process-level seams, for tests. */
+export interface RunServiceOptions {
+  argv?: string[];
+  env?: NodeJS.ProcessEnv;
+  clock?: Clock;
+  /** Passed to `Shutdown`; default `process.exit`. */
+  exit?: (code: number) => void;
+  signals?: NodeJS.Signals[];
+  stderr?: (line: string) => void;
+}
+
+/** What a run left behind: the started service and its shutdown, or neither when it did not start. */
+export interface RunningService {
+  service: Service;
+  shutdown: Shutdown;
+  logger: Logger;
+}
+
+/**
+ * One `main.ts` for every service: the sub-command CLI, the config file from `--config` or the environment,
+ * the logger, SIGINT/SIGTERM through `Shutdown`, the wall clock, then `create` and `start`. A configuration
+ * error prints one line and exits 2; a service that cannot start logs why, closes what it opened and exits 1.
+ */
+export async function runService<C>(
+  def: ServiceDefinition<C>,
+  options: RunServiceOptions = {},
+): Promise<RunningService | undefined> {
+  const env = options.env ?? process.env;
+  const stderr = options.stderr ?? ((line: string) => process.stderr.write(line));
+  const runName = def.runCommand ?? 'run';
+  let running: RunningService | undefined;
+  const runCommand: CliCommand = {
+    summary: def.runSummary ?? `run the service (default command)`,
+    options: {
+      config: {
+        type: 'string',
+        short: 'c',
+        description:
+          def.configDescription ??
+          `JSON or YAML config file${def.configEnv ? ` (or $${def.configEnv})` : ''} (default: embedded defaults)`,
+      },
+      ...def.runOptions,
+    },
+    run: async ({ values }) => {
+      running = await startService(def, values, env, stderr, options);
+    },
+  };
+  await runCli(
+    def.bin,
+    def.description,
+    { [runName]: runCommand, ...def.commands },
+    options.argv ?? process.argv.slice(2),
+    runName,
+  );
+  return running;
+}
+
+/** The config file named by `--config`, else by the definition's environment variable (empty means none). */
+export function configFileOf(
+  values: Record<string, unknown>,
+  env: NodeJS.ProcessEnv,
+  configEnv: string | undefined,
+): string | undefined {
+  const flag = values['config'];
+  if (typeof flag === 'string') return flag;
+  const fromEnv = configEnv === undefined ? undefined : env[configEnv];
+  return fromEnv === undefined || fromEnv === '' ? undefined : fromEnv;
+}
+
+async function startService<C>(
+  def: ServiceDefinition<C>,
+  values: ServiceContext<C>['values'],
+  env: NodeJS.ProcessEnv,
+  stderr: (line: string) => void,
+  options: RunServiceOptions,
+): Promise<RunningService | undefined> {
+  const configFile = configFileOf(values, env, def.configEnv);
+  let config: C;
+  try {
+    config = def.loadConfig(configFile, env);
+  } catch (err) {
+    stderr(`${def.bin}: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = err instanceof ConfigError ? 2 : 1;
+    return undefined;
+  }
+  const logger = createLogger(def.logger(config, env));
+  const shutdown = new Shutdown({
+    logger,
+    ...(options.exit ? { exit: options.exit } : {}),
+    ...(options.signals ? { signals: options.signals } : {}),
+  }).install();
+  let service: Service | undefined;
+  try {
+    service = await def.create({
+      config,
+      configFile,
+      logger,
+      clock: options.clock ?? systemClock,
+      env,
+      values,
+      shutdown,
+    });
+    const built = service;
+    if (built.reload) onHangup(built, logger, shutdown);
+    shutdown.add(def.bin, () => built.close());
+    await service.start();
+  } catch (err) {
+    logger.error({ err: err instanceof Error ? err.message : String(err) }, 'start-up failed');
+    // Everything opened so far closes (the service and what `create` registered), and the exit code says so.
+    await shutdown.abort('start-up failed');
+    process.exitCode = 1;
+    return undefined;
+  }
+  logger.info(service.describe(), def.startedMessage);
+  return { service, shutdown, logger };
+}
+
+/** SIGHUP calls the service's `reload` (an error in it is logged, the service keeps running). */
+function onHangup(service: Service, logger: Logger, shutdown: Shutdown): void {
+  const handler = (): void => {
+    try {
+      service.reload?.('SIGHUP');
+    } catch (err) {
+      logger.error({ err: err instanceof Error ? err.message : String(err) }, 'reload failed');
+    }
+  };
+  process.on('SIGHUP', handler);
+  shutdown.add('SIGHUP', () => {
+    process.off('SIGHUP', handler);
+  });
+}
