@@ -20,7 +20,7 @@ import { BridgeClient } from '../../packages/telemetry-bridge/src/client/bridge-
 import { configSchema } from '../../packages/telemetry-bridge/src/config.ts';
 import type { Adapter, AdapterResult } from '../../packages/telemetry-bridge/src/domain/adapter.ts';
 import { EventLog } from '../../packages/telemetry-bridge/src/io/event-log.ts';
-import { startBridge } from '../../packages/telemetry-bridge/src/service.ts';
+import { startBridge } from '../../packages/telemetry-bridge/src/app.ts';
 
 const { values } = parseArgs({
   options: {

@@ -16,7 +16,7 @@ import { silentLogger } from '@broadcast-ops/core';
 import { BridgeClient } from '../../packages/telemetry-bridge/src/client/bridge-client.ts';
 import { configSchema } from '../../packages/telemetry-bridge/src/config.ts';
 import { listSegments } from '../../packages/telemetry-bridge/src/io/event-log.ts';
-import { startBridge } from '../../packages/telemetry-bridge/src/service.ts';
+import { startBridge } from '../../packages/telemetry-bridge/src/app.ts';
 
 const { values } = parseArgs({
   options: {

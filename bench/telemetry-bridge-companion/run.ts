@@ -14,7 +14,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { silentLogger } from '@broadcast-ops/core';
 import { configSchema } from '../../packages/telemetry-bridge/src/config.ts';
-import { startBridge } from '../../packages/telemetry-bridge/src/service.ts';
+import { startBridge } from '../../packages/telemetry-bridge/src/app.ts';
 import { BridgeClient } from '../../packages/telemetry-bridge/src/client/bridge-client.ts';
 import { CompanionSimulator } from '../../packages/telemetry-bridge/src/simulators/companion-sim.ts';
 
