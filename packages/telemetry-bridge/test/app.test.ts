@@ -1,23 +1,12 @@
 /** app.ts: the bridge as core's `Service` (docs/ARCHITECTURE.md "One skeleton"), on 127.0.0.1:0. */
 import assert from 'node:assert/strict';
-import { get } from 'node:http';
 import { connect } from 'node:net';
 import { test } from 'node:test';
 import { Shutdown, silentLogger, systemClock, type ServiceContext } from '@broadcast-ops/core';
-import { ManualClock, waitFor } from '@broadcast-ops/core/testing';
+import { ManualClock, statusOf, waitFor } from '@broadcast-ops/core/testing';
 import { bridgeApp, createBridge } from '../src/app.ts';
 import type { BridgeConfig } from '../src/config.ts';
 import { FakeAdapter, testConfig } from './helpers.ts';
-
-/** The status of a GET naming `host` in its Host header (fetch cannot set Host). */
-function statusWithHost(url: string, host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    get(url, { headers: { host } }, (res) => {
-      res.resume();
-      resolve(res.statusCode ?? 0);
-    }).once('error', reject);
-  });
-}
 
 /** Resolves true when something accepts a TCP connection on the URL's port. */
 function accepts(url: string): Promise<boolean> {
@@ -62,8 +51,8 @@ test('createBridge: nothing runs before start; start opens the three listeners w
     assert.equal(((await res.json()) as { timestamp: number }).timestamp, 1_700_000_000_000);
     // The three listeners share one Host guard (core's, 421).
     for (const url of [String(d['console']), String(d['metrics']), `${String(d['health'])}/health`]) {
-      assert.equal(await statusWithHost(url, 'evil.example'), 421, url);
-      assert.equal(await statusWithHost(url, '127.0.0.1'), 200, url);
+      assert.equal(await statusOf(url, { host: 'evil.example' }), 421, url);
+      assert.equal(await statusOf(url, { host: '127.0.0.1' }), 200, url);
     }
     await service.close();
     assert.equal(await accepts(String(d['console'])), false);
