@@ -7,8 +7,6 @@
  * device (Monitor.reconfigure): untouched devices keep their inputs and state; the outputs keep running.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { createSocket } from 'node:dgram';
-import { createServer, isIP } from 'node:net';
 import {
   bearerToken,
   createHttpApp,
@@ -29,6 +27,7 @@ import { registerControlApi, type ApplyResult, type ControlPort } from './io/con
 import { EmberProvider } from './io/ember-provider.ts';
 import { healthBody, type HealthBody } from './io/health.ts';
 import { registerPages } from './io/pages.ts';
+import { probe } from './io/port-probe.ts';
 import { PunchTallyOutput, type PunchTallySession } from './io/punch-tally.ts';
 import { resolveTslHost, TslSender } from './io/tsl-sender.ts';
 import { WsOutput } from './io/ws-output.ts';
@@ -425,35 +424,6 @@ export class PlayoutService implements ControlPort {
     await this.#tsl.close();
     await this.#monitor.close();
     await this.app.close();
-  }
-}
-
-/** Bind `port` for a moment; refuse the configuration (409, nothing saved) when that fails. */
-async function probe(kind: 'udp' | 'tcp', address: string, port: number, what: string): Promise<void> {
-  try {
-    if (kind === 'udp') {
-      const socket = createSocket(isIP(address) === 6 ? 'udp6' : 'udp4');
-      await new Promise<void>((resolve, reject) => {
-        socket.once('error', reject);
-        socket.bind(port, address, () => resolve());
-      }).finally(() => {
-        try {
-          socket.close();
-        } catch {
-          // never bound
-        }
-      });
-    } else {
-      const server = createServer();
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(port, address, () => resolve());
-      });
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    }
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code ?? 'error';
-    throw fail('CONFIG_NOT_APPLICABLE', `${what} cannot be bound on ${address} (${code}); nothing was saved`);
   }
 }
 
