@@ -95,8 +95,8 @@ try {
   const monitor = new Monitor({ config, logger: silentLogger() });
   let changes = 0;
   monitor.store.onChange(() => changes++);
-  const started = await monitor.start(0);
-  const oscPort = [...started.oscPorts.values()][0];
+  const oscPorts = await monitor.start();
+  const oscPort = [...oscPorts.values()][0];
   if (oscPort !== undefined) await ask({ osc: oscPort });
 
   // Warm up until every device is connected and playing.

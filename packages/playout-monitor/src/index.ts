@@ -4,8 +4,10 @@ export * from './domain/device-state.ts';
 export * from './domain/device-store.ts';
 export * from './domain/video-format.ts';
 export { MALFORMED_KINDS, type MalformedKind } from './malformed.ts';
-export { Monitor, type MonitorOptions, type StartedMonitor } from './monitor.ts';
-export { healthBody, type HealthBody } from './io/http-server.ts';
+export { Monitor, type MonitorOptions } from './monitor.ts';
+export { healthBody, type HealthBody } from './io/health.ts';
+export { PlayoutService, type PlayoutServiceOptions, type StartedService } from './playout-service.ts';
+export { playoutApp, loadPlayoutSetup, type PlayoutSetup } from './app.ts';
 export {
   startSimulator,
   simulatorKind,

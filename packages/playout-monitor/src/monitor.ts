@@ -1,34 +1,20 @@
 /**
- * The monitor: configuration in, device inputs running, the normalised store and its change stream, and
- * the HTTP app. main.ts opens it on the configured ports; tests and the bench open it on port 0.
+ * The monitor's inputs: configuration in, device inputs running, the normalised store and its change
+ * stream, the inputs' metrics registry. No HTTP here: `PlayoutService` (playout-service.ts) builds the one
+ * HTTP app on top of it; the bench drives the inputs alone.
  */
-import {
-  createMetricsRegistry,
-  listeningUrl,
-  systemClock,
-  type Clock,
-  type Logger,
-} from '@broadcast-ops/core';
-import type { FastifyInstance } from 'fastify';
+import { createMetricsRegistry, systemClock, type Clock, type Logger } from '@broadcast-ops/core';
 import { serverPort, type MonitorConfig, type OscServerConfig, type ServerConfig } from './config.ts';
 import { DeviceStore } from './domain/device-store.ts';
-import { buildHttpApp, healthBody, type HealthBody } from './io/http-server.ts';
 import { HyperdeckClient } from './io/hyperdeck-client.ts';
 import { OscInput } from './io/osc-input.ts';
 import { VmixPoller } from './io/vmix-poller.ts';
 import { MalformedInputs } from './malformed.ts';
-import { VERSION } from './version.ts';
 
 export interface MonitorOptions {
   config: MonitorConfig;
   logger: Logger;
   clock?: Clock;
-}
-
-export interface StartedMonitor {
-  httpUrl: string;
-  /** Bound OSC port per configured OSC port (they differ only when 0 was configured). */
-  oscPorts: Map<number, number>;
 }
 
 type DeviceInput = VmixPoller | HyperdeckClient;
@@ -64,12 +50,10 @@ export class Monitor {
   #config: MonitorConfig;
   readonly store: DeviceStore;
   readonly malformed: MalformedInputs;
-  readonly app: FastifyInstance;
   /** Prometheus registry of this monitor's inputs (served on /metrics). */
   readonly registry: ReturnType<typeof createMetricsRegistry>;
   readonly #clock: Clock;
   readonly #logger: Logger;
-  readonly #startedAtMs: number;
   /** One OSC socket per configured port, with the input key of every server it serves. */
   readonly #osc = new Map<number, { key: string; input: OscInput; bound: number | undefined }>();
   /** vMix pollers and HyperDeck clients by device id, with their input key. */
@@ -80,12 +64,10 @@ export class Monitor {
     this.#config = options.config;
     this.#clock = options.clock ?? systemClock;
     this.#logger = options.logger;
-    this.#startedAtMs = this.#clock.monotonicMs();
     const registry = createMetricsRegistry();
     this.registry = registry;
     this.malformed = new MalformedInputs(options.logger.child({ component: 'inputs' }), registry);
     this.store = new DeviceStore(this.#clock, identities(this.#config));
-    this.app = buildHttpApp({ ...this.#healthContext(), logger: options.logger, registry });
     this.#build();
     this.store.onChange((c) => {
       if (c.fields.includes('state') || c.fields.includes('connected')) {
@@ -212,46 +194,20 @@ export class Monitor {
     return out;
   }
 
-  health(): HealthBody {
-    return healthBody(this.#healthContext());
-  }
-
-  /** What /health is made of; shared by the HTTP app and health(). */
-  #healthContext() {
-    return {
-      store: this.store,
-      config: this.config,
-      version: VERSION,
-      startedAtMs: this.#startedAtMs,
-      monotonicMs: () => this.#clock.monotonicMs(),
-      now: () => this.#clock.now(),
-      malformed: this.malformed,
-    };
-  }
-
-  /** Bind the OSC sockets, start polling and connecting, listen for HTTP on `httpPort` (default: config). */
-  async start(httpPort = this.config.settings.webSocketPort): Promise<StartedMonitor> {
-    const oscPorts = await this.startInputs();
-    await this.app.listen({ port: httpPort, host: this.config.settings.bindAddress });
-    return { httpUrl: listeningUrl(this.app), oscPorts };
-  }
-
-  /** Only the inputs (the outputs' service runs its own HTTP server). */
-  async startInputs(): Promise<Map<number, number>> {
+  /**
+   * Bind the OSC sockets, start polling and connecting. Resolves with the bound OSC port per configured
+   * OSC port (they differ only when 0 was configured).
+   */
+  async start(): Promise<Map<number, number>> {
     this.#started = true;
     for (const g of this.#osc.values()) g.bound = await g.input.start();
     for (const { input } of this.#inputs.values()) input.start();
     return this.#oscPorts();
   }
 
-  async closeInputs(): Promise<void> {
+  async close(): Promise<void> {
     this.#started = false;
     for (const { input } of this.#inputs.values()) input.close();
     for (const g of this.#osc.values()) await g.input.close();
-  }
-
-  async close(): Promise<void> {
-    await this.closeInputs();
-    await this.app.close();
   }
 }

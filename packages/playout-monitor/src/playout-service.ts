@@ -1,13 +1,12 @@
 /**
- * The whole playout monitor as one process: the inputs (a `Monitor` per applied configuration), the
- * output view, and the outputs on their ports: HTTP (pages, `/health`, the device and control API) with
+ * The whole playout monitor as one process (app.ts wraps it as core's `Service`): the inputs (a `Monitor`,
+ * inputs only), the output view, and the outputs on their ports: the one HTTP app (pages, `/health`,
+ * `/metrics`, the device and control API, behind core's Host guard) with
  * the WebSocket on `settings.webSocketPort`, Ember+ on `settings.emberPlusPort`, TSL UMD to
  * `settings.tslUmdDestinations`. A new configuration from the control API is saved, then applied per
  * device (Monitor.reconfigure): untouched devices keep their inputs and state; the outputs keep running.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { createSocket } from 'node:dgram';
-import { createServer, isIP } from 'node:net';
 import {
   bearerToken,
   createHttpApp,
@@ -26,8 +25,9 @@ import { writeConfigAtomically } from './io/config-file.ts';
 import { allowedHostNames } from './io/access.ts';
 import { registerControlApi, type ApplyResult, type ControlPort } from './io/control-api.ts';
 import { EmberProvider } from './io/ember-provider.ts';
-import { healthBody, type HealthBody } from './io/http-server.ts';
+import { healthBody, type HealthBody } from './io/health.ts';
 import { registerPages } from './io/pages.ts';
+import { probe } from './io/port-probe.ts';
 import { PunchTallyOutput, type PunchTallySession } from './io/punch-tally.ts';
 import { resolveTslHost, TslSender } from './io/tsl-sender.ts';
 import { WsOutput } from './io/ws-output.ts';
@@ -42,6 +42,8 @@ export interface PlayoutServiceOptions {
   /** When set, mutating control endpoints need `Authorization: Bearer <token>`. */
   adminToken?: string | undefined;
   clock?: Clock;
+  /** Where `settings.punchTally[].adminTokenEnv` names are read (default: the process environment). */
+  env?: NodeJS.ProcessEnv;
   /** Tests: shorter TSL refresh. */
   tslRefreshMs?: number;
   /** Tests: a shorter interval between two "TSL destination refusing" warnings (default 60 s). */
@@ -259,7 +261,7 @@ export class PlayoutService implements ControlPort {
   }
 
   async start(ports: { http?: number; ember?: number } = {}): Promise<StartedService> {
-    this.#oscPorts = await this.#monitor.startInputs();
+    this.#oscPorts = await this.#monitor.start();
     if (ports.ember !== undefined) this.#ember = this.#newEmber(this.#config, ports.ember);
     // TSL first: its listener runs first on every change (the tightest latency target).
     await this.#tsl.start();
@@ -398,7 +400,8 @@ export class PlayoutService implements ControlPort {
   #punchSessions(): PunchTallySession[] {
     const out: PunchTallySession[] = [];
     for (const p of this.#config.settings.punchTally ?? []) {
-      const adminToken = p.adminToken ?? (p.adminTokenEnv ? process.env[p.adminTokenEnv] : undefined);
+      const adminToken =
+        p.adminToken ?? (p.adminTokenEnv ? (this.#o.env ?? process.env)[p.adminTokenEnv] : undefined);
       if (!adminToken) {
         this.#o.logger.error(
           { session: p.session, adminTokenEnv: p.adminTokenEnv },
@@ -419,37 +422,8 @@ export class PlayoutService implements ControlPort {
     await this.#ws.close();
     await this.#ember.close();
     await this.#tsl.close();
-    await this.#monitor.closeInputs();
+    await this.#monitor.close();
     await this.app.close();
-  }
-}
-
-/** Bind `port` for a moment; refuse the configuration (409, nothing saved) when that fails. */
-async function probe(kind: 'udp' | 'tcp', address: string, port: number, what: string): Promise<void> {
-  try {
-    if (kind === 'udp') {
-      const socket = createSocket(isIP(address) === 6 ? 'udp6' : 'udp4');
-      await new Promise<void>((resolve, reject) => {
-        socket.once('error', reject);
-        socket.bind(port, address, () => resolve());
-      }).finally(() => {
-        try {
-          socket.close();
-        } catch {
-          // never bound
-        }
-      });
-    } else {
-      const server = createServer();
-      await new Promise<void>((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(port, address, () => resolve());
-      });
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    }
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code ?? 'error';
-    throw fail('CONFIG_NOT_APPLICABLE', `${what} cannot be bound on ${address} (${code}); nothing was saved`);
   }
 }
 

@@ -4,7 +4,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { silentLogger } from '@broadcast-ops/core';
 import { configSchema, type MonitorConfig } from '../src/config.ts';
-import { Monitor } from '../src/monitor.ts';
+import type { Monitor } from '../src/monitor.ts';
+import { PlayoutService } from '../src/playout-service.ts';
 import { waitFor } from '@broadcast-ops/core/testing';
 
 export const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), 'fixtures');
@@ -50,13 +51,27 @@ export function vmixEntry(
   };
 }
 
+/** What the input tests look at: the monitor's store and malformed counts; `close` stops the whole service. */
+export interface MonitorRig {
+  store: Monitor['store'];
+  malformed: Monitor['malformed'];
+  close(): Promise<void>;
+}
+
+/** The whole monitor (its one HTTP app included) on port 0 and Ember+ on port 0, as main.ts runs it. */
 export async function startMonitor(
   config: MonitorConfig,
-): Promise<{ monitor: Monitor; url: string; oscPort: number }> {
-  const monitor = new Monitor({ config, logger: silentLogger() });
-  const started = await monitor.start(0);
+): Promise<{ monitor: MonitorRig; service: PlayoutService; url: string; oscPort: number }> {
+  const service = new PlayoutService({ config, logger: silentLogger() });
+  const started = await service.start({ http: 0, ember: 0 });
   const oscPort = [...started.oscPorts.values()][0] ?? 0;
-  return { monitor, url: started.httpUrl, oscPort };
+  const { store, malformed } = service.monitor;
+  return {
+    monitor: { store, malformed, close: () => service.close() },
+    service,
+    url: started.httpUrl,
+    oscPort,
+  };
 }
 
 export interface HealthJson {
@@ -72,7 +87,7 @@ export async function health(url: string): Promise<HealthJson> {
 
 /** Wait until device `id` satisfies `pred` (polling the store), or fail naming the last state seen. */
 export async function waitDevice(
-  monitor: Monitor,
+  monitor: Pick<Monitor, 'store'>,
   id: number,
   pred: (d: NonNullable<ReturnType<Monitor['store']['get']>>) => boolean,
   timeoutMs = 5000,

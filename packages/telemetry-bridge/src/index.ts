@@ -15,6 +15,6 @@ export * from './io/client-session.ts';
 export * from './io/close-codes.ts';
 export * from './config.ts';
 export * from './errors.ts';
-export * from './service.ts';
+export * from './app.ts';
 export * from './io/event-log.ts';
 export * from './client/bridge-client.ts';

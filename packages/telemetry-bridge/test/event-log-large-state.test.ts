@@ -16,7 +16,7 @@ import { silentLogger } from '@broadcast-ops/core';
 import { tempDir } from '@broadcast-ops/core/testing';
 import { BridgeClient } from '../src/client/bridge-client.ts';
 import { EventLog, listSegments } from '../src/io/event-log.ts';
-import { startBridge, type RunningBridge } from '../src/service.ts';
+import { startBridge, type RunningBridge } from '../src/app.ts';
 import { FakeAdapter, testConfig } from './helpers.ts';
 
 const MAX_FILE = 1024 * 1024;

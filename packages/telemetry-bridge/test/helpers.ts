@@ -5,7 +5,7 @@ import { ClientSession, type SessionTransport } from '../src/io/client-session.t
 import { tempDir } from '@broadcast-ops/core/testing';
 import type { Adapter, AdapterCommand, AdapterContext, AdapterResult } from '../src/domain/adapter.ts';
 import { configSchema, type BridgeConfig } from '../src/config.ts';
-import { startBridge, type RunningBridge } from '../src/service.ts';
+import { startBridge, type RunningBridge } from '../src/app.ts';
 import { BridgeClient, type BridgeClientOptions } from '../src/client/bridge-client.ts';
 
 /**

@@ -13,7 +13,7 @@ import { silentLogger } from '@broadcast-ops/core';
 import { tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { BridgeClient } from '../src/client/bridge-client.ts';
 import { listSegments } from '../src/io/event-log.ts';
-import { startBridge, type RunningBridge } from '../src/service.ts';
+import { startBridge, type RunningBridge } from '../src/app.ts';
 import { CompanionSimulator } from '../src/simulators/companion-sim.ts';
 import { freePort, testConfig } from './helpers.ts';
 

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { silentLogger } from '@broadcast-ops/core';
 import { tempDir } from '@broadcast-ops/core/testing';
-import { startBridge } from '../src/service.ts';
+import { startBridge } from '../src/app.ts';
 import { BridgeClient } from '../src/client/bridge-client.ts';
 import { FakeAdapter, freePort, testConfig } from './helpers.ts';
 

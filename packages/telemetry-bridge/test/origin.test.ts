@@ -10,7 +10,7 @@ import { WebSocket } from 'ws';
 import { silentLogger } from '@broadcast-ops/core';
 import { startTestBridge } from './helpers.ts';
 import { upgradeAllowed, isLoopback, normaliseOrigin } from '../src/io/request-origin.ts';
-import { startBridge } from '../src/service.ts';
+import { startBridge } from '../src/app.ts';
 import { testConfig } from './helpers.ts';
 
 /** Open a socket with these headers; resolves to the handshake's namespace, or `refused <status>`. */

@@ -6,7 +6,7 @@ import { silentLogger } from '@broadcast-ops/core';
 import { tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { BridgeClient } from '../src/client/bridge-client.ts';
 import { listSegments } from '../src/io/event-log.ts';
-import { startBridge, type RunningBridge } from '../src/service.ts';
+import { startBridge, type RunningBridge } from '../src/app.ts';
 import { FakeAdapter, freePort, testConfig } from './helpers.ts';
 
 test('restart: intact log keeps the epoch and resumes; damaged log starts a new epoch, client adopts it', async () => {

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { silentLogger } from '@broadcast-ops/core';
 import { tempDir, waitFor } from '@broadcast-ops/core/testing';
-import { startBridge } from '../src/service.ts';
+import { startBridge } from '../src/app.ts';
 import { BridgeClient, BridgeError } from '../src/client/bridge-client.ts';
 import type { Hub } from '../src/domain/hub.ts';
 import { FakeAdapter, freePort, startTestBridge, sleep, testConfig } from './helpers.ts';

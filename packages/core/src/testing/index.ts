@@ -1,5 +1,6 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createSocket } from 'node:dgram';
+import { get } from 'node:http';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
@@ -258,4 +259,14 @@ export function startProcess(
       return r;
     },
   };
+}
+
+/** The status of a plain GET with these headers; unlike fetch, it can name any `Host` (a rebinding test). */
+export function statusOf(url: string, headers: Record<string, string>): Promise<number> {
+  return new Promise((resolve, reject) => {
+    get(url, { headers }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    }).once('error', reject);
+  });
 }

@@ -10,15 +10,22 @@ import { silentLogger, systemClock, createMetricsRegistry } from '@broadcast-ops
 import { DeviceStore } from '../../src/domain/device-store.ts';
 import { OscInput } from '../../src/io/osc-input.ts';
 import { MalformedInputs } from '../../src/malformed.ts';
-import type { Monitor } from '../../src/monitor.ts';
 import { encodeOsc, oscBundle, oscMessage } from '../../src/protocol/osc.ts';
-import { health, makeConfig, readFixture, readHex, startMonitor, waitDevice } from '../helpers.ts';
+import {
+  health,
+  makeConfig,
+  readFixture,
+  readHex,
+  startMonitor,
+  waitDevice,
+  type MonitorRig,
+} from '../helpers.ts';
 
 let xmlBody = '';
 let httpServer: HttpServer;
 let deckServer: NetServer;
 let deckSocket: Socket | undefined;
-let monitor: Monitor;
+let monitor: MonitorRig;
 let url: string;
 
 before(async () => {

@@ -4,11 +4,10 @@ import { after, before, test } from 'node:test';
 import { waitFor } from '@broadcast-ops/core/testing';
 import { CasparcgSimulator, type CasparLayout } from '../../src/simulators/casparcg-sim.ts';
 import { framesToTimecode } from '../../src/domain/timecode.ts';
-import type { Monitor } from '../../src/monitor.ts';
-import { health, healthState, makeConfig, startMonitor, waitDevice } from '../helpers.ts';
+import { health, healthState, makeConfig, startMonitor, waitDevice, type MonitorRig } from '../helpers.ts';
 
 // The configuration's defaults throughout: staleTimeoutMs 5000, layerQuietMs 1000.
-let monitor: Monitor;
+let monitor: MonitorRig;
 let url: string;
 let oscPort: number;
 let stranger: CasparcgSimulator;

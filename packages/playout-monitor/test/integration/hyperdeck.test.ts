@@ -2,10 +2,9 @@ import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
 import { HyperdeckSimulator } from '../../src/simulators/hyperdeck-sim.ts';
-import type { Monitor } from '../../src/monitor.ts';
-import { health, healthState, makeConfig, startMonitor, waitDevice } from '../helpers.ts';
+import { health, healthState, makeConfig, startMonitor, waitDevice, type MonitorRig } from '../helpers.ts';
 
-let monitor: Monitor;
+let monitor: MonitorRig;
 let url: string;
 let sim: HyperdeckSimulator;
 let squatter: Socket | undefined;

@@ -2,14 +2,13 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { timingBound } from '@broadcast-ops/core/testing';
 import type { MixerInputTally } from '../../src/domain/mixer-tally.ts';
-import type { Monitor } from '../../src/monitor.ts';
 import { VmixSimulator } from '../../src/simulators/vmix-sim.ts';
-import { makeConfig, startMonitor, vmixEntry, waitDevice } from '../helpers.ts';
+import { makeConfig, startMonitor, vmixEntry, waitDevice, type MonitorRig } from '../helpers.ts';
 
 const POLL_MS = 100;
 const TIMEOUT_MS = 400;
 let sim: VmixSimulator;
-let monitor: Monitor;
+let monitor: MonitorRig;
 
 before(async () => {
   sim = new VmixSimulator({ tcpPort: 0 });
@@ -37,7 +36,7 @@ function letters(digits: string): string {
 }
 
 /** Run `action` and measure how long until every input of device `id` shows `unknown` (ms). */
-async function msUntilUnknown(m: Monitor, id: number, action: () => unknown): Promise<number> {
+async function msUntilUnknown(m: MonitorRig, id: number, action: () => unknown): Promise<number> {
   let unknownAt: number | undefined;
   const off = m.store.onChange((c) => {
     if (unknownAt === undefined && c.state.inputs?.every((i) => i.tally === 'unknown'))

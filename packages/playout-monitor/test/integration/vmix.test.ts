@@ -1,14 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { VmixSimulator } from '../../src/simulators/vmix-sim.ts';
-import type { Monitor } from '../../src/monitor.ts';
-import { health, healthState, makeConfig, startMonitor, waitDevice } from '../helpers.ts';
+import { health, healthState, makeConfig, startMonitor, waitDevice, type MonitorRig } from '../helpers.ts';
 
 const POLL_MS = 100;
 const TIMEOUT_MS = 300;
 // Offline after 3 consecutive failures: at most 3 × (poll interval + timeout).
 const OFFLINE_BOUND_MS = 3 * (POLL_MS + TIMEOUT_MS);
-let monitor: Monitor;
+let monitor: MonitorRig;
 let url: string;
 let sim: VmixSimulator;
 

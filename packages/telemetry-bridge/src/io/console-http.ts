@@ -14,7 +14,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { bearerToken, createHttpApp, installHostGuard, sendError, type Logger } from '@broadcast-ops/core';
+import { bearerToken, sendError, type Logger } from '@broadcast-ops/core';
 import { fail } from '../errors.ts';
 import type { Hub } from '../domain/hub.ts';
 import { patternMatches } from '../domain/topic-trie.ts';
@@ -23,6 +23,7 @@ import type { CommandTap } from './command-tap.ts';
 import type { EventLog } from './event-log.ts';
 import { listSegments } from './log-recovery.ts';
 import { tokenAccepted } from './client-session.ts';
+import { bridgeHttpApp } from './http-app.ts';
 import type { StateEntry } from '../domain/state-store.ts';
 import { buttonView, changedSince, isButtonPath, isVariablePath, variableView } from './button-state.ts';
 
@@ -74,7 +75,8 @@ function entryView(e: {
 }
 
 export function buildConsoleApp(o: ConsoleOptions): FastifyInstance {
-  const app = createHttpApp({ logger: o.logger });
+  // Host guard first (core's, 421): every route below, and unknown routes, answer only to this host's names.
+  const app = bridgeHttpApp(o.logger, o.allowedHosts);
   const files = new Map<string, Buffer>();
   for (const [route, a] of Object.entries(ASSETS)) {
     files.set(route, readFileSync(new URL(`../../console/${a.file}`, import.meta.url)));
@@ -93,8 +95,6 @@ export function buildConsoleApp(o: ConsoleOptions): FastifyInstance {
   // No icon: answered, so browsers do not log a 404 for it.
   app.get('/favicon.ico', async (_req, reply) => reply.status(204).send());
 
-  // DNS rebinding: every request answers only to this host's names (core's Host guard, 421).
-  installHostGuard(app, () => o.allowedHosts ?? []);
   const guard = async (req: FastifyRequest, reply: FastifyReply): Promise<boolean> => {
     if (o.requireAuth && !tokenAccepted(bearerToken(req.headers.authorization), o.authTokens)) {
       await sendError(

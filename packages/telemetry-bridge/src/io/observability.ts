@@ -7,8 +7,6 @@ import {
   Counter,
   Gauge,
   Histogram,
-  createHttpApp,
-  installHostGuard,
   createMetricsRegistry,
   type Logger,
   type Registry,
@@ -16,6 +14,7 @@ import {
 import type { FastifyInstance } from 'fastify';
 import type { Hub } from '../domain/hub.ts';
 import type { HubMetrics } from '../domain/metrics.ts';
+import { bridgeHttpApp } from './http-app.ts';
 
 export interface BridgeMetrics extends HubMetrics {
   registry: Registry;
@@ -220,8 +219,7 @@ export function buildMetricsApp(
   path: string,
   allowedHosts: readonly string[] = [],
 ): FastifyInstance {
-  const app = createHttpApp({ logger });
-  installHostGuard(app, () => allowedHosts);
+  const app = bridgeHttpApp(logger, allowedHosts);
   app.get(path, async (_req, reply) => {
     const body = await registry.metrics();
     return reply.header('content-type', registry.contentType).send(body);
@@ -260,8 +258,7 @@ export function buildHealthApp(
   src: HealthSources,
   allowedHosts: readonly string[] = [],
 ): FastifyInstance {
-  const app = createHttpApp({ logger });
-  installHostGuard(app, () => allowedHosts);
+  const app = bridgeHttpApp(logger, allowedHosts);
   app.get('/health', async (_req, reply) => {
     const dependencies = src.checks();
     const status = overallStatus(dependencies);

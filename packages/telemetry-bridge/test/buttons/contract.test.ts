@@ -8,7 +8,7 @@ import {
   NOT_IMPLEMENTED,
 } from '../../src/adapters/buttons/index.ts';
 import { BridgeClient } from '../../src/client/bridge-client.ts';
-import { startBridge } from '../../src/service.ts';
+import { startBridge } from '../../src/app.ts';
 import { testConfig } from '../helpers.ts';
 import { checkButtonsContract } from './contract.ts';
 

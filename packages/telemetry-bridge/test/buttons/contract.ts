@@ -10,7 +10,7 @@ import { silentLogger } from '@broadcast-ops/core';
 import type { ButtonsAdapter, ButtonKeyState } from '../../src/adapters/buttons/types.ts';
 import { keyPath } from '../../src/adapters/buttons/types.ts';
 import { BridgeClient } from '../../src/client/bridge-client.ts';
-import { startBridge } from '../../src/service.ts';
+import { startBridge } from '../../src/app.ts';
 import { testConfig } from '../helpers.ts';
 import { waitFor } from '@broadcast-ops/core/testing';
 

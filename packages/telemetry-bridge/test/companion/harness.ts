@@ -3,7 +3,7 @@
  * Timers are shortened (heartbeat, dead link, backoff) so recovery tests finish in well under a second each.
  */
 import { silentLogger } from '@broadcast-ops/core';
-import { startBridge, type RunningBridge } from '../../src/service.ts';
+import { startBridge, type RunningBridge } from '../../src/app.ts';
 import { CompanionSimulator, type CompanionSimOptions } from '../../src/simulators/companion-sim.ts';
 import { BridgeClient } from '../../src/client/bridge-client.ts';
 import { testConfig } from '../helpers.ts';

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { createLogger } from '@broadcast-ops/core';
-import { startBridge } from '../../src/service.ts';
+import { startBridge } from '../../src/app.ts';
 import { CompanionSimulator } from '../../src/simulators/companion-sim.ts';
 import { testConfig } from '../helpers.ts';
 

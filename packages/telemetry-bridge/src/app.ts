@@ -1,10 +1,20 @@
 /**
- * Assembles one bridge: event log → hub → adapters → client transport → metrics and health servers.
- * main.ts calls it with the loaded configuration; tests call it with port 0 and a fake adapter.
+ * Assembles one bridge (docs/ARCHITECTURE.md "One skeleton"): event log → hub → adapters → client transport
+ * (with the console) → metrics and health servers. `bridgeApp` is what main.ts's `runService` creates;
+ * `createBridge` is the same `Service` without the demo; `startBridge` builds and starts at once (tests, bench
+ * and code that embeds the bridge: port 0, a fake adapter, a `ManualClock`).
  */
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { listeningUrl, systemClock, type Clock, type Logger } from '@broadcast-ops/core';
+import {
+  listeningUrl,
+  systemClock,
+  type Clock,
+  type Logger,
+  type Service,
+  type ServiceContext,
+  type ServiceHealth,
+} from '@broadcast-ops/core';
 import type { FastifyInstance } from 'fastify';
 import type { BridgeConfig } from './config.ts';
 import type { Adapter } from './domain/adapter.ts';
@@ -17,6 +27,7 @@ import {
   buildHealthApp,
   buildMetricsApp,
   createBridgeMetrics,
+  overallStatus,
   type BridgeMetrics,
   type DependencyCheck,
 } from './io/observability.ts';
@@ -24,6 +35,7 @@ import { WsTransport } from './io/ws-transport.ts';
 import { buildConsoleApp } from './io/console-http.ts';
 import { CommandTap } from './io/command-tap.ts';
 import { isLoopback } from './io/request-origin.ts';
+import { withCompanionSimulator } from './simulators/companion-sim-demo.ts';
 
 export const SERVER_VERSION = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
@@ -48,7 +60,46 @@ export interface RunningBridge {
   consoleUrl: string | undefined;
   metricsUrl: string | undefined;
   healthUrl: string | undefined;
+  /** The dependency checks of `GET /health`, summed up (README "Endpoints"). */
+  health(): ServiceHealth;
+  /** The fields of the 'telemetry bridge listening' log line. */
+  describe(): Record<string, unknown>;
   close(): Promise<void>;
+}
+
+/** The bridge as a `Service`: nothing opens before `start`; `running` is set while it runs. */
+export interface BridgeService extends Service {
+  readonly running: RunningBridge | undefined;
+}
+
+export function createBridge(options: BridgeOptions): BridgeService {
+  let running: RunningBridge | undefined;
+  return {
+    get running() {
+      return running;
+    },
+    start: async () => {
+      running = await startBridge(options);
+    },
+    close: async () => {
+      const r = running;
+      running = undefined;
+      await r?.close();
+    },
+    health: () => running?.health() ?? { status: 'unhealthy', reason: 'not running' },
+    describe: () => running?.describe() ?? {},
+  };
+}
+
+/**
+ * What `runService` creates: the bridge on the configured ports with the process's clock; with
+ * `--companion-sim` and no Companion configured, on a Companion simulator started first (demo).
+ */
+export function bridgeApp(ctx: ServiceContext<BridgeConfig>): Service {
+  const build = (config: BridgeConfig): BridgeService =>
+    createBridge({ config, logger: ctx.logger, clock: ctx.clock });
+  if (ctx.values['companion-sim'] !== true || ctx.config.companion.enabled) return build(ctx.config);
+  return withCompanionSimulator(ctx.config, ctx.logger, build);
 }
 
 export async function startBridge(options: BridgeOptions): Promise<RunningBridge> {
@@ -302,15 +353,31 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
     throw err;
   }
   const clientHost = ct.host === '0.0.0.0' || ct.host === '::' ? '127.0.0.1' : ct.host;
+  const clientUrl = `ws://${clientHost}:${clientPort}/`;
+  const consoleUrl = consoleApp ? `http://${clientHost}:${clientPort}/` : undefined;
   return {
     hub,
     metrics,
     eventLog,
     transport,
-    clientUrl: `ws://${clientHost}:${clientPort}/`,
-    consoleUrl: consoleApp ? `http://${clientHost}:${clientPort}/` : undefined,
+    clientUrl,
+    consoleUrl,
     metricsUrl,
     healthUrl,
+    health: () => {
+      const dependencies = checks();
+      return { status: overallStatus(dependencies), dependencies };
+    },
+    describe: () => ({
+      name: config.name,
+      environment: config.environment,
+      clients: clientUrl,
+      console: consoleUrl,
+      metrics: metricsUrl,
+      health: healthUrl,
+      epoch: hub.epoch,
+      offset: hub.offset,
+    }),
     close: closeAll,
   };
 }

@@ -1,14 +1,10 @@
 /**
- * HTTP app on `settings.webSocketPort`: `GET /health` in the spec's shape (README "Endpoints"), plus
- * `GET /api/devices` (the DeviceState list) and `GET /metrics`. The WebSocket, Ember+, TSL and the
- * pages arrive with the outputs; their health fields already report them as not running.
+ * The body of `GET /health` in the spec's shape (README "Endpoints") as the inputs know it; `PlayoutService`
+ * (playout-service.ts), which serves it, fills in the outputs' view and protocols.
  */
-import { createHttpApp, type Logger, type Registry } from '@broadcast-ops/core';
-import type { FastifyInstance } from 'fastify';
 import type { MonitorConfig } from '../config.ts';
 import type { DeviceStore } from '../domain/device-store.ts';
 import type { MalformedInputs } from '../malformed.ts';
-import { fail } from '../errors.ts';
 import type { TslDestinationStatus } from './tsl-sender.ts';
 
 export interface HealthDeps {
@@ -82,20 +78,4 @@ export function healthBody(d: HealthDeps): HealthBody {
     },
     inputs: { malformed: d.malformed.counts() },
   };
-}
-
-export function buildHttpApp(deps: HealthDeps & { logger: Logger; registry: Registry }): FastifyInstance {
-  const app = createHttpApp({ logger: deps.logger });
-  app.get('/health', () => healthBody(deps));
-  app.get('/api/devices', () => deps.store.list());
-  app.get<{ Params: { id: string } }>('/api/devices/:id', (req) => {
-    const device = deps.store.get(Number(req.params.id));
-    if (!device) throw fail('DEVICE_NOT_FOUND', `no device with id ${req.params.id}`);
-    return device;
-  });
-  app.get('/metrics', async (_req, reply) => {
-    void reply.header('content-type', deps.registry.contentType);
-    return deps.registry.metrics();
-  });
-  return app;
 }

@@ -1,0 +1,95 @@
+/**
+ * `playout-monitor simulate <casparcg|vmix|hyperdeck>`: one device simulator, commands on stdin (README
+ * "Simulators"). A tool for tests and demos, beside the simulators it runs.
+ */
+import { createInterface } from 'node:readline';
+import type { CliCommand } from '@broadcast-ops/core';
+import { DEFAULT_PORTS } from '../config.ts';
+import { CASPAR_LAYOUTS } from './casparcg-sim.ts';
+import { simulatorKind, startSimulator } from './index.ts';
+
+async function simulate(values: Record<string, unknown>, positionals: string[]): Promise<void> {
+  const kind = simulatorKind(positionals[0] ?? '');
+  if (!kind) {
+    process.stderr.write(
+      'playout-monitor simulate: give a type: casparcg|vmix|hyperdeck (or osc_player|http_mixer|tcp_recorder)\n',
+    );
+    process.exitCode = 2;
+    return;
+  }
+  const str = (k: string): string | undefined => (typeof values[k] === 'string' ? values[k] : undefined);
+  const n = (k: string): number | undefined => (str(k) === undefined ? undefined : Number(str(k)));
+  const defaults = {
+    casparcg: DEFAULT_PORTS.osc_player,
+    vmix: DEFAULT_PORTS.http_mixer,
+    hyperdeck: DEFAULT_PORTS.tcp_recorder,
+  } as const;
+  const layout = str('layout');
+  const sim = await startSimulator(kind, {
+    host: str('host') ?? '127.0.0.1',
+    port: n('port') ?? defaults[kind],
+    from: str('from'),
+    layout: CASPAR_LAYOUTS.find((l) => l === layout),
+    fps: n('fps'),
+    videoFormat: str('video-format'),
+    channel: n('channel'),
+    layer: n('layer'),
+    splitWrites: values['split-writes'] === true,
+  });
+  process.stdout.write(`simulating ${sim.describe()}\n`);
+  const stopDemo = values['demo'] === true ? sim.demo() : undefined;
+  const rl = createInterface({ input: process.stdin });
+  let closing = false;
+  const close = async (): Promise<void> => {
+    if (closing) return;
+    closing = true;
+    stopDemo?.();
+    rl.close();
+    await sim.close();
+    process.exit(0);
+  };
+  rl.on('line', (line) => {
+    if (line.trim() === 'quit') {
+      void close();
+      return;
+    }
+    // A bad command (e.g. `play 9` on a deck with two clips) is answered with an error, not a crash.
+    Promise.resolve()
+      .then(() => sim.command(line))
+      .then(
+        (answer) => process.stdout.write(answer + '\n'),
+        (err: unknown) =>
+          process.stdout.write(`error: ${err instanceof Error ? err.message : String(err)}\n`),
+      );
+  });
+  process.once('SIGINT', () => void close());
+  process.once('SIGTERM', () => void close());
+}
+
+export const simulateCommand: CliCommand = {
+  summary: 'run one device simulator; commands on stdin',
+  positionals: '<casparcg|vmix|hyperdeck>',
+  options: {
+    host: {
+      type: 'string',
+      description: 'listen address (vMix, HyperDeck) or monitor address (CasparCG)',
+    },
+    port: { type: 'string', description: 'listen port, or the monitor OSC port (CasparCG)' },
+    from: { type: 'string', description: 'CasparCG: source address to send from, e.g. 127.0.0.2' },
+    layout: {
+      type: 'string',
+      description:
+        'CasparCG: server version whose OSC it sends: 2.0 (2.0.7), 2.1, 2.2, 2.3 or 2.4 (default 2.3)',
+    },
+    fps: {
+      type: 'string',
+      description: 'CasparCG: frames per second of a progressive channel (default 50)',
+    },
+    'video-format': { type: 'string', description: 'CasparCG: the channel video-mode, e.g. 1080i5000' },
+    channel: { type: 'string', description: 'CasparCG: channel (default 1)' },
+    layer: { type: 'string', description: 'CasparCG: layer (default 10)' },
+    'split-writes': { type: 'boolean', description: 'HyperDeck: split every write in two' },
+    demo: { type: 'boolean', description: 'cycle through play/stop/record states' },
+  },
+  run: ({ values, positionals }) => simulate(values, positionals),
+};
