@@ -157,6 +157,8 @@ test('a peer page watches its stream: tally with stale and age, no slot taken, n
   }
 });
 
+const HOOK_TIMEOUT_MS = 6000;
+
 test('--on-tally runs one at a time, the latest state wins, a failing or hung command is logged and not fatal', async () => {
   const lines: string[] = [];
   const logger = createLogger({
@@ -179,7 +181,9 @@ test('--on-tally runs one at a time, the latest state wins, a failing or hung co
   try {
     const hook = new TallyHook({
       argv: [process.execPath, script],
-      timeoutMs: 1500,
+      // Wide enough that a node process started on a loaded machine finishes its 300 ms (a run killed at the
+      // timeout writes nothing, which reads as a lost state); the hung run below costs this much once.
+      timeoutMs: HOOK_TIMEOUT_MS,
       session: 's',
       stream: 'cam-1',
       logger,
@@ -194,7 +198,10 @@ test('--on-tally runs one at a time, the latest state wins, a failing or hung co
     hook.change('unknown', 'r'); // hangs: killed at the timeout
     hook.change('program', 'r');
     await hook.idle();
-    assert.match(lines.join(''), /"tally":"unknown"[^\n]*"timeoutMs":1500[^\n]*on-tally command failed/);
+    assert.match(
+      lines.join(''),
+      new RegExp(`"tally":"unknown"[^\\n]*"timeoutMs":${HOOK_TIMEOUT_MS}[^\\n]*on-tally command failed`),
+    );
     assert.equal(readFileSync(out, 'utf8').trim().split('\n').at(-1), 'program');
     // off runs; program then off again during that run: back to the state it runs with, so no second run.
     const count = readFileSync(out, 'utf8').trim().split('\n').length;
