@@ -1,3 +1,4 @@
+import { decoded, reject, type Decoded } from '@broadcast-ops/core/decoded';
 import { z } from 'zod';
 
 /**
@@ -68,25 +69,28 @@ export const relayAllocationRecordSchema = z.strictObject({
 });
 export type RelayAllocationRecord = z.output<typeof relayAllocationRecordSchema>;
 
-function parseWith<T>(schema: z.ZodType<T>, text: string): T | undefined {
+/** `raw` checked against `schema`: the value, or `invalid` naming the first field that fails. */
+function checkWith<T>(schema: z.ZodType<T>, raw: unknown): Decoded<T> {
+  const r = schema.safeParse(raw);
+  if (r.success) return decoded(r.data);
+  const issue = r.error.issues[0];
+  return reject('invalid', `${issue?.path.join('.') || 'message'}: ${issue?.message ?? 'invalid'}`);
+}
+
+function parseWith<T>(schema: z.ZodType<T>, text: string): Decoded<T> {
   let raw: unknown;
   try {
     raw = JSON.parse(text);
   } catch {
-    return undefined;
+    return reject('not-json', 'not JSON');
   }
-  const r = schema.safeParse(raw);
-  return r.success ? r.data : undefined;
+  return checkWith(schema, raw);
 }
 
-export const parseRelayRegistration = (text: string): RelayRegistration | undefined =>
+export const parseRelayRegistration = (text: string): Decoded<RelayRegistration> =>
   parseWith(relayRegistrationSchema, text);
-export const parseRelayRequest = (text: string): RelayRequest | undefined =>
-  parseWith(relayRequestSchema, text);
-export const parseRelayAnswer = (raw: unknown): RelayAnswer | undefined => {
-  const r = relayAnswerSchema.safeParse(raw);
-  return r.success ? r.data : undefined;
-};
+export const parseRelayRequest = (text: string): Decoded<RelayRequest> => parseWith(relayRequestSchema, text);
+export const parseRelayAnswer = (raw: unknown): Decoded<RelayAnswer> => checkWith(relayAnswerSchema, raw);
 
 /** The relay an allocation id belongs to (`<relay>.<local>`); undefined for the in-process relay's own ids. */
 export function relayOfAllocation(id: string): string | undefined {

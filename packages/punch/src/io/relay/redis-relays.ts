@@ -61,8 +61,9 @@ export class RedisRelays implements RelayPort {
     this.#unsubscribe = options.cluster.subscribe((m) => {
       // The bus also carries forwarded requests and bridged sockets: only relay answers are parsed here.
       if (!m.t.startsWith('relay_')) return;
-      const answer = parseRelayAnswer(m);
-      if (!answer) return;
+      const parsed = parseRelayAnswer(m);
+      if (!parsed.ok) return;
+      const answer = parsed.value;
       if (answer.t === 'relay_ended') {
         options.onEnded?.(answer.id, answer.reason);
         return;
@@ -120,7 +121,8 @@ export class RedisRelays implements RelayPort {
     const now = new Map<string, RelayRegistration>();
     const gone: string[] = [];
     ids.forEach((id, k) => {
-      const reg = texts[k] ? parseRelayRegistration(texts[k]) : undefined;
+      const parsed = texts[k] ? parseRelayRegistration(texts[k]) : undefined;
+      const reg = parsed?.ok ? parsed.value : undefined;
       if (reg && reg.id === id) now.set(id, reg);
       else gone.push(id);
     });

@@ -67,11 +67,13 @@ export class RelayService {
     this.#sub.on('error', () => undefined);
     this.#sub.on('message', (_channel: string, text: string) => {
       const req = parseRelayRequest(text);
-      if (!req) {
+      if (!req.ok) {
         this.badRequests++;
         return;
       }
-      void this.#handle(req).catch((err: unknown) => this.#o.logger.error({ err }, 'relay request failed'));
+      void this.#handle(req.value).catch((err: unknown) =>
+        this.#o.logger.error({ err }, 'relay request failed'),
+      );
     });
     this.#sub.on(
       'ready',
