@@ -87,6 +87,21 @@ export function run(cmd: string, args: string[], opts: SpawnSyncOptions): number
   return r.status ?? 1;
 }
 
+/**
+ * A command that runs `cmd args` in a network namespace of its own with its loopback up (`unshare --net`), so
+ * that two Node lines' suites can run at the same time although some tests listen on fixed ports: each line
+ * has its own 127.0.0.1. Needs root (CAP_SYS_ADMIN) and util-linux's unshare (`isolationWorks`).
+ */
+export function isolatedCommand(cmd: string, args: readonly string[]): [string, string[]] {
+  return ['unshare', ['--net', 'sh', '-c', 'ip link set lo up && exec "$0" "$@"', cmd, ...args]];
+}
+
+/** Whether `isolatedCommand` works here (root, unshare and ip present). */
+export function isolationWorks(): boolean {
+  const [cmd, args] = isolatedCommand('true', []);
+  return spawnSync(cmd, args, { stdio: 'ignore' }).status === 0;
+}
+
 /** npm's own entry script, to run it on another Node (the registry builds carry no npm). */
 export function npmCli(env: NodeJS.ProcessEnv = process.env): string {
   const fromNpm = env['npm_execpath'];

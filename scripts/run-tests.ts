@@ -9,6 +9,11 @@
  *   --quick      only pure unit tests: no system tool, no child process, no browser (`npm run test:quick`)
  *   --skip-heavy leave out the heavy interop suites (HEAVY below); the matrix runs them on this machine's Node
  *                line only, and every line runs the unit and integration suites (README "Node.js versions")
+ *   --exclude    a path substring whose files do not run (repeatable); the matrix runs the long real-time
+ *                file beside the suite this way
+ *   --tools-only install the system tools the selected files need, then exit without running them; the
+ *                matrix does this once before its lines start, so that a line in a network namespace of its
+ *                own (no route to the package mirrors) finds every tool installed
  *
  * System tools: a test file needs the tools named in `requireTool('<binary>')` in it or in the test helpers
  * it imports (relative imports, followed); only those are installed, and none when no selected test needs one.
@@ -54,6 +59,8 @@ const { values: opts, positionals: filters } = parseArgs({
     times: { type: 'string' },
     quick: { type: 'boolean' },
     'skip-heavy': { type: 'boolean' },
+    exclude: { type: 'string', multiple: true },
+    'tools-only': { type: 'boolean' },
   },
   allowPositionals: true,
 });
@@ -118,6 +125,7 @@ const HEAVY =
 const selected = files
   .map((f) => relative(root, f))
   .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
+  .filter((f) => !(opts.exclude ?? []).some((x) => f.includes(x)))
   .filter(
     (f) =>
       !opts.quick ||
@@ -170,6 +178,10 @@ if (needed.length > 0) {
   }
 }
 
+if (opts['tools-only']) {
+  console.log(`run-tests: system tools ready for ${selected.length} test files`);
+  process.exit(0);
+}
 console.log(`run-tests: ${selected.length} test files${opts.quick ? ' (quick: pure unit tests)' : ''}`);
 const result = spawnSync(
   process.execPath,

@@ -1,7 +1,15 @@
 /**
  * `npm test` after lint and type check: runs the whole test suite (scripts/run-tests.ts) once on each supported
- * Node line, one after the other (the suite uses fixed ports in places), and ends with one total per version
- * and a last line `N passed, N failed` over all of them.
+ * Node line and ends with one total per line and a last line `N passed, N failed` over all of them.
+ *
+ * - The lines run at the same time: this machine's line in the checkout's network namespace, each other line
+ *   in a network namespace of its own (`unshare --net`), because the suite listens on fixed ports in places;
+ *   the other lines run one file at a time (TEST_CONCURRENCY=1) so the cores stay shared. Where `unshare`
+ *   cannot make a namespace (not root), the lines run one after the other as before.
+ * - The system tools every selected test names are installed once before any line starts (`run-tests.ts
+ *   --tools-only`), since an isolated line cannot reach the package mirrors.
+ * - The long real-time file (timesvc's 10-minute accuracy test against chronyd) runs on this machine's line
+ *   in a process of its own, beside the suites, instead of holding one of the host suite's slots.
  *
  * - The line this machine's Node belongs to runs in this checkout, on the node_modules `npm ci` installed.
  * - Every other line runs on the official Linux x64 build published on the npm registry as
@@ -12,13 +20,13 @@
  *   version's tree with its node_modules per install key (the two most recently used kept).
  * - While the host line's suite runs, a child process (`--prepare-only`) fetches the other lines' Node builds
  *   and runs their `npm ci`, one after the other, so that a cold run (CI) does not wait for the installs
- *   after the tests; its output is printed once the host suite ended. The tree locks (node-matrix.ts `lock`)
+ *   after the tests; its output is printed before the other lines start. The tree locks (node-matrix.ts `lock`)
  *   keep the suite that follows from using a tree before its install finished.
  *
  * Usage: tsx scripts/test-matrix.ts [--node 20|22|24|host|<x.y.z>]... [path-filter ...]
  *        TEST_NODE=24 npm test           (the same selection through the environment, comma-separated)
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync, type SpawnOptions } from 'node:child_process';
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -29,6 +37,8 @@ import {
   childEnv,
   defaultCacheDir,
   ensureNode,
+  isolatedCommand,
+  isolationWorks,
   prepareTree,
   resolveTargets,
   run,
@@ -48,8 +58,8 @@ interface Outcome {
   seconds: number;
   /** The files the line's time went to, longest first (scripts/file-times.ts). */
   files: FileTime[];
-  /** Share of the machine's CPU time that was busy while the line ran (/proc/stat), when readable. */
-  cpuBusy: number | null;
+  /** What the line left out, said in its total ("without the heavy interop suites"). */
+  scope: string;
 }
 
 /** Busy and total jiffies over all CPUs from /proc/stat's first line; null where there is none. */
@@ -65,21 +75,65 @@ function cpuTimes(): { busy: number; total: number } | null {
   }
 }
 
-function runSuite(target: Target, filters: string[]): Outcome {
-  const label = `node v${target.version}${target.host ? ' (this machine)' : ''}`;
+/**
+ * The long real-time file: timesvc's 10-minute accuracy test against a real chronyd. It waits on real time
+ * and uses little CPU, so it runs in a process of its own beside the suites (on this machine's Node line only,
+ * see below) instead of holding one of the host suite's two slots for ten minutes.
+ */
+const LONG_FILE = 'discipline-accuracy.test.ts';
+
+/** The long file's path in the checkout, or null when the filters leave it out. */
+function longFileSelected(filters: readonly string[]): string | null {
+  const found = spawnSync(
+    'git',
+    ['ls-files', '--cached', '--others', '--exclude-standard', `*/${LONG_FILE}`],
+    {
+      cwd: root,
+      encoding: 'utf8',
+    },
+  )
+    .stdout.split('\n')
+    .filter((f) => f.endsWith(LONG_FILE));
+  const file = found[0];
+  if (!file) return null;
+  return filters.length === 0 || filters.some((x) => file.includes(x)) ? file : null;
+}
+
+interface SuiteRun {
+  target: Target;
+  label: string;
+  /** Extra run-tests.ts arguments after the filters' own. */
+  args: string[];
+  env: NodeJS.ProcessEnv;
+  /** Run inside its own network namespace. */
+  isolated: boolean;
+  /** Write the suite's output to a file, printed whole when it ends (suites that run beside another). */
+  buffered: boolean;
+  scope: string;
+}
+
+function spawnExit(cmd: string, args: string[], opts: SpawnOptions): Promise<number> {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, opts);
+    child.on('error', (e) => {
+      console.error(`test-matrix: ${cmd}: ${e.message}`);
+      resolve(1);
+    });
+    child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 1)));
+  });
+}
+
+async function runSuite(run: SuiteRun, filters: string[]): Promise<Outcome> {
+  const { target, label } = run;
   const started = Date.now();
-  const cpuBefore = cpuTimes();
   let files: FileTime[] = [];
   const problems: string[] = [];
-  console.log(`\n======== ${label} ========`);
+  console.log(
+    `\n======== ${label}${run.buffered ? ' (started; its output follows when it ends)' : ''} ========`,
+  );
   let nodeBin = process.execPath;
   let cwd = root;
-  let env = childEnv(process.env, null);
-  // Long real-time scenarios (timesvc's 10-minute accuracy test) run on this machine's own Node line only:
-  // what they measure (the service's timing on this host) does not depend on the Node line, and once is
-  // enough. TIMESVC_LONG_TESTS=1 in the environment runs them on every line, =0 on none; the lines that do
-  // not run them report a skip with the reason.
-  if (target.host && env['TIMESVC_LONG_TESTS'] === undefined) env['TIMESVC_LONG_TESTS'] = '1';
+  let env = { ...childEnv(process.env, null), ...run.env };
   let release = (): void => undefined;
   if (!target.host) {
     try {
@@ -89,7 +143,7 @@ function runSuite(target: Target, filters: string[]): Outcome {
       if (prepared.problem) problems.push(prepared.problem);
       nodeBin = join(nodeDir, 'bin', 'node');
       cwd = prepared.tree;
-      env = childEnv(process.env, nodeDir);
+      env = { ...childEnv(process.env, nodeDir), ...run.env };
     } catch (e) {
       problems.push((e as Error).message);
     }
@@ -99,16 +153,31 @@ function runSuite(target: Target, filters: string[]): Outcome {
     const tapDir = mkdtempSync(join(tmpdir(), 'test-matrix-'));
     const tap = join(tapDir, 'results.tap');
     const times = join(tapDir, 'times.jsonl');
-    // Heavy interop suites run on this machine's line only (run-tests.ts HEAVY); the rest on every line.
-    const heavy = target.host ? [] : ['--skip-heavy'];
-    const status = run(
-      nodeBin,
-      ['--import', 'tsx', 'scripts/run-tests.ts', '--tap', tap, '--times', times, ...heavy, ...filters],
-      {
-        cwd,
-        env,
-      },
-    );
+    const log = join(tapDir, 'output.log');
+    const argv = [
+      '--import',
+      'tsx',
+      'scripts/run-tests.ts',
+      '--tap',
+      tap,
+      '--times',
+      times,
+      ...run.args,
+      ...filters,
+    ];
+    const [cmd, args] = run.isolated ? isolatedCommand(nodeBin, argv) : [nodeBin, argv];
+    let fd: number | null = null;
+    if (run.buffered) fd = openSync(log, 'w');
+    const status = await spawnExit(cmd, args, {
+      cwd,
+      env,
+      stdio: fd === null ? 'inherit' : ['ignore', fd, fd],
+    });
+    if (fd !== null) {
+      closeSync(fd);
+      console.log(`\n======== ${label}: output ========`);
+      process.stdout.write(readFileSync(log, 'utf8'));
+    }
     summary = existsSync(tap)
       ? readTapSummary(readFileSync(tap, 'utf8'), cwd.endsWith('/') ? cwd : `${cwd}/`)
       : null;
@@ -119,11 +188,7 @@ function runSuite(target: Target, filters: string[]): Outcome {
     else if (status !== 0 && summary.failed === 0) problems.push(`the test run exited ${status}`);
   }
   release();
-  const cpuAfter = cpuTimes();
-  const cpuBusy =
-    cpuBefore && cpuAfter && cpuAfter.total > cpuBefore.total
-      ? (cpuAfter.busy - cpuBefore.busy) / (cpuAfter.total - cpuBefore.total)
-      : null;
+  console.log(`\n======== ${label}: ended after ${((Date.now() - started) / 1000).toFixed(0)} s ========`);
   return {
     label,
     host: target.host,
@@ -131,7 +196,7 @@ function runSuite(target: Target, filters: string[]): Outcome {
     problems,
     seconds: (Date.now() - started) / 1000,
     files,
-    cpuBusy,
+    scope: run.scope,
   };
 }
 
@@ -192,25 +257,105 @@ if (values['prepare-only']) {
 }
 
 const startedAll = Date.now();
+const cpuBefore = cpuTimes();
+const hostTarget = targets.find((t) => t.host);
+const others = targets.filter((t) => !t.host);
+
+// Every system tool the host line's tests name, installed once before any line starts (the host line runs the
+// widest selection: the heavy suites too); a line in its own network namespace cannot reach the mirrors.
+if (hostTarget) {
+  const tools = run(
+    process.execPath,
+    ['--import', 'tsx', 'scripts/run-tests.ts', '--tools-only', ...filters],
+    {
+      cwd: root,
+      env: childEnv(process.env, null),
+    },
+  );
+  if (tools !== 0) {
+    console.error('test-matrix: the system tools could not be installed (see above)');
+    process.exit(1);
+  }
+}
+
 const background = prepareInBackground(targets);
-const outcomes: Outcome[] = [];
-let waited = background === null;
-// The host line first, so that the installs run beside it.
-for (const t of [...targets.filter((x) => x.host), ...targets.filter((x) => !x.host)]) {
-  if (!t.host && !waited && background) {
-    // The host suite has ended: wait for the installs, then show what they printed.
-    waited = true;
+const isolated = hostTarget !== undefined && others.length > 0 && isolationWorks();
+const longFile = hostTarget ? longFileSelected(filters) : null;
+const runs: Promise<Outcome>[] = [];
+
+if (hostTarget) {
+  const hostLabel = `node v${hostTarget.version} (this machine)`;
+  // TIMESVC_LONG_TESTS=1 runs the long real-time scenarios; set in the environment it wins (=0: none).
+  const long = process.env['TIMESVC_LONG_TESTS'] ?? '1';
+  runs.push(
+    runSuite(
+      {
+        target: hostTarget,
+        label: hostLabel,
+        args: longFile ? ['--exclude', LONG_FILE] : [],
+        env: { TIMESVC_LONG_TESTS: long },
+        isolated: false,
+        buffered: false,
+        scope: longFile ? ` (without ${LONG_FILE}, run beside it)` : '',
+      },
+      filters,
+    ),
+  );
+  if (longFile)
+    runs.push(
+      runSuite(
+        {
+          target: hostTarget,
+          label: `${hostLabel}, long real-time`,
+          args: [],
+          env: { TIMESVC_LONG_TESTS: long },
+          isolated: false,
+          buffered: true,
+          scope: ` (${LONG_FILE} only)`,
+        },
+        [longFile],
+      ),
+    );
+}
+
+/** The other lines: after their installs, beside the host line when isolated, else after it. */
+async function otherLines(): Promise<Outcome[]> {
+  if (others.length === 0) return [];
+  if (background) {
+    if (!isolated) await Promise.all(runs);
     const started = Date.now();
     const code = await background.done;
     const more = ((Date.now() - started) / 1000).toFixed(0);
     console.log(
-      `\n======== installs of the other Node lines (beside the host suite, then ${more} s more; exit ${code}) ========`,
+      `\n======== installs of the other Node lines (${more} s more after the matrix needed them; exit ${code}) ========`,
     );
     process.stdout.write(readFileSync(background.log, 'utf8'));
     rmSync(dirname(background.log), { recursive: true, force: true });
   }
-  outcomes.push(runSuite(t, filters));
+  const make = (t: Target): SuiteRun => ({
+    target: t,
+    label: `node v${t.version}`,
+    // Heavy interop suites run on this machine's line only (run-tests.ts HEAVY); the rest on every line.
+    args: hostTarget ? ['--skip-heavy'] : [],
+    // Beside the host line, each other line runs one file at a time: the machine's two cores are shared.
+    env: isolated ? { TEST_CONCURRENCY: process.env['TEST_CONCURRENCY'] ?? '1' } : {},
+    isolated,
+    buffered: isolated,
+    scope: hostTarget ? ' (without the heavy interop suites)' : '',
+  });
+  if (isolated) return Promise.all(others.map((t) => runSuite(make(t), filters)));
+  const out: Outcome[] = [];
+  for (const t of others) out.push(await runSuite(make(t), filters));
+  return out;
 }
+
+const otherOutcomes = await otherLines();
+const outcomes: Outcome[] = [...(await Promise.all(runs)), ...otherOutcomes];
+const cpuAfter = cpuTimes();
+const cpuBusy =
+  cpuBefore && cpuAfter && cpuAfter.total > cpuBefore.total
+    ? (cpuAfter.busy - cpuBefore.busy) / (cpuAfter.total - cpuBefore.total)
+    : null;
 
 const SLOWEST_SHOWN = 8;
 console.log('\n======== test-matrix summary ========');
@@ -222,12 +367,10 @@ for (const o of outcomes) {
   passed += s?.passed ?? 0;
   failed += f;
   const extra = s && s.skipped + s.todo > 0 ? `, ${s.skipped} skipped, ${s.todo} todo` : '';
-  const scope = o.host ? '' : ' (without the heavy interop suites)';
-  const cpu = o.cpuBusy === null ? '' : `; CPU ${(o.cpuBusy * 100).toFixed(0)} % busy`;
   console.log(
-    `${o.label}: ${s?.passed ?? 0} passed, ${f} failed${extra}${scope} (${o.seconds.toFixed(0)} s${cpu})`,
+    `${o.label}: ${s?.passed ?? 0} passed, ${f} failed${extra}${o.scope} (${o.seconds.toFixed(0)} s)`,
   );
-  // Where the time went: the longest files (their tests' time; two files run at once).
+  // Where the time went: the longest files (their tests' time; files run at once).
   if (o.files.length > 0)
     console.log(
       `  ${o.label}: longest files: ${o.files
@@ -238,8 +381,13 @@ for (const o of outcomes) {
   for (const p of o.problems) console.log(`  ${o.label}: ${p}`);
   for (const t of s?.failures ?? []) console.log(`  ${o.label}: FAILED ${t}`);
 }
+const lines = new Set(outcomes.map((o) => o.label.replace(/, long real-time$/, ''))).size;
+const cpu = cpuBusy === null ? '' : `; CPU ${(cpuBusy * 100).toFixed(0)} % busy`;
+const how = isolated
+  ? 'at the same time, each other line in its own network namespace'
+  : 'one after the other';
 console.log(
-  `test-matrix: ${outcomes.length} Node version(s) in ${((Date.now() - startedAll) / 1000).toFixed(0)} s`,
+  `test-matrix: ${lines} Node version(s), ${how}, in ${((Date.now() - startedAll) / 1000).toFixed(0)} s${cpu}`,
 );
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed > 0 ? 1 : 0);
