@@ -5,8 +5,9 @@
  * exits the process itself: `onStopped(code)` (the launcher's `process.exit`) is called once all are down.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, readFileSync, type WriteStream } from 'node:fs';
+import { closeSync, createWriteStream, openSync, readFileSync, type WriteStream } from 'node:fs';
 import { join } from 'node:path';
+import { SUPERVISED_ENV } from '@broadcast-ops/core';
 import { probe } from './http-probe.ts';
 import { serviceEnv, type StackService } from './services.ts';
 
@@ -18,7 +19,8 @@ interface Exit {
 export interface Running {
   service: StackService;
   child: ChildProcess;
-  log: WriteStream;
+  /** With --verbose only: the log file the launcher copies the service's output to. */
+  log: WriteStream | null;
   exited: Promise<Exit>;
   /** Resolves once an unexpected exit has been reported (reason and log; at once when stopping). */
   reported: Promise<void>;
@@ -75,25 +77,32 @@ export class Supervisor {
   start(service: StackService): Running {
     const { root, logDir, verbose } = this.#options;
     const logFile = join(logDir, `${service.name}.log`);
-    const log = createWriteStream(logFile, { flags: 'a' });
+    // The service writes its log file itself (stdout and stderr are the file), so that its logging never
+    // depends on this process: a service whose stdout is a pipe to a launcher that died blocks or fails on
+    // its next log line. Only --verbose, which also shows the output here, goes through pipes.
+    const fd = verbose ? null : openSync(logFile, 'a');
+    const log = verbose ? createWriteStream(logFile, { flags: 'a' }) : null;
     const child = spawn(process.execPath, [service.bin, ...(service.start.args ?? [])], {
       cwd: root,
-      env: serviceEnv(service.start.env ?? {}, process.env),
-      stdio: ['ignore', 'pipe', 'pipe'],
+      // stdin is a pipe this process holds until it ends: a service on core's runService shuts down when it
+      // closes (SUPERVISED_ENV), so a launcher killed by SIGKILL or a crash leaves no service behind.
+      env: { ...serviceEnv(service.start.env ?? {}, process.env), [SUPERVISED_ENV]: 'stdin' },
+      stdio: fd === null ? ['pipe', 'pipe', 'pipe'] : ['pipe', fd, fd],
       // Own process group: a terminal Ctrl-C reaches the launcher, which stops the services in order.
       detached: true,
     });
+    if (fd !== null) closeSync(fd);
     for (const stream of [child.stdout, child.stderr]) {
       stream?.on('data', (d: Buffer) => {
-        log.write(d);
-        if (verbose) process.stdout.write(`[${service.name}] ${d.toString()}`);
+        log?.write(d);
+        process.stdout.write(`[${service.name}] ${d.toString()}`);
       });
     }
     const exited = new Promise<Exit>((res) => child.once('exit', (code, signal) => res({ code, signal })));
     const reported = exited.then(async (e) => {
       if (this.#stopping) return;
-      // The log stream flushes on end; read it afterwards for the reason.
-      await new Promise<void>((done) => log.end(done));
+      // The log stream (--verbose) flushes on end; read it afterwards for the reason.
+      if (log) await new Promise<void>((done) => log.end(done));
       if (this.#stopping) return;
       console.error(
         `start-stack: ${service.name} exited unexpectedly with ${describeExit(e)}; see data/logs/${service.name}.log`,
@@ -139,7 +148,7 @@ export class Supervisor {
       console.log(
         `start-stack: ${r.service.name} exited with ${describeExit(exits[i] ?? { code: null, signal: null })}`,
       );
-      r.log.end();
+      r.log?.end();
     });
     console.log(`start-stack: exit ${code}`);
     this.#options.onStopped(code);

@@ -172,6 +172,54 @@ test('a service killed by a signal is reported with the signal name', async () =
   }
 });
 
+test('the launcher killed by SIGKILL leaves no service behind: the supervised pipe closes and the service stops', async () => {
+  const p = await ports();
+  const tmp = tempDir();
+  const marker = join(tmp.path, 'marker');
+  const launcher = launch({ DEMO_PORT: String(p.demoBase), DEMO_MARKER: marker }, [
+    '--port-offset',
+    String(p.offset),
+  ]);
+  let pid = 0;
+  let pids: number[] = [];
+  try {
+    await launcher.waitForOutput(/Press Ctrl-C to stop/, 60_000);
+    pid = Number(/demo-service\s+up\s+\(pid (\d+), log/.exec(launcher.output())?.[1]);
+    assert.ok(pid > 0);
+    // Every service: the fixture and the real status service (core's runService), each in its own group.
+    pids = [...launcher.output().matchAll(/\s+up\s+\(pid (\d+), log/g)].map((m) => Number(m[1]));
+    assert.equal(pids.length, 2, launcher.output());
+    launcher.child.kill('SIGKILL'); // no signal reaches the services' own process groups
+    await launcher.exited;
+    const gone = await waitUntil(() => !pids.some(alive), 15_000);
+    assert.ok(gone, `still running after their launcher was killed: ${pids.filter(alive).join(', ')}`);
+    assert.match(readFileSync(marker, 'utf8'), new RegExp(`^supervisor gone ${pid}\n$`));
+    await assert.rejects(fetch(`http://127.0.0.1:${p.demo}/`)); // its port is free for the next npm start
+  } finally {
+    for (const p of pids.filter(alive)) process.kill(p, 'SIGKILL');
+    await launcher.stop('SIGKILL');
+    tmp.remove();
+  }
+});
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function waitUntil(check: () => boolean, ms: number): Promise<boolean> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    if (check()) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return check();
+}
+
 test('a port plan that lands on a browser-refused port is refused before anything starts, with a working offset', async () => {
   const tmp = tempDir();
   const marker = join(tmp.path, 'marker');

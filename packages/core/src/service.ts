@@ -98,7 +98,17 @@ export interface RunServiceOptions {
   exit?: (code: number) => void;
   signals?: NodeJS.Signals[];
   stderr?: (line: string) => void;
+  /** The supervisor's pipe (see `SUPERVISED_ENV`); default `process.stdin`. */
+  supervisorPipe?: NodeJS.ReadableStream;
 }
+
+/**
+ * Set by a supervisor (`npm start`'s launcher) that gives the service a pipe on stdin and keeps the other end
+ * for as long as it runs. The pipe ending means the supervisor is gone, even by SIGKILL or a crash, which no
+ * signal reports to its children (they run in their own process groups): the service then shuts down as on
+ * SIGTERM, so that no orphan keeps the stack's ports and a new `npm start` can take them.
+ */
+export const SUPERVISED_ENV = 'BROADCAST_OPS_SUPERVISED';
 
 /** What a run left behind: the started service and its shutdown, or neither when it did not start. */
 export interface RunningService {
@@ -180,6 +190,8 @@ async function startService<C>(
     ...(options.exit ? { exit: options.exit } : {}),
     ...(options.signals ? { signals: options.signals } : {}),
   }).install();
+  if (env[SUPERVISED_ENV] === 'stdin')
+    watchSupervisor(options.supervisorPipe ?? process.stdin, logger, shutdown);
   let service: Service | undefined;
   try {
     service = await def.create({
@@ -204,6 +216,23 @@ async function startService<C>(
   }
   logger.info(service.describe(), def.startedMessage);
   return { service, shutdown, logger };
+}
+
+/** The supervisor's pipe ends (EOF or error): shut down as on SIGTERM. Its data, if any, is read and dropped. */
+function watchSupervisor(pipe: NodeJS.ReadableStream, logger: Logger, shutdown: Shutdown): void {
+  const gone = (): void => {
+    logger.warn('the supervisor is gone (its pipe closed): shutting down');
+    void shutdown.run('supervisor gone');
+  };
+  pipe.on('data', () => undefined);
+  pipe.once('end', gone);
+  pipe.once('error', gone);
+  shutdown.add('supervisor pipe', () => {
+    pipe.off('end', gone);
+    pipe.off('error', gone);
+    // process.stdin as a pipe keeps the event loop alive; let it go once the service is closing.
+    if ('destroy' in pipe && typeof pipe.destroy === 'function') (pipe.destroy as () => void)();
+  });
 }
 
 /** SIGHUP calls the service's `reload` (an error in it is logged, the service keeps running). */

@@ -1,9 +1,16 @@
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
+import { once } from 'node:events';
+import { PassThrough, Writable } from 'node:stream';
 import { afterEach, test } from 'node:test';
 import { ManualClock } from '../src/clock.ts';
 import { ConfigError } from '../src/config.ts';
-import { runService, serviceContext, type Service, type ServiceDefinition } from '../src/service.ts';
+import {
+  SUPERVISED_ENV,
+  runService,
+  serviceContext,
+  type Service,
+  type ServiceDefinition,
+} from '../src/service.ts';
 
 /** A log sink the test can read: every JSON line the service's logger wrote. */
 function logSink(): { lines: Record<string, unknown>[]; stream: Writable } {
@@ -201,4 +208,48 @@ test('serviceContext: defaults for a service built outside runService, each part
   });
   assert.equal(await ctx.shutdown.abort('test'), 0);
   assert.deepEqual(closed, ['x']);
+});
+
+test('supervised: the supervisor pipe ending (its process gone, even by SIGKILL) closes the service and exits 0', async () => {
+  const probe: Probe = { events: [] };
+  const sink = logSink();
+  const exits: number[] = [];
+  const pipe = new PassThrough();
+  const running = await runService(definition(probe, sink.stream), {
+    argv: ['run'],
+    env: { [SUPERVISED_ENV]: 'stdin' },
+    exit: (c) => exits.push(c),
+    signals: [],
+    supervisorPipe: pipe,
+  });
+  assert.ok(running);
+  pipe.write('ignored'); // data on the pipe is not a reason to stop
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(exits, []);
+  const ended = once(pipe, 'end');
+  pipe.end();
+  await ended;
+  assert.equal(await running.shutdown.run('joined'), 0);
+  assert.deepEqual(exits, [0]);
+  assert.deepEqual(probe.events.slice(-2), ['close service', 'close side-car']);
+  assert.ok(sink.lines.some((l) => l['msg'] === 'shutting down' && l['reason'] === 'supervisor gone'));
+  assert.ok(pipe.destroyed, 'the pipe is let go once closing');
+});
+
+test('not supervised: the same pipe ending changes nothing', async () => {
+  const probe: Probe = { events: [] };
+  const exits: number[] = [];
+  const pipe = new PassThrough();
+  const running = await runService(definition(probe, logSink().stream), {
+    argv: ['run'],
+    env: {},
+    exit: (c) => exits.push(c),
+    signals: [],
+    supervisorPipe: pipe,
+  });
+  assert.ok(running);
+  pipe.end();
+  await new Promise((r) => setTimeout(r, 20));
+  assert.deepEqual(exits, []);
+  await running.shutdown.run('test');
 });
