@@ -99,7 +99,7 @@ function runSuite(target: Target, filters: string[]): Outcome {
     const tapDir = mkdtempSync(join(tmpdir(), 'test-matrix-'));
     const tap = join(tapDir, 'results.tap');
     const times = join(tapDir, 'times.jsonl');
-    // Heavy interop suites run on this machine's line only (run-tests.ts HEAVY); the rest on every line.
+    // Heavy interop suites run on this machine's line only (the test/interop folders); the rest on every line.
     const heavy = target.host ? [] : ['--skip-heavy'];
     const status = run(
       nodeBin,
