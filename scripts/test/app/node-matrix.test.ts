@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
@@ -10,7 +9,6 @@ import {
   TREES_PER_VERSION,
   childEnv,
   installKey,
-  lock,
   pruneTrees,
   resolveTargets,
   syncTree,
@@ -146,23 +144,6 @@ test('tree sync keeps the install (node_modules, build/) and replaces every othe
   } finally {
     src.remove();
     tree.remove();
-  }
-});
-
-test('a tree lock left by a process that has ended is taken over; release frees it', () => {
-  const dir = tempDir();
-  try {
-    const path = join(dir.path, 'v24.lock');
-    const ended = spawnSync('true');
-    assert.ok(ended.pid);
-    mkdirSync(path);
-    writeFileSync(join(path, 'pid'), String(ended.pid));
-    const release = lock(path);
-    assert.equal(readFileSync(join(path, 'pid'), 'utf8'), String(process.pid));
-    release();
-    assert.ok(!existsSync(path));
-  } finally {
-    dir.remove();
   }
 });
 

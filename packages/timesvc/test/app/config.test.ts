@@ -12,7 +12,7 @@ import {
   peerPolls,
 } from '../../src/config.ts';
 import { configWarnings, formatSources, type PeerRow } from '../../src/io/cli/format.ts';
-import { peerRow } from '../helpers/cli.ts';
+import { peerRow } from '../helpers/peer-row.ts';
 
 test('the committed configs parse: demo, lab without GPS, GPSDO example', () => {
   const demo = loadTimesvcConfig(join(repoRoot, 'config/timesvc.demo.yaml'), {});
