@@ -1,5 +1,5 @@
 /**
- * Which codecs do not return `Decoded`, for scripts/test/decoded-codecs.test.ts (docs/ARCHITECTURE.md "Codecs
+ * Which codecs do not return `Decoded`, for scripts/test/app/decoded-codecs.test.ts (docs/ARCHITECTURE.md "Codecs
  * return Decoded").
  *
  * A codec here is a function a `protocol/` module exports under a name starting with `decode`, `parse` or

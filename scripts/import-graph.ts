@@ -1,5 +1,5 @@
 /**
- * The repository's import graph and its cycles, for scripts/test/import-cycles.test.ts (docs/ARCHITECTURE.md
+ * The repository's import graph and its cycles, for scripts/test/app/import-cycles.test.ts (docs/ARCHITECTURE.md
  * "No import cycles").
  *
  * Every import the TypeScript scanner sees is an edge: `import`, `import type`, `export ... from`, a dynamic

@@ -3,17 +3,21 @@
  * missing system tools the selected tests need (scripts/setup-tools.sh), runs them in one `node --test` run
  * through tsx, and fails when it finds no test, because Node 20 does not expand globs and exits 0 on zero tests.
  *
- * Usage: tsx scripts/run-tests.ts [--tap <file>] [--times <file>] [--quick] [path-filter ...]
+ * Usage: tsx scripts/run-tests.ts [--tap <file>] [--times <file>] [--quick] [--skip-heavy] [--list]
+ *                                  [path-filter ...]
  *   path-filter  substrings of the test file path; only matching files run
  *   --times      also write each top-level test's file and duration as JSON lines (file-times-reporter.mjs)
- *   --quick      only pure unit tests: no system tool, no child process, no browser (`npm run test:quick`)
- *   --skip-heavy leave out the heavy interop suites (HEAVY below); the matrix runs them on this machine's Node
- *                line only, and every line runs the unit and integration suites (README "Node.js versions")
+ *   --quick      only the quick tier: test/protocol, test/domain, test/app (`npm run test:quick`)
+ *   --skip-heavy leave out the heavy tier, test/interop; the matrix runs it on this machine's Node line only,
+ *                and every line runs the quick and integration tiers (README "Node.js versions")
+ *   --list       print the selected files, and their count per tier per package, and run nothing
  *   --exclude    a path substring whose files do not run (repeatable); the matrix runs the long real-time
  *                file beside the suite this way
  *   --tools-only install the system tools the selected files need, then exit without running them; the
  *                matrix does this once before its lines start, so that a line in a network namespace of its
  *                own (no route to the package mirrors) finds every tool installed
+ *
+ * Tiers are folders (scripts/test-tiers.ts, docs/ARCHITECTURE.md "Tests mirror the layers").
  *
  * System tools: a test file needs the tools named in `requireTool('<binary>')` in it or in the test helpers
  * it imports (relative imports, followed); only those are installed, and none when no selected test needs one.
@@ -27,61 +31,32 @@
  * terminal), so the output ends in the same summary on every Node line.
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync, readdirSync, statSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { TIERS, collectTests, isQuick, ownerOf, sourcesOf, tierOf } from './test-tiers.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
-function collect(dir: string, out: string[]): void {
-  let entries: string[];
-  try {
-    entries = readdirSync(dir);
-  } catch {
-    return;
-  }
-  for (const name of entries) {
-    if (name === 'node_modules' || name === 'fixtures') continue;
-    const path = join(dir, name);
-    const st = statSync(path);
-    if (st.isDirectory()) collect(path, out);
-    else if (name.endsWith('.test.ts')) out.push(path);
-  }
-}
-
-const files: string[] = [];
-for (const pkg of readdirSync(join(root, 'packages'))) collect(join(root, 'packages', pkg, 'test'), files);
-collect(join(root, 'scripts', 'test'), files);
+const files = collectTests(root);
 const { values: opts, positionals: filters } = parseArgs({
   options: {
     tap: { type: 'string' },
     times: { type: 'string' },
     quick: { type: 'boolean' },
     'skip-heavy': { type: 'boolean' },
+    list: { type: 'boolean' },
     exclude: { type: 'string', multiple: true },
     'tools-only': { type: 'boolean' },
   },
   allowPositionals: true,
 });
 
-/** The text of a test file and of every local module it imports (relative imports, followed once each). */
-function sourcesOf(file: string, seen = new Set<string>()): string {
-  if (seen.has(file)) return '';
-  seen.add(file);
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch {
-    return '';
-  }
-  let all = text;
-  for (const m of text.matchAll(/from\s+'(\.{1,2}\/[^']+)'/g)) {
-    const target = resolve(dirname(file), m[1] ?? '');
-    // Only helpers under a test directory: the code under test is what the test is about, not its needs.
-    if (/\/test\//.test(relative(root, target))) all += '\n' + sourcesOf(target, seen);
-  }
-  return all;
+const outside = files.filter((f) => tierOf(f) === undefined);
+if (outside.length > 0) {
+  // scripts/test/app/test-tiers.test.ts fails on these; they run with the integration tier meanwhile.
+  console.warn(`run-tests: ${outside.length} test files outside a tier folder: ${outside.join(' ')}`);
 }
 
 /**
@@ -100,53 +75,39 @@ function toolsNeeded(text: string): string[] {
   return [...tools].sort();
 }
 
-/**
- * Not a pure unit test: uses a system tool, starts a process, a browser or a network namespace, or opens a
- * socket (a server on loopback, a client connecting to one, the test helpers that start a whole service).
- */
-const NOT_QUICK = new RegExp(
-  [
-    String.raw`requireTool\(|startProcess\(|spawn(Sync)?\(|execFile|fork\(|playwright|unshare|\.browser\.`,
-    String.raw`\.listen\(|createServer|createSocket|new WebSocket|connect\(|startTest\w*\(`,
-    String.raw`start(Monitor|Bridge|Rig|Timesvc|Broker|Stack)\w*\(`,
-  ].join('|'),
-);
-
-/**
- * Heavy interop suites: real third-party tools in network namespaces (chrony, ptp4l, ffmpeg, GStreamer,
- * srt-live-transmit, a HyperDeck peer), chromium, the whole stack started again and again, the task-guide
- * walks. They prove our protocols against other implementations, which does not change with the Node line,
- * and take most of a run's wall time, so `--skip-heavy` leaves them out. Tests that run the compiled files
- * (`dist/`, as installed) are here too: the other lines' trees (scripts/node-matrix.ts) keep no build output.
- */
-const HEAVY =
-  /interop|\.browser\.test\.ts$|npm-start|agent-(e2e|lifetime|restart|halfopen)|nat-matrix|status-timesvc-holdover|scripts\/test\/guides/;
-
+const isHeavy = (f: string): boolean => tierOf(f) === 'interop';
 const selected = files
-  .map((f) => relative(root, f))
   .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
   .filter((f) => !(opts.exclude ?? []).some((x) => f.includes(x)))
-  .filter(
-    (f) =>
-      !opts.quick ||
-      (!/(integration|interop)/.test(f) && !NOT_QUICK.test(f + '\n' + sourcesOf(join(root, f)))),
-  )
-  .sort();
+  .filter((f) => !opts.quick || isQuick(f));
 // The longest files start first (the real-time timesvc scenarios, then the heavy suites): with
 // --test-concurrency files start in the order given, so a long file started last would run alone at the
 // end of the run while the other slot has nothing left to do.
-const LONG_FIRST = [/discipline-accuracy/, HEAVY];
+const LONG_FIRST = [/discipline-accuracy/, /\/test\/interop\//];
 const rank = (f: string): number => {
   const i = LONG_FIRST.findIndex((re) => re.test(f));
   return i === -1 ? LONG_FIRST.length : i;
 };
 selected.sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
-const heavySkipped = opts['skip-heavy'] ? selected.filter((f) => HEAVY.test(f)) : [];
+const heavySkipped = opts['skip-heavy'] ? selected.filter(isHeavy) : [];
 if (heavySkipped.length > 0) {
-  selected.splice(0, selected.length, ...selected.filter((f) => !HEAVY.test(f)));
+  selected.splice(0, selected.length, ...selected.filter((f) => !isHeavy(f)));
   console.log(
     `run-tests: ${heavySkipped.length} heavy interop files left to this machine's Node line: ${heavySkipped.join(' ')}`,
   );
+}
+
+if (opts.list) {
+  // Files per tier per package, then the files: what a run with these options would start.
+  const owners = [...new Set(selected.map(ownerOf))].sort();
+  console.log(['package'.padEnd(18), ...TIERS.map((t) => t.padStart(9))].join(''));
+  for (const owner of owners) {
+    const mine = selected.filter((f) => ownerOf(f) === owner);
+    const row = TIERS.map((t) => String(mine.filter((f) => tierOf(f) === t).length).padStart(9));
+    console.log([owner.padEnd(18), ...row].join(''));
+  }
+  for (const f of selected) console.log(`${(tierOf(f) ?? '-').padEnd(9)}${f}`);
+  process.exit(0);
 }
 
 if (selected.length === 0) {
@@ -163,7 +124,7 @@ const listed = new Set(
     .map((l) => l.trim().split(/\s+/)[0] ?? '')
     .filter((b) => b !== '' && !b.startsWith('#')),
 );
-const needed = [...new Set(selected.flatMap((f) => toolsNeeded(sourcesOf(join(root, f)))))]
+const needed = [...new Set(selected.flatMap((f) => toolsNeeded(sourcesOf(root, f))))]
   .filter((b) => listed.has(b))
   .sort();
 if (needed.length > 0) {
@@ -182,7 +143,9 @@ if (opts['tools-only']) {
   console.log(`run-tests: system tools ready for ${selected.length} test files`);
   process.exit(0);
 }
-console.log(`run-tests: ${selected.length} test files${opts.quick ? ' (quick: pure unit tests)' : ''}`);
+console.log(
+  `run-tests: ${selected.length} test files${opts.quick ? ' (quick: protocol, domain and app tiers)' : ''}`,
+);
 const result = spawnSync(
   process.execPath,
   [

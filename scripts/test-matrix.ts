@@ -335,7 +335,7 @@ async function otherLines(): Promise<Outcome[]> {
   const make = (t: Target): SuiteRun => ({
     target: t,
     label: `node v${t.version}`,
-    // Heavy interop suites run on this machine's line only (run-tests.ts HEAVY); the rest on every line.
+    // Heavy interop suites run on this machine's line only (the test/interop folders); the rest on every line.
     args: hostTarget ? ['--skip-heavy'] : [],
     // Beside the host line, each other line runs one file at a time: the machine's two cores are shared.
     env: isolated ? { TEST_CONCURRENCY: process.env['TEST_CONCURRENCY'] ?? '1' } : {},

@@ -1,55 +1,11 @@
 // Shared test helpers (not a test file itself).
-import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { silentLogger } from '@broadcast-ops/core';
-import { configSchema, type MonitorConfig } from '../src/config.ts';
+import type { MonitorConfig } from '../src/config.ts';
 import type { Monitor } from '../src/monitor.ts';
 import { PlayoutService } from '../src/playout-service.ts';
 import { waitFor } from '@broadcast-ops/core/testing';
 
-export const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), 'fixtures');
-
-/** A .hex fixture: `#` comment lines, then hex digits. */
-export function readHex(name: string): Uint8Array {
-  const text = readFileSync(join(FIXTURES, 'osc', name), 'utf8');
-  const hex = text
-    .split('\n')
-    .filter((l) => !l.startsWith('#'))
-    .join('')
-    .replace(/\s+/g, '');
-  return new Uint8Array(Buffer.from(hex, 'hex'));
-}
-
-export function readFixture(...parts: string[]): string {
-  return readFileSync(join(FIXTURES, ...parts), 'utf8');
-}
-
-export function makeConfig(servers: unknown[], settings: Record<string, unknown> = {}): MonitorConfig {
-  return configSchema.parse({
-    settings: { webSocketPort: 0, bindAddress: '127.0.0.1', ...settings },
-    servers,
-  });
-}
-
-/** An `http_mixer` entry for a vMix simulator speaking both APIs (HTTP on `port`, TCP on `tcpPort`). */
-export function vmixEntry(
-  id: number,
-  sim: { port: number; tcpPort: number },
-  extra: Record<string, unknown> = {},
-): Record<string, unknown> {
-  return {
-    id,
-    name: 'vMix',
-    type: 'http_mixer',
-    ip: '127.0.0.1',
-    port: sim.port,
-    tcpPort: sim.tcpPort,
-    pollIntervalMs: 100,
-    timeoutMs: 400,
-    ...extra,
-  };
-}
+export { FIXTURES, makeConfig, readFixture, readHex, vmixEntry } from './pure-helpers.ts';
 
 /** What the input tests look at: the monitor's store and malformed counts; `close` stops the whole service. */
 export interface MonitorRig {

@@ -22,7 +22,7 @@ const decode = (s: string): string =>
 
 /**
  * The steps as the page script shows them on the page opened at `link`: it writes that link where the HTML
- * has the placeholder (src/io/console/console.js `joinLink`; test/join-page.browser.test.ts checks that
+ * has the placeholder (src/io/console/console.js `joinLink`; test/interop/join-page.browser.test.ts checks that
  * the page shows exactly this). Without `link`, the HTML's own text.
  */
 export function joinStepsOf(page: string, link?: string): JoinSteps {

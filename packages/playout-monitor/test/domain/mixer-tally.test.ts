@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { tallyFromSnapshot, tallyOfKey, type MixerInputTally } from '../../src/domain/mixer-tally.ts';
 import { VmixReducer } from '../../src/domain/vmix-reducer.ts';
 import { parseVmixXml, type VmixSnapshot } from '../../src/protocol/vmix.ts';
-import { readFixture } from '../helpers.ts';
+import { readFixture } from '../pure-helpers.ts';
 
 const NEWS = '26cae087-b7b6-4d45-98e4-de03ab4feb6b';
 const VSET = '55cbe357-a801-4d54-8ff2-08ee68766fae';

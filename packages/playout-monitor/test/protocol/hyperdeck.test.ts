@@ -15,7 +15,7 @@ import {
   ResponseAssembler,
   type HyperdeckResponse,
 } from '../../src/protocol/hyperdeck.ts';
-import { readFixture } from '../helpers.ts';
+import { readFixture } from '../pure-helpers.ts';
 
 interface Transcript {
   provenance: string;

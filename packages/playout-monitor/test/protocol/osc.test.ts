@@ -1,10 +1,7 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { expectDecoded, refusal, requireTool, tempDir } from '@broadcast-ops/core/testing';
+import { expectDecoded, refusal } from '@broadcast-ops/core/testing';
 import { fromBuffer } from 'osc-min';
 import {
   decodeOsc,
@@ -15,40 +12,7 @@ import {
   type OscPacket,
 } from '../../src/protocol/osc.ts';
 import { CASPAR_LAYOUTS, CasparcgSimulator } from '../../src/simulators/casparcg-sim.ts';
-import { readHex } from '../helpers.ts';
-
-const FIXTURES = [
-  'casparcg-2.0.7-play-1.hex',
-  'casparcg-2.0.7-play-2.hex',
-  'casparcg-2.0.7-paused.hex',
-  'casparcg-2.0.7-stopped.hex',
-  'casparcg-2.0.7-frame-hhT.hex',
-  'casparcg-2.1-play-1.hex',
-  'casparcg-2.1-play-2.hex',
-  'casparcg-2.2-1080i50.hex',
-  'casparcg-2.3-paused.hex',
-  'casparcg-2.3-playing.hex',
-  'casparcg-2.3-playing-next.hex',
-  'casparcg-2.3-stopped.hex',
-  'casparcg-2.3-nested.hex',
-  'casparcg-2.4-1080i50.hex',
-];
-
-function argText(a: OscArg): string {
-  switch (a.type) {
-    case 'T':
-    case 'F':
-    case 'N':
-    case 'I':
-      return a.type;
-    case 'b':
-      return Buffer.from(a.value).toString('hex');
-    case 'f':
-      return String(Math.fround(a.value));
-    default:
-      return String(a.value);
-  }
-}
+import { OSC_FIXTURES as FIXTURES, readHex } from '../pure-helpers.ts';
 
 test('2.0.7 bundle: timetag immediate, int32 values as int64 (h), booleans T/F', () => {
   const { packet, skipped } = expectDecoded(decodeOsc(readHex('casparcg-2.0.7-play-1.hex')));
@@ -172,90 +136,6 @@ test('osc-min (independent decoder) reads the fixtures as we do', () => {
     }));
     assert.deepEqual(ours, theirs, name);
   }
-});
-
-/** Decode datagrams with tshark's OSC dissector (heuristic osc_udp), one line per datagram. */
-function tsharkDecode(datagrams: Uint8Array[]): string[] {
-  requireTool('tshark');
-  requireTool('text2pcap');
-  const dir = tempDir('pm-osc-');
-  try {
-    let dump = '';
-    for (const d of datagrams) {
-      for (let i = 0; i < d.length; i += 16) {
-        dump += `${i.toString(16).padStart(6, '0')} ${Buffer.from(d.subarray(i, i + 16))
-          .toString('hex')
-          .replace(/(..)/g, '$1 ')}\n`;
-      }
-      dump += '\n';
-    }
-    const txt = join(dir.path, 'osc.txt');
-    const pcap = join(dir.path, 'osc.pcap');
-    writeFileSync(txt, dump);
-    execFileSync('text2pcap', ['-q', '-u', '40000,6250', txt, pcap]);
-    const out = execFileSync(
-      'tshark',
-      [
-        '-r',
-        pcap,
-        '--enable-heuristic',
-        'osc_udp',
-        '-T',
-        'fields',
-        '-E',
-        'occurrence=a',
-        '-E',
-        'separator=|',
-        '-e',
-        'osc.message.header.path',
-        '-e',
-        'osc.message.header.format',
-        '-e',
-        'osc.message.int32',
-        '-e',
-        'osc.message.int64',
-        '-e',
-        'osc.message.string',
-      ],
-      { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] },
-    );
-    return out.trim().split('\n');
-  } finally {
-    dir.remove();
-  }
-}
-
-function ourFields(d: Uint8Array): string {
-  const msgs = oscMessages(expectDecoded(decodeOsc(d)).packet);
-  const all = (t: string): string =>
-    msgs.flatMap((m) => m.args.filter((a) => a.type === t).map(argText)).join(',');
-  return [
-    msgs.map((m) => m.address).join(','),
-    msgs.map((m) => ',' + m.args.map((a) => a.type).join('')).join(','),
-    all('i'),
-    all('h'),
-    all('s'),
-  ].join('|');
-}
-
-test('tshark (independent decoder) agrees on the fixtures and on both simulator layouts', () => {
-  const sims = CASPAR_LAYOUTS.map((layout) => {
-    const sim = new CasparcgSimulator({ targetHost: '127.0.0.1', targetPort: 9, layout, fps: 50 });
-    sim.play('GO1080P25.mp4', { durationSec: 10, startFrame: 42 });
-    return sim.datagramsForFrame();
-  });
-  const datagrams = [...FIXTURES.map(readHex), ...sims.flat()];
-  const lines = tsharkDecode(datagrams);
-  assert.equal(lines.length, datagrams.length);
-  datagrams.forEach((d, i) => {
-    // tshark prints a type-tag string per message with its own separators; compare addresses, ints, strings.
-    const [paths, , ints, longs, strings] = (lines[i] ?? '').split('|');
-    const [oPaths, , oInts, oLongs, oStrings] = ourFields(d).split('|');
-    assert.equal(paths, oPaths, `datagram ${i} paths`);
-    assert.equal(ints, oInts, `datagram ${i} int32`);
-    assert.equal(longs, oLongs, `datagram ${i} int64`);
-    assert.equal(strings, oStrings, `datagram ${i} strings`);
-  });
 });
 
 test('simulator packing as the server: 2.0.7/2.1 bundles below 508 bytes; 2.2+ filled while under 2048', () => {

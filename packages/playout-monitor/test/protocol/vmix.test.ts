@@ -5,7 +5,7 @@ import { VmixReducer } from '../../src/domain/vmix-reducer.ts';
 import { parseVmixXml, VMIX_MAX_XML_BYTES } from '../../src/protocol/vmix.ts';
 import { VmixSimulator } from '../../src/simulators/vmix-sim.ts';
 import { XMLParser } from 'fast-xml-parser';
-import { readFixture } from '../helpers.ts';
+import { readFixture } from '../pure-helpers.ts';
 
 function stateOf(xml: string, framerate = 25) {
   const parsed = parseVmixXml(xml);

@@ -42,7 +42,7 @@ export function nativeCookieAead(): CookieAead | undefined {
 /**
  * AEAD_AES_SIV_CMAC_256 from the OpenSSL of the running Node ("AES-128-SIV"; S2V by hand with its CMAC for
  * an empty plaintext, which the EVP layer does not pass on), per client key, for the NTS authenticators:
- * the same bytes as protocol/aes-siv.ts (test/nts-fast-path.test.ts). Undefined where the addon is not
+ * the same bytes as protocol/aes-siv.ts (test/app/nts-fast-path.test.ts). Undefined where the addon is not
  * built or this OpenSSL has no SIV; the responder then uses the hand-written AES-SIV.
  */
 export function nativeNtsSiv(): ((key: Uint8Array) => NtsSiv) | undefined {

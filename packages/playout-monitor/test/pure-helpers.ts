@@ -1,0 +1,85 @@
+// Socket-free test helpers: fixtures and config builders, for the quick tiers and the rest (helpers.ts
+// re-exports them beside the helpers that start a service).
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { configSchema, type MonitorConfig } from '../src/config.ts';
+import type { OscArg } from '../src/protocol/osc.ts';
+
+export const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), 'fixtures');
+
+/** A .hex fixture: `#` comment lines, then hex digits. */
+export function readHex(name: string): Uint8Array {
+  const text = readFileSync(join(FIXTURES, 'osc', name), 'utf8');
+  const hex = text
+    .split('\n')
+    .filter((l) => !l.startsWith('#'))
+    .join('')
+    .replace(/\s+/g, '');
+  return new Uint8Array(Buffer.from(hex, 'hex'));
+}
+
+export function readFixture(...parts: string[]): string {
+  return readFileSync(join(FIXTURES, ...parts), 'utf8');
+}
+
+export function makeConfig(servers: unknown[], settings: Record<string, unknown> = {}): MonitorConfig {
+  return configSchema.parse({
+    settings: { webSocketPort: 0, bindAddress: '127.0.0.1', ...settings },
+    servers,
+  });
+}
+
+/** An `http_mixer` entry for a vMix simulator speaking both APIs (HTTP on `port`, TCP on `tcpPort`). */
+export function vmixEntry(
+  id: number,
+  sim: { port: number; tcpPort: number },
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return {
+    id,
+    name: 'vMix',
+    type: 'http_mixer',
+    ip: '127.0.0.1',
+    port: sim.port,
+    tcpPort: sim.tcpPort,
+    pollIntervalMs: 100,
+    timeoutMs: 400,
+    ...extra,
+  };
+}
+
+/** The captured CasparCG OSC datagrams under fixtures/osc (their README names the releases). */
+export const OSC_FIXTURES = [
+  'casparcg-2.0.7-play-1.hex',
+  'casparcg-2.0.7-play-2.hex',
+  'casparcg-2.0.7-paused.hex',
+  'casparcg-2.0.7-stopped.hex',
+  'casparcg-2.0.7-frame-hhT.hex',
+  'casparcg-2.1-play-1.hex',
+  'casparcg-2.1-play-2.hex',
+  'casparcg-2.2-1080i50.hex',
+  'casparcg-2.3-paused.hex',
+  'casparcg-2.3-playing.hex',
+  'casparcg-2.3-playing-next.hex',
+  'casparcg-2.3-stopped.hex',
+  'casparcg-2.3-nested.hex',
+  'casparcg-2.4-1080i50.hex',
+];
+
+/** An OSC argument as text, the way the independent decoders print it. */
+export function oscArgText(a: OscArg): string {
+  switch (a.type) {
+    case 'T':
+    case 'F':
+    case 'N':
+    case 'I':
+      return a.type;
+    case 'b':
+      return Buffer.from(a.value).toString('hex');
+    case 'f':
+      return String(Math.fround(a.value));
+    default:
+      return String(a.value);
+  }
+}

@@ -1,0 +1,278 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { createLogger } from '@broadcast-ops/core';
+import { freePort, requireTool, tempDir, waitFor } from '@broadcast-ops/core/testing';
+import { configSchema } from '../../src/config.ts';
+import { queryServer, type QueryResult } from '../../src/io/query.ts';
+import { createTimesvc } from '../../src/io/service.ts';
+import { startChronyServer, type ChronyServer } from '../helpers/chrony.ts';
+import { serialPpsConfig, startSerialReceiver } from '../helpers/nmea-receiver.ts';
+
+/**
+ * A receiver that labels its seconds 1 s late (docs/gpsdo.md "Label continuity"; docs/clock-discipline.md
+ * "No single reference decides whole seconds"): NMEA on a socat pty pair and a sysfs-format PPS fixture,
+ * as test/io/gpsdo-serial.test.ts. True time is the host clock: the PPS edges are stamped from it, and the NTP
+ * peer (chronyd serving its local clock) keeps it.
+ */
+interface Probe extends QueryResult {
+  atMs: number;
+  /** Served − host clock (true time), read in this process as the request left (±0.5 ms: Date.now()), s. */
+  exactS: number;
+}
+
+interface Run {
+  replies: Probe[];
+  health: { atMs: number; status: string; reason: string }[];
+  logs: string[];
+  /** Seconds of wall time when the receiver's labels started being late. */
+  lateFromMs: number;
+  service: ReturnType<typeof createTimesvc>;
+  peerId: string | undefined;
+}
+
+async function withReceiver(
+  options: {
+    peer: boolean;
+    stepout?: string;
+    lateForMs: number;
+    afterMs: number;
+    until?: (r: Run) => boolean;
+  },
+  check: (r: Run) => Promise<void> | void,
+): Promise<void> {
+  if (options.peer) requireTool('chronyd');
+  const dir = tempDir('timesvc-labeljump-');
+  let lateFromMs = Number.POSITIVE_INFINITY;
+  const late = (nowMs: number): number =>
+    nowMs >= lateFromMs && nowMs < lateFromMs + options.lateForMs ? 1 : 0;
+  // The "kernel" stamps the assert edge from the host clock (true time); the receiver names that second, or
+  // the one before it while it is late.
+  const receiver = await startSerialReceiver(dir.path, {
+    assertNsec: 0,
+    label: (sec) => sec - late(sec * 1000),
+  });
+  let chrony: ChronyServer | undefined;
+  let peerId: string | undefined;
+  const peers: { address: string; minpoll: number; maxpoll: number }[] = [];
+  if (options.peer) {
+    const chronyPort = await freePort('udp');
+    chrony = await startChronyServer(dir.path, chronyPort, { stratum: 8 });
+    peers.push({ address: `127.0.0.1:${chronyPort}`, minpoll: 1, maxpoll: 1 });
+    peerId = `NTP:127.0.0.1:${chronyPort}`;
+  }
+  const config = configSchema.parse({
+    ntp: {
+      port: 0,
+      interface: '127.0.0.1',
+      ref_id: 'GPS',
+      upstream_peers: peers,
+      ...(options.stepout ? { discipline: { stepout: options.stepout } } : {}),
+    },
+    gpsdo: serialPpsConfig(receiver.device, receiver.ppsFile),
+    web: { port: 0, bind_address: '127.0.0.1' },
+  });
+  const logs: string[] = [];
+  const logger = createLogger({
+    service: 'timesvc',
+    destination: { write: (l: string) => void logs.push(l) },
+  });
+  const service = createTimesvc(config, logger);
+  let probe: NodeJS.Timeout | undefined;
+  try {
+    await service.start();
+    const port = service.server()?.addresses[0]?.port ?? 0;
+    await waitFor(
+      () =>
+        service.manager.state === 'LOCKED' &&
+        service.manager.snapshot().selected === 'GPSDO:SerialPPS' &&
+        (peerId === undefined ||
+          service.manager.snapshot().sources.find((s) => s.id === peerId)?.verdict === 'candidate'),
+      { timeoutMs: 60_000, intervalMs: 200, what: 'LOCKED on the GPSDO (beside a candidate peer)' },
+    );
+    const run: Run = { replies: [], health: [], logs, lateFromMs: 0, service, peerId };
+    const ask = (): void => {
+      probe = setTimeout(() => {
+        const atMs = Date.now();
+        // Date.now() is whole milliseconds: true realtime lies in [atMs, atMs + 1), so its middle is within
+        // 0.5 ms; the served clock is read right after it.
+        const exactS = (service.clock.servedUnixMs() - atMs - 0.5) / 1000;
+        void queryServer('127.0.0.1', port, 1000)
+          .then((q) => run.replies.push({ ...q, atMs, exactS }))
+          .catch(() => undefined);
+        void service.app.inject({ method: 'GET', url: '/api/health' }).then((res) => {
+          const b = res.json<{ status: string; reason: string }>();
+          run.health.push({ atMs, status: b.status, reason: b.reason });
+        });
+        ask();
+      }, 250);
+    };
+    ask();
+    // Late from the next whole second on.
+    lateFromMs = (Math.floor(Date.now() / 1000) + 1) * 1000;
+    run.lateFromMs = lateFromMs;
+    const endMs = lateFromMs + options.afterMs;
+    await waitFor(() => Date.now() >= endMs && (options.until?.(run) ?? true), {
+      timeoutMs: options.afterMs + 90_000,
+      intervalMs: 250,
+      what: 'the episode and its recovery',
+    });
+    if (probe) clearTimeout(probe);
+    probe = undefined;
+    await check(run);
+  } finally {
+    if (probe) clearTimeout(probe);
+    await service.close();
+    await receiver.stop();
+    await chrony?.stop();
+    dir.remove();
+  }
+}
+
+/**
+ * Synchronised replies whose served time was more than `limitS` from `truthS` (served − host, read exactly
+ * in this process when the request left), or whose measured offset is beyond the bound the reply
+ * advertises (root delay / 2 + root dispersion, plus the probe's half round trip as a client adds it).
+ */
+function outside(replies: readonly Probe[], truthS: number, limitS = Number.POSITIVE_INFINITY): string[] {
+  return replies
+    .filter((r) => r.leap !== 3)
+    .filter((r) => {
+      const measured = Math.abs(r.offsetS - truthS);
+      return (
+        Math.abs(r.exactS - truthS) > limitS || measured > r.rootDelayS / 2 + r.rootDispersionS + r.delayS / 2
+      );
+    })
+    .map(
+      (r) =>
+        `${new Date(r.atMs).toISOString()} LI ${r.leap} exact ${r.exactS} offset ${r.offsetS} ` +
+        `delay ${r.delayS} disp ${r.rootDispersionS}`,
+    );
+}
+
+/** When the clock manager logged that it holds the new level back (the held-back level is logged). */
+function heldAt(r: Run): number {
+  const held = r.logs.find((l) => l.includes('held back until its stepout'));
+  assert.ok(held, 'the held-back level is logged');
+  return Date.parse((JSON.parse(held) as { time: string }).time);
+}
+
+async function assertJumpNotServed(r: Run): Promise<void> {
+  const snap = r.service.manager.snapshot();
+  // The probe asks 4 times a second; the server's rate limit (1/s after a burst of 16) answers about half.
+  assert.ok(r.replies.length > 40, `replies: ${r.replies.length}`);
+  assert.deepEqual(
+    outside(r.replies, 0, 1e-3),
+    [],
+    'no synchronised reply 1 ms from true time or beyond its bound',
+  );
+  assert.equal(snap.steps, 1, 'only the acquisition step: the jump was never served');
+  assert.ok(snap.stepSuspects >= 1);
+  const counters = r.service.gpsdo()?.gpsdoStatus().counters.errors ?? {};
+  const gpsdoLog = r.logs
+    .filter((l) => l.includes('gpsdo event') || l.includes('"component":"clock"'))
+    .join('');
+  // The jump and the return.
+  assert.equal(counters['pps_label_jump'], 2, `counted: ${JSON.stringify(counters)} ${gpsdoLog}`);
+  assert.match(await r.service.registry.metrics(), /timesvc_gpsdo_errors_total\{kind="pps_label_jump"\} 2\b/);
+  assert.ok(
+    r.logs.some((l) => l.includes('"label_jump"') && l.includes('gpsdo event')),
+    'the jump is logged',
+  );
+  assert.ok(
+    r.logs.some((l) => l.includes('held back until its stepout')),
+    'the held-back level is logged',
+  );
+  // From the moment the level is held back until the receiver is back, the bound includes the disagreement.
+  // The new level reaches the clock manager 2 s after the receiver moved (docs/gpsdo.md "Label
+  // continuity"); 10 s leaves room for a loaded machine.
+  const heldAtMs = heldAt(r);
+  assert.ok(heldAtMs - r.lateFromMs < 10_000, `held back ${heldAtMs - r.lateFromMs} ms after the change`);
+  const during = r.replies.filter((x) => x.atMs > heldAtMs + 300 && x.atMs < r.lateFromMs + 19_000);
+  assert.ok(
+    during.every((x) => x.leap === 3 || x.rootDispersionS >= 0.99),
+    `bound ≥ 1 s while the receiver disagrees (held back ${heldAtMs - r.lateFromMs} ms after the change)`,
+  );
+  const unhealthy = r.health.filter((h) => h.status === 'unhealthy');
+  assert.ok(unhealthy.length > 0, 'health names the disagreement');
+  assert.match(
+    unhealthy[0]?.reason ?? '',
+    /references disagree: GPSDO:SerialPPS is -1\.\d+ s from the served clock/,
+  );
+  assert.equal(r.health[r.health.length - 1]?.status, 'healthy', 'healthy again after the return');
+  assert.equal(snap.selected, 'GPSDO:SerialPPS');
+}
+
+test(
+  'a receiver labelling its seconds 1 s late for 20 s, alone: never served, no step, counted and logged',
+  { timeout: 240_000 },
+  async () => {
+    await withReceiver(
+      {
+        peer: false,
+        lateForMs: 20_000,
+        afterMs: 30_000,
+        until: (r) =>
+          r.service.manager.state === 'LOCKED' && r.service.manager.snapshot().selected !== undefined,
+      },
+      assertJumpNotServed,
+    );
+  },
+);
+
+test(
+  'the same beside one true NTP peer: the GPSDO is rejected, the peer keeps the time, /api/health names it',
+  { timeout: 240_000 },
+  async () => {
+    await withReceiver(
+      {
+        peer: true,
+        lateForMs: 20_000,
+        afterMs: 30_000,
+        until: (r) => r.service.manager.snapshot().selected === 'GPSDO:SerialPPS',
+      },
+      async (r) => {
+        await assertJumpNotServed(r);
+        assert.ok(
+          r.logs.some(
+            (l) => l.includes('reference selected') && r.peerId !== undefined && l.includes(r.peerId),
+          ),
+          'the peer took over while the GPSDO was held back',
+        );
+      },
+    );
+  },
+);
+
+test(
+  'a genuine level change persisting beyond a short stepout (8 s) is followed; the bound covers the wait',
+  { timeout: 240_000 },
+  async () => {
+    await withReceiver(
+      {
+        peer: false,
+        stepout: '8s',
+        lateForMs: 3_600_000,
+        afterMs: 12_000,
+        until: (r) => r.replies.some((x) => x.leap === 0 && Math.abs(x.offsetS + 1) < 1e-3),
+      },
+      (r) => {
+        // From the moment the clock manager holds the new level back (the receiver model holds the first
+        // late label; nothing can know before the first sample at the new level) the new level is true time:
+        // every synchronised reply must cover it.
+        const heldAtMs = heldAt(r);
+        // 2 s (docs/gpsdo.md "Label continuity"): until then the clock has no sample at the new level and
+        // cannot know. 10 s leaves room for a loaded machine.
+        assert.ok(
+          heldAtMs - r.lateFromMs < 10_000,
+          `held back ${heldAtMs - r.lateFromMs} ms after the change`,
+        );
+        const after = r.replies.filter((x) => x.atMs > heldAtMs);
+        assert.ok(after.length > 10, `replies after the change: ${after.length}`);
+        assert.deepEqual(outside(after, -1), [], 'the bound covers the wait and the change');
+        assert.ok(r.logs.some((l) => l.includes('reference level change followed')));
+        const last = r.replies[r.replies.length - 1];
+        assert.ok(last && last.leap === 0 && Math.abs(last.offsetS + 1) < 1e-3, JSON.stringify(last));
+      },
+    );
+  },
+);

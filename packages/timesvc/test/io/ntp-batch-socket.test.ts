@@ -1,0 +1,365 @@
+import assert from 'node:assert/strict';
+import { createSocket, type Socket, type SocketOptions } from 'node:dgram';
+import { performance } from 'node:perf_hooks';
+import { after, before, test } from 'node:test';
+import fc from 'fast-check';
+import { silentLogger } from '@broadcast-ops/core';
+import { expectDecoded, waitFor } from '@broadcast-ops/core/testing';
+import { UNSYNCHRONISED_STATE, respond, respondInto, OUTCOME } from '../../src/domain/ntp-responder.ts';
+import { expandIpv6 } from '../../src/domain/ip-address.ts';
+import { batchSocketsAvailable, ipv6Text } from '../../src/io/batch-socket.ts';
+import { NtpServer } from '../../src/io/ntp-server.ts';
+import { ServedClock } from '../../src/io/served-clock.ts';
+import {
+  TRAILER,
+  decodeNtpPacket,
+  scanTrailer,
+  timestampDiffSeconds,
+  type NtpPacket,
+  type NtpTimestamp,
+} from '../../src/protocol/ntp-packet.ts';
+
+/**
+ * The batched socket path (native/mmsg.c, src/io/batch-socket.ts; docs/performance.md "Batched socket
+ * path"): many requests taken by one recvmmsg get their own replies with their own kernel receive
+ * timestamps, malformed datagrams in a batch cost the others nothing, batches are bounded, and the dgram
+ * path is the fallback.
+ */
+
+const BATCH = 16;
+const state = { ...UNSYNCHRONISED_STATE, leap: 0, stratum: 3, updatedAtMs: performance.now() };
+let clock: ServedClock;
+let server: NtpServer;
+let port: number;
+
+before(async () => {
+  clock = new ServedClock();
+  server = new NtpServer({
+    port: 0,
+    bind: { udp4: '127.0.0.1', udp6: '::1' },
+    clock,
+    state: () => state,
+    policy: {},
+    logger: silentLogger(),
+    batchSize: BATCH,
+    // This file tests the batched path of the JavaScript responder (the requests wait in the socket while
+    // the test blocks the event loop); the native responder has its own tests (ntp-native-responder).
+    nativeResponder: false,
+  });
+  await server.start();
+  port = server.addresses[0]!.port;
+});
+
+after(async () => {
+  await server.close();
+});
+
+/** Block the event loop for `ms`, so that datagrams sent before queue up in the server's socket. */
+function block(ms: number): void {
+  const start = performance.now();
+  while (performance.now() - start < ms) {
+    /* spin */
+  }
+}
+
+/** A client socket whose send() reaches the kernel before it returns (IP literal, synchronous lookup). */
+async function client(type: 'udp4' | 'udp6', address: string): Promise<{ sock: Socket; replies: Buffer[] }> {
+  const lookup = ((_h: string, o: unknown, cb?: (e: null, a: string, f: number) => void) => {
+    (typeof o === 'function' ? (o as typeof cb)! : cb!)(null, _h, type === 'udp6' ? 6 : 4);
+  }) as unknown as SocketOptions['lookup'];
+  const sock = createSocket({ type, lookup });
+  await new Promise<void>((r) => sock.bind(0, address, r));
+  const replies: Buffer[] = [];
+  sock.on('message', (m) => replies.push(m));
+  return { sock, replies };
+}
+
+function request(seq: number): Buffer {
+  const req = Buffer.alloc(48);
+  req[0] = 0x23; // LI 0, VN 4, mode 3
+  req[2] = 6;
+  req.writeUInt32BE(0xb47c4000, 40);
+  req.writeUInt32BE(seq, 44);
+  return req;
+}
+
+test('the batched socket addon is built (Linux) and the server uses it by default', () => {
+  assert.ok(
+    batchSocketsAvailable(),
+    'packages/timesvc/build/Release/ntp_mmsg.node is missing: run `npm rebuild -w packages/timesvc`',
+  );
+  assert.equal(server.socketPath, 'batched');
+  assert.equal(server.rxTimestamps, 'kernel');
+  assert.deepEqual(server.addresses.map((a) => a.family).sort(), ['IPv4', 'IPv6']);
+});
+
+test('one recvmmsg of many requests: each gets its own reply with its own kernel receive timestamp', async () => {
+  const { sock, replies } = await client('udp4', '127.0.0.1');
+  const n = BATCH;
+  const sentAt: { before: number; after: number }[] = [];
+  const stats0 = { ...server.batchStats };
+  try {
+    // All sent while this event loop (the server's) is blocked, 2 ms apart: they wait in the socket and are
+    // taken by one recvmmsg, and the kernel stamped each at its own arrival.
+    for (let i = 0; i < n; i++) {
+      const b = performance.now();
+      sock.send(request(i), port, '127.0.0.1');
+      sentAt.push({ before: b, after: performance.now() });
+      block(2);
+    }
+    block(5);
+    const handledAfter = performance.now();
+    await waitFor(() => replies.length === n, { timeoutMs: 5000, what: `${n} replies` });
+    assert.equal(server.batchStats.batches - stats0.batches, 1, 'one batch');
+    assert.equal(server.batchStats.datagrams - stats0.datagrams, n);
+    const bySeq = new Map<number, NtpPacket>();
+    for (const r of replies) {
+      const p = expectDecoded(decodeNtpPacket(r));
+      assert.equal(p.mode, 4);
+      assert.equal(p.stratum, 3);
+      assert.equal(p.poll, 6);
+      assert.equal(p.originTimestamp.seconds, 0xb47c4000, 'origin = the request transmit timestamp');
+      bySeq.set(p.originTimestamp.fraction, p);
+    }
+    assert.deepEqual(
+      [...bySeq.keys()].sort((a, b) => a - b),
+      Array.from({ length: n }, (_, i) => i),
+      'one reply per request, each with its own origin',
+    );
+    // Receive timestamps: the gaps between them are the gaps between the sends (not the handler's time).
+    const rx = (i: number): NtpTimestamp => bySeq.get(i)!.receiveTimestamp;
+    const tolMs = 0.1;
+    for (let i = 1; i < n; i++) {
+      const gapMs = timestampDiffSeconds(rx(i), rx(i - 1)) * 1000;
+      const lo = sentAt[i]!.before - sentAt[i - 1]!.after - tolMs;
+      const hi = sentAt[i]!.after - sentAt[i - 1]!.before + tolMs;
+      assert.ok(
+        gapMs >= lo && gapMs <= hi,
+        `T2 gap ${i}: ${gapMs.toFixed(3)} ms, sends ${lo}..${hi} ms apart`,
+      );
+    }
+    // The first request waited the whole block before being handled: T3 − T2 shows it.
+    const first = bySeq.get(0)!;
+    const heldMs = timestampDiffSeconds(first.transmitTimestamp, first.receiveTimestamp) * 1000;
+    assert.ok(
+      heldMs >= handledAfter - sentAt[0]!.after - tolMs,
+      `T3 − T2 of the first = ${heldMs.toFixed(3)} ms, it waited ≥ ${handledAfter - sentAt[0]!.after} ms`,
+    );
+    // Every transmit timestamp follows its receive timestamp.
+    for (const p of bySeq.values())
+      assert.ok(timestampDiffSeconds(p.transmitTimestamp, p.receiveTimestamp) > 0);
+  } finally {
+    sock.close();
+  }
+});
+
+test('malformed datagrams in a batch cost the others nothing; each is counted and not answered', async () => {
+  const { sock, replies } = await client('udp4', '127.0.0.2');
+  const c0 = structuredClone(server.counters);
+  const bad: Buffer[] = [
+    Buffer.alloc(10), // short
+    Buffer.from([0x26, ...Array<number>(47).fill(0)]), // mode 6 (control)
+    Buffer.from([0x3b, ...Array<number>(47).fill(0)]), // version 7
+    Buffer.concat([request(900), Buffer.from([0, 1, 0, 3, 0, 0])]), // extension field of length 3
+    Buffer.concat([request(901), Buffer.alloc(20, 1)]), // legacy MAC
+    Buffer.concat([request(902), Buffer.alloc(3000)]), // longer than a slot (2048)
+  ];
+  const stats0 = { ...server.batchStats };
+  try {
+    for (let i = 0; i < 8; i++) {
+      sock.send(request(i), port, '127.0.0.1');
+      if (i < bad.length) sock.send(bad[i]!, port, '127.0.0.1');
+    }
+    block(5);
+    await waitFor(() => server.counters.requests - c0.requests === 8 + bad.length, { timeoutMs: 5000 });
+    await waitFor(() => replies.length >= 8, { timeoutMs: 5000, what: 'the 8 good replies' });
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(server.batchStats.batches - stats0.batches, 1, 'one batch of 14');
+    assert.equal(replies.length, 8, 'only the good requests are answered');
+    assert.deepEqual(
+      replies.map((r) => r.readUInt32BE(28)).sort((a, b) => a - b),
+      [0, 1, 2, 3, 4, 5, 6, 7],
+    );
+    const d = server.counters.dropped;
+    assert.equal(d.short - c0.dropped.short, 1);
+    assert.equal(d.not_client - c0.dropped.not_client, 1);
+    assert.equal(d.bad_version - c0.dropped.bad_version, 1);
+    assert.equal(d.malformed - c0.dropped.malformed, 2, 'bad extension field, and the oversize datagram');
+    assert.equal(d.authenticated - c0.dropped.authenticated, 1);
+  } finally {
+    sock.close();
+  }
+});
+
+test('bounded: a burst larger than a batch is taken in batches of at most batchSize, all answered', async () => {
+  const { sock, replies } = await client('udp4', '127.0.0.3');
+  const n = BATCH * 5 + 3;
+  const stats0 = { ...server.batchStats };
+  try {
+    for (let i = 0; i < n; i++) sock.send(request(i), port, '127.0.0.1');
+    block(5);
+    await waitFor(() => replies.length === n, { timeoutMs: 5000, what: `${n} replies` });
+    assert.ok(server.batchStats.largest <= BATCH, `largest batch ${server.batchStats.largest}`);
+    assert.ok(server.batchStats.batches - stats0.batches >= 6, 'at least ceil(n / batch) batches');
+    assert.equal(new Set(replies.map((r) => r.readUInt32BE(28))).size, n);
+  } finally {
+    sock.close();
+  }
+});
+
+test('IPv6: a batch over ::1 is answered to each source port', async () => {
+  const a = await client('udp6', '::1');
+  const b = await client('udp6', '::1');
+  try {
+    for (let i = 0; i < 4; i++) {
+      a.sock.send(request(i), port, '::1');
+      b.sock.send(request(100 + i), port, '::1');
+    }
+    block(5);
+    await waitFor(() => a.replies.length === 4 && b.replies.length === 4, { timeoutMs: 5000 });
+    assert.deepEqual(
+      a.replies.map((r) => r.readUInt32BE(28)).sort((x, y) => x - y),
+      [0, 1, 2, 3],
+    );
+    assert.deepEqual(
+      b.replies.map((r) => r.readUInt32BE(28)).sort((x, y) => x - y),
+      [100, 101, 102, 103],
+    );
+  } finally {
+    a.sock.close();
+    b.sock.close();
+  }
+});
+
+test('the dgram fallback (batchedIo false, as without the addon) serves the same replies', async () => {
+  const fallback = new NtpServer({
+    port: 0,
+    bind: { udp4: '127.0.0.1' },
+    clock,
+    state: () => state,
+    policy: {},
+    logger: silentLogger(),
+    batchedIo: false,
+  });
+  await fallback.start();
+  const { sock, replies } = await client('udp4', '127.0.0.1');
+  try {
+    assert.equal(fallback.socketPath, 'dgram');
+    assert.equal(fallback.rxTimestamps, 'kernel');
+    sock.send(request(7), fallback.addresses[0]!.port, '127.0.0.1');
+    await waitFor(() => replies.length === 1, { timeoutMs: 5000 });
+    const p = expectDecoded(decodeNtpPacket(replies[0]!));
+    assert.equal(p.stratum, 3);
+    assert.equal(p.originTimestamp.fraction, 7);
+  } finally {
+    sock.close();
+    await fallback.close();
+  }
+});
+
+test('binding a port in use fails with NTP_BIND_FAILED on the batched path', async () => {
+  const other = new NtpServer({
+    port,
+    bind: { udp4: '127.0.0.1' },
+    clock,
+    state: () => state,
+    policy: {},
+    logger: silentLogger(),
+  });
+  await assert.rejects(other.start(), (err: Error & { code?: string }) => {
+    assert.equal(err.code, 'NTP_BIND_FAILED');
+    assert.match(err.message, /in use/);
+    return true;
+  });
+  await other.close();
+});
+
+test('fast-check: scanTrailer agrees with decodeNtpPacket on every input (MAC, malformed, fields)', () => {
+  const field = fc
+    .tuple(fc.integer({ min: 0, max: 0xffff }), fc.integer({ min: 0, max: 40 }))
+    .map(([type, words]) => {
+      const f = Buffer.alloc(4 + words * 4);
+      f.writeUInt16BE(type, 0);
+      f.writeUInt16BE(4 + words * 4, 2);
+      return f;
+    });
+  const trailer = fc.oneof(
+    fc.array(field, { maxLength: 4 }).map((fs) => Buffer.concat(fs)),
+    fc.uint8Array({ maxLength: 80 }).map((b) => Buffer.from(b)),
+    fc.constantFrom(Buffer.alloc(4), Buffer.alloc(20, 7), Buffer.alloc(24, 9)),
+  );
+  fc.assert(
+    fc.property(fc.uint8Array({ minLength: 48, maxLength: 48 }), trailer, fc.nat(16), (head, tail, pad) => {
+      const msg = Buffer.concat([Buffer.from(head), tail]);
+      const d = decodeNtpPacket(msg);
+      const expected = !d.ok ? TRAILER.MALFORMED : d.value.mac !== undefined ? TRAILER.MAC : TRAILER.NONE;
+      // At an offset inside a larger buffer, as in a batch slot, with bytes after it that must not be read.
+      const big = Buffer.concat([Buffer.alloc(pad, 0xee), msg, Buffer.alloc(32, 0xee)]);
+      assert.equal(scanTrailer(big, pad, msg.length), expected);
+    }),
+    { numRuns: 2000, interruptAfterTimeLimit: 5000 },
+  );
+});
+
+test('fast-check: respondInto at an offset writes exactly what respond returns', () => {
+  const RX = { seconds: 0xe1234567, fraction: 0x89abcdef };
+  const locked = { ...state, updatedAtMs: 0 };
+  fc.assert(
+    fc.property(
+      fc.uint8Array({ minLength: 0, maxLength: 120 }),
+      fc.nat(64),
+      fc.boolean(),
+      (bytes, pad, client) => {
+        const msg = Buffer.from(bytes);
+        if (client && msg.length > 0) msg[0] = (msg[0]! & 0xf8) | 3;
+        const expected = respond(msg, '192.0.2.1', RX, 1000, locked, {});
+        const src = Buffer.concat([Buffer.alloc(pad, 0xaa), msg, Buffer.alloc(8, 0xbb)]);
+        const out = Buffer.alloc(pad + 48 + 8, 0xcc);
+        const code = respondInto(src, pad, msg.length, '192.0.2.1', 1000, locked, {}, out, pad);
+        if (expected.kind === 'drop') {
+          assert.ok(code >= OUTCOME.DROP_SHORT);
+          assert.ok(
+            out.every((b) => b === 0xcc),
+            'a drop writes nothing',
+          );
+          return;
+        }
+        assert.equal(code, OUTCOME.REPLY);
+        out.writeUInt32BE(RX.seconds, pad + 32);
+        out.writeUInt32BE(RX.fraction, pad + 36);
+        assert.deepEqual(out.subarray(pad, pad + 48), expected.packet);
+        assert.ok(
+          out.subarray(0, pad).every((b) => b === 0xcc) && out.subarray(pad + 48).every((b) => b === 0xcc),
+        );
+      },
+    ),
+    { numRuns: 1000, interruptAfterTimeLimit: 5000 },
+  );
+});
+
+test('fast-check: IPv6 source addresses print as RFC 5952 text that parses back to the same bytes', () => {
+  const addr = fc.oneof(
+    fc.uint8Array({ minLength: 16, maxLength: 16 }),
+    // Zero runs, so that "::" compression is exercised.
+    fc.array(fc.constantFrom(0, 0, 0, 1, 0xffff, 0x2001, 0xdb8), { minLength: 8, maxLength: 8 }).map((g) => {
+      const b = new Uint8Array(16);
+      g.forEach((v, i) => {
+        b[2 * i] = v >>> 8;
+        b[2 * i + 1] = v & 0xff;
+      });
+      return b;
+    }),
+  );
+  fc.assert(
+    fc.property(addr, (bytes) => {
+      const text = ipv6Text(bytes, 0);
+      const groups = expandIpv6(text);
+      assert.ok(groups, text);
+      for (let i = 0; i < 8; i++) assert.equal(groups[i], (bytes[2 * i]! << 8) | bytes[2 * i + 1]!, text);
+      const mapped = bytes.slice(0, 10).every((b) => b === 0) && bytes[10] === 0xff && bytes[11] === 0xff;
+      // WHATWG URL's IPv6 serializer is RFC 5952's (except the dotted IPv4-mapped tail Node prints).
+      if (!mapped) assert.equal(text, new URL(`http://[${text}]/`).hostname.slice(1, -1));
+    }),
+    { numRuns: 2000, interruptAfterTimeLimit: 5000 },
+  );
+});

@@ -1,0 +1,42 @@
+/**
+ * Tests are chosen by folder (scripts/test-tiers.ts, docs/ARCHITECTURE.md "Tests mirror the layers"): this
+ * fails when a *.test.ts sits outside a tier folder, and when a quick-tier file (protocol/, domain/, app/) or
+ * a test helper it imports uses a socket, a process, a browser or a system tool (NOT_QUICK): such a test
+ * belongs in io/ or interop/, or its socket-free part in a quick file of its own.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { repoRoot } from '@broadcast-ops/core/testing';
+import { NOT_QUICK, codeOf, collectTests, isQuick, sourcesOf, tierOf } from '../../test-tiers.ts';
+
+const files = collectTests(repoRoot);
+
+test('every test file sits in a tier folder', () => {
+  assert.ok(files.length > 100, `only ${files.length} test files found`);
+  const outside = files.filter((f) => tierOf(f) === undefined);
+  assert.deepEqual(outside, [], 'move them to test/<protocol|domain|app|io|interop>/');
+});
+
+test('quick-tier files and their test helpers open no socket, start no process, browser or tool', () => {
+  const offenders = files
+    .filter(isQuick)
+    .map((f) => ({ f, m: NOT_QUICK.exec(codeOf(sourcesOf(repoRoot, f)))?.[0] }))
+    .filter((o) => o.m !== undefined)
+    .map((o) => `${o.f}: ${o.m}`);
+  assert.deepEqual(offenders, []);
+});
+
+test('the tier is read from the folder', () => {
+  assert.equal(tierOf('packages/punch/test/domain/x.test.ts'), 'domain');
+  assert.equal(tierOf('scripts/test/interop/x.test.ts'), 'interop');
+  assert.equal(tierOf('packages/punch/test/x.test.ts'), undefined);
+  assert.equal(tierOf('packages/punch/test/outputs/x.test.ts'), undefined);
+  assert.equal(isQuick('packages/timesvc/test/app/x.test.ts'), true);
+  assert.equal(isQuick('packages/timesvc/test/io/x.test.ts'), false);
+});
+
+test('a socket call quoted as data or named in a comment is not code', () => {
+  assert.equal(codeOf(`const s = "import { createServer } from 'node:net'"; // x.listen(`), 'const s = ""; ');
+  assert.equal(codeOf("a('b\\'c').listen(0) /* spawn( */"), "a('').listen(0) ");
+  assert.match(codeOf('await requireTool(`tshark`);'), NOT_QUICK);
+});
