@@ -79,7 +79,10 @@ export interface ServiceDefinition<C> {
   loadConfig(file: string | undefined, env: NodeJS.ProcessEnv): C;
   /** Logger settings from the configuration (service name, level, redaction, destination). */
   logger(config: C, env: NodeJS.ProcessEnv): LoggerConfig;
-  /** Build the service (app.ts); nothing listens before `start`. */
+  /**
+   * Build the service (app.ts); nothing listens before `start`. A `ConfigError` thrown here or by `start`
+   * exits 2 with one line, as from `loadConfig`; any other error exits 1.
+   */
   create(context: ServiceContext<C>): Service | Promise<Service>;
   /** The log message once started, e.g. 'telemetry bridge listening'. */
   startedMessage: string;
@@ -120,7 +123,8 @@ export interface RunningService {
 /**
  * One `main.ts` for every service: the sub-command CLI, the config file from `--config` or the environment,
  * the logger, SIGINT/SIGTERM through `Shutdown`, the wall clock, then `create` and `start`. A configuration
- * error prints one line and exits 2; a service that cannot start logs why, closes what it opened and exits 1.
+ * error (a `ConfigError`, from loading, building or starting) prints one line and exits 2; a service that
+ * cannot start for another reason logs why, closes what it opened and exits 1.
  */
 export async function runService<C>(
   def: ServiceDefinition<C>,
@@ -208,10 +212,14 @@ async function startService<C>(
     shutdown.add(def.bin, () => built.close());
     await service.start();
   } catch (err) {
-    logger.error({ err: err instanceof Error ? err.message : String(err) }, 'start-up failed');
+    const message = err instanceof Error ? err.message : String(err);
+    logger.error({ err: message }, 'start-up failed');
+    // A `ConfigError` found while building or starting (a secret missing, a file named by the configuration
+    // that cannot be read) is the operator's to fix like one found loading: the same one line, exit 2.
+    if (err instanceof ConfigError) stderr(`${def.bin}: ${message}\n`);
     // Everything opened so far closes (the service and what `create` registered), and the exit code says so.
     await shutdown.abort('start-up failed');
-    process.exitCode = 1;
+    process.exitCode = err instanceof ConfigError ? 2 : 1;
     return undefined;
   }
   logger.info(service.describe(), def.startedMessage);

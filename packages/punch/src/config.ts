@@ -1,4 +1,4 @@
-import { loadConfig, type EnvOverride } from '@broadcast-ops/core';
+import { ConfigError, loadConfig, type EnvOverride, type LoggerConfig } from '@broadcast-ops/core';
 import { z } from 'zod';
 import { AddressPolicy } from './domain/relay-address-policy.ts';
 import { parseTrustPolicy } from './io/client-address.ts';
@@ -249,6 +249,24 @@ export function loadPunchConfig(
     substitute: true,
     ...(options.environment ? { environment: options.environment } : {}),
   });
+}
+
+/**
+ * The configuration as `punch serve` and `punch relay` load it (`--config`, then PUNCH_* variables): a
+ * problem is printed as `punch: configuration error:` and the list of problems, exit 2.
+ */
+export function loadPunchCliConfig(file: string | undefined, env: NodeJS.ProcessEnv): PunchConfig {
+  try {
+    return loadPunchConfig({ file, environment: env });
+  } catch (err) {
+    if (err instanceof ConfigError) throw new ConfigError(`configuration error:\n${err.message}`);
+    throw err;
+  }
+}
+
+/** The logger of `punch serve` (`punch`) and `punch relay` (`punch-relay`): LOG_LEVEL, LOG_PRETTY=1. */
+export function punchLogger(config: PunchConfig, env: NodeJS.ProcessEnv, service: string): LoggerConfig {
+  return { service, level: config.logLevel, pretty: env['LOG_PRETTY'] === '1' };
 }
 
 /** Default origin for `url`/`qr`: the listen host and port, a wildcard host shown as `localhost`. */

@@ -22,4 +22,11 @@ export { TokenSigner, type TokenClaims } from './protocol/token.ts';
 export { connectionStrings, type ConnectionParams } from './protocol/connection-strings.ts';
 export { PUNCH_ERRORS, httpErrorOf, type PunchErrorCode } from './io/http-errors.ts';
 export { loadPunchConfig, type PunchConfig } from './config.ts';
-export { createPunchServer, type PunchServer } from './server.ts';
+export {
+  createPunchApp,
+  createPunchServer,
+  type PunchApp,
+  type PunchAppOptions,
+  type PunchServer,
+  type PunchServerOptions,
+} from './app.ts';

@@ -5,7 +5,7 @@ import { tempDir } from '@broadcast-ops/core/testing';
 import { punchConfigSchema } from '../src/config.ts';
 import type { SessionStore } from '../src/domain/store.ts';
 import type { TurnstileVerifier } from '../src/io/turnstile.ts';
-import { createPunchServer, type PunchServer, type PunchServerOptions } from '../src/server.ts';
+import { createPunchServer, type PunchServer, type PunchServerOptions } from '../src/app.ts';
 
 export const SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEFGHIJKL';
 

@@ -27,7 +27,7 @@ function logSink(): { lines: Record<string, unknown>[]; stream: Writable } {
 
 interface Probe {
   events: string[];
-  failStart?: boolean;
+  failStart?: boolean | 'config';
 }
 
 function definition(probe: Probe, sink: Writable): ServiceDefinition<{ port: number }> {
@@ -50,6 +50,8 @@ function definition(probe: Probe, sink: Writable): ServiceDefinition<{ port: num
       return {
         start: () => {
           probe.events.push('start');
+          if (probe.failStart === 'config')
+            return Promise.reject(new ConfigError('cannot read tls.cert /etc/x.pem (ENOENT)'));
           return probe.failStart ? Promise.reject(new Error('port 8080 in use')) : Promise.resolve();
         },
         close: () => {
@@ -117,6 +119,23 @@ test('a service that cannot start logs why, closes everything it opened (last fi
     sink.lines.find((l) => l['msg'] === 'demo listening'),
     undefined,
   );
+});
+
+test('a ConfigError from start prints one line like a configuration error, closes what was opened and exits 2', async () => {
+  const probe: Probe = { events: [], failStart: 'config' };
+  const sink = logSink();
+  const errors: string[] = [];
+  const running = await runService(definition(probe, sink.stream), {
+    argv: [],
+    env: {},
+    stderr: (l) => errors.push(l),
+    signals: [],
+  });
+  assert.equal(running, undefined);
+  assert.equal(process.exitCode, 2);
+  assert.deepEqual(errors, ['demo-svc: cannot read tls.cert /etc/x.pem (ENOENT)\n']);
+  assert.deepEqual(probe.events.slice(-3), ['start', 'close service', 'close side-car']);
+  assert.equal(sink.lines.find((l) => l['msg'] === 'start-up failed')?.['err'], errors[0]?.slice(10, -1));
 });
 
 test('started: config from the environment, the injected clock, run flags, the describe() log line; a signal closes and exits 0', async () => {

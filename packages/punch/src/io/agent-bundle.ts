@@ -5,7 +5,7 @@ import type { Logger } from '@broadcast-ops/core';
 
 /**
  * The single-file agent the broker serves under `/agent/` (docs/agent.md "Without a checkout"): one ES
- * module bundling `src/agent/standalone.ts` with everything it imports (ws, pino, core's CLI helper), so a
+ * module bundling `src/io/agent/standalone.ts` with everything it imports (ws, pino, core's CLI helper), so a
  * device needs only Node.js and srt-live-transmit. Built by the broker itself with esbuild, once, on the
  * first download, and kept in memory: it is always the agent of the code this broker runs (from src/ under
  * the test runner, from dist/ once built), named with this package's version. The build takes about a
@@ -72,7 +72,7 @@ export class AgentBundle {
     }
     // This module's own extension tells which tree runs: src/ (.ts, the `source` export condition) or dist/.
     const fromSource = import.meta.url.endsWith('.ts');
-    const entry = fileURLToPath(new URL(`../agent/standalone.${fromSource ? 'ts' : 'js'}`, import.meta.url));
+    const entry = fileURLToPath(new URL(`./agent/standalone.${fromSource ? 'ts' : 'js'}`, import.meta.url));
     const result = await esbuild.build({
       entryPoints: [entry],
       bundle: true,

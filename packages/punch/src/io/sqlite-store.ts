@@ -1,5 +1,6 @@
 import { chmodSync, closeSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { ConfigError } from '@broadcast-ops/core';
 import type {
   CloseReason,
   InviteRecord,
@@ -58,11 +59,15 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE TABLE IF NOT EXISTS probe (k INTEGER PRIMARY KEY, at INTEGER NOT NULL) STRICT;
 `;
 
-/** A store that cannot be opened or read: the message names the file and what to do. */
-export class SessionStoreError extends Error {
+/**
+ * A store that cannot be opened or read: the message names the file and what to do. A `ConfigError`: the
+ * operator's to fix, so `punch serve` prints it as one line and exits 2 (core's `runService`).
+ */
+export class SessionStoreError extends ConfigError {
   readonly file: string;
   constructor(file: string, message: string, options?: { cause?: unknown }) {
-    super(message, options);
+    super(message);
+    if (options && 'cause' in options) this.cause = options.cause;
     this.name = 'SessionStoreError';
     this.file = file;
   }

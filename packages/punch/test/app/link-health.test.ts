@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import { ManualClock, repoRoot } from '@broadcast-ops/core/testing';
-import { StatsAccumulator, parseStatsLine } from '../../src/agent/srt-stats.ts';
+import { StatsAccumulator, parseStatsLine } from '../../src/io/agent/srt-stats.ts';
 import { HealthMonitor } from '../../src/domain/health-monitor.ts';
 import { parseClientMessage } from '../../src/protocol/ws-messages.ts';
 import {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { createLogger } from '@broadcast-ops/core';
 import { tempDir, waitFor } from '@broadcast-ops/core/testing';
-import { PunchAgent, type AgentOptions } from '../../src/agent/agent.ts';
+import { PunchAgent, type AgentOptions } from '../../src/io/agent/agent.ts';
 import { startTestServer } from '../helpers.ts';
 
 /**

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { createLogger } from '@broadcast-ops/core';
 import { repoRoot, startProcess, tempDir, waitFor } from '@broadcast-ops/core/testing';
-import { TallyHook } from '../../src/agent/tally-hook.ts';
+import { TallyHook } from '../../src/io/agent/tally-hook.ts';
 import { startTestServer } from '../helpers.ts';
 import { assertQuiet, connect, sleep } from '../ws-helpers.ts';
 

@@ -106,7 +106,7 @@ async function agent(values: Record<string, unknown>): Promise<void> {
   setTimeout(() => process.exit(exit.code), 200);
 }
 
-/** The `agent` command, shared by `punch agent` (src/main.ts) and the single-file agent (src/agent/standalone.ts). */
+/** The `agent` command, shared by `punch agent` (src/main.ts) and the single-file agent (src/io/agent/standalone.ts). */
 export const AGENT_COMMAND: CliCommand = {
   summary: 'Run one end of an SRT link: register, wait for the partner, run srt-live-transmit',
   options: {

@@ -1,71 +1,62 @@
+/**
+ * Builds the punch broker from its configuration and the process's context (docs/ARCHITECTURE.md "One
+ * skeleton"): the token secret and TLS files, the store (SQLite, or Redis shared by several instances,
+ * docs/multi-instance.md), the session broker and signalling hub on the context's `Clock`, the HTTP API with
+ * the WebSocket signalling on the same port, the relay, the metrics and the alarm webhook. Nothing listens
+ * before `start`, which loads the sessions (or joins the cluster) and opens the port.
+ */
 import {
-  Counter,
-  Gauge,
-  Histogram,
   createMetricsRegistry,
   listeningUrl,
-  systemClock,
+  serviceContext,
   type Clock,
   type Logger,
+  type Service,
+  type ServiceContext,
+  type ServiceHealth,
 } from '@broadcast-ops/core';
 import type { FastifyInstance } from 'fastify';
-import { defaultBaseUrl, type PunchConfig } from './config.ts';
-import { SessionBroker } from './domain/broker.ts';
-import type { RandomBytes } from './domain/session.ts';
-import type { SessionStore } from './domain/store.ts';
-import { ClientLimits } from './io/client-limits.ts';
-import { AlarmWebhook } from './io/alarm-webhook.ts';
-import { buildHttpApi } from './io/http-api.ts';
-import { SqliteSessionStore } from './io/sqlite-store.ts';
+import { defaultBaseUrl, isLoopbackHost, warnsPlainHttp, type PunchConfig } from './config.ts';
 import { AccessChecker } from './domain/access.ts';
+import { SessionBroker } from './domain/broker.ts';
+import type { LimitGroup } from './domain/rate-limiter.ts';
+import type { RandomBytes } from './domain/session.ts';
 import { SignallingHub } from './domain/signalling.ts';
-import { parseTrustPolicy } from './io/client-address.ts';
-import { attachSignalling, tokenFingerprint, type SignallingServer } from './io/ws-server.ts';
-import { cloudflareTurnstile, type TurnstileVerifier } from './io/turnstile.ts';
-import { clientAddress } from './io/client-address.ts';
+import type { SessionStore } from './domain/store.ts';
+import { AlarmWebhook } from './io/alarm-webhook.ts';
+import { brokerMetrics } from './io/broker-metrics.ts';
+import { clientAddress, parseTrustPolicy } from './io/client-address.ts';
+import { ClientLimits } from './io/client-limits.ts';
+import { buildHttpApi } from './io/http-api.ts';
+import { isLoopbackBase, loopbackBaseNote } from './io/join-steps.ts';
 import { RedisBridge } from './io/redis-bridge.ts';
-import { createBrokerRelays } from './io/relay/relay-wiring.ts';
 import { RedisCluster } from './io/redis-cluster.ts';
 import { installForwarding } from './io/redis-forward.ts';
 import { sharedLimit } from './io/redis-rate-limit.ts';
 import { RedisSessionStore } from './io/redis-store.ts';
-import { SessionStoreError } from './io/sqlite-store.ts';
-import type { LimitGroup } from './domain/rate-limiter.ts';
+import { createBrokerRelays } from './io/relay/relay-wiring.ts';
+import { SessionStoreError, SqliteSessionStore } from './io/sqlite-store.ts';
+import { brokerSecret, readTls } from './io/startup-files.ts';
+import { cloudflareTurnstile, type TurnstileVerifier } from './io/turnstile.ts';
+import { attachSignalling, tokenFingerprint, type SignallingServer } from './io/ws-server.ts';
 import { TokenSigner } from './protocol/token.ts';
 
-/** Everything the broker process runs, wired once; main.ts only adds the environment and signals. */
-export interface PunchServer {
-  app: FastifyInstance;
-  broker: SessionBroker;
-  store: SessionStore;
-  /** The per-client buckets, shared by every transport on this server (HTTP and WebSocket upgrades). */
-  clientLimits: ClientLimits;
-  /** The WebSocket signalling: slot holders and presence (`hub`), sockets (`signalling`). */
-  hub: SignallingHub;
-  signalling: SignallingServer;
-  /** Several instances on Redis: this instance's membership (owner lease, heartbeat, bus); else undefined. */
-  cluster: RedisCluster | undefined;
-  /** Load the store and listen; resolves with the URL the server answers on. */
-  listen(): Promise<string>;
-  close(): Promise<void>;
-}
-
-export interface PunchServerOptions {
-  config: PunchConfig & { secret: string };
-  logger: Logger;
-  clock?: Clock;
-  /** Default: the SQLite file of `config.db`. */
+export interface PunchAppOptions {
+  /** Default: the SQLite file of `config.db`, or Redis with `config.redis.url`. */
   store?: SessionStore;
   random?: RandomBytes;
   /** Default: Cloudflare when `config.turnstile.secret` is set, else none. */
   turnstile?: TurnstileVerifier;
-  /** PEM certificate chain and key (main.ts reads `PUNCH_TLS_CERT`/`PUNCH_TLS_KEY`): serve HTTPS. */
+  /** PEM certificate chain and key: serve HTTPS. Default: the files of PUNCH_TLS_CERT/PUNCH_TLS_KEY, if set. */
   tls?: { cert: Buffer; key: Buffer };
   /**
    * Redis only: this instance lost the owner lease to another instance (after Redis was lost for longer
-   * than the lease). It can no longer write; main.ts exits so that a supervisor restarts it as a relay.
+   * than the lease), so it can no longer write. Default (docs/multi-instance.md "Failures"): log it, close
+   * everything and exit 1, so that a supervisor restarts it as a relay to the new owner.
    */
   onOwnerLost?: () => void;
+  /** How the default `onOwnerLost` exits (default `process.exit`). */
+  exit?: (code: number) => void;
   /** WebSocket timings (tests shorten them); defaults in README "WebSocket signalling". */
   signalling?: {
     pingIntervalMs?: number;
@@ -78,9 +69,39 @@ export interface PunchServerOptions {
   };
 }
 
-export function createPunchServer(options: PunchServerOptions): PunchServer {
-  const { config, logger } = options;
-  const clock = options.clock ?? systemClock;
+/** core's `Service`, with the wired broker inside for tests, benches and tools. */
+export interface PunchApp extends Service {
+  app: FastifyInstance;
+  broker: SessionBroker;
+  store: SessionStore;
+  /** The per-client buckets, shared by every transport on this server (HTTP and WebSocket upgrades). */
+  clientLimits: ClientLimits;
+  /** The WebSocket signalling: slot holders and presence (`hub`), sockets (`signalling`). */
+  hub: SignallingHub;
+  signalling: SignallingServer;
+  /** Several instances on Redis: this instance's membership (owner lease, heartbeat, bus); else undefined. */
+  cluster: RedisCluster | undefined;
+  /** The URL the server answers on; throws before `start` has opened the port. */
+  url(): string;
+}
+
+export function createPunchApp(
+  context: ServiceContext<PunchConfig>,
+  options: PunchAppOptions = {},
+): PunchApp {
+  const { config, logger, clock } = context;
+  const secret = brokerSecret(config, context.values['demo'] === true, logger);
+  if (!config.limits.rateLimits)
+    logger.warn('per-client rate limits are OFF (PUNCH_RATE_LIMITING=off); benchmarks only');
+  const tls = options.tls ?? readTls(config);
+  const exit = options.exit ?? ((code: number) => process.exit(code));
+  const onOwnerLost =
+    options.onOwnerLost ??
+    (() => {
+      logger.fatal('this instance lost the owner lease to another instance; exiting to restart as a relay');
+      void context.shutdown.abort('owner lease lost').finally(() => exit(1));
+      setTimeout(() => exit(1), 5_000).unref();
+    });
   const redisUrl = config.redis.url;
   const cluster = redisUrl
     ? new RedisCluster({ url: redisUrl, prefix: config.redis.prefix, leaseMs: config.redis.leaseMs, logger })
@@ -95,7 +116,7 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
           tombstoneMs: config.limits.tombstoneTtl * 1000,
         })
       : new SqliteSessionStore(config.db));
-  /** Redis: whether this instance owns the sessions and has loaded them (SQLite: always, after listen). */
+  /** Redis: whether this instance owns the sessions and has loaded them (SQLite: always, after start). */
   let serving = false;
   const broker = new SessionBroker({
     store,
@@ -105,7 +126,7 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     tombstoneMs: config.limits.tombstoneTtl * 1000,
     maxTombstones: config.limits.maxTombstones,
   });
-  const scheme = options.tls ? 'https' : 'http';
+  const scheme = tls ? 'https' : 'http';
   let baseUrl = config.baseUrl?.replace(/\/+$/, '') ?? defaultBaseUrl(config.host, config.port, scheme);
   const turnstile =
     options.turnstile ??
@@ -113,23 +134,9 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
       ? cloudflareTurnstile(config.turnstile.secret, config.turnstile.verifyUrl)
       : undefined);
   const clientLimits = new ClientLimits(config.limits);
-  const signer = new TokenSigner(config.secret);
+  const signer = new TokenSigner(secret);
   const trust = parseTrustPolicy(config.trustProxy);
-  const perMinute: Record<LimitGroup, number> = {
-    create: config.limits.createPerMinute,
-    read: config.limits.getPerMinute,
-    admin: config.limits.adminPerMinute,
-    page: config.limits.pagePerMinute,
-    wsConnect: config.limits.wsConnectPerMinute,
-  };
-  const shared = cluster
-    ? (Object.fromEntries(
-        (Object.keys(perMinute) as LimitGroup[]).map((g) => [
-          g,
-          sharedLimit(cluster, g, perMinute[g], config.limits.ipv6PrefixBits),
-        ]),
-      ) as Record<LimitGroup, (ip: string) => Promise<number>>)
-    : undefined;
+  const shared = cluster ? sharedLimits(cluster, config) : undefined;
   const registry = createMetricsRegistry();
   const app = buildHttpApi({
     config,
@@ -140,10 +147,10 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     registry,
     baseUrl: () => baseUrl,
     turnstile,
-    tls: options.tls,
+    tls,
     clientLimits,
     sharedLimits: shared ? (group, ip) => shared[group](ip) : undefined,
-    // The hub is built below; requests arrive only after listen.
+    // The hub is built below; requests arrive only after start.
     healthView: (session, stream) => hub.healthView(session, stream),
     storeInfo: async () => {
       if (!cluster) return { kind: 'sqlite' };
@@ -172,41 +179,8 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
       logger.info({ session: e.session.name, reason: e.reason }, 'session closed');
   });
   const ws = options.signalling ?? {};
-  // Metrics (README "Metrics"; sessions are counted in http-api.ts): present peers, matches, match latency, signalling refusals.
-  const refusals = new Counter({
-    name: 'punch_signalling_refusals_total',
-    help: 'register messages refused, by code (SESSION_FULL, STREAM_TAKEN, ADDRESS_FAMILY, STORE_FAILED, ...)',
-    labelNames: ['code'],
-    registers: [registry],
-  });
-  const matches = new Counter({
-    name: 'punch_matches_total',
-    help: 'Streams matched (both peers present with their coordinates exchanged), re-matches included',
-    registers: [registry],
-  });
-  const matchLatency = new Histogram({
-    name: 'punch_match_latency_seconds',
-    help: 'Time from the earlier of the two claims of a stream to its match',
-    buckets: [0.1, 0.5, 1, 5, 15, 60, 300, 1800],
-    registers: [registry],
-  });
-  broker.subscribe((e) => {
-    if (e.type !== 'peer_matched' || !e.stream.peerA || !e.stream.peerB) return;
-    matches.inc();
-    const first = Math.min(e.stream.peerA.claimedAt, e.stream.peerB.claimedAt);
-    matchLatency.observe(Math.max(0, clock.now() - first) / 1000);
-  });
-  new Gauge({
-    name: 'punch_peers',
-    help: 'Claimed peer slots, by presence (present: holder connected; absent: within the grace period)',
-    labelNames: ['presence'],
-    registers: [registry],
-    collect() {
-      const n = broker.peerCounts();
-      this.set({ presence: 'present' }, n.present);
-      this.set({ presence: 'absent' }, n.absent);
-    },
-  });
+  // The signalling server is attached below; the gauge reads it only when scraped.
+  const metrics = brokerMetrics(registry, broker, clock, () => signalling.connections);
   const hook = config.alarms.webhook;
   const alarmWebhook = hook.url
     ? new AlarmWebhook({
@@ -217,20 +191,6 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
         logger,
       })
     : undefined;
-  // docs/relay.md "Running inside the broker": the relay a stream falls back to when rendezvous fails.
-  const relayFallbacks = new Counter({
-    name: 'punch_relay_fallbacks_total',
-    help: 'Streams moved to the relay after direct rendezvous failed, by outcome (allocated, refused) and reason',
-    labelNames: ['outcome', 'reason'],
-    registers: [registry],
-  });
-  const sessionsByPath = new Counter({
-    name: 'punch_sessions_total',
-    help: 'Streams that got connected, once per session, stream and path (direct or relayed)',
-    labelNames: ['path'],
-    registers: [registry],
-  });
-  for (const path of ['direct', 'relayed']) sessionsByPath.inc({ path }, 0);
   const relays = createBrokerRelays({ config, cluster, baseUrl: () => baseUrl, clock, registry, logger });
   const hub = new SignallingHub({
     broker,
@@ -238,15 +198,15 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     ...(relays.port ? { relay: relays.port } : {}),
     relaysOutlive: relays.outlive,
     relayAfterMs: config.relay.fallbackAfterMs,
-    onRelayFallback: (outcome, reason) => relayFallbacks.inc({ outcome, reason: reason ?? '' }),
-    onStreamConnected: (path) => sessionsByPath.inc({ path }),
+    onRelayFallback: metrics.relayFallback,
+    onStreamConnected: metrics.streamConnected,
     ...(ws.detachedGraceMs === undefined ? {} : { detachedGraceMs: ws.detachedGraceMs }),
     ...(ws.healthReportMs === undefined ? {} : { healthReportMs: ws.healthReportMs }),
     ...(ws.probeMs === undefined ? {} : { probeMs: ws.probeMs }),
     ...(ws.maxConnections === undefined ? {} : { maxConnections: ws.maxConnections }),
     onError: (err) => logger.error({ err }, 'signalling handler failed'),
     log: logger,
-    onRefused: (code) => refusals.inc({ code }),
+    onRefused: metrics.refused,
     onAlarm: (alarm) => {
       logger.warn(
         { session: alarm.session, stream: alarm.stream, alarm: alarm.alarm, active: alarm.active },
@@ -256,13 +216,6 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     },
   });
   relays.bind(hub);
-  const wsRejected = new Counter({
-    name: 'punch_ws_rejected_total',
-    help: 'WebSocket connections refused before joining a session, by reason',
-    labelNames: ['reason'],
-    registers: [registry],
-  });
-  // Same port as the REST API: the upgrade event of fastify's own (HTTP or HTTPS) server.
   const access = new AccessChecker(signer);
   const bridge = cluster
     ? new RedisBridge({
@@ -303,15 +256,16 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
       } catch (err) {
         logger.error({ err }, 'could not load the sessions from Redis after taking the owner lease');
         serving = false;
-        (options.onOwnerLost ?? (() => undefined))();
+        onOwnerLost();
       }
     };
     cluster.onLost = () => {
       serving = false;
       broker.stop();
-      (options.onOwnerLost ?? (() => undefined))();
+      onOwnerLost();
     };
   }
+  // Same port as the REST API: the upgrade event of fastify's own (HTTP or HTTPS) server.
   const signalling = attachSignalling(app.server, {
     broker,
     hub,
@@ -325,7 +279,7 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     ...(ws.maxPayload === undefined ? {} : { maxPayload: ws.maxPayload }),
     ...(ws.pingIntervalMs === undefined ? {} : { pingIntervalMs: ws.pingIntervalMs }),
     ...(ws.registerDeadlineMs === undefined ? {} : { registerDeadlineMs: ws.registerDeadlineMs }),
-    onReject: (reason) => wsRejected.inc({ reason }),
+    onReject: metrics.wsRejected,
     ...(cluster && bridge
       ? {
           remote: {
@@ -337,14 +291,7 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
         }
       : {}),
   });
-  new Gauge({
-    name: 'punch_ws_connections',
-    help: 'Open signalling WebSocket connections (peers and observers)',
-    registers: [registry],
-    collect() {
-      this.set(signalling.connections);
-    },
-  });
+  let url: string | undefined;
   let closed = false;
   return {
     app,
@@ -354,7 +301,11 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
     hub,
     signalling,
     cluster,
-    async listen() {
+    url() {
+      if (url === undefined) throw new Error('punch: the broker has not been started');
+      return url;
+    },
+    async start() {
       if (cluster) {
         try {
           await cluster.start();
@@ -371,10 +322,10 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
         serving = true;
       }
       await app.listen({ host: config.host, port: config.port });
-      const url = listeningUrl(app).replace(/^http:/, `${scheme}:`);
+      url = listeningUrl(app).replace(/^http:/, `${scheme}:`);
       if (!config.baseUrl) baseUrl = defaultBaseUrl(config.host, Number(new URL(url).port), scheme);
       await relays.start();
-      return url;
+      startNotes(config, logger, tls !== undefined, baseUrl);
     },
     async close() {
       if (closed) return;
@@ -389,5 +340,94 @@ export function createPunchServer(options: PunchServerOptions): PunchServer {
       await cluster?.stop();
       await store.close();
     },
+    health(): ServiceHealth {
+      const own = cluster && !cluster.isOwner ? { state: 'ok' } : broker.storeState;
+      const lost = cluster !== undefined && (!cluster.reachable || (cluster.isOwner && !serving));
+      return {
+        status: url === undefined ? 'starting' : own.state !== 'ok' || lost ? 'degraded' : 'ok',
+        sessions: broker.liveSessions,
+        store: cluster ? 'redis' : 'sqlite',
+        role: cluster ? (cluster.isOwner ? 'owner' : 'relay') : null,
+      };
+    },
+    describe: () => ({
+      url: url ?? null,
+      store: config.redis.url ? 'redis' : 'sqlite',
+      db: config.redis.url ? null : config.db,
+      instance: cluster?.id ?? null,
+      owner: cluster ? cluster.isOwner : null,
+      baseUrl: config.baseUrl ?? null,
+      trustProxy: config.trustProxy,
+      tls: tls !== undefined,
+      sessions: broker.liveSessions,
+    }),
   };
+}
+
+/** Several instances share the per-client limits through Redis (docs/multi-instance.md "Rate limits"). */
+function sharedLimits(
+  cluster: RedisCluster,
+  config: PunchConfig,
+): Record<LimitGroup, (ip: string) => Promise<number>> {
+  const perMinute: Record<LimitGroup, number> = {
+    create: config.limits.createPerMinute,
+    read: config.limits.getPerMinute,
+    admin: config.limits.adminPerMinute,
+    page: config.limits.pagePerMinute,
+    wsConnect: config.limits.wsConnectPerMinute,
+  };
+  return Object.fromEntries(
+    (Object.keys(perMinute) as LimitGroup[]).map((g) => [
+      g,
+      sharedLimit(cluster, g, perMinute[g], config.limits.ipv6PrefixBits),
+    ]),
+  ) as Record<LimitGroup, (ip: string) => Promise<number>>;
+}
+
+/** What the operator should know once the port is open: clear-text exposure and links only this machine reaches. */
+function startNotes(config: PunchConfig, logger: Logger, tls: boolean, baseUrl: string): void {
+  if (warnsPlainHttp(config.host, tls)) {
+    logger.warn(
+      { host: config.host },
+      'serving plain HTTP on a non-loopback address: tokens and the passphrases in /connect travel in clear ' +
+        'text. Put a TLS reverse proxy in front (and set PUNCH_TRUST_PROXY), or set PUNCH_TLS_CERT and PUNCH_TLS_KEY',
+    );
+  }
+  // Links handed out under a loopback base URL reach only this machine (the quick start's 127.0.0.1): say so,
+  // and how to set it; a warning when the broker listens for other machines that would get such links.
+  if (isLoopbackBase(baseUrl)) {
+    const level = isLoopbackHost(config.host) ? 'info' : 'warn';
+    logger[level]({ baseUrl, setting: 'PUNCH_BASE_URL' }, loopbackBaseNote(baseUrl));
+  }
+}
+
+/** What tests, benches and other packages pass to `createPunchServer`. */
+export interface PunchServerOptions extends Omit<PunchAppOptions, 'exit'> {
+  config: PunchConfig & { secret: string };
+  logger: Logger;
+  clock?: Clock;
+}
+
+/** The broker built outside `runService`, as tests and benches drive it; `listen` starts it and gives its URL. */
+export interface PunchServer extends PunchApp {
+  listen(): Promise<string>;
+}
+
+/**
+ * `createPunchApp` with a context of its own (core's `serviceContext`: no signals, no flags): the entry
+ * point of the tests, the benches and other packages' tests. Losing the owner lease does nothing unless
+ * `onOwnerLost` says so.
+ */
+export function createPunchServer(options: PunchServerOptions): PunchServer {
+  const { config, logger, clock, ...rest } = options;
+  const punch = createPunchApp(serviceContext(config, { logger, ...(clock ? { clock } : {}) }), {
+    onOwnerLost: () => undefined,
+    ...rest,
+  });
+  return Object.assign(punch, {
+    async listen(): Promise<string> {
+      await punch.start();
+      return punch.url();
+    },
+  });
 }
