@@ -120,6 +120,50 @@ describe('route table', () => {
     await app.close();
   });
 
+  test("a row's checks run in the broker's order: token, admin role, session, query and body", async () => {
+    const { app } = build();
+    const call = async (method: 'GET' | 'POST' | 'PATCH', url: string, token?: string, payload?: unknown) => {
+      const r = await app.inject({
+        method,
+        url,
+        headers: {
+          host: 'punch.test',
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+          ...(payload === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(payload === undefined ? {} : { payload: JSON.stringify(payload) }),
+      });
+      return { status: r.statusCode, body: r.json<{ code: string; message: string; token: string }>() };
+    };
+    const created = await call('POST', '/api/session', undefined, { name: 'order', streams: ['cam'] });
+    assert.equal(created.status, 201);
+    const admin = created.body.token;
+    const peer = (await call('POST', '/api/session/order/token', admin, { stream: 'cam' })).body.token;
+
+    // No token: 401 before the query is looked at.
+    assert.equal((await call('GET', '/api/session/order/health?stream=a%20b')).status, 401);
+    // The query by its schema, naming the field; an array is not a name either.
+    for (const q of ['stream=a%20b', 'stream=', 'stream=cam&stream=cam']) {
+      const r = await call('GET', `/api/session/order/health?${q}`, admin);
+      assert.deepEqual(
+        [r.status, r.body.code, r.body.message],
+        [400, 'INVALID_MESSAGE', 'stream: must be a stream name'],
+      );
+    }
+    // The admin role before the body: a peer token with a bad body is a 403.
+    const patched = await call('PATCH', '/api/session/order', peer, { ttl: 'soon' });
+    assert.deepEqual([patched.status, patched.body.code], [403, 'AUTH_FAILED']);
+    const bad = await call('PATCH', '/api/session/order', admin, { ttl: 'soon' });
+    assert.deepEqual([bad.status, bad.body.code], [400, 'INVALID_MESSAGE']);
+    assert.match(bad.body.message, /^ttl: /);
+    // A missing optional body is validated as {}: a token for the first stream.
+    assert.equal((await call('POST', '/api/session/order/token', admin)).status, 201);
+    // A token of another session: 403 before the body.
+    const gone = await call('PATCH', '/api/session/nothing', admin, { ttl: 'soon' });
+    assert.equal(gone.status, 403);
+    await app.close();
+  });
+
   test('the document equals the one served before the table, but for the health query', async () => {
     // Provenance: test/fixtures/openapi/before-route-table.json was written by the hand-kept buildOpenApi
     // (protocol/openapi.ts before the route table) with the default limits and server http://punch.test.
