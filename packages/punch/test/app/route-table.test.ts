@@ -8,6 +8,7 @@ import { SessionBroker } from '../../src/domain/broker.ts';
 import { MemoryStore } from '../../src/domain/store.ts';
 import { buildHttpApi, routeTableOf } from '../../src/io/http-api.ts';
 import type { RouteSpec } from '../../src/io/routes/route-table.ts';
+import { SIGNALLING_PATH } from '../../src/io/ws-server.ts';
 import { openApiPath } from '../../src/protocol/openapi.ts';
 import { TokenSigner } from '../../src/protocol/token.ts';
 
@@ -78,6 +79,14 @@ describe('route table', () => {
     const table = routeTableOf(app);
     assert.ok(table && table.length > 10);
     assert.deepEqual(drift(routes, table), { notDeclared: [], notRegistered: [] });
+    // An upgrade row is the WebSocket server's: its path is the one that server answers.
+    const upgrades = table.filter((r) => r.upgrade);
+    assert.deepEqual(
+      upgrades.map((r) => r.path),
+      ['/api/ws/:name'],
+    );
+    for (const r of upgrades) assert.ok(SIGNALLING_PATH.test(r.path.replace(':name', 'cam-1')), r.path);
+    assert.ok(!SIGNALLING_PATH.test('/api/ws/cam-1/extra'));
     // No route twice (two declarations of one method and path would make fastify throw at ready).
     assert.equal(new Set(routes).size, routes.length);
     await app.close();
