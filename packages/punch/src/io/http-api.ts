@@ -14,20 +14,23 @@ import { PUNCH_VERSION, makeSchemas } from '../protocol/schemas.ts';
 import { clientAddress, parseTrustPolicy, type TrustPolicy } from './client-address.ts';
 import { fail, orThrow, punchErrorBody, unavailable } from './http-errors.ts';
 import type { Hook, HttpApiDeps, RouteContext } from './routes/context.ts';
-import { registerAgentRoutes } from './routes/agent-routes.ts';
-import { registerHealthRoutes } from './routes/health-routes.ts';
-import { registerOpsRoutes } from './routes/ops-routes.ts';
-import { registerPageRoutes } from './routes/page-routes.ts';
-import { registerSessionRoutes } from './routes/session-routes.ts';
+import { agentRoutes } from './routes/agent-routes.ts';
+import { healthRoutes } from './routes/health-routes.ts';
+import { opsRoutes } from './routes/ops-routes.ts';
+import { pageRoutes } from './routes/page-routes.ts';
+import { registerRoutes, type RouteSpec } from './routes/route-table.ts';
+import { sessionRoutes } from './routes/session-routes.ts';
+import { signallingRoutes } from './routes/signalling-routes.ts';
 
 export type { HttpApiDeps, StoreInfo } from './routes/context.ts';
 
 /**
  * The HTTP half of the broker (spec "Endpoints"; README "API documentation"). This module builds the app,
- * the per-client limits, the error handler and the shared route context; the routes live in one module per
- * group (`routes/session-routes.ts`, `routes/page-routes.ts`, `routes/ops-routes.ts`), and what they share
- * (the dependencies and the route context) in `routes/context.ts`. Checks run in this order: rate limit (in
- * `onRequest`, before the body is read), then token, then session lookup, then body.
+ * the per-client limits, the error handler and the shared route context; the routes are declared as one
+ * table per group (`routes/session-routes.ts`, `routes/page-routes.ts`, `routes/ops-routes.ts`, ...; the
+ * table's shape in `routes/route-table.ts`), and what they share in `routes/context.ts`. Checks run in this
+ * order: rate limit (in `onRequest`, before the body is read), then token, then session lookup, then query
+ * and body.
  */
 
 /** Error body of every broker error: `{error, code, message}` (http-errors.ts punchErrorBody). */
@@ -42,6 +45,29 @@ const GROUP_NAMES: Record<LimitGroup, string> = {
   page: 'session pages',
   wsConnect: 'WebSocket connects',
 };
+
+/**
+ * The broker's route table (routes/route-table.ts): every route once, in one list that registers them,
+ * validates their requests and writes the OpenAPI document (`GET /api/openapi.json`).
+ */
+export function routeTable(ctx: RouteContext): readonly RouteSpec[] {
+  const table: RouteSpec[] = [
+    ...sessionRoutes(ctx),
+    ...healthRoutes(ctx),
+    ...pageRoutes(ctx),
+    ...opsRoutes(ctx, () => table),
+    ...agentRoutes(ctx),
+    ...signallingRoutes(),
+  ];
+  return table;
+}
+
+const tables = new WeakMap<FastifyInstance, readonly RouteSpec[]>();
+
+/** The table an app of `buildHttpApi` was built from (the route-table test compares it with fastify's). */
+export function routeTableOf(app: FastifyInstance): readonly RouteSpec[] | undefined {
+  return tables.get(app);
+}
 
 export function buildHttpApi(deps: HttpApiDeps): FastifyInstance {
   const { config, broker, signer, clock } = deps;
@@ -188,12 +214,10 @@ export function buildHttpApi(deps: HttpApiDeps): FastifyInstance {
 
   // Errors of every route go through core's handler (fastify's own errors as generic codes) and leave with
   // punchErrorBody's shape.
+  const table = routeTable(ctx);
+  tables.set(app, table);
   app.register((api, _opts, done) => {
-    registerSessionRoutes(api, ctx);
-    registerHealthRoutes(api, ctx);
-    registerPageRoutes(api, ctx);
-    registerOpsRoutes(api, ctx);
-    registerAgentRoutes(api, ctx);
+    registerRoutes(api, ctx, table);
     done();
   });
 

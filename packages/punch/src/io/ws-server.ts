@@ -82,7 +82,8 @@ export interface SignallingServer {
 /** Bytes queued for one slow connection before it is dropped. */
 const MAX_SEND_BUFFER = 1024 * 1024;
 
-const PATH = /^\/api\/ws\/([^/?#]+)\/?(?:\?.*)?$/;
+/** The upgrade's path, `/api/ws/:name` of the route table (routes/signalling-routes.ts). */
+export const SIGNALLING_PATH = /^\/api\/ws\/([^/?#]+)\/?(?:\?.*)?$/;
 
 /** The subprotocol the console offers with its token (README "WebSocket signalling"). */
 export const WS_SUBPROTOCOL = 'punch.v1';
@@ -342,7 +343,7 @@ export function attachSignalling(server: Server, options: SignallingServerOption
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     socket.on('error', () => undefined);
-    const m = PATH.exec(req.url ?? '');
+    const m = SIGNALLING_PATH.exec(req.url ?? '');
     if (!m) {
       reject(socket, 404, 'Not Found');
       return;

@@ -110,6 +110,14 @@ export function makeSchemas(limits: SchemaLimits) {
 
 export type Schemas = ReturnType<typeof makeSchemas>;
 
+/** `?stream=` of a stream's health (docs/health.md); default the token's stream, else the first. */
+export const healthQuery = z.object({
+  stream: z
+    .string({ error: 'must be a stream name' })
+    .regex(NAME_PATTERN, { error: 'must be a stream name' })
+    .optional(),
+});
+
 // Response schemas: used for the OpenAPI document and by the tests to check responses.
 const peerSchema = z
   .object({ ip: z.string(), port: z.number().int(), label: z.string() })

@@ -1,8 +1,10 @@
 import { AppError, sendError } from '@broadcast-ops/core';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyReply } from 'fastify';
+import type { ResponseDoc } from '../../protocol/openapi.ts';
 import { AGENT_ALIAS, AgentBundle, AgentBundleError, type AgentFile } from '../agent-bundle.ts';
 import { fail } from '../http-errors.ts';
 import type { RouteContext } from './context.ts';
+import { publicRoute, type RouteSpec } from './route-table.ts';
 
 /**
  * The single-file agent (docs/agent.md "Without a checkout"), public and without a token: it holds no
@@ -10,7 +12,9 @@ import type { RouteContext } from './context.ts';
  * the server). `GET /agent/` describes it (JSON); `GET /agent/punch-agent-<version>.mjs` is this broker's
  * version, `GET /agent/punch-agent.mjs` the same file under a stable name. Bucket `page`.
  */
-export function registerAgentRoutes(api: FastifyInstance, ctx: RouteContext, bundle?: AgentBundle): void {
+const notBuilt: ResponseDoc = { description: 'The agent could not be built (the message says why)' };
+
+export function agentRoutes(ctx: RouteContext, bundle?: AgentBundle): RouteSpec[] {
   const agent = bundle ?? new AgentBundle(ctx.deps.logger.child({ component: 'agent-bundle' }));
 
   const built = async (reply: FastifyReply): Promise<AgentFile | undefined> => {
@@ -28,7 +32,7 @@ export function registerAgentRoutes(api: FastifyInstance, ctx: RouteContext, bun
     }
   };
 
-  const index = async (_request: unknown, reply: FastifyReply) => {
+  const index = async ({ reply }: { reply: FastifyReply }) => {
     const f = await built(reply);
     if (!f) return reply;
     return reply.header('cache-control', 'no-cache').send({
@@ -42,33 +46,67 @@ export function registerAgentRoutes(api: FastifyInstance, ctx: RouteContext, bun
       run: `node ${f.file} --link '<join link>' --role sender|receiver --port <UDP port> (--input|--output) <media>`,
     });
   };
-  api.get('/agent', { onRequest: ctx.limit.page }, index);
-  api.get('/agent/', { onRequest: ctx.limit.page }, index);
-
-  api.get<{ Params: { file: string } }>(
-    '/agent/:file',
-    { onRequest: ctx.limit.page },
-    async (request, reply) => {
-      const name = request.params.file;
-      if (name !== agent.file && name !== AGENT_ALIAS) {
-        return sendError(
-          reply,
-          fail(
-            'NOT_FOUND',
-            `this broker serves the agent as /agent/${agent.file} (or /agent/${AGENT_ALIAS})`,
-          ),
-        );
-      }
-      const f = await built(reply);
-      if (!f) return reply;
-      const etag = `"${f.sha256}"`;
-      void reply
-        .header('cache-control', 'no-cache')
-        .header('etag', etag)
-        .header('x-content-type-options', 'nosniff')
-        .header('content-disposition', `attachment; filename="${f.file}"`);
-      if (request.headers['if-none-match'] === etag) return reply.status(304).send();
-      return reply.type('text/javascript; charset=utf-8').send(f.body);
+  const info = {
+    method: 'GET',
+    auth: 'public',
+    limit: 'page',
+    summary:
+      'The single-file agent this broker serves: version, file, url, alias, bytes, sha256 (README "The agent without a checkout")',
+    responses: {
+      '200': {
+        description: 'About the agent file',
+        content: { 'application/json': { schema: { type: 'object' } } },
+      },
+      '503': notBuilt,
     },
-  );
+    handler: index,
+  } as const;
+
+  return [
+    publicRoute({ ...info, path: '/agent/', operationId: 'agentInfo' }),
+    // The same without the slash, not documented twice.
+    publicRoute({ ...info, path: '/agent', operationId: null }),
+
+    publicRoute({
+      method: 'GET',
+      path: '/agent/:file',
+      operationId: 'agentDownload',
+      summary:
+        'The agent as one ES module for `node` (no token): punch-agent-<version>.mjs, or the alias punch-agent.mjs',
+      auth: 'public',
+      limit: 'page',
+      parameters: [{ name: 'file', in: 'path', schema: { type: 'string' } }],
+      responses: {
+        '200': {
+          description: 'The agent',
+          content: { 'text/javascript': { schema: { type: 'string' } } },
+        },
+        '304': { description: 'Unchanged (If-None-Match with its ETag, the SHA-256)' },
+        '404': { description: 'Another file or version: the message names the one served' },
+        '503': notBuilt,
+      },
+      handler: async ({ request, params, reply }) => {
+        const name = params['file'];
+        if (name !== agent.file && name !== AGENT_ALIAS) {
+          return sendError(
+            reply,
+            fail(
+              'NOT_FOUND',
+              `this broker serves the agent as /agent/${agent.file} (or /agent/${AGENT_ALIAS})`,
+            ),
+          );
+        }
+        const f = await built(reply);
+        if (!f) return reply;
+        const etag = `"${f.sha256}"`;
+        void reply
+          .header('cache-control', 'no-cache')
+          .header('etag', etag)
+          .header('x-content-type-options', 'nosniff')
+          .header('content-disposition', `attachment; filename="${f.file}"`);
+        if (request.headers['if-none-match'] === etag) return reply.status(304).send();
+        return reply.type('text/javascript; charset=utf-8').send(f.body);
+      },
+    }),
+  ];
 }

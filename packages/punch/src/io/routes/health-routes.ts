@@ -1,7 +1,8 @@
-import type { FastifyInstance } from 'fastify';
+import { NAME_PARAM, errorResponse } from '../../protocol/openapi.ts';
+import { healthQuery } from '../../protocol/schemas.ts';
 import { fail, forbidden } from '../http-errors.ts';
 import type { RouteContext } from './context.ts';
-import { NAME_PATTERN } from '../../protocol/schemas.ts';
+import { sessionRoute, type RouteSpec } from './route-table.ts';
 
 /**
  * `GET /api/session/:name/health?stream=`: one link's health (docs/health.md): the verdict, advice and
@@ -9,24 +10,35 @@ import { NAME_PATTERN } from '../../protocol/schemas.ts';
  * reports per end for the console's graph. An admin token, or a peer token of that stream (spec "View own
  * stream health"). Read bucket.
  */
-export function registerHealthRoutes(api: FastifyInstance, ctx: RouteContext): void {
-  api.get<{ Params: { name: string }; Querystring: Record<string, unknown> }>(
-    '/api/session/:name/health',
-    { onRequest: ctx.limit.read },
-    (request) => {
-      const claims = ctx.authorize(request, request.params.name);
-      const session = ctx.liveSession(request.params.name, claims);
-      const asked = request.query['stream'];
-      if (asked !== undefined && (typeof asked !== 'string' || !NAME_PATTERN.test(asked))) {
-        throw fail('INVALID_MESSAGE', 'stream: must be a stream name');
-      }
-      const stream = asked ?? claims.stream ?? session.streams[0]?.name ?? '';
-      if (claims.stream !== null && claims.stream !== stream) {
-        throw forbidden(`this token is for stream "${claims.stream}" only`);
-      }
-      const view = ctx.deps.healthView?.(session.name, stream);
-      if (!view) throw fail('INVALID_MESSAGE', `stream: no stream "${stream}" in this session`);
-      return { session: session.name, latency: session.latency, ...view };
-    },
-  );
+export function healthRoutes(ctx: RouteContext): RouteSpec[] {
+  return [
+    sessionRoute({
+      method: 'GET',
+      path: '/api/session/:name/health',
+      operationId: 'streamHealth',
+      summary:
+        "One stream's health (docs/health.md): verdict, advice, alarms, each end's figures over 10 s and 60 s by role, and 10 minutes of reports per end",
+      auth: 'token',
+      limit: 'read',
+      parameters: [NAME_PARAM],
+      query: healthQuery,
+      responses: {
+        '200': {
+          description:
+            '{session, latency, stream, assessment (null before any report), history: {sender?, receiver?}}',
+          content: { 'application/json': { schema: { type: 'object' } } },
+        },
+        '400': errorResponse('INVALID_REQUEST (code INVALID_MESSAGE): unknown stream'),
+      },
+      handler: ({ claims, session, query }) => {
+        const stream = query.stream ?? claims.stream ?? session.streams[0]?.name ?? '';
+        if (claims.stream !== null && claims.stream !== stream) {
+          throw forbidden(`this token is for stream "${claims.stream}" only`);
+        }
+        const view = ctx.deps.healthView?.(session.name, stream);
+        if (!view) throw fail('INVALID_MESSAGE', `stream: no stream "${stream}" in this session`);
+        return { session: session.name, latency: session.latency, ...view };
+      },
+    }),
+  ];
 }
