@@ -339,3 +339,51 @@ test('maxReconnectAttempts exhausted: state error, no further attempt', () => {
   );
   assert.equal(r.session.wakeAt, undefined);
 });
+
+test('configured locations: ADD-SUB on a session that offers subscriptions, live once drawn, stale with the reason on a loss, unavailable where there is no ADD-SUB', async () => {
+  const r = companionRig({ locations: ['2/0/1'] });
+  r.take();
+  assert.deepEqual(r.state.get('companion.subscriptions'), {
+    '2/0/1': {
+      path: 'companion.page.2.row.0.column.1',
+      status: 'restoring',
+      reason: 'configured: waiting for a Companion session',
+    },
+  });
+  r.session.opened(1);
+  r.session.line(1, 'BEGIN CompanionVersion=4.0.0 ApiVersion=1.10.0');
+  assert.deepEqual(r.take(), [], 'CAPS awaited');
+  r.session.line(1, 'CAPS SUBSCRIPTIONS=1');
+  const sent = r.take();
+  assert.equal(sent.length, 1);
+  assert.match(sent[0]![2], /^ADD-DEVICE /);
+  r.session.line(1, `ADD-DEVICE OK DEVICEID=${DEVICE_ID}`);
+  await r.settle();
+  assert.deepEqual(r.take(), [
+    ['send', 1, 'ADD-SUB SUBID="tb-2-0-1" LOCATION="2/0/1" TEXT=1 COLORS="hex"\n'],
+  ]);
+  r.session.line(1, 'ADD-SUB OK SUBID=tb-2-0-1');
+  r.session.line(1, 'SUB-STATE SUBID=tb-2-0-1 TEXT=R08= PRESSED=0');
+  await r.settle();
+  const subs = (): unknown => r.state.get('companion.subscriptions');
+  assert.deepEqual(subs(), { '2/0/1': { path: 'companion.page.2.row.0.column.1', status: 'live' } });
+  r.session.closed(1, 'connection closed by Companion');
+  assert.deepEqual(subs(), {
+    '2/0/1': {
+      path: 'companion.page.2.row.0.column.1',
+      status: 'stale',
+      reason: 'Companion link lost: connection closed by Companion',
+    },
+  });
+  // The next session is a Companion 3.x (ApiVersion 1.7.0): no ADD-SUB, so the location cannot come back.
+  r.clock.advance(500);
+  r.take();
+  await r.register(2);
+  assert.deepEqual(subs(), {
+    '2/0/1': {
+      path: 'companion.page.2.row.0.column.1',
+      status: 'unavailable',
+      reason: 'cannot restore: Companion 3.2.0 (ApiVersion 1.7.0) has no ADD-SUB (needs 1.10.0)',
+    },
+  });
+});

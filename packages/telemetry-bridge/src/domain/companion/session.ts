@@ -35,6 +35,7 @@ import {
   type CompanionFeatures,
 } from './features.ts';
 import { HeldKeys, type HeldTarget } from './held-keys.ts';
+import { Locations, MAX_SUBSCRIPTIONS, locationPath, subIdOf, type SubLocation } from './locations.ts';
 import { LinkHistory, type LinkHost } from './link-history.ts';
 import {
   backoffDelay,
@@ -44,25 +45,6 @@ import {
   type SessionLinks,
 } from './types.ts';
 import { Wakes, type Wake } from './wakes.ts';
-
-/** An absolute location the bridge subscribed to with ADD-SUB (docs/companion.md "Subscriptions"). */
-interface SubLocation {
-  path: string;
-  page: number;
-  row: number;
-  column: number;
-}
-
-/** What `companion.subscriptions` says about one location. */
-type SubStatus = 'live' | 'restoring' | 'stale' | 'failed' | 'unavailable';
-
-const subIdOf = (l: { page: number; row: number; column: number }): string =>
-  `tb-${l.page}-${l.row}-${l.column}`;
-const locationPath = (l: { page: number; row: number; column: number }): string =>
-  `companion.page.${l.page}.row.${l.row}.column.${l.column}`;
-
-/** ADD-SUB locations remembered across sessions; beyond this a new location is refused (clients choose them). */
-export const MAX_SUBSCRIPTIONS = 1024;
 
 /** After the key burst, wait this long (ms) for the variables that follow (~5-20 ms) before clearing stale. */
 export const FRESH_SETTLE_MS = 50;
@@ -132,10 +114,8 @@ export class CompanionSession {
   #hostIndex = 0;
   /** Why commands fail right now, while the adapter moves to another host. */
   #failover: string | undefined;
-  readonly #subs = new Map<string, SubLocation>();
-  readonly #subStatus = new Map<string, { status: SubStatus; reason?: string }>();
-  /** Locations from `companion.locations`: subscribed on every session, never dropped by `unwatch`. */
-  readonly #configured = new Set<string>();
+  /** Locations subscribed with ADD-SUB, remembered across sessions (locations.ts). */
+  readonly #subs: Locations;
   /** Presses whose release Companion has not confirmed (held-keys.ts), published as `companion.held`. */
   readonly #held = new HeldKeys();
   /** Each outage of the link as one event (link-history.ts), published as `companion.connection.events`. */
@@ -153,14 +133,7 @@ export class CompanionSession {
       options.device.variables.filter((v) => v.type === 'output').map((v) => [v.id, variablePath(v.id)]),
     );
     this.#inputs = new Set(options.device.variables.filter((v) => v.type === 'input').map((v) => v.id));
-    for (const l of options.locations ?? []) {
-      const loc = parseLocation(l);
-      if (!loc || loc.page < 1 || this.#subs.size >= MAX_SUBSCRIPTIONS) continue;
-      const id = subIdOf(loc);
-      this.#subs.set(id, { path: locationPath(loc), ...loc });
-      this.#configured.add(id);
-      this.#subState(id, 'restoring', 'configured: waiting for a Companion session');
-    }
+    this.#subs = new Locations(options.locations);
   }
 
   /** Silence (ms) after which the link is suspect and commands are refused unsent. */
@@ -424,7 +397,7 @@ export class CompanionSession {
     this.#ctx?.markStale(true, LINK_KEYS);
     this.#publishActive(s, false, reason);
     if (this.#subs.size > 0) {
-      for (const id of this.#subs.keys()) this.#subState(id, 'stale', `Companion link lost: ${reason}`);
+      this.#subs.setAll('stale', `Companion link lost: ${reason}`);
       this.#publishSubs();
     }
     if (to === 'error') this.#setState('error', reason);
@@ -572,8 +545,8 @@ export class CompanionSession {
         // Drawn by this session: fresh, even when the value did not change.
         s.subsFresh.add(id);
         this.#ctx?.setPathStale(where.path, false);
-        if (this.#subStatus.get(id)?.status !== 'live') {
-          this.#subState(id, 'live');
+        if (this.#subs.status(id) !== 'live') {
+          this.#subs.setStatus(id, 'live');
           this.#publishSubs();
         }
         return;
@@ -591,7 +564,8 @@ export class CompanionSession {
     s.fresh = true;
     this.#timer(s, FRESH_SETTLE_MS, () => {
       // Locations Companion has not redrawn on this session stay stale (with their reason).
-      if (this.#session === s) this.#ctx?.setConnected(true, (path) => this.#unrestored(s, path));
+      if (this.#session === s)
+        this.#ctx?.setConnected(true, (path) => this.#subs.unrestored(path, s.subsFresh));
     });
   }
 
@@ -749,25 +723,9 @@ export class CompanionSession {
 
   // ------------------------------------------------------------------------------------------ subscriptions
 
-  /** A location subscribed earlier but not redrawn by this session (kept stale). */
-  #unrestored(s: Session, path: string): boolean {
-    if (!path.startsWith('companion.page.')) return false;
-    for (const [id, loc] of this.#subs) if (loc.path === path) return !s.subsFresh.has(id);
-    return false;
-  }
-
-  #subState(id: string, status: SubStatus, reason?: string): void {
-    this.#subStatus.set(id, reason === undefined ? { status } : { status, reason });
-  }
-
   /** `companion.subscriptions`: every remembered location, its status and why it is not live. */
   #publishSubs(): void {
-    const out: Record<string, unknown> = {};
-    for (const [id, loc] of this.#subs) {
-      const st = this.#subStatus.get(id) ?? { status: 'restoring' };
-      out[`${loc.page}/${loc.row}/${loc.column}`] = { path: loc.path, ...st };
-    }
-    this.#set('companion.subscriptions', out);
+    this.#set('companion.subscriptions', this.#subs.value());
   }
 
   /** A new session: send ADD-SUB again for every location an earlier session subscribed to. */
@@ -777,15 +735,19 @@ export class CompanionSession {
       const why = s.features.caps
         ? 'Companion has satellite subscriptions disabled (CAPS SUBSCRIPTIONS=0)'
         : `Companion ${s.companionVersion || '?'} (ApiVersion ${s.apiVersion}) has no ADD-SUB (needs 1.10.0)`;
-      for (const id of this.#subs.keys()) this.#subState(id, 'unavailable', `cannot restore: ${why}`);
+      this.#subs.setAll('unavailable', `cannot restore: ${why}`);
       this.#publishSubs();
       return;
     }
-    for (const [id, loc] of this.#subs) {
-      this.#subState(id, 'restoring', 'new Companion session: ADD-SUB sent again, waiting for its SUB-STATE');
+    for (const [id, loc] of this.#subs.entries()) {
+      this.#subs.setStatus(
+        id,
+        'restoring',
+        'new Companion session: ADD-SUB sent again, waiting for its SUB-STATE',
+      );
       this.#ensureSub(s, id, loc).catch((err: unknown) => {
         if (this.#session !== s) return;
-        this.#subState(id, 'failed', `ADD-SUB refused on the new session: ${(err as Error).message}`);
+        this.#subs.setStatus(id, 'failed', `ADD-SUB refused on the new session: ${(err as Error).message}`);
         this.#publishSubs();
       });
     }
@@ -986,15 +948,14 @@ export class CompanionSession {
     const subId = subIdOf(t);
     const path = locationPath(t);
     if (plan.kind === 'unwatch') {
-      if (this.#configured.has(subId))
+      if (this.#subs.isConfigured(subId))
         throw new Error(`${t.page}/${t.row}/${t.column} is configured in companion.locations: not removed`);
       if (!this.#subs.has(subId)) return sent;
       if (s.subsLive.has(subId)) {
         await send('REMOVE-SUB', { SUBID: subId });
         s.subsLive.delete(subId);
       }
-      this.#subs.delete(subId);
-      this.#subStatus.delete(subId);
+      this.#subs.remove(subId);
       s.subsFresh.delete(subId);
       this.#publishSubs();
       this.#set(path, null);
@@ -1005,16 +966,18 @@ export class CompanionSession {
       if (isNew && this.#subs.size >= MAX_SUBSCRIPTIONS)
         throw new Error(`at most ${MAX_SUBSCRIPTIONS} absolute locations are subscribed`);
       if (isNew) {
-        this.#subs.set(subId, { path, page: t.page, row: t.row, column: t.column });
-        this.#subState(subId, 'restoring', 'ADD-SUB sent, waiting for its SUB-STATE');
+        this.#subs.add(
+          subId,
+          { path, page: t.page, row: t.row, column: t.column },
+          'ADD-SUB sent, waiting for its SUB-STATE',
+        );
       }
       if (signal.aborted) throw new Error('command deadline passed');
       try {
         await this.#ensureSub(s, subId, { path, page: t.page, row: t.row, column: t.column }, signal);
       } catch (err) {
         if (isNew && !s.subsLive.has(subId)) {
-          this.#subs.delete(subId);
-          this.#subStatus.delete(subId);
+          this.#subs.remove(subId);
         }
         throw err;
       }

@@ -17,7 +17,7 @@ import type {
 import { openLink, type SatelliteLink, type SatelliteTransport } from './link.ts';
 
 export { backoffDelay } from '../../domain/companion/types.ts';
-export { MAX_SUBSCRIPTIONS } from '../../domain/companion/session.ts';
+export { MAX_SUBSCRIPTIONS } from '../../domain/companion/locations.ts';
 export type {
   CompanionConnectionState,
   CompanionDevice,
