@@ -214,9 +214,13 @@ export class CompanionSession {
     this.#setState('disconnected');
   }
 
-  /** A requested wake time has come: fire every deadline due now. */
-  tick(): void {
-    this.#wakes.run(this.#mono());
+  /**
+   * A requested wake time has come: fire every deadline due now. `wokenFor` is the wake time the owner's
+   * timer was armed for: Node arms a timer from its cached loop time, so it can fire a little before that time
+   * on the Clock; the deadlines up to it are due all the same (as they would be for a Node interval).
+   */
+  tick(wokenFor?: number): void {
+    this.#wakes.run(Math.max(this.#mono(), wokenFor ?? -Infinity));
   }
 
   // ------------------------------------------------------------------------------------------ state

@@ -79,7 +79,7 @@ export interface SessionLinks {
   send(link: number, line: string): void;
   /** Close a link; its `closed` event is then ignored. */
   close(link: number, reason: string): void;
-  /** Call `tick()` at this monotonic time (the injected Clock's `monotonicMs`); `undefined`: no wake needed. */
+  /** Call `tick(atMs)` at this monotonic time (the Clock's `monotonicMs`); `undefined`: no wake needed. */
   wake(atMs: number | undefined): void;
 }
 

@@ -103,7 +103,7 @@ export class CompanionAdapter implements Adapter {
         if (at === undefined || !clock) return;
         this.#wake = clock.setTimer(Math.max(0, at - clock.monotonicMs()), () => {
           this.#wake = undefined;
-          this.#session.tick();
+          this.#session.tick(at);
         });
       },
     };
