@@ -18,7 +18,7 @@ import {
 import type { FastifyInstance } from 'fastify';
 import type { BridgeConfig } from './config.ts';
 import type { Adapter } from './domain/adapter.ts';
-import { companionAdapterFromConfig } from './adapters/companion/index.ts';
+import { companionAdapterFromConfig } from './io/companion/index.ts';
 import { identityFile } from './io/identity-file.ts';
 import { Hub } from './domain/hub.ts';
 import { UuidV7Generator } from './domain/ids.ts';

@@ -118,7 +118,7 @@ test('every toolkit metric in the rules and the dashboard is registered by a ser
   assert.deepEqual(missing, [], 'metrics no service registers');
   // Label values the rules match on are the ones the services write.
   const bridgeAdapter = readFileSync(
-    join(repoRoot, 'packages/telemetry-bridge/src/adapters/companion/adapter.ts'),
+    join(repoRoot, 'packages/telemetry-bridge/src/io/companion/adapter.ts'),
     'utf8',
   );
   const adapters = [...text.matchAll(/adapter=\\?"([^"\\]+)\\?"/g)];

@@ -1,12 +1,12 @@
 /**
- * One outage of the Companion link is one event (src/adapters/companion/link-history.ts): every failed
+ * One outage of the Companion link is one event (src/domain/companion/link-history.ts): every failed
  * attempt inside it only counts, the registration closes it as `failover` (another host) or `reconnected`
  * (the same host) with the first reason and the time without Companion; the list is bounded and survives a
  * restart through the value the event log restored.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LINK_EVENTS_KEPT, LinkHistory, type LinkHost } from '../../src/adapters/companion/link-history.ts';
+import { LINK_EVENTS_KEPT, LinkHistory, type LinkHost } from '../../src/domain/companion/link-history.ts';
 
 const P: LinkHost = { host: '10.0.0.1', port: 16623, role: 'primary' };
 const B: LinkHost = { host: '10.0.0.2', port: 16623, role: 'backup' };

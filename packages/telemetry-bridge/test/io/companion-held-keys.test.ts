@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { BridgeClient } from '../../src/client/bridge-client.ts';
-import { HeldKeys } from '../../src/adapters/companion/held-keys.ts';
+import { HeldKeys } from '../../src/domain/companion/held-keys.ts';
 import { CompanionSimulator } from '../../src/simulators/companion-sim.ts';
 import { freePort } from '../helpers.ts';
 import { bridgeProcess, pressLines, type BridgeProcess } from '../bridge-process.ts';

@@ -1,14 +1,18 @@
 /**
- * Companion adapter (namespace `companion`, source `companion.satellite`): registers the bridge as a virtual
- * surface through the real Satellite API, publishes what Companion draws and streams, and turns client
- * commands into Satellite messages, each acknowledged only after Companion's `OK` (docs/companion.md).
+ * The Companion Satellite API session as a pure state machine (docs/companion.md): registers the bridge as a
+ * virtual surface, publishes what Companion draws and streams, and turns client commands into Satellite
+ * lines, each acknowledged only after Companion's `OK`. Inputs: link events (`opened`, `openFailed`, `line`,
+ * `closed`), `tick()` when a requested wake time has come, and commands; time from the context's Clock.
+ * Outputs: links to open and close and lines to send (`SessionLinks`), the next wake time, and state and
+ * events through the AdapterContext. No sockets, no timers: io/companion/adapter.ts owns those.
  *
  * Connection state (`companion.connection.state`): `connecting` (first attempt) → `connected` after BEGIN,
  * CAPS (≥ 1.10.0) and `ADD-DEVICE OK`; a lost, silent or refused link → `reconnecting` with exponential backoff
  * plus jitter; `error` when Companion is reachable but unusable (ApiVersion 2+, ADD-DEVICE refused, not a
  * Satellite server) or when `maxReconnectAttempts` is exhausted; `disconnected` when the adapter stops.
  */
-import type { Adapter, AdapterCommand, AdapterContext, AdapterResult } from '../../domain/adapter.ts';
+import type { Clock } from '@broadcast-ops/core';
+import type { AdapterCommand, AdapterContext, AdapterResult } from '../adapter.ts';
 import {
   formatClientLine,
   isSemver,
@@ -30,107 +34,36 @@ import {
   type BitmapFormat,
   type CompanionFeatures,
 } from './features.ts';
-import { openLink, type SatelliteLink, type SatelliteTransport } from './link.ts';
 import { HeldKeys, type HeldTarget } from './held-keys.ts';
+import { Locations, MAX_SUBSCRIPTIONS, locationPath, subIdOf, type SubLocation } from './locations.ts';
 import { LinkHistory, type LinkHost } from './link-history.ts';
+import {
+  backoffDelay,
+  type CompanionConnectionState,
+  type CompanionHost,
+  type CompanionSessionOptions,
+  type SessionLinks,
+} from './types.ts';
+import { Wakes, type Wake } from './wakes.ts';
 
-export type CompanionConnectionState = 'disconnected' | 'connecting' | 'connected' | 'reconnecting' | 'error';
-
-export interface CompanionVariable {
-  /** Id declared to Companion; `group:name` publishes at `companion.variables.group.name`. */
-  id: string;
-  type: 'input' | 'output';
-  name: string;
-  description?: string | undefined;
-}
-
-export interface CompanionDevice {
-  deviceId: string;
-  productName: string;
-  serial?: string;
-  keysTotal: number;
-  keysPerRow: number;
-  /** Bitmap edge in px; 0 = no bitmaps (keys then carry text and colours only). */
-  bitmaps: number;
-  /** Preferred encoding of bitmaps; asked for only where CAPS BITMAP_FORMATS lists it (1.12.0). */
-  bitmapFormat?: BitmapFormat;
-  colors: 'hex' | 'rgb' | false;
-  text: boolean;
-  textStyle: boolean;
-  /** Ask Companion for LOCKED-STATE instead of lock drawings (1.8.0). */
-  pincodeLock: boolean;
-  /** Receive BRIGHTNESS (opt-out needs 1.7.0). */
-  brightness: boolean;
-  variables: CompanionVariable[];
-}
-
-/** One Companion instance the adapter may use. */
-export interface CompanionHost {
-  host: string;
-  port: number;
-}
-
-/** An absolute location the bridge subscribed to with ADD-SUB (docs/companion.md "Subscriptions"). */
-interface SubLocation {
-  path: string;
-  page: number;
-  row: number;
-  column: number;
-}
-
-/** What `companion.subscriptions` says about one location. */
-type SubStatus = 'live' | 'restoring' | 'stale' | 'failed' | 'unavailable';
-
-const subIdOf = (l: { page: number; row: number; column: number }): string =>
-  `tb-${l.page}-${l.row}-${l.column}`;
-const locationPath = (l: { page: number; row: number; column: number }): string =>
-  `companion.page.${l.page}.row.${l.row}.column.${l.column}`;
-
-/** ADD-SUB locations remembered across sessions; beyond this a new location is refused (clients choose them). */
-export const MAX_SUBSCRIPTIONS = 1024;
+/** After the key burst, wait this long (ms) for the variables that follow (~5-20 ms) before clearing stale. */
+export const FRESH_SETTLE_MS = 50;
 
 /** Keys that describe the link itself: written while the link is down, so never marked stale. */
 const LINK_KEYS = (path: string): boolean => path.startsWith('companion.connection.');
 
-export interface CompanionAdapterOptions {
-  host: string;
-  port: number;
-  /**
-   * Hot standby: Companion instances in order of preference (docs/companion.md "Hot standby"). When given,
-   * `host`/`port` are ignored; the adapter uses the first that answers and moves to the next on a dead link.
-   */
-  hosts?: CompanionHost[];
-  transport: SatelliteTransport;
-  device: CompanionDevice;
-  /** PING period; Companion drops a client after 5 s without inbound data. */
-  heartbeatInterval: number;
-  /** No line from Companion for this long (ms) = dead link. */
-  deadAfter: number;
-  connectionTimeout: number;
-  replyTimeout: number;
-  reconnectDelay: number;
-  /** Hot standby: wait before the first try of each other host after a loss (later rounds back off). */
-  failoverDelay?: number;
-  maxReconnectDelay: number;
-  reconnectJitter: number;
-  /** 0 = retry forever. */
-  maxReconnectAttempts: number;
-  /** Longest wait for the key refresh after registration before stale flags are cleared anyway. */
-  refreshTimeout: number;
-  maxLineLength: number;
-  /** Absolute locations `page/row/column` subscribed on every session that offers subscriptions. */
-  locations?: string[];
-  random?: () => number;
-}
-
 interface Pending {
   resolve(line: SatelliteLine): void;
   reject(err: Error): void;
-  timer: NodeJS.Timeout;
+  wake: Wake;
 }
 
+/** One connection attempt to one host, from `open` to its end. */
 interface Session {
-  link: SatelliteLink | undefined;
+  /** The link id given to `SessionLinks.open`. */
+  link: number;
+  /** `opened` has arrived: lines may be sent. */
+  open: boolean;
   host: CompanionHost;
   hostIndex: number;
   phase: 'begin' | 'caps' | 'register' | 'live';
@@ -148,57 +81,47 @@ interface Session {
   /** Locations Companion has drawn (SUB-STATE) on this session. */
   subsFresh: Set<string>;
   refreshed: Set<number>;
+  /** Monotonic ms of the last line from Companion (or of the link opening). */
   lastRx: number;
   pingSeq: number;
+  /** PING id → monotonic ms it was sent. */
   pings: Map<string, number>;
-  timers: NodeJS.Timeout[];
   fresh: boolean;
 }
 
 class ReplyError extends Error {}
 
-/**
- * Delay before reconnect attempt `n` (1-based): `reconnectDelay × 2^(n-1)` capped at `maxReconnectDelay`,
- * plus uniform jitter in [0, reconnectJitter) so many bridges do not hammer a restarting Companion together.
- */
-export function backoffDelay(
-  attempt: number,
-  o: Pick<CompanionAdapterOptions, 'reconnectDelay' | 'maxReconnectDelay' | 'reconnectJitter'>,
-  random: () => number = Math.random,
-): number {
-  const base = Math.min(o.maxReconnectDelay, o.reconnectDelay * 2 ** Math.min(30, Math.max(0, attempt - 1)));
-  return Math.round(base + random() * o.reconnectJitter);
-}
+/** Links that go nowhere: the session before `start`. */
+const NO_LINKS: SessionLinks = { open() {}, send() {}, close() {}, wake() {} };
 
-export class CompanionAdapter implements Adapter {
-  readonly name = 'companion.satellite';
-  readonly targets = ['companion'];
-  readonly owns = ['companion'];
-  readonly #o: CompanionAdapterOptions;
+export class CompanionSession {
+  readonly #o: CompanionSessionOptions;
   readonly #random: () => number;
   readonly #dev: string;
   readonly #outputs: Map<string, string>;
   readonly #inputs: Set<string>;
   #ctx: AdapterContext | undefined;
+  #clock: Clock | undefined;
+  #links: SessionLinks = NO_LINKS;
+  readonly #wakes = new Wakes((at) => this.#links.wake(at));
   #state: CompanionConnectionState = 'disconnected';
   #session: Session | undefined;
+  #linkSeq = 0;
   #attempt = 0;
-  #retry: NodeJS.Timeout | undefined;
+  #retry: Wake | undefined;
   #stopped = true;
   readonly #hosts: CompanionHost[];
   #hostIndex = 0;
   /** Why commands fail right now, while the adapter moves to another host. */
   #failover: string | undefined;
-  readonly #subs = new Map<string, SubLocation>();
-  readonly #subStatus = new Map<string, { status: SubStatus; reason?: string }>();
-  /** Locations from `companion.locations`: subscribed on every session, never dropped by `unwatch`. */
-  readonly #configured = new Set<string>();
+  /** Locations subscribed with ADD-SUB, remembered across sessions (locations.ts). */
+  readonly #subs: Locations;
   /** Presses whose release Companion has not confirmed (held-keys.ts), published as `companion.held`. */
   readonly #held = new HeldKeys();
   /** Each outage of the link as one event (link-history.ts), published as `companion.connection.events`. */
   #history = new LinkHistory();
 
-  constructor(options: CompanionAdapterOptions) {
+  constructor(options: CompanionSessionOptions) {
     this.#o = options;
     this.#random = options.random ?? Math.random;
     this.#hosts =
@@ -210,14 +133,7 @@ export class CompanionAdapter implements Adapter {
       options.device.variables.filter((v) => v.type === 'output').map((v) => [v.id, variablePath(v.id)]),
     );
     this.#inputs = new Set(options.device.variables.filter((v) => v.type === 'input').map((v) => v.id));
-    for (const l of options.locations ?? []) {
-      const loc = parseLocation(l);
-      if (!loc || loc.page < 1 || this.#subs.size >= MAX_SUBSCRIPTIONS) continue;
-      const id = subIdOf(loc);
-      this.#subs.set(id, { path: locationPath(loc), ...loc });
-      this.#configured.add(id);
-      this.#subState(id, 'restoring', 'configured: waiting for a Companion session');
-    }
+    this.#subs = new Locations(options.locations);
   }
 
   /** Silence (ms) after which the link is suspect and commands are refused unsent. */
@@ -225,15 +141,29 @@ export class CompanionAdapter implements Adapter {
     return Math.max(2 * this.#o.heartbeatInterval, 300);
   }
 
+  /** Monotonic ms, for silences and deadlines. */
+  #mono(): number {
+    return this.#clock?.monotonicMs() ?? 0;
+  }
+
+  /** Wall ms, for timestamps people read. */
+  #wall(): number {
+    return this.#clock?.now() ?? 0;
+  }
+
   get state(): CompanionConnectionState {
     return this.#state;
+  }
+
+  /** The earliest monotonic time `tick()` is wanted (also told to `SessionLinks.wake`). */
+  get wakeAt(): number | undefined {
+    return this.#wakes.next;
   }
 
   capabilities(): Record<string, boolean | string | number> {
     const s = this.#session;
     const f = s?.features;
     return {
-      transport: this.#o.transport,
       state: this.#state,
       apiVersion: s?.apiVersion ?? '',
       press: this.#state === 'connected',
@@ -252,8 +182,10 @@ export class CompanionAdapter implements Adapter {
     return this.#hosts.map((h, i) => ({ ...h, active: s?.phase === 'live' && s.hostIndex === i }));
   }
 
-  start(ctx: AdapterContext): void {
+  start(ctx: AdapterContext, links: SessionLinks): void {
     this.#ctx = ctx;
+    this.#clock = ctx.clock;
+    this.#links = links;
     this.#stopped = false;
     // Presses an earlier run left unconfirmed (restored from the event log): released once linked there.
     const restored = this.#held.restore(ctx.read('companion.held'));
@@ -266,19 +198,29 @@ export class CompanionAdapter implements Adapter {
     if (this.#subs.size > 0) this.#publishSubs();
     this.#history = new LinkHistory(ctx.read('companion.connection.events'));
     this.#setState('connecting');
-    void this.#connect();
+    this.#connect();
   }
 
   stop(): void {
     this.#stopped = true;
-    if (this.#retry) clearTimeout(this.#retry);
+    this.#retry?.cancel();
+    this.#retry = undefined;
     const s = this.#session;
     if (s) {
-      s.link?.send('QUIT\n');
+      if (s.open) this.#links.send(s.link, 'QUIT\n');
       this.#end(s, 'adapter stopped');
     }
     this.#ctx?.setConnected(false);
     this.#setState('disconnected');
+  }
+
+  /**
+   * A requested wake time has come: fire every deadline due now. `wokenFor` is the wake time the owner's
+   * timer was armed for: Node arms a timer from its cached loop time, so it can fire a little before that time
+   * on the Clock; the deadlines up to it are due all the same (as they would be for a Node interval).
+   */
+  tick(wokenFor?: number): void {
+    this.#wakes.run(Math.max(this.#mono(), wokenFor ?? -Infinity));
   }
 
   // ------------------------------------------------------------------------------------------ state
@@ -296,13 +238,14 @@ export class CompanionAdapter implements Adapter {
 
   // ------------------------------------------------------------------------------------------ connection
 
-  async #connect(): Promise<void> {
+  #connect(): void {
     this.#retry = undefined;
     if (this.#stopped) return;
     const hostIndex = this.#hostIndex;
     const host = this.#hosts[hostIndex] ?? this.#hosts[0] ?? { host: this.#o.host, port: this.#o.port };
     const session: Session = {
-      link: undefined,
+      link: ++this.#linkSeq,
+      open: false,
       host,
       hostIndex,
       phase: 'begin',
@@ -316,49 +259,44 @@ export class CompanionAdapter implements Adapter {
       subsAdding: new Map(),
       subsFresh: new Set(),
       refreshed: new Set(),
-      lastRx: Date.now(),
+      lastRx: this.#mono(),
       pingSeq: 0,
       pings: new Map(),
-      timers: [],
       fresh: false,
     };
     this.#session = session;
-    const early: string[] = [];
-    let link: SatelliteLink;
-    try {
-      link = await openLink(
-        {
-          transport: this.#o.transport,
-          host: host.host,
-          port: host.port,
-          connectTimeoutMs: this.#o.connectionTimeout,
-          maxLineLength: this.#o.maxLineLength,
-        },
-        {
-          // Lines can arrive before the connect promise settles: hold them until the link is in place.
-          line: (l) => (session.link ? this.#onLine(session, l) : early.push(l)),
-          closed: (r) => this.#onClosed(session, r),
-        },
-      );
-    } catch (err) {
-      if (this.#session === session) this.#session = undefined;
-      this.#scheduleRetry(`connect to ${host.host}:${host.port} failed: ${(err as Error).message}`);
+    this.#links.open(session.link, { host: host.host, port: host.port });
+  }
+
+  /** Link `link` is connected: the registration clock and the heartbeat start. */
+  opened(link: number): void {
+    const session = this.#session;
+    if (this.#stopped || !session || session.link !== link) {
+      this.#links.close(link, 'closed by adapter');
       return;
     }
-    if (this.#stopped || this.#session !== session) {
-      link.close();
-      return;
-    }
-    session.link = link;
-    session.lastRx = Date.now();
+    session.open = true;
+    session.lastRx = this.#mono();
     // Registration must finish within the connection timeout; the heartbeat also watches for silence.
     this.#timer(session, this.#o.connectionTimeout, () => {
       if (session.phase !== 'live')
         this.#fail(session, 'reconnecting', `no registration within ${this.#o.connectionTimeout} ms`);
     });
-    const beat = setInterval(() => this.#heartbeat(session), this.#o.heartbeatInterval);
-    session.timers.push(beat);
-    for (const l of early.splice(0)) this.#onLine(session, l);
+    this.#beat(session);
+  }
+
+  /** Link `link` could not be opened (refused, unreachable, timed out). */
+  openFailed(link: number, message: string): void {
+    const session = this.#session;
+    if (!session || session.link !== link) return;
+    this.#session = undefined;
+    this.#scheduleRetry(`connect to ${session.host.host}:${session.host.port} failed: ${message}`);
+  }
+
+  /** Link `link` ended (closed by Companion, reset, a line over the size bound). */
+  closed(link: number, reason: string): void {
+    const s = this.#session;
+    if (s && s.link === link) this.#fail(s, 'reconnecting', reason);
   }
 
   #linkHost(index: number): LinkHost {
@@ -366,23 +304,32 @@ export class CompanionAdapter implements Adapter {
     return { host: h.host, port: h.port, role: index === 0 ? 'primary' : 'backup' };
   }
 
-  #timer(session: Session, ms: number, fn: () => void): void {
-    session.timers.push(setTimeout(fn, ms));
+  /** A deadline that ends with the session. */
+  #timer(session: Session, ms: number, fn: () => void): Wake {
+    return this.#wakes.add(this.#mono() + ms, fn, session);
+  }
+
+  /** Every `heartbeatInterval`: check for silence, then PING. */
+  #beat(s: Session): void {
+    this.#timer(s, this.#o.heartbeatInterval, () => {
+      this.#heartbeat(s);
+      if (this.#session === s) this.#beat(s);
+    });
   }
 
   #heartbeat(s: Session): void {
-    const silent = Date.now() - s.lastRx;
+    const silent = Math.round(this.#mono() - s.lastRx);
     if (silent > this.#o.deadAfter) {
       this.#fail(s, 'reconnecting', `no data from Companion for ${silent} ms`);
       return;
     }
     const id = String(++s.pingSeq);
-    s.pings.set(id, performance.now());
+    s.pings.set(id, this.#mono());
     for (const k of s.pings.keys()) {
       if (s.pings.size <= 16) break;
       s.pings.delete(k);
     }
-    s.link?.send(`PING ${id}\n`);
+    this.#links.send(s.link, `PING ${id}\n`);
   }
 
   #scheduleRetry(reason: string): void {
@@ -395,7 +342,7 @@ export class CompanionAdapter implements Adapter {
     }
     // Hot standby: the next host in order; the backoff grows once per round over all of them.
     const from = this.#hosts[this.#hostIndex];
-    if (from) this.#history.lost(this.#linkHost(this.#hostIndex), reason, Date.now());
+    if (from) this.#history.lost(this.#linkHost(this.#hostIndex), reason, this.#wall());
     const n = this.#hosts.length;
     if (n > 1) {
       this.#hostIndex = (this.#hostIndex + 1) % n;
@@ -414,24 +361,35 @@ export class CompanionAdapter implements Adapter {
     if (this.#state !== 'error') this.#setState('reconnecting', reason);
     else this.#set('companion.connection.lastError', reason);
     this.#ctx?.reportReconnect();
-    this.#retry = setTimeout(() => {
+    this.#retry = this.#wakes.add(this.#mono() + delay, () => {
       if (this.#state === 'error') this.#setState('reconnecting');
-      void this.#connect();
-    }, delay);
+      this.#connect();
+    });
   }
 
-  /** Tear the session down (timers, pending replies, socket). */
+  /** Tear the session down (deadlines, pending replies, link). */
   #end(s: Session, reason: string): void {
-    for (const t of s.timers) clearTimeout(t);
-    for (const t of s.timers) clearInterval(t);
-    s.timers = [];
+    this.#wakes.cancelOwner(s);
     for (const queue of s.pending.values())
       for (const p of queue.splice(0)) {
-        clearTimeout(p.timer);
+        p.wake.cancel();
         p.reject(new Error(`link lost before Companion answered (${reason})`));
       }
     if (this.#session === s) this.#session = undefined;
-    s.link?.close(reason);
+    if (s.open) this.#links.close(s.link, reason);
+  }
+
+  /** `companion.connection.active`: the host this session is (or was) on, and why it is not any more. */
+  #publishActive(s: Session, connected: boolean, reason?: string): void {
+    this.#set('companion.connection.active', {
+      connected,
+      host: s.host.host,
+      port: s.host.port,
+      index: s.hostIndex,
+      role: s.hostIndex === 0 ? 'primary' : 'backup',
+      since: this.#wall(),
+      ...(reason === undefined ? {} : { reason }),
+    });
   }
 
   /** A live or half-open session failed: keys go stale, state moves, a retry is scheduled. */
@@ -441,32 +399,22 @@ export class CompanionAdapter implements Adapter {
     this.#ctx?.setConnected(false, LINK_KEYS);
     // Keys redrawn by a session that ended before it was declared fresh are stale too.
     this.#ctx?.markStale(true, LINK_KEYS);
-    this.#set('companion.connection.active', {
-      connected: false,
-      host: s.host.host,
-      port: s.host.port,
-      index: s.hostIndex,
-      role: s.hostIndex === 0 ? 'primary' : 'backup',
-      since: Date.now(),
-      reason,
-    });
+    this.#publishActive(s, false, reason);
     if (this.#subs.size > 0) {
-      for (const id of this.#subs.keys()) this.#subState(id, 'stale', `Companion link lost: ${reason}`);
+      this.#subs.setAll('stale', `Companion link lost: ${reason}`);
       this.#publishSubs();
     }
     if (to === 'error') this.#setState('error', reason);
     this.#scheduleRetry(reason);
   }
 
-  #onClosed(s: Session, reason: string): void {
-    this.#fail(s, 'reconnecting', reason);
-  }
-
   // ------------------------------------------------------------------------------------------ inbound
 
-  #onLine(s: Session, raw: string): void {
-    if (this.#session !== s) return;
-    s.lastRx = Date.now();
+  /** One line from Companion on link `link`, without its `\n` (the link splits and bounds them). */
+  line(link: number, raw: string): void {
+    const s = this.#session;
+    if (!s || s.link !== link || !s.open) return;
+    s.lastRx = this.#mono();
     const msg = splitLine(raw);
     const p = msg.params;
     if (s.phase === 'begin') {
@@ -516,7 +464,7 @@ export class CompanionAdapter implements Adapter {
     const queue = s.pending.get(name);
     const next = queue?.shift();
     if (!next) return name !== 'ERROR' || msg.name !== 'ERROR';
-    clearTimeout(next.timer);
+    next.wake.cancel();
     if (p['OK'] === true && msg.name === name) next.resolve(msg);
     else next.reject(new ReplyError(typeof p['MESSAGE'] === 'string' ? p['MESSAGE'] : 'ERROR'));
     return true;
@@ -530,12 +478,12 @@ export class CompanionAdapter implements Adapter {
         const t0 = s.pings.get(msg.body.trim());
         if (t0 !== undefined) {
           s.pings.delete(msg.body.trim());
-          this.#ctx?.reportLatency((performance.now() - t0) / 1000);
+          this.#ctx?.reportLatency((this.#mono() - t0) / 1000);
         }
         return;
       }
       case 'PING':
-        s.link?.send(`PONG ${msg.body.trim()}\n`);
+        this.#links.send(s.link, `PONG ${msg.body.trim()}\n`);
         return;
       case 'KEY-STATE': {
         const index = Number(p['KEY']);
@@ -601,8 +549,8 @@ export class CompanionAdapter implements Adapter {
         // Drawn by this session: fresh, even when the value did not change.
         s.subsFresh.add(id);
         this.#ctx?.setPathStale(where.path, false);
-        if (this.#subStatus.get(id)?.status !== 'live') {
-          this.#subState(id, 'live');
+        if (this.#subs.status(id) !== 'live') {
+          this.#subs.setStatus(id, 'live');
           this.#publishSubs();
         }
         return;
@@ -614,13 +562,14 @@ export class CompanionAdapter implements Adapter {
     this.#ctx?.logger.debug({ line: raw.slice(0, 200) }, 'companion line ignored');
   }
 
-  /** Clear stale on whatever the refresh did not rewrite, shortly after the key burst (variables follow ~5-20 ms). */
+  /** Clear stale on whatever the refresh did not rewrite, shortly after the key burst. */
   #freshSoon(s: Session): void {
     if (s.fresh) return;
     s.fresh = true;
-    this.#timer(s, 50, () => {
+    this.#timer(s, FRESH_SETTLE_MS, () => {
       // Locations Companion has not redrawn on this session stay stale (with their reason).
-      if (this.#session === s) this.#ctx?.setConnected(true, (path) => this.#unrestored(s, path));
+      if (this.#session === s)
+        this.#ctx?.setConnected(true, (path) => this.#subs.unrestored(path, s.subsFresh));
     });
   }
 
@@ -680,17 +629,10 @@ export class CompanionAdapter implements Adapter {
     s.phase = 'live';
     this.#attempt = 0;
     this.#failover = undefined;
-    this.#set('companion.connection.lastConnected', Date.now());
-    this.#set('companion.connection.active', {
-      connected: true,
-      host: s.host.host,
-      port: s.host.port,
-      index: s.hostIndex,
-      role: s.hostIndex === 0 ? 'primary' : 'backup',
-      since: Date.now(),
-    });
+    this.#set('companion.connection.lastConnected', this.#wall());
+    this.#publishActive(s, true);
     this.#setState('connected');
-    const outage = this.#history.registered(this.#linkHost(s.hostIndex), Date.now());
+    const outage = this.#history.registered(this.#linkHost(s.hostIndex), this.#wall());
     if (outage) {
       // One event for the whole outage, however many attempts it took (docs/console.md "Link events").
       this.#set('companion.connection.events', this.#history.list());
@@ -719,7 +661,7 @@ export class CompanionAdapter implements Adapter {
       host: s.host.host,
       port: s.host.port,
       deviceId: this.#o.device.deviceId,
-      since: Date.now(),
+      since: this.#wall(),
       correlationId,
     };
     if (!this.#held.hold(h)) throw new Error('too many keys held on Companion; press refused');
@@ -756,9 +698,8 @@ export class CompanionAdapter implements Adapter {
             this.#o.replyTimeout,
           );
         } else {
-          const id = `tb-${h.page}-${h.row}-${h.column}`;
-          const path = `companion.page.${h.page}.row.${h.row}.column.${h.column}`;
-          await this.#ensureSub(s, id, { path, page: h.page, row: h.row, column: h.column });
+          const id = subIdOf(h);
+          await this.#ensureSub(s, id, { path: locationPath(h), page: h.page, row: h.row, column: h.column });
           await this.#request(s, 'SUB-PRESS', { SUBID: id, PRESSED: false }, this.#o.replyTimeout);
         }
       } catch (err) {
@@ -772,13 +713,10 @@ export class CompanionAdapter implements Adapter {
       this.#publishHeld();
       this.#ctx?.reportHeldReleased();
       log?.warn(
-        { held: h, heldMs: Date.now() - h.since, correlationId: h.correlationId },
+        { held: h, heldMs: this.#wall() - h.since, correlationId: h.correlationId },
         'released a key left held on Companion (its release was never confirmed)',
       );
-      const path =
-        h.kind === 'key'
-          ? `companion.device.${this.#dev}.key.${h.keyIndex}`
-          : `companion.page.${h.page}.row.${h.row}.column.${h.column}`;
+      const path = h.kind === 'key' ? `companion.device.${this.#dev}.key.${h.keyIndex}` : locationPath(h);
       const data =
         h.kind === 'key'
           ? { deviceId: dev, keyIndex: h.keyIndex, reason: 'left_held' }
@@ -789,25 +727,9 @@ export class CompanionAdapter implements Adapter {
 
   // ------------------------------------------------------------------------------------------ subscriptions
 
-  /** A location subscribed earlier but not redrawn by this session (kept stale). */
-  #unrestored(s: Session, path: string): boolean {
-    if (!path.startsWith('companion.page.')) return false;
-    for (const [id, loc] of this.#subs) if (loc.path === path) return !s.subsFresh.has(id);
-    return false;
-  }
-
-  #subState(id: string, status: SubStatus, reason?: string): void {
-    this.#subStatus.set(id, reason === undefined ? { status } : { status, reason });
-  }
-
   /** `companion.subscriptions`: every remembered location, its status and why it is not live. */
   #publishSubs(): void {
-    const out: Record<string, unknown> = {};
-    for (const [id, loc] of this.#subs) {
-      const st = this.#subStatus.get(id) ?? { status: 'restoring' };
-      out[`${loc.page}/${loc.row}/${loc.column}`] = { path: loc.path, ...st };
-    }
-    this.#set('companion.subscriptions', out);
+    this.#set('companion.subscriptions', this.#subs.value());
   }
 
   /** A new session: send ADD-SUB again for every location an earlier session subscribed to. */
@@ -817,15 +739,19 @@ export class CompanionAdapter implements Adapter {
       const why = s.features.caps
         ? 'Companion has satellite subscriptions disabled (CAPS SUBSCRIPTIONS=0)'
         : `Companion ${s.companionVersion || '?'} (ApiVersion ${s.apiVersion}) has no ADD-SUB (needs 1.10.0)`;
-      for (const id of this.#subs.keys()) this.#subState(id, 'unavailable', `cannot restore: ${why}`);
+      this.#subs.setAll('unavailable', `cannot restore: ${why}`);
       this.#publishSubs();
       return;
     }
-    for (const [id, loc] of this.#subs) {
-      this.#subState(id, 'restoring', 'new Companion session: ADD-SUB sent again, waiting for its SUB-STATE');
+    for (const [id, loc] of this.#subs.entries()) {
+      this.#subs.setStatus(
+        id,
+        'restoring',
+        'new Companion session: ADD-SUB sent again, waiting for its SUB-STATE',
+      );
       this.#ensureSub(s, id, loc).catch((err: unknown) => {
         if (this.#session !== s) return;
-        this.#subState(id, 'failed', `ADD-SUB refused on the new session: ${(err as Error).message}`);
+        this.#subs.setStatus(id, 'failed', `ADD-SUB refused on the new session: ${(err as Error).message}`);
         this.#publishSubs();
       });
     }
@@ -863,22 +789,17 @@ export class CompanionAdapter implements Adapter {
       s.subsAdding.set(id, p);
     }
     if (!signal) return p;
-    return Promise.race([
-      p,
-      new Promise<never>((_, reject) =>
-        signal.addEventListener('abort', () => reject(new Error('command deadline passed')), { once: true }),
-      ),
-    ]);
+    return raceAbort(p, signal);
   }
 
+  /** Send `name` and wait for its `OK`/`ERROR` (FIFO per name); no answer within `timeoutMs` ends the session. */
   #request(
     s: Session,
     name: string,
     args: Record<string, SatelliteValue | undefined>,
     timeoutMs: number,
   ): Promise<SatelliteLine> {
-    const link = s.link;
-    if (!link || this.#session !== s) return Promise.reject(new Error('not connected to Companion'));
+    if (!s.open || this.#session !== s) return Promise.reject(new Error('not connected to Companion'));
     const line = formatClientLine(name, args);
     return new Promise<SatelliteLine>((resolve, reject) => {
       const queue = s.pending.get(name) ?? [];
@@ -886,22 +807,30 @@ export class CompanionAdapter implements Adapter {
       const entry: Pending = {
         resolve,
         reject,
-        timer: setTimeout(() => {
+        wake: this.#timer(s, timeoutMs, () => {
           const i = queue.indexOf(entry);
           if (i !== -1) queue.splice(i, 1);
           reject(new Error(`Companion did not answer ${name} within ${timeoutMs} ms`));
           // A lost reply leaves the FIFO matching unsure: start a clean session.
           this.#fail(s, 'reconnecting', `no reply to ${name}`);
-        }, timeoutMs),
+        }),
       };
       queue.push(entry);
-      link.send(line);
+      this.#links.send(s.link, line);
     });
   }
 
   // ------------------------------------------------------------------------------------------ commands
 
-  async execute(cmd: AdapterCommand, signal: AbortSignal): Promise<AdapterResult> {
+  /**
+   * Run one client command. `pollIo` lets the owner read lines already waiting in its socket before a silent
+   * link is judged suspect (our own event loop may have been busy while Companion's lines waited).
+   */
+  async execute(
+    cmd: AdapterCommand,
+    signal: AbortSignal,
+    pollIo: () => Promise<void> = () => Promise.resolve(),
+  ): Promise<AdapterResult> {
     const s = this.#session;
     if (!s || s.phase !== 'live') {
       const message = `Companion is not connected (state ${this.#state})`;
@@ -916,14 +845,12 @@ export class CompanionAdapter implements Adapter {
     }
     // A link silent for two heartbeats is suspect (a hung Companion still accepts bytes into its socket and
     // would act on them when it resumes): nothing is sent, so this command can never run later.
-    let silent = Date.now() - s.lastRx;
+    let silent = Math.round(this.#mono() - s.lastRx);
     if (silent > this.#suspectAfter) {
-      // Our own event loop may have been busy while Companion's lines waited in the socket: let one I/O
-      // poll phase read them before judging the link.
-      await new Promise((r) => setImmediate(r));
-      silent = Date.now() - s.lastRx;
+      await pollIo();
+      silent = Math.round(this.#mono() - s.lastRx);
     }
-    if (this.#session !== s || s.phase !== 'live') return this.execute(cmd, signal);
+    if (this.#session !== s || s.phase !== 'live') return this.execute(cmd, signal, pollIo);
     if (silent > this.#suspectAfter) {
       return {
         status: 'failed',
@@ -989,14 +916,7 @@ export class CompanionAdapter implements Adapter {
       if (signal.aborted) throw new Error('command deadline passed');
       const reply = this.#request(s, name, args, timeout);
       reply.catch(() => undefined);
-      await Promise.race([
-        reply,
-        new Promise<never>((_, reject) =>
-          signal.addEventListener('abort', () => reject(new Error('command deadline passed')), {
-            once: true,
-          }),
-        ),
-      ]);
+      await raceAbort(reply, signal);
       sent.push(name);
     };
     const dev = this.#o.device.deviceId;
@@ -1032,15 +952,14 @@ export class CompanionAdapter implements Adapter {
     const subId = subIdOf(t);
     const path = locationPath(t);
     if (plan.kind === 'unwatch') {
-      if (this.#configured.has(subId))
+      if (this.#subs.isConfigured(subId))
         throw new Error(`${t.page}/${t.row}/${t.column} is configured in companion.locations: not removed`);
       if (!this.#subs.has(subId)) return sent;
       if (s.subsLive.has(subId)) {
         await send('REMOVE-SUB', { SUBID: subId });
         s.subsLive.delete(subId);
       }
-      this.#subs.delete(subId);
-      this.#subStatus.delete(subId);
+      this.#subs.remove(subId);
       s.subsFresh.delete(subId);
       this.#publishSubs();
       this.#set(path, null);
@@ -1051,16 +970,18 @@ export class CompanionAdapter implements Adapter {
       if (isNew && this.#subs.size >= MAX_SUBSCRIPTIONS)
         throw new Error(`at most ${MAX_SUBSCRIPTIONS} absolute locations are subscribed`);
       if (isNew) {
-        this.#subs.set(subId, { path, page: t.page, row: t.row, column: t.column });
-        this.#subState(subId, 'restoring', 'ADD-SUB sent, waiting for its SUB-STATE');
+        this.#subs.add(
+          subId,
+          { path, page: t.page, row: t.row, column: t.column },
+          'ADD-SUB sent, waiting for its SUB-STATE',
+        );
       }
       if (signal.aborted) throw new Error('command deadline passed');
       try {
         await this.#ensureSub(s, subId, { path, page: t.page, row: t.row, column: t.column }, signal);
       } catch (err) {
         if (isNew && !s.subsLive.has(subId)) {
-          this.#subs.delete(subId);
-          this.#subStatus.delete(subId);
+          this.#subs.remove(subId);
         }
         throw err;
       }
@@ -1085,4 +1006,14 @@ export class CompanionAdapter implements Adapter {
     }
     return sent;
   }
+}
+
+/** `p`, or a rejection once `signal` aborts (the command's deadline), whichever comes first. */
+function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) =>
+      signal.addEventListener('abort', () => reject(new Error('command deadline passed')), { once: true }),
+    ),
+  ]);
 }
