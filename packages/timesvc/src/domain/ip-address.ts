@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+
 /** Textual IP address helpers shared by the rate limiter, the access list and the refid rule. */
 
 /** An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`, as dual-stack sockets report IPv4 clients) as IPv4. */
@@ -75,4 +77,21 @@ export function ipv6Text(a: Uint8Array, o: number): string {
       .join(':');
   if (bestStart < 0) return hex(0, 8);
   return `${hex(0, bestStart)}::${hex(bestStart + bestLen, 8)}`;
+}
+
+/**
+ * The refid for an upstream server at `address` (RFC 5905 §7.3): an IPv4 address as a u32, or the first
+ * four octets of the MD5 hash of an IPv6 address.
+ */
+export function addressRefId(address: string): number {
+  if (!address.includes(':')) return ipv4RefId(address);
+  const bytes = Buffer.alloc(16);
+  (expandIpv6(address) ?? []).forEach((g, i) => bytes.writeUInt16BE(g & 0xffff, i * 2));
+  return createHash('md5').update(bytes).digest().readUInt32BE(0);
+}
+
+/** The refid for an IPv4 system peer (RFC 5905 §7.3): its address as a u32. */
+export function ipv4RefId(address: string): number {
+  const parts = address.split('.').map(Number);
+  return (((parts[0] ?? 0) << 24) | ((parts[1] ?? 0) << 16) | ((parts[2] ?? 0) << 8) | (parts[3] ?? 0)) >>> 0;
 }

@@ -79,8 +79,8 @@ export class NtsClientSession {
   /** Check a reply to the request last wrapped. */
   unwrap(packet: Uint8Array): NtsReplyCheck {
     const scan = scanNtsPacket(packet);
-    if (!scan.ok) return { kind: 'invalid', reason: scan.reason };
-    const v = scan.view;
+    if (!scan.ok) return { kind: 'invalid', reason: scan.error.message };
+    const v = scan.value;
     const expected = this.#pendingUid;
     if (expected === undefined || v.uid === undefined || !expected.equals(v.uid)) {
       return { kind: 'invalid', reason: 'unique identifier does not match the request in flight' };
@@ -96,10 +96,10 @@ export class NtsClientSession {
     const plain = this.#s2c.open(authenticatorInputs(packet, v.adEnd, auth.nonce), auth.ciphertext);
     if (plain === undefined) return { kind: 'invalid', reason: 'authenticator does not verify' };
     const inner = scanFields(plain, 0);
-    if (!inner.ok) return { kind: 'invalid', reason: `encrypted fields: ${inner.reason}` };
+    if (!inner.ok) return { kind: 'invalid', reason: `encrypted fields: ${inner.error.message}` };
     this.#pendingUid = undefined; // one reply per request: a duplicate is rejected
     let added = 0;
-    for (const f of inner.fields) {
+    for (const f of inner.value) {
       if (f.type === EF.COOKIE && this.#cookies.length < JAR_MAX) {
         this.#cookies.push(Buffer.from(f.value));
         added++;

@@ -102,12 +102,12 @@ export function ntsKeyExchange(options: KeClientOptions): Promise<KeClientResult
       }
       chunks.push(chunk);
       const scan = scanRecords(Buffer.concat(chunks));
-      if (scan.kind === 'partial') return;
-      if (scan.kind === 'malformed') {
-        done(new Error(`NTS-KE response malformed: ${scan.reason}`));
+      if (!scan.ok) {
+        done(new Error(`NTS-KE response malformed: ${scan.error.message}`));
         return;
       }
-      const parsed = parseKeResponse(scan.records, offered);
+      if (!scan.value.complete) return;
+      const parsed = parseKeResponse(scan.value.records, offered);
       if (!parsed.ok) {
         done(new Error(`NTS-KE refused: ${parsed.error.message}`));
         return;

@@ -319,12 +319,12 @@ export class NtsKeServer {
       chunks.push(chunk);
       const buf = chunks.length === 1 ? chunk : Buffer.concat(chunks);
       const scan = scanRecords(buf);
-      if (scan.kind === 'partial') return;
-      if (scan.kind === 'malformed') {
+      if (!scan.ok) {
         finish('malformed', buildKeError(KE_ERROR.BAD_REQUEST));
         return;
       }
-      const parsed = parseKeRequest(scan.records);
+      if (!scan.value.complete) return;
+      const parsed = parseKeRequest(scan.value.records);
       if (!parsed.ok) {
         finish(parsed.error.code, buildKeError(parsed.error.keError));
         return;

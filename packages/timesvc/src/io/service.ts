@@ -7,7 +7,8 @@ import { ClockManager } from '../domain/clock-manager.ts';
 import { RateLimiter } from '../domain/rate-limiter.ts';
 import { asciiRefId } from '../protocol/ntp-packet.ts';
 import { ntpBindAddresses, parseHostPort, peerPolls, type TimesvcConfig } from '../config.ts';
-import { clockQuality, type ClockQuality } from '../domain/clock-quality.ts';
+import type { ClockQuality } from '../domain/clock-quality.ts';
+import { advertisedQuality } from '../domain/advertiser.ts';
 import { GpsdoSource } from './gpsdo.ts';
 import { arrivalTime } from './kernel-rx-timestamp.ts';
 import { transmitTime } from './kernel-tx-timestamp.ts';
@@ -284,21 +285,12 @@ export function createTimesvc(
       : undefined,
   });
   // One clock-quality model: NTP's stratum/LI and PTP's class/time source from the same manager state.
-  const quality = (): ClockQuality => {
-    const snap = manager.snapshot();
-    const ref = snap.selected ?? (snap.state === 'HOLDOVER' ? snap.lastReference : undefined);
-    const kind = ref === undefined ? undefined : snap.sources.find((x) => x.id === ref)?.kind;
-    const leap = manager.serverState.leap;
-    return clockQuality({
-      state: snap.state,
-      referenceKind: kind,
-      estimatedErrorS: snap.estimatedErrorS,
-      leap: leap === 3 ? 0 : leap,
+  const quality = (): ClockQuality =>
+    advertisedQuality(manager.snapshot(), manager.serverState.leap, {
       freeRunningClass: config.ptp.clock_class,
       freeRunningAccuracy: config.ptp.clock_accuracy,
       holdoverMaxErrorS: config.ntp.discipline.holdover_max_error,
     });
-  };
   const ptp = config.ptp.enabled
     ? new PtpAnnouncer({
         config: config.ptp,

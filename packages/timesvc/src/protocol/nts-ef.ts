@@ -1,4 +1,4 @@
-import { decoded, reject, type Decoded } from '@broadcast-ops/core/decoded';
+import { decoded, reject, type Decoded, type DecodeError } from '@broadcast-ops/core/decoded';
 import { NTP_HEADER_LENGTH } from './ntp-packet.ts';
 
 /**
@@ -47,12 +47,21 @@ export interface NtsPacketView {
   readonly fields: ScannedField[];
 }
 
+/** Why an extension-field layout was refused (RFC 7822 §3: the fields fill the packet, lengths multiples of 4). */
+export type FieldScanError = DecodeError<'stray-bytes' | 'field-length'>;
+
 /**
- * `ntsMalformed`: the extension fields are well formed but their NTS content is not (an authenticator whose
- * nonce or ciphertext length runs past its field, a second UID): a malformed NTS request, not a plain one.
+ * Why a packet's NTS fields were refused. `ntsMalformed`: the extension fields are well formed but their NTS
+ * content is not (an authenticator whose nonce or ciphertext length runs past its field, a second UID): a
+ * malformed NTS request, not a plain one.
  */
-export type ScanResult =
-  { ok: true; view: NtsPacketView } | { ok: false; reason: string; ntsMalformed?: boolean };
+export interface NtsScanError extends DecodeError<
+  FieldScanError['code'] | 'short' | 'authenticator' | 'two-uids'
+> {
+  ntsMalformed?: boolean;
+}
+
+export type ScanResult = Decoded<NtsPacketView, NtsScanError>;
 
 function pad4(n: number): number {
   return (n + 3) & ~3;
@@ -62,20 +71,20 @@ function pad4(n: number): number {
 export function scanFields(
   buf: Uint8Array,
   start = NTP_HEADER_LENGTH,
-): { ok: true; fields: ScannedField[] } | { ok: false; reason: string } {
+): Decoded<ScannedField[], FieldScanError> {
   const fields: ScannedField[] = [];
   let at = start;
   while (at < buf.length) {
-    if (buf.length - at < 4) return { ok: false, reason: `${buf.length - at} stray bytes at ${at}` };
+    if (buf.length - at < 4) return reject('stray-bytes', `${buf.length - at} stray bytes at ${at}`, at);
     const type = ((buf[at] ?? 0) << 8) | (buf[at + 1] ?? 0);
     const length = ((buf[at + 2] ?? 0) << 8) | (buf[at + 3] ?? 0);
     if (length < 4 || length % 4 !== 0 || at + length > buf.length) {
-      return { ok: false, reason: `extension field at ${at} has length ${length}` };
+      return reject('field-length', `extension field at ${at} has length ${length}`, at);
     }
     fields.push({ type, offset: at, length, value: buf.subarray(at + 4, at + length) });
     at += length;
   }
-  return { ok: true, fields };
+  return decoded(fields);
 }
 
 /** Decode the body of an Authenticator and Encrypted Extension Fields field (RFC 8915 §5.6). */
@@ -92,9 +101,18 @@ export function parseAuthenticator(value: Uint8Array): Decoded<Authenticator> {
   });
 }
 
+/** A malformed NTS request (well-formed fields, bad NTS content). */
+function malformed(
+  code: NtsScanError['code'],
+  message: string,
+  offset: number,
+): { ok: false; error: NtsScanError } {
+  return { ok: false, error: { code, message, offset, ntsMalformed: true } };
+}
+
 /** Read the NTS fields of a packet: UID, cookies, placeholders, authenticator and the AD boundary. */
 export function scanNtsPacket(buf: Uint8Array): ScanResult {
-  if (buf.length < NTP_HEADER_LENGTH) return { ok: false, reason: 'shorter than an NTP header' };
+  if (buf.length < NTP_HEADER_LENGTH) return reject('short', 'shorter than an NTP header', buf.length);
   const scan = scanFields(buf);
   if (!scan.ok) return scan;
   let uid: Uint8Array | undefined;
@@ -103,22 +121,22 @@ export function scanNtsPacket(buf: Uint8Array): ScanResult {
   let authenticator: Authenticator | undefined;
   let adEnd = buf.length;
   const fields: ScannedField[] = [];
-  for (const f of scan.fields) {
+  for (const f of scan.value) {
     if (f.type === EF.AUTHENTICATOR) {
       const parsed = parseAuthenticator(f.value);
-      if (!parsed.ok) return { ok: false, reason: 'malformed authenticator', ntsMalformed: true };
+      if (!parsed.ok) return malformed('authenticator', 'malformed authenticator', f.offset);
       authenticator = parsed.value;
       adEnd = f.offset;
       break;
     }
     fields.push(f);
     if (f.type === EF.UNIQUE_IDENTIFIER) {
-      if (uid !== undefined) return { ok: false, reason: 'two Unique Identifier fields', ntsMalformed: true };
+      if (uid !== undefined) return malformed('two-uids', 'two Unique Identifier fields', f.offset);
       uid = f.value;
     } else if (f.type === EF.COOKIE) cookies.push(f.value);
     else if (f.type === EF.COOKIE_PLACEHOLDER) placeholders.push(f.value.length);
   }
-  return { ok: true, view: { uid, cookies, placeholders, authenticator, adEnd, fields } };
+  return decoded({ uid, cookies, placeholders, authenticator, adEnd, fields });
 }
 
 /** One extension field with zero padding to a multiple of 4. */

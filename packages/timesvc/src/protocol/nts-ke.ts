@@ -53,16 +53,19 @@ export function encodeRecords(records: readonly NtsKeRecord[]): Buffer {
   return Buffer.concat(records.map(encodeRecord));
 }
 
-export type RecordScan =
+/** The records of one message so far (RFC 8915 §4: a message ends with an End of Message record). */
+export type RecordFrame =
   /** End of Message seen: the records up to and including it, and the bytes it ended at. */
-  | { kind: 'complete'; records: NtsKeRecord[]; length: number }
+  | { complete: true; records: NtsKeRecord[]; length: number }
   /** No End of Message yet: more bytes may complete the message. */
-  | { kind: 'partial' }
-  | { kind: 'malformed'; reason: string };
+  | { complete: false };
+
+export type RecordScan = Decoded<RecordFrame, DecodeError<'eom-body' | 'after-eom'>>;
 
 /**
- * Split bytes into records up to the End of Message record. Strict: EOM must have an empty body and
- * nothing may follow it (a client sends one message and waits, RFC 8915 §4). Never reads outside `buf`.
+ * Split bytes into records up to the End of Message record: a complete message, or not yet (more bytes may
+ * complete it), or refused. Strict: EOM must have an empty body and nothing may follow it (a client sends
+ * one message and waits, RFC 8915 §4). Never reads outside `buf`.
  */
 export function scanRecords(buf: Uint8Array): RecordScan {
   const records: NtsKeRecord[] = [];
@@ -70,7 +73,7 @@ export function scanRecords(buf: Uint8Array): RecordScan {
   while (at + 4 <= buf.length) {
     const word = ((buf[at] ?? 0) << 8) | (buf[at + 1] ?? 0);
     const length = ((buf[at + 2] ?? 0) << 8) | (buf[at + 3] ?? 0);
-    if (at + 4 + length > buf.length) return { kind: 'partial' };
+    if (at + 4 + length > buf.length) return decoded({ complete: false });
     const record = {
       critical: (word & 0x8000) !== 0,
       type: word & 0x7fff,
@@ -79,13 +82,12 @@ export function scanRecords(buf: Uint8Array): RecordScan {
     records.push(record);
     at += 4 + length;
     if (record.type === RECORD.END_OF_MESSAGE) {
-      if (length !== 0) return { kind: 'malformed', reason: 'End of Message record with a body' };
-      if (at !== buf.length)
-        return { kind: 'malformed', reason: `${buf.length - at} bytes after End of Message` };
-      return { kind: 'complete', records, length: at };
+      if (length !== 0) return reject('eom-body', 'End of Message record with a body', at - 4 - length);
+      if (at !== buf.length) return reject('after-eom', `${buf.length - at} bytes after End of Message`, at);
+      return decoded({ complete: true, records, length: at });
     }
   }
-  return { kind: 'partial' };
+  return decoded({ complete: false });
 }
 
 function u16List(body: Uint8Array): number[] | undefined {

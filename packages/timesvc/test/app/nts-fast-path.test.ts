@@ -157,9 +157,9 @@ test('fast-check: scanNtsRequest agrees with scanNtsPacket on every input', () =
         const full = scanNtsPacket(buf);
         const ok = scanNtsRequest(buf, f);
         assert.equal(ok, full.ok);
-        assert.equal(f.ntsMalformed, !full.ok && full.ntsMalformed === true);
+        assert.equal(f.ntsMalformed, !full.ok && full.error.ntsMalformed === true);
         if (!full.ok) return;
-        const v = full.view;
+        const v = full.value;
         assert.equal(f.nts, v.uid !== undefined || v.cookies.length > 0 || v.authenticator !== undefined);
         assert.equal(f.uidOffset >= 0, v.uid !== undefined);
         if (v.uid) assert.deepEqual(buf.subarray(f.uidOffset, f.uidOffset + f.uidLength), Buffer.from(v.uid));

@@ -37,12 +37,12 @@ function reencode(packet: Buffer): Buffer {
   if (!scan.ok) return Buffer.alloc(0);
   return Buffer.concat([
     packet.subarray(0, 48),
-    ...scan.fields.map((f) => {
+    ...scan.value.map((f) => {
       if (f.type === EF.AUTHENTICATOR) {
         const view = scanNtsPacket(packet);
-        assert.ok(view.ok && view.view.authenticator);
-        if (view.ok && view.view.authenticator) {
-          return encodeAuthenticator(view.view.authenticator.nonce, view.view.authenticator.ciphertext);
+        assert.ok(view.ok && view.value.authenticator);
+        if (view.ok && view.value.authenticator) {
+          return encodeAuthenticator(view.value.authenticator.nonce, view.value.authenticator.ciphertext);
         }
       }
       return encodeField(f.type, f.value);
@@ -53,9 +53,9 @@ function reencode(packet: Buffer): Buffer {
 function verify(packet: Buffer, key: Uint8Array): Buffer | undefined {
   const scan = scanNtsPacket(packet);
   assert.ok(scan.ok);
-  if (!scan.ok || !scan.view.authenticator) return undefined;
-  const a = scan.view.authenticator;
-  return new AesSiv(key).open(authenticatorInputs(packet, scan.view.adEnd, a.nonce), a.ciphertext);
+  if (!scan.ok || !scan.value.authenticator) return undefined;
+  const a = scan.value.authenticator;
+  return new AesSiv(key).open(authenticatorInputs(packet, scan.value.adEnd, a.nonce), a.ciphertext);
 }
 
 test(`captured chrony NTS client requests (chrony ${/version ([\d.]+)/.exec(fixture.provenance.tool)?.[1] ?? '?'}) authenticate with the keys in their cookie`, () => {
@@ -70,7 +70,7 @@ test(`captured chrony NTS client requests (chrony ${/version ([\d.]+)/.exec(fixt
     const scan = scanNtsPacket(req);
     assert.ok(scan.ok);
     if (!scan.ok) continue;
-    const v = scan.view;
+    const v = scan.value;
     assert.equal(v.uid?.length, 32, 'chrony sends a 32-byte UID');
     assert.equal(v.cookies.length, 1);
     assert.equal(v.authenticator?.nonce.length, 16);
@@ -87,13 +87,13 @@ test(`captured chrony NTS client requests (chrony ${/version ([\d.]+)/.exec(fixt
     const rs = scanNtsPacket(res);
     assert.ok(rs.ok);
     if (!rs.ok) continue;
-    assert.deepEqual(rs.view.uid, v.uid);
+    assert.deepEqual(rs.value.uid, v.uid);
     const plain = verify(res, opened.keys.s2c);
     assert.ok(plain);
     const inner = scanFields(plain ?? Buffer.alloc(0), 0);
     assert.ok(inner.ok);
     if (inner.ok)
-      assert.equal(inner.fields.filter((f) => f.type === EF.COOKIE).length, 1 + v.placeholders.length);
+      assert.equal(inner.value.filter((f) => f.type === EF.COOKIE).length, 1 + v.placeholders.length);
   }
 });
 
@@ -111,16 +111,16 @@ test('captured chrony NTS server replies authenticate with S2C and carry encrypt
     const qs = scanNtsPacket(req);
     assert.ok(rs.ok && qs.ok);
     if (!rs.ok || !qs.ok) continue;
-    assert.deepEqual(rs.view.uid, qs.view.uid, 'chrony echoes the UID');
-    assert.equal(rs.view.cookies.length, 0, 'no cookie in clear');
+    assert.deepEqual(rs.value.uid, qs.value.uid, 'chrony echoes the UID');
+    assert.equal(rs.value.cookies.length, 0, 'no cookie in clear');
     assert.deepEqual(res.subarray(24, 32), req.subarray(40, 48), 'origin = our transmit timestamp');
     const plain = verify(res, Buffer.from(s.s2c, 'hex'));
     assert.ok(plain, 'chrony seals with S2C: same key export, same S2V input order');
     const inner = scanFields(plain ?? Buffer.alloc(0), 0);
     assert.ok(inner.ok);
     if (!inner.ok) continue;
-    const cookies = inner.fields.filter((f) => f.type === EF.COOKIE);
-    assert.equal(cookies.length, 1 + qs.view.placeholders.length);
+    const cookies = inner.value.filter((f) => f.type === EF.COOKIE);
+    assert.equal(cookies.length, 1 + qs.value.placeholders.length);
     assert.ok(cookies.every((c) => c.value.length === 100 || c.value.length === 64));
     assert.equal(verify(res, Buffer.from(s.c2s, 'hex')), undefined, 'not with the other direction');
   }
@@ -143,13 +143,13 @@ test('ntpd-rs captured NTS packets (AEAD 17, AES-SIV-CMAC-512) authenticate and 
   assert.ok(inner.ok);
   if (inner.ok)
     assert.deepEqual(
-      inner.fields.map((x) => [x.type, x.length]),
+      inner.value.map((x) => [x.type, x.length]),
       [[EF.COOKIE, 172]],
     );
   const cs = scanNtsPacket(client);
   const ss = scanNtsPacket(server);
   assert.ok(cs.ok && ss.ok);
-  if (cs.ok && ss.ok) assert.deepEqual(ss.view.uid, cs.view.uid, 'the pair belongs together');
+  if (cs.ok && ss.ok) assert.deepEqual(ss.value.uid, cs.value.uid, 'the pair belongs together');
   const tampered = Buffer.from(server);
   tampered[100] = (tampered[100] ?? 0) ^ 1;
   assert.equal(verify(tampered, Buffer.from(f.server.key, 'hex')), undefined);

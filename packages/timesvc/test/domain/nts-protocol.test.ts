@@ -27,28 +27,32 @@ const CHRONY_KE_REQUEST = hex('8001 0002 0000  8004 0002 000f  8000 0000');
 
 test('NTS-KE records: decode and re-encode byte for byte (chrony request layout)', () => {
   const scan = scanRecords(CHRONY_KE_REQUEST);
-  assert.equal(scan.kind, 'complete');
-  if (scan.kind !== 'complete') return;
+  assert.ok(scan.ok && scan.value.complete);
+  if (!scan.ok || !scan.value.complete) return;
   assert.deepEqual(
-    scan.records.map((r) => [r.critical, r.type, Buffer.from(r.body).toString('hex')]),
+    scan.value.records.map((r) => [r.critical, r.type, Buffer.from(r.body).toString('hex')]),
     [
       [true, 1, '0000'],
       [true, 4, '000f'],
       [true, 0, ''],
     ],
   );
-  assert.deepEqual(encodeRecords(scan.records), CHRONY_KE_REQUEST);
+  assert.deepEqual(encodeRecords(scan.value.records), CHRONY_KE_REQUEST);
   assert.deepEqual(buildKeRequest(), CHRONY_KE_REQUEST);
-  const parsed = parseKeRequest(scan.records);
+  const parsed = parseKeRequest(scan.value.records);
   assert.ok(parsed.ok);
   assert.deepEqual(parsed.value, { nextProtocols: [0], aeads: [15] });
 });
 
 test('NTS-KE records: every split point of a request is partial until the last byte', () => {
   for (let i = 0; i < CHRONY_KE_REQUEST.length; i++) {
-    assert.equal(scanRecords(CHRONY_KE_REQUEST.subarray(0, i)).kind, 'partial', `at ${i}`);
+    assert.deepEqual(
+      scanRecords(CHRONY_KE_REQUEST.subarray(0, i)),
+      { ok: true, value: { complete: false } },
+      `at ${i}`,
+    );
   }
-  assert.equal(scanRecords(Buffer.concat([CHRONY_KE_REQUEST, Buffer.from([0])])).kind, 'malformed');
+  assert.equal(scanRecords(Buffer.concat([CHRONY_KE_REQUEST, Buffer.from([0])])).ok, false);
 });
 
 test('NTS-KE response: built, scanned and read back by the client parser', () => {
@@ -57,19 +61,19 @@ test('NTS-KE response: built, scanned and read back by the client parser', () =>
   assert.deepEqual(plan, { nextProtocols: [0], aead: 15 });
   const wire = buildKeResponse(plan, { cookies, port: 31123, server: '127.0.0.1' });
   const scan = scanRecords(wire);
-  assert.equal(scan.kind, 'complete');
-  if (scan.kind !== 'complete') return;
-  assert.deepEqual(encodeRecords(scan.records), wire);
-  const client = parseKeResponse(scan.records, [15]);
+  assert.ok(scan.ok && scan.value.complete);
+  if (!scan.ok || !scan.value.complete) return;
+  assert.deepEqual(encodeRecords(scan.value.records), wire);
+  const client = parseKeResponse(scan.value.records, [15]);
   assert.deepEqual(client, {
     ok: true,
     value: { aead: 15, cookies, server: '127.0.0.1', port: 31123 },
   });
   // Error response.
   const err = scanRecords(buildKeError(KE_ERROR.BAD_REQUEST));
-  assert.equal(err.kind, 'complete');
-  if (err.kind === 'complete')
-    assert.deepEqual(parseKeResponse(err.records, [15]), {
+  assert.ok(err.ok && err.value.complete);
+  if (err.ok && err.value.complete)
+    assert.deepEqual(parseKeResponse(err.value.records, [15]), {
       ok: false,
       error: { code: 'server_error', message: 'server sent Error 1' },
     });
@@ -129,10 +133,10 @@ test('fast-check: the NTS-KE scanner and request parser never throw and re-encod
     fc.property(fc.array(record, { maxLength: 8 }), fc.uint8Array({ maxLength: 8 }), (records, junk) => {
       const wire = encodeRecords(records);
       const scan = scanRecords(wire);
-      if (scan.kind === 'complete') {
-        assert.deepEqual(encodeRecords(scan.records), wire);
-        parseKeRequest(scan.records);
-        parseKeResponse(scan.records, [15]);
+      if (scan.ok && scan.value.complete) {
+        assert.deepEqual(encodeRecords(scan.value.records), wire);
+        parseKeRequest(scan.value.records);
+        parseKeResponse(scan.value.records, [15]);
       }
       scanRecords(Buffer.concat([wire, junk]));
     }),
@@ -141,7 +145,8 @@ test('fast-check: the NTS-KE scanner and request parser never throw and re-encod
   fc.assert(
     fc.property(fc.uint8Array({ maxLength: 200 }), (bytes) => {
       const scan = scanRecords(bytes);
-      if (scan.kind === 'complete') assert.deepEqual(encodeRecords(scan.records), Buffer.from(bytes));
+      if (scan.ok && scan.value.complete)
+        assert.deepEqual(encodeRecords(scan.value.records), Buffer.from(bytes));
     }),
     { numRuns: 3000 },
   );
@@ -158,11 +163,11 @@ test('NTS extension fields: scan, AD boundary, fields after the authenticator ig
   const scan = scanNtsPacket(pkt);
   assert.ok(scan.ok);
   if (!scan.ok) return;
-  assert.equal(scan.view.adEnd, 48 + 36 + 104 + 104);
-  assert.deepEqual(scan.view.placeholders, [100]);
-  assert.equal(scan.view.cookies.length, 1);
-  assert.deepEqual(Buffer.from(scan.view.authenticator!.nonce), Buffer.alloc(16, 1));
-  assert.equal(scan.view.fields.length, 3);
+  assert.equal(scan.value.adEnd, 48 + 36 + 104 + 104);
+  assert.deepEqual(scan.value.placeholders, [100]);
+  assert.equal(scan.value.cookies.length, 1);
+  assert.deepEqual(Buffer.from(scan.value.authenticator!.nonce), Buffer.alloc(16, 1));
+  assert.equal(scan.value.fields.length, 3);
   // Odd lengths and overruns are refused.
   const bad = Buffer.from(pkt);
   bad.writeUInt16BE(37, 50);
@@ -189,8 +194,8 @@ test('fast-check: the extension-field scanner never throws or reads past the pac
         ]);
         const scan = scanNtsPacket(pkt);
         if (scan.ok) {
-          assert.ok(scan.view.adEnd <= pkt.length);
-          const a = scan.view.authenticator;
+          assert.ok(scan.value.adEnd <= pkt.length);
+          const a = scan.value.authenticator;
           if (a) assert.ok(a.nonce.length + a.ciphertext.length <= pkt.length);
         }
       },

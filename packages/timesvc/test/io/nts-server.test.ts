@@ -66,7 +66,9 @@ function rawKe(
       const all = Buffer.concat(chunks);
       const scan = scanRecords(all);
       resolve(
-        scan.kind === 'complete' ? { records: scan.records } : { error: `closed after ${all.length} bytes` },
+        scan.ok && scan.value.complete
+          ? { records: scan.value.records }
+          : { error: `closed after ${all.length} bytes` },
       );
     });
     s.setTimeout(8000, () => s.destroy());
@@ -194,7 +196,7 @@ test('NTS NTP: authentic exchange, cookie refill, and NTSN for a tampered cookie
   const tc = session.wrap(header())!;
   const scan = scanNtsPacket(tc);
   assert.ok(scan.ok);
-  const cookieField = scan.view.fields.find((x) => x.type === EF.COOKIE)!;
+  const cookieField = scan.value.fields.find((x) => x.type === EF.COOKIE)!;
   flip(tc, cookieField.offset + 4 + 50, 0x01);
   const nak = await udpExchange(tc);
   assert.ok(nak);
