@@ -10,7 +10,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { repoRoot, tempDir, waitFor } from '@broadcast-ops/core/testing';
-import { BridgeClient, type AckMessage, configSchema, DEFAULT_CONFIG } from '@broadcast-ops/telemetry-bridge';
+import { BridgeClient, type AckMessage } from '@broadcast-ops/bridge-client';
+import { configSchema, DEFAULT_CONFIG } from '@broadcast-ops/telemetry-bridge';
 import {
   argv,
   endAll,

@@ -11,7 +11,7 @@ import { OscInput } from '../../src/io/osc-input.ts';
 import { MalformedInputs } from '../../src/malformed.ts';
 import { parseCasparMessage } from '../../src/protocol/casparcg.ts';
 import { decodeOsc, oscMessages } from '../../src/protocol/osc.ts';
-import { CasparcgSimulator, type CasparLayout } from '../../src/simulators/casparcg-sim.ts';
+import { CasparcgSimulator, type CasparLayout } from '@broadcast-ops/simulators/playout';
 import { makeConfig, readHex } from '../helpers.ts';
 
 /** The defaults of the configuration (staleTimeoutMs 5000, layerQuietMs 1000). */

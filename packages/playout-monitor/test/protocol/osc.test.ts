@@ -14,7 +14,7 @@ import {
   type OscArg,
   type OscPacket,
 } from '../../src/protocol/osc.ts';
-import { CASPAR_LAYOUTS, CasparcgSimulator } from '../../src/simulators/casparcg-sim.ts';
+import { CASPAR_LAYOUTS, CasparcgSimulator } from '@broadcast-ops/simulators/playout';
 import { readHex } from '../helpers.ts';
 
 const FIXTURES = [
