@@ -6,7 +6,8 @@ import globals from 'globals';
 
 // ---- Rules the build enforces: docs/ARCHITECTURE.md "Rules the build enforces" says what each is for. ----
 const SERVICES = ['punch', 'telemetry-bridge', 'playout-monitor', 'timesvc', 'status'];
-const PACKAGES = ['core', ...SERVICES];
+// Libraries with no service layers: the simulators (tests and demos) and the bridge's client SDK.
+const PACKAGES = ['core', 'simulators', 'bridge-client', ...SERVICES];
 const LEVEL = 'error';
 const DOC = 'docs/ARCHITECTURE.md "Rules the build enforces"';
 

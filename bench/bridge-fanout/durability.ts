@@ -16,7 +16,8 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { silentLogger, systemClock } from '@broadcast-ops/core';
-import { BridgeClient, configSchema, EventLog, startBridge } from '@broadcast-ops/telemetry-bridge';
+import { BridgeClient } from '@broadcast-ops/bridge-client';
+import { configSchema, EventLog, startBridge } from '@broadcast-ops/telemetry-bridge';
 import type { Adapter, AdapterResult } from '@broadcast-ops/telemetry-bridge';
 
 const { values } = parseArgs({

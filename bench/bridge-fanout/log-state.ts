@@ -13,7 +13,8 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { silentLogger } from '@broadcast-ops/core';
-import { BridgeClient, configSchema, listSegments, startBridge } from '@broadcast-ops/telemetry-bridge';
+import { BridgeClient } from '@broadcast-ops/bridge-client';
+import { configSchema, listSegments, startBridge } from '@broadcast-ops/telemetry-bridge';
 
 const { values } = parseArgs({
   options: {

@@ -18,7 +18,8 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { silentLogger } from '@broadcast-ops/core';
-import { configSchema, Monitor, VmixSimulator } from '@broadcast-ops/playout-monitor';
+import { configSchema, Monitor } from '@broadcast-ops/playout-monitor';
+import { VmixSimulator } from '@broadcast-ops/simulators/playout';
 import { parseVmixXml } from '@broadcast-ops/playout-monitor/testing';
 import { XMLParser } from 'fast-xml-parser';
 

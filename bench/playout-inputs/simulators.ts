@@ -7,7 +7,7 @@
  *   in  {"quit": true}                         -> closes everything and exits 0
  */
 import { createInterface } from 'node:readline';
-import { CasparcgSimulator, HyperdeckSimulator, VmixSimulator } from '@broadcast-ops/playout-monitor';
+import { CasparcgSimulator, HyperdeckSimulator, VmixSimulator } from '@broadcast-ops/simulators/playout';
 
 const send = (o: unknown): void => {
   process.stdout.write(JSON.stringify(o) + '\n');

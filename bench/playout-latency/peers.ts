@@ -12,7 +12,7 @@ import { createInterface } from 'node:readline';
 import { EmberClient, Model } from 'emberplus-connection';
 import { WebSocket } from 'ws';
 import { decodeTslPacket } from '@broadcast-ops/playout-monitor/testing';
-import { HyperdeckSimulator } from '@broadcast-ops/playout-monitor';
+import { HyperdeckSimulator } from '@broadcast-ops/simulators/playout';
 
 const TALLY = { play: 0xc5, stop: 0xc0 } as const;
 type Leg = 'tsl' | 'ember' | 'ws';

@@ -18,7 +18,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { WebSocket } from 'ws';
 import { silentLogger } from '@broadcast-ops/core';
-import { configSchema, VmixSimulator } from '@broadcast-ops/playout-monitor';
+import { configSchema } from '@broadcast-ops/playout-monitor';
+import { VmixSimulator } from '@broadcast-ops/simulators/playout';
 import { PlayoutService, startPunchBroker } from '@broadcast-ops/playout-monitor/testing';
 
 const { values } = parseArgs({ options: { changes: { type: 'string' }, 'spacing-ms': { type: 'string' } } });

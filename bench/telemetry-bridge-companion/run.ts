@@ -13,8 +13,9 @@ import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { silentLogger } from '@broadcast-ops/core';
-import { configSchema, startBridge, BridgeClient } from '@broadcast-ops/telemetry-bridge';
-import { CompanionSimulator } from '@broadcast-ops/telemetry-bridge/testing';
+import { BridgeClient } from '@broadcast-ops/bridge-client';
+import { CompanionSimulator } from '@broadcast-ops/simulators/companion';
+import { configSchema, startBridge } from '@broadcast-ops/telemetry-bridge';
 
 const { values } = parseArgs({ options: { samples: { type: 'string', default: '500' } } });
 const N = Number(values.samples);

@@ -13,7 +13,7 @@
  *                                                      [--pattern '**'] [--press companion.page.1.bank.1]
  */
 import { parseArgs } from 'node:util';
-import { BridgeClient } from '@broadcast-ops/telemetry-bridge/client';
+import { BridgeClient } from '@broadcast-ops/bridge-client';
 
 const { values } = parseArgs({
   options: {

@@ -5,11 +5,14 @@
  * loopback address (demo).
  */
 import { ConfigError, type Service, type ServiceContext } from '@broadcast-ops/core';
-import { loadMonitorConfig, type MonitorConfig } from './config.ts';
+import {
+  startDemoSimulators,
+  type DemoDevice,
+  type SimulatorHandle,
+} from '@broadcast-ops/simulators/playout';
+import { loadMonitorConfig, serverPort, type MonitorConfig } from './config.ts';
 import { loadAdminToken, type AdminTokenResult } from './io/access.ts';
 import { PlayoutService, type StartedService } from './playout-service.ts';
-import { startDemoSimulators } from './simulators/demo.ts';
-import type { SimulatorHandle } from './simulators/index.ts';
 
 /** What `runService` loads before anything starts: the configuration and the admin token. */
 export interface PlayoutSetup {
@@ -25,6 +28,15 @@ export function loadPlayoutSetup(file: string | undefined, env: NodeJS.ProcessEn
   } catch (err) {
     throw new ConfigError(`cannot keep the admin token: ${(err as Error).message}`);
   }
+}
+
+/** The configured devices as the demo simulators read them: each one's port, and a CasparCG's frame rate. */
+function demoDevices(config: MonitorConfig): DemoDevice[] {
+  return config.servers.map((s) => ({
+    ...s,
+    port: serverPort(s, config.settings),
+    framerate: s.type === 'osc_player' ? (s.framerate ?? config.settings.defaultFramerate) : undefined,
+  }));
 }
 
 const PAGES = ['/dashboard.html', '/gui.html', '/overlay.html', '/control.html'];
@@ -53,7 +65,7 @@ export function playoutApp(ctx: ServiceContext<PlayoutSetup>): Service {
         );
       }
       if (ctx.values['with-simulators'] === true) {
-        sims = await startDemoSimulators(config, started.oscPorts);
+        sims = await startDemoSimulators(demoDevices(config), started.oscPorts);
         stops = sims.map((s) => s.demo());
         for (const s of sims) ctx.logger.info({ simulator: s.describe() }, 'demo simulator running');
       }

@@ -8,12 +8,13 @@ export { Monitor, type MonitorOptions } from './monitor.ts';
 export { healthBody, type HealthBody } from './io/health.ts';
 export { PlayoutService, type PlayoutServiceOptions, type StartedService } from './playout-service.ts';
 export { playoutApp, loadPlayoutSetup, type PlayoutSetup } from './app.ts';
+// The device simulators are their own package; re-exported here for code written against this index.
 export {
   startSimulator,
   simulatorKind,
   type SimulatorHandle,
   type SimulatorKind,
-} from './simulators/index.ts';
-export { CasparcgSimulator } from './simulators/casparcg-sim.ts';
-export { VmixSimulator } from './simulators/vmix-sim.ts';
-export { HyperdeckSimulator } from './simulators/hyperdeck-sim.ts';
+  CasparcgSimulator,
+  VmixSimulator,
+  HyperdeckSimulator,
+} from '@broadcast-ops/simulators/playout';

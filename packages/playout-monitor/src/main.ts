@@ -1,8 +1,9 @@
 // Entry point of `npx playout-monitor`: the process (CLI, config, logger, signals, clock) is core's
-// runService; the monitor is app.ts; `simulate` is simulators/cli.ts.
+// runService; the monitor is app.ts; `simulate` is @broadcast-ops/simulators' playout CLI.
 import { runService } from '@broadcast-ops/core';
 import { loadPlayoutSetup, playoutApp } from './app.ts';
-import { simulateCommand } from './simulators/cli.ts';
+import { simulateCommand } from '@broadcast-ops/simulators/playout';
+import { DEFAULT_PORTS } from './config.ts';
 
 await runService({
   bin: 'playout-monitor',
@@ -24,5 +25,5 @@ await runService({
       description: 'demo: also simulate every device configured on a loopback address',
     },
   },
-  commands: { simulate: simulateCommand },
+  commands: { simulate: simulateCommand(DEFAULT_PORTS) },
 });

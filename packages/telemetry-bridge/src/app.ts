@@ -35,7 +35,7 @@ import { WsTransport } from './io/ws-transport.ts';
 import { buildConsoleApp } from './io/console-http.ts';
 import { CommandTap } from './io/command-tap.ts';
 import { isLoopback } from './io/request-origin.ts';
-import { withCompanionSimulator } from './simulators/companion-sim-demo.ts';
+import { withCompanionSimulator } from './companion-demo.ts';
 
 export const SERVER_VERSION = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }

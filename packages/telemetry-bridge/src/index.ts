@@ -1,5 +1,6 @@
 export * from './protocol/envelope.ts';
 export * from './protocol/log-record.ts';
+export * from './protocol/close-codes.ts';
 export * from './domain/adapter.ts';
 export * from './domain/hub.ts';
 export * from './domain/ids.ts';
@@ -17,4 +18,5 @@ export * from './config.ts';
 export * from './errors.ts';
 export * from './app.ts';
 export * from './io/event-log.ts';
-export * from './client/bridge-client.ts';
+// The client SDK is its own package; re-exported here for code written against this package's index.
+export * from '@broadcast-ops/bridge-client';

@@ -6,7 +6,7 @@ import { tempDir } from '@broadcast-ops/core/testing';
 import type { Adapter, AdapterCommand, AdapterContext, AdapterResult } from '../src/domain/adapter.ts';
 import { configSchema, type BridgeConfig } from '../src/config.ts';
 import { startBridge, type RunningBridge } from '../src/app.ts';
-import { BridgeClient, type BridgeClientOptions } from '../src/client/bridge-client.ts';
+import { BridgeClient, type BridgeClientOptions } from '@broadcast-ops/bridge-client';
 
 /**
  * Strict fake device adapter. Actions: `ok` (completed, echoes params), `fail`, `reject`, `throw`,

@@ -10,7 +10,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { repoRoot, tempDir, waitFor } from '@broadcast-ops/core/testing';
-import { BridgeClient, type AckMessage, configSchema, DEFAULT_CONFIG } from '@broadcast-ops/telemetry-bridge';
+import { BridgeClient, type AckMessage } from '@broadcast-ops/bridge-client';
+import { configSchema, DEFAULT_CONFIG } from '@broadcast-ops/telemetry-bridge';
 import {
   argv,
   endAll,
@@ -288,13 +289,15 @@ test('guide "The bridge between Companion and your app": every step walked again
         assert.ok(bridge && companion, 'the bridge of step 3 and the Companion of step 2');
         const b = bridge;
         const c = companion;
-        const lib = inlineMatching(guide, step, /^@broadcast-ops\/telemetry-bridge\/client$/);
+        const lib = inlineMatching(guide, step, /^@broadcast-ops\/bridge-client$/);
         const pkg = JSON.parse(
-          readFileSync(join(repoRoot, 'packages/telemetry-bridge/package.json'), 'utf8'),
+          readFileSync(join(repoRoot, 'packages/bridge-client/package.json'), 'utf8'),
         ) as {
+          name: string;
           exports: Record<string, unknown>;
         };
-        assert.ok(pkg.exports[lib.replace('@broadcast-ops/telemetry-bridge', '.')], `${lib} is exported`);
+        assert.equal(pkg.name, lib, 'the guide names the client package');
+        assert.ok(pkg.exports['.'], `${lib} is exported`);
         const pattern =
           /^subscribe\('([^']+)'\)$/.exec(inlineMatching(guide, step, /^subscribe\(/))?.[1] ?? '';
         const target =

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { Commands, Hyperdeck, TransportStatus } from 'hyperdeck-connection';
-import { HyperdeckSimulator } from '../../src/simulators/hyperdeck-sim.ts';
+import { HyperdeckSimulator } from '@broadcast-ops/simulators/playout';
 
 const sims: HyperdeckSimulator[] = [];
 const clients: Hyperdeck[] = [];

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { expectDecoded, requireTool, tempDir } from '@broadcast-ops/core/testing';
 import { decodeOsc, oscMessages } from '../../src/protocol/osc.ts';
-import { CASPAR_LAYOUTS, CasparcgSimulator } from '../../src/simulators/casparcg-sim.ts';
+import { CASPAR_LAYOUTS, CasparcgSimulator } from '@broadcast-ops/simulators/playout';
 import { OSC_FIXTURES as FIXTURES, oscArgText as argText, readHex } from '../pure-helpers.ts';
 
 /** Decode datagrams with tshark's OSC dissector (heuristic osc_udp), one line per datagram. */

@@ -7,8 +7,8 @@ import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { launchChromium, watchPage } from '@broadcast-ops/core/testing/browser';
-import { HyperdeckSimulator } from '../../src/simulators/hyperdeck-sim.ts';
-import { startRig, until, type Rig } from '../outputs/helpers.ts';
+import { HyperdeckSimulator } from '@broadcast-ops/simulators/playout';
+import { startRig, until, type Rig } from '../helpers.ts';
 
 const SHOTS = fileURLToPath(new URL('../../.tmp/test-output/pages/', import.meta.url));
 

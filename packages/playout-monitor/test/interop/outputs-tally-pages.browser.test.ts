@@ -10,7 +10,7 @@ import type { Browser, Page } from 'playwright-core';
 import { silentLogger } from '@broadcast-ops/core';
 import { launchChromium, watchPage } from '@broadcast-ops/core/testing/browser';
 import { PlayoutService } from '../../src/playout-service.ts';
-import { VmixSimulator } from '../../src/simulators/vmix-sim.ts';
+import { VmixSimulator } from '@broadcast-ops/simulators/playout';
 import { makeConfig, vmixEntry } from '../helpers.ts';
 
 const SHOTS = fileURLToPath(new URL('../../.tmp/test-output/pages/', import.meta.url));

@@ -11,7 +11,7 @@ import { launchChromium, watchPage } from '@broadcast-ops/core/testing/browser';
 import WebSocket from 'ws';
 import type { LayerState } from '../../src/domain/device-state.ts';
 import { PlayoutService } from '../../src/playout-service.ts';
-import { CasparcgSimulator } from '../../src/simulators/casparcg-sim.ts';
+import { CasparcgSimulator } from '@broadcast-ops/simulators/playout';
 import { makeConfig, waitDevice } from '../helpers.ts';
 
 const FROM = '127.0.0.7';

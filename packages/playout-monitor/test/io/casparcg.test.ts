@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createSocket } from 'node:dgram';
 import { after, before, test } from 'node:test';
 import { waitFor } from '@broadcast-ops/core/testing';
-import { CasparcgSimulator, type CasparLayout } from '../../src/simulators/casparcg-sim.ts';
+import { CasparcgSimulator, type CasparLayout } from '@broadcast-ops/simulators/playout';
 import { framesToTimecode } from '../../src/domain/timecode.ts';
 import { health, healthState, makeConfig, startMonitor, waitDevice, type MonitorRig } from '../helpers.ts';
 

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { timingBound } from '@broadcast-ops/core/testing';
 import { HyperdeckReducer } from '../../src/domain/hyperdeck-reducer.ts';
-import { HyperdeckSimulator } from '../../src/simulators/hyperdeck-sim.ts';
+import { HyperdeckSimulator } from '@broadcast-ops/simulators/playout';
 import { makeConfig, startMonitor, waitDevice } from '../helpers.ts';
 
 function deck(port: number, extra: Record<string, unknown> = {}): unknown {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
-import { HyperdeckSimulator } from '../../src/simulators/hyperdeck-sim.ts';
+import { HyperdeckSimulator } from '@broadcast-ops/simulators/playout';
 import { health, healthState, makeConfig, startMonitor, waitDevice, type MonitorRig } from '../helpers.ts';
 
 let monitor: MonitorRig;

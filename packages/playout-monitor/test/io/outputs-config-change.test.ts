@@ -11,8 +11,8 @@ import { WebSocket } from 'ws';
 import { expectDecoded } from '@broadcast-ops/core/testing';
 import type { MonitorConfig } from '../../src/config.ts';
 import { decodeTslPacket, encodeTslPacket, tallyForState } from '../../src/protocol/tsl-umd.ts';
-import { HyperdeckSimulator } from '../../src/simulators/hyperdeck-sim.ts';
-import { deckEntry, startRig, udpReceiver, until, type Rig } from '../outputs/helpers.ts';
+import { HyperdeckSimulator } from '@broadcast-ops/simulators/playout';
+import { deckEntry, startRig, udpReceiver, until, type Rig } from '../helpers.ts';
 
 type Param = Model.Parameter;
 const IDS = [1, 2, 3];

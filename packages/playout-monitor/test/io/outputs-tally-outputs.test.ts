@@ -8,7 +8,7 @@ import { timingBound } from '@broadcast-ops/core/testing';
 import { EmberClient, Model } from 'emberplus-connection';
 import { WebSocket } from 'ws';
 import { PlayoutService } from '../../src/playout-service.ts';
-import { VmixSimulator } from '../../src/simulators/vmix-sim.ts';
+import { VmixSimulator } from '@broadcast-ops/simulators/playout';
 import type { OutputDevice } from '../../src/domain/output-view.ts';
 import { makeConfig, vmixEntry } from '../helpers.ts';
 import { udpReceiver, until } from '../outputs/helpers.ts';

@@ -12,7 +12,7 @@ import type { PunchServer } from '@broadcast-ops/punch';
 import { WebSocket } from 'ws';
 import { punchTallyMessage } from '../../src/io/punch-tally.ts';
 import { PlayoutService } from '../../src/playout-service.ts';
-import { VmixSimulator } from '../../src/simulators/vmix-sim.ts';
+import { VmixSimulator } from '@broadcast-ops/simulators/playout';
 import { makeConfig, vmixEntry } from '../helpers.ts';
 import { startPunchBroker } from '../punch-broker.ts';
 import { until } from '../outputs/helpers.ts';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { timingBound } from '@broadcast-ops/core/testing';
 import type { MixerInputTally } from '../../src/domain/mixer-tally.ts';
-import { VmixSimulator } from '../../src/simulators/vmix-sim.ts';
+import { VmixSimulator } from '@broadcast-ops/simulators/playout';
 import { makeConfig, startMonitor, vmixEntry, waitDevice, type MonitorRig } from '../helpers.ts';
 
 const POLL_MS = 100;

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { VmixSimulator } from '../../src/simulators/vmix-sim.ts';
+import { VmixSimulator } from '@broadcast-ops/simulators/playout';
 import { health, healthState, makeConfig, startMonitor, waitDevice, type MonitorRig } from '../helpers.ts';
 
 const POLL_MS = 100;

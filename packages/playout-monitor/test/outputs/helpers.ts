@@ -5,7 +5,7 @@ import { silentLogger } from '@broadcast-ops/core';
 import { freePort, tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { HyperdeckSimulator } from '../../src/simulators/hyperdeck-sim.ts';
+import { HyperdeckSimulator } from '@broadcast-ops/simulators/playout';
 import { PlayoutService, type PlayoutServiceOptions } from '../../src/playout-service.ts';
 import { makeConfig } from '../helpers.ts';
 

@@ -7,7 +7,7 @@
 import { writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { HyperdeckSimulator } from '../../src/simulators/hyperdeck-sim.ts';
+import { HyperdeckSimulator } from '@broadcast-ops/simulators/playout';
 import { encodeEmberFrames, encodeKeepalive, S101Decoder } from '../../src/protocol/s101.ts';
 
 const [mode, a, b] = process.argv.slice(2);

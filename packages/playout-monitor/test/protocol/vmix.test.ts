@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { VmixReducer } from '../../src/domain/vmix-reducer.ts';
 import { parseVmixXml, VMIX_MAX_XML_BYTES } from '../../src/protocol/vmix.ts';
-import { VmixSimulator } from '../../src/simulators/vmix-sim.ts';
+import { VmixSimulator } from '@broadcast-ops/simulators/playout';
 import { XMLParser } from 'fast-xml-parser';
 import { readFixture } from '../pure-helpers.ts';
 

@@ -15,7 +15,8 @@ import {
   sanitiseClientName,
   type HandshakeResponse,
 } from '../protocol/envelope.ts';
-import { CloseCode, closeFor } from './close-codes.ts';
+import { CloseCode } from '../protocol/close-codes.ts';
+import { closeFor } from './close-codes.ts';
 
 export interface SessionOptions {
   requireAuth: boolean;

@@ -10,7 +10,7 @@ import { WebSocket, WebSocketServer } from 'ws';
 import { bearerToken, type Clock, type Logger } from '@broadcast-ops/core';
 import type { Hub } from '../domain/hub.ts';
 import { ClientSession, type SessionOptions } from './client-session.ts';
-import { CloseCode, reasonOfCode } from './close-codes.ts';
+import { CloseCode, reasonOfCode } from '../protocol/close-codes.ts';
 import { upgradeAllowed } from './request-origin.ts';
 
 export interface WsTransportOptions extends SessionOptions {

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { silentLogger } from '@broadcast-ops/core';
 import type { ButtonsAdapter, ButtonKeyState } from '../../src/adapters/buttons/types.ts';
 import { keyPath } from '../../src/adapters/buttons/types.ts';
-import { BridgeClient } from '../../src/client/bridge-client.ts';
+import { BridgeClient } from '@broadcast-ops/bridge-client';
 import { startBridge } from '../../src/app.ts';
 import { testConfig } from '../helpers.ts';
 import { waitFor } from '@broadcast-ops/core/testing';

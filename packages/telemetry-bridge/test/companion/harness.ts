@@ -4,8 +4,8 @@
  */
 import { silentLogger } from '@broadcast-ops/core';
 import { startBridge, type RunningBridge } from '../../src/app.ts';
-import { CompanionSimulator, type CompanionSimOptions } from '../../src/simulators/companion-sim.ts';
-import { BridgeClient } from '../../src/client/bridge-client.ts';
+import { CompanionSimulator, type CompanionSimOptions } from '@broadcast-ops/simulators/companion';
+import { BridgeClient } from '@broadcast-ops/bridge-client';
 import { testConfig } from '../helpers.ts';
 
 export const DEVICE = 'tb-test-01';

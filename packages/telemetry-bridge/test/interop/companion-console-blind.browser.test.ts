@@ -15,7 +15,7 @@ import type { Page } from 'playwright-core';
 import { loadFactor, tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { watchPage } from '@broadcast-ops/core/testing/browser';
 import { consoleBrowser, SHOTS } from '../companion/console-browser.ts';
-import { CompanionSimulator } from '../../src/simulators/companion-sim.ts';
+import { CompanionSimulator } from '@broadcast-ops/simulators/companion';
 import { listSegments } from '../../src/io/event-log.ts';
 import { bridgeProcess, type BridgeProcess } from '../bridge-process.ts';
 

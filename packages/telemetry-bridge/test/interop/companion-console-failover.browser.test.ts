@@ -14,8 +14,8 @@ import type { Page } from 'playwright-core';
 import { waitFor } from '@broadcast-ops/core/testing';
 import { watchPage } from '@broadcast-ops/core/testing/browser';
 import { consoleBrowser, SHOTS } from '../companion/console-browser.ts';
-import { CompanionSimulator } from '../../src/simulators/companion-sim.ts';
-import type { EventMessage } from '../../src/client/bridge-client.ts';
+import { CompanionSimulator } from '@broadcast-ops/simulators/companion';
+import type { EventMessage } from '@broadcast-ops/bridge-client';
 import { DEVICE, rig } from '../companion/harness.ts';
 
 const chromium = consoleBrowser();

@@ -26,7 +26,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import WebSocket from 'ws';
 import { tempDir, waitFor } from '@broadcast-ops/core/testing';
-import { BridgeClient } from '../../src/client/bridge-client.ts';
+import { BridgeClient } from '@broadcast-ops/bridge-client';
 import { bridgeProcess, type BridgeProcess } from '../bridge-process.ts';
 
 interface CompanionServer {

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createLogger, silentLogger } from '@broadcast-ops/core';
 import { ManualClock, waitFor } from '@broadcast-ops/core/testing';
-import { BridgeClient, BridgeError } from '../../src/client/bridge-client.ts';
+import { BridgeClient, BridgeError } from '@broadcast-ops/bridge-client';
 import { Hub } from '../../src/domain/hub.ts';
 import type { EventLogSink } from '../../src/domain/journal.ts';
 import { ReplayRing } from '../../src/domain/replay-ring.ts';

@@ -7,7 +7,7 @@ import {
   ButtonsSimulatorAdapter,
   NOT_IMPLEMENTED,
 } from '../../src/adapters/buttons/index.ts';
-import { BridgeClient } from '../../src/client/bridge-client.ts';
+import { BridgeClient } from '@broadcast-ops/bridge-client';
 import { startBridge } from '../../src/app.ts';
 import { testConfig } from '../helpers.ts';
 import { checkButtonsContract } from '../buttons/contract.ts';

@@ -9,7 +9,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { repoRoot, startProcess, tempDir } from '@broadcast-ops/core/testing';
-import { BridgeClient } from '../../src/client/bridge-client.ts';
+import { BridgeClient } from '@broadcast-ops/bridge-client';
 import { LineSplitter, splitLine } from '../../src/protocol/satellite.ts';
 
 const BIN = join(repoRoot, 'packages/telemetry-bridge/bin/telemetry-bridge.mjs');

@@ -9,9 +9,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { tempDir, waitFor } from '@broadcast-ops/core/testing';
-import { BridgeClient } from '../../src/client/bridge-client.ts';
+import { BridgeClient } from '@broadcast-ops/bridge-client';
 import { HeldKeys } from '../../src/domain/companion/held-keys.ts';
-import { CompanionSimulator } from '../../src/simulators/companion-sim.ts';
+import { CompanionSimulator } from '@broadcast-ops/simulators/companion';
 import { freePort } from '../helpers.ts';
 import { bridgeProcess, pressLines, type BridgeProcess } from '../bridge-process.ts';
 import { DEV, rig, stateOf } from '../companion/harness.ts';

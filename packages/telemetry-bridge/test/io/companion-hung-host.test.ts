@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { loadFactor, repoRoot, startProcess, waitFor } from '@broadcast-ops/core/testing';
-import { CompanionSimulator } from '../../src/simulators/companion-sim.ts';
+import { CompanionSimulator } from '@broadcast-ops/simulators/companion';
 import { DEV, rig, stateOf } from '../companion/harness.ts';
 
 const BIN = join(repoRoot, 'packages/telemetry-bridge/bin/telemetry-bridge.mjs');

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { createLogger } from '@broadcast-ops/core';
 import { startBridge } from '../../src/app.ts';
-import { CompanionSimulator } from '../../src/simulators/companion-sim.ts';
+import { CompanionSimulator } from '@broadcast-ops/simulators/companion';
 import { testConfig } from '../helpers.ts';
 
 test('every log line carries exactly one component key', async () => {

@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { BridgeClient } from '../../src/client/bridge-client.ts';
+import type { BridgeClient } from '@broadcast-ops/bridge-client';
 import { backoffDelay } from '../../src/domain/companion/types.ts';
 import { freePort } from '../helpers.ts';
 import { DEV, rig, stateOf, type Rig } from '../companion/harness.ts';

@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { CompanionSimulator } from '../../src/simulators/companion-sim.ts';
+import { CompanionSimulator } from '@broadcast-ops/simulators/companion';
 import { rig, stateOf, type Rig } from '../companion/harness.ts';
 import { waitFor } from '@broadcast-ops/core/testing';
 

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { atLeast } from '../../src/protocol/satellite.ts';
 import { DEV, DEVICE, rig, stateOf, type Rig } from '../companion/harness.ts';
-import type { BridgeClient } from '../../src/client/bridge-client.ts';
+import type { BridgeClient } from '@broadcast-ops/bridge-client';
 
 async function command(
   c: BridgeClient,

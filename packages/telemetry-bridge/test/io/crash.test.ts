@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { appendFileSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { repoRoot, startProcess, tempDir, waitFor, type RunningProcess } from '@broadcast-ops/core/testing';
-import { BridgeClient, type AckMessage } from '../../src/client/bridge-client.ts';
+import { BridgeClient, type AckMessage } from '@broadcast-ops/bridge-client';
 import { listSegments, readLog } from '../../src/io/event-log.ts';
 import { encodeRecord } from '../../src/protocol/log-record.ts';
 import { freePort } from '../helpers.ts';

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { silentLogger } from '@broadcast-ops/core';
 import { tempDir } from '@broadcast-ops/core/testing';
-import { BridgeClient } from '../../src/client/bridge-client.ts';
+import { BridgeClient } from '@broadcast-ops/bridge-client';
 import { EventLog, listSegments } from '../../src/io/event-log.ts';
 import { startBridge, type RunningBridge } from '../../src/app.ts';
 import { FakeAdapter, testConfig } from '../helpers.ts';

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { waitFor } from '@broadcast-ops/core/testing';
 import { createLogger } from '@broadcast-ops/core';
 import { UUID_V7_RE } from '../../src/domain/ids.ts';
-import { BridgeError } from '../../src/client/bridge-client.ts';
+import { BridgeError } from '@broadcast-ops/bridge-client';
 import { record, sleep, startTestBridge } from '../helpers.ts';
 
 test('snapshot, then snapshot_complete, then deltas to every matching subscriber (same name twice)', async () => {

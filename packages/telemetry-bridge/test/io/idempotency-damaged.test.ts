@@ -11,10 +11,10 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { silentLogger } from '@broadcast-ops/core';
 import { tempDir, waitFor } from '@broadcast-ops/core/testing';
-import { BridgeClient } from '../../src/client/bridge-client.ts';
+import { BridgeClient } from '@broadcast-ops/bridge-client';
 import { listSegments } from '../../src/io/event-log.ts';
 import { startBridge, type RunningBridge } from '../../src/app.ts';
-import { CompanionSimulator } from '../../src/simulators/companion-sim.ts';
+import { CompanionSimulator } from '@broadcast-ops/simulators/companion';
 import { freePort, testConfig } from '../helpers.ts';
 
 const DEVICE = 'tb-dmg-01';

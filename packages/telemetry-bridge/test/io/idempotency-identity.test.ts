@@ -12,8 +12,8 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tempDir, waitFor } from '@broadcast-ops/core/testing';
-import { BridgeClient } from '../../src/client/bridge-client.ts';
-import { CompanionSimulator } from '../../src/simulators/companion-sim.ts';
+import { BridgeClient } from '@broadcast-ops/bridge-client';
+import { CompanionSimulator } from '@broadcast-ops/simulators/companion';
 import { bridgeProcess, pressLines, type BridgeProcess } from '../bridge-process.ts';
 
 const DEVICE = 'tb-ident-01';

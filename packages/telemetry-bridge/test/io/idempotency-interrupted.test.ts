@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { silentLogger } from '@broadcast-ops/core';
 import { tempDir } from '@broadcast-ops/core/testing';
 import { startBridge } from '../../src/app.ts';
-import { BridgeClient } from '../../src/client/bridge-client.ts';
+import { BridgeClient } from '@broadcast-ops/bridge-client';
 import { FakeAdapter, freePort, testConfig } from '../helpers.ts';
 
 test('interrupted command: the retry after a restart is not executed and gets failed / outcome unknown', async () => {

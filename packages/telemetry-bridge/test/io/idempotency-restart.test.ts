@@ -7,8 +7,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { tempDir, waitFor } from '@broadcast-ops/core/testing';
-import { BridgeClient, type AckMessage } from '../../src/client/bridge-client.ts';
-import { CompanionSimulator } from '../../src/simulators/companion-sim.ts';
+import { BridgeClient, type AckMessage } from '@broadcast-ops/bridge-client';
+import { CompanionSimulator } from '@broadcast-ops/simulators/companion';
 import { bridgeProcess, pressLines, type BridgeProcess } from '../bridge-process.ts';
 
 const DEVICE = 'tb-idem-01';

@@ -4,7 +4,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { silentLogger } from '@broadcast-ops/core';
 import { tempDir, waitFor } from '@broadcast-ops/core/testing';
-import { BridgeClient } from '../../src/client/bridge-client.ts';
+import { BridgeClient } from '@broadcast-ops/bridge-client';
 import { listSegments } from '../../src/io/event-log.ts';
 import { startBridge, type RunningBridge } from '../../src/app.ts';
 import { FakeAdapter, freePort, testConfig } from '../helpers.ts';

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { silentLogger } from '@broadcast-ops/core';
 import { tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { startBridge } from '../../src/app.ts';
-import { BridgeClient, BridgeError } from '../../src/client/bridge-client.ts';
+import { BridgeClient, BridgeError } from '@broadcast-ops/bridge-client';
 import type { Hub } from '../../src/domain/hub.ts';
 import { FakeAdapter, freePort, startTestBridge, sleep, testConfig } from '../helpers.ts';
 import { ResetProxy } from '../reset-proxy.ts';

@@ -10,7 +10,7 @@ import { performance } from 'node:perf_hooks';
 import type { Socket } from 'node:net';
 import { loadFactor, timingBound, waitFor } from '@broadcast-ops/core/testing';
 import { metricValue } from '@broadcast-ops/core';
-import type { BridgeClient } from '../../src/client/bridge-client.ts';
+import type { BridgeClient } from '@broadcast-ops/bridge-client';
 import { sleep, startTestBridge } from '../helpers.ts';
 
 function quantile(xs: number[], q: number): number {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import WebSocket from 'ws';
 import { repoRoot, startProcess, tempDir, waitFor } from '@broadcast-ops/core/testing';
-import { BridgeClient, BridgeError } from '../../src/client/bridge-client.ts';
+import { BridgeClient, BridgeError } from '@broadcast-ops/bridge-client';
 import { DEFAULT_CONFIG, envOverrides, loadBridgeConfig } from '../../src/config.ts';
 import { record, startTestBridge } from '../helpers.ts';
 

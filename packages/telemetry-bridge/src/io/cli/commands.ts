@@ -5,8 +5,11 @@
 import { ConfigError, configFileOf, type CliCommand } from '@broadcast-ops/core';
 import { loadBridgeConfig } from '../../config.ts';
 import { formatReplay, parseReplayFilter } from '../../replay.ts';
-import { CompanionSimulator, NEWEST_API_VERSION } from '../../simulators/companion-sim.ts';
-import { runCompanionSimDemo } from '../../simulators/companion-sim-demo.ts';
+import {
+  CompanionSimulator,
+  NEWEST_API_VERSION,
+  runCompanionSimDemo,
+} from '@broadcast-ops/simulators/companion';
 
 /** The environment variable naming the config file when `--config` is not given. */
 export const CONFIG_ENV = 'BRIDGE_CONFIG_PATH';

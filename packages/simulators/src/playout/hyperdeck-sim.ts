@@ -10,7 +10,7 @@
  * port), come back, send malformed lines, and split every write in two at a random byte.
  */
 import { createServer, type Server, type Socket } from 'node:net';
-import { framesToTimecode, timecodeToFrames } from '../domain/timecode.ts';
+import { framesToTimecode, timecodeToFrames } from '@broadcast-ops/playout-monitor/domain';
 
 export interface HyperdeckSimClip {
   id: number;

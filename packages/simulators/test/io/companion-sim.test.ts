@@ -7,8 +7,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import WebSocket from 'ws';
-import { LineSplitter } from '../../src/protocol/satellite.ts';
-import { CompanionSimulator } from '../../src/simulators/companion-sim.ts';
+import { LineSplitter } from '@broadcast-ops/telemetry-bridge/protocol';
+import { CompanionSimulator } from '../../src/companion/companion-sim.ts';
 
 interface Raw {
   lines: string[];

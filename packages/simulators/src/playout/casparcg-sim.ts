@@ -20,8 +20,14 @@
  */
 import { createSocket, type Socket } from 'node:dgram';
 import { isIP } from 'node:net';
-import { casparcgFormat, type VideoFormat } from '../domain/video-format.ts';
-import { encodeOsc, oscBundle, oscMessage, type OscArg, type OscMessage } from '../protocol/osc.ts';
+import { casparcgFormat, type VideoFormat } from '@broadcast-ops/playout-monitor/domain';
+import {
+  encodeOsc,
+  oscBundle,
+  oscMessage,
+  type OscArg,
+  type OscMessage,
+} from '@broadcast-ops/playout-monitor/protocol';
 
 export type CasparLayout = '2.0' | '2.1' | '2.2' | '2.3' | '2.4';
 export const CASPAR_LAYOUTS: readonly CasparLayout[] = ['2.0', '2.1', '2.2', '2.3', '2.4'];

@@ -20,8 +20,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import WebSocket from 'ws';
-import { CloseCode } from '../io/close-codes.ts';
 import {
+  CloseCode,
   CLIENT_ID_RE,
   MAX_PATTERNS,
   type AckPayload,
@@ -31,7 +31,7 @@ import {
   type HandshakeResponse,
   type StatePayload,
   type TransportError,
-} from '../protocol/envelope.ts';
+} from '@broadcast-ops/telemetry-bridge/protocol';
 
 export type StateMessage = Envelope<StatePayload>;
 export type EventMessage = Envelope<EventPayload>;

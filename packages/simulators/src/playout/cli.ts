@@ -1,14 +1,21 @@
 /**
- * `playout-monitor simulate <casparcg|vmix|hyperdeck>`: one device simulator, commands on stdin (README
- * "Simulators"). A tool for tests and demos, beside the simulators it runs.
+ * `playout-monitor simulate <casparcg|vmix|hyperdeck>`: one device simulator, commands on stdin (the
+ * monitor's README "Simulators"). A tool for tests and demos, beside the simulators it runs; the monitor's CLI
+ * mounts it with its own default ports (the port a CasparCG sends OSC to is the monitor's, not the device's).
  */
 import { createInterface } from 'node:readline';
 import type { CliCommand } from '@broadcast-ops/core';
-import { DEFAULT_PORTS } from '../config.ts';
 import { CASPAR_LAYOUTS } from './casparcg-sim.ts';
-import { simulatorKind, startSimulator } from './index.ts';
+import { simulatorKind, startSimulator } from './handle.ts';
 
-async function simulate(values: Record<string, unknown>, positionals: string[]): Promise<void> {
+/** Default port per device type: the monitor's `settings.defaultPorts`. */
+export type SimulatorDefaultPorts = Readonly<Record<'osc_player' | 'http_mixer' | 'tcp_recorder', number>>;
+
+async function simulate(
+  defaultPorts: SimulatorDefaultPorts,
+  values: Record<string, unknown>,
+  positionals: string[],
+): Promise<void> {
   const kind = simulatorKind(positionals[0] ?? '');
   if (!kind) {
     process.stderr.write(
@@ -20,9 +27,9 @@ async function simulate(values: Record<string, unknown>, positionals: string[]):
   const str = (k: string): string | undefined => (typeof values[k] === 'string' ? values[k] : undefined);
   const n = (k: string): number | undefined => (str(k) === undefined ? undefined : Number(str(k)));
   const defaults = {
-    casparcg: DEFAULT_PORTS.osc_player,
-    vmix: DEFAULT_PORTS.http_mixer,
-    hyperdeck: DEFAULT_PORTS.tcp_recorder,
+    casparcg: defaultPorts.osc_player,
+    vmix: defaultPorts.http_mixer,
+    hyperdeck: defaultPorts.tcp_recorder,
   } as const;
   const layout = str('layout');
   const sim = await startSimulator(kind, {
@@ -66,7 +73,7 @@ async function simulate(values: Record<string, unknown>, positionals: string[]):
   process.once('SIGTERM', () => void close());
 }
 
-export const simulateCommand: CliCommand = {
+export const simulateCommand = (defaultPorts: SimulatorDefaultPorts): CliCommand => ({
   summary: 'run one device simulator; commands on stdin',
   positionals: '<casparcg|vmix|hyperdeck>',
   options: {
@@ -91,5 +98,5 @@ export const simulateCommand: CliCommand = {
     'split-writes': { type: 'boolean', description: 'HyperDeck: split every write in two' },
     demo: { type: 'boolean', description: 'cycle through play/stop/record states' },
   },
-  run: ({ values, positionals }) => simulate(values, positionals),
-};
+  run: ({ values, positionals }) => simulate(defaultPorts, values, positionals),
+});

@@ -33,7 +33,7 @@ import {
   toBase64,
   type SatelliteLine,
   type SatelliteValue,
-} from '../protocol/satellite.ts';
+} from '@broadcast-ops/telemetry-bridge/protocol';
 
 export const NEWEST_API_VERSION = '1.14.0';
 
