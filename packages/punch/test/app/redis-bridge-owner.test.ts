@@ -4,6 +4,7 @@ import { silentLogger } from '@broadcast-ops/core';
 import { ManualClock } from '@broadcast-ops/core/testing';
 import { RedisBridge, type BridgeOptions, type BridgedSocket } from '../../src/io/redis-bridge.ts';
 import type { BusMessage, RedisCluster } from '../../src/io/redis-cluster.ts';
+import { msg } from '../hub-fakes.ts';
 
 /**
  * The socket side of the Redis bridge when the owner lease lapses during a Redis outage
@@ -78,10 +79,11 @@ test('no owner known for a moment after a Redis outage: bridged sockets stay ope
     assert.equal(bridge.bridgedSockets, 1);
 
     // The peer's `ready` still goes to the owner it joined, which renews its lease and answers.
-    handle.message({ type: 'ready' });
+    const ready = msg({ type: 'ready' });
+    handle.message(ready);
     assert.deepEqual(cluster.published.at(-1), {
       to: 'owner-1',
-      m: { t: 'msg', conn: 'relay-1.0', m: { type: 'ready' } },
+      m: { t: 'msg', conn: 'relay-1.0', m: ready },
     });
     cluster.leader = 'owner-1';
     bridge.ownerChanged('owner-1');
