@@ -159,8 +159,15 @@ export class RedisBridge {
     };
   }
 
-  /** The owner changed: sockets relayed to the old one are closed so that their peers reconnect. */
+  /**
+   * Another instance owns the sessions: sockets relayed to the old owner are closed (1012) so that their
+   * peers reconnect. No owner known (null) is not a change: after a Redis outage longer than the lease the
+   * lease key is gone until the owner renews it, which it does as soon as Redis answers, while the others
+   * wait half a lease before an election (redis-cluster.ts `#tick`); the sockets stay relayed to the owner
+   * they joined, and are closed only once another instance is elected (docs/multi-instance.md "Failures").
+   */
   ownerChanged(owner: string | null): void {
+    if (owner === null) return;
     for (const [conn, l] of this.#local) {
       if (l.owner === owner) continue;
       this.#local.delete(conn);

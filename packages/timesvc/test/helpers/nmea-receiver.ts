@@ -50,6 +50,14 @@ export interface SerialReceiver {
   stop(): Promise<void>;
 }
 
+/** A second whose edge this process would record later than this past the second is skipped (ms). */
+const LATE_EDGE_MS = 300;
+/**
+ * Sentences later than this after their edge are not sent (ms): the model pairs a sentence up to 900 ms
+ * after its edge (domain/gpsdo.ts pairWindowMs); a later one could be taken for the next edge's label.
+ */
+const LATE_SENTENCE_MS = 700;
+
 export async function startSerialReceiver(
   dir: string,
   o: {
@@ -72,11 +80,20 @@ export async function startSerialReceiver(
     timer = setTimeout(
       () => {
         const sec = Math.floor(Date.now() / 1000);
+        // A timer this process ran late (a loaded machine) must not make the receiver lie: an edge recorded
+        // long after its second, or its sentences after the next edge, would be paired a second off (a
+        // label jump no real receiver makes). Such a second is left out: no pulse, no sentences.
+        if (Date.now() - sec * 1000 > LATE_EDGE_MS) {
+          schedule();
+          return;
+        }
         seq++;
         writeFileSync(ppsFile, formatPpsAssert({ sec, nsec: o.assertNsec ?? 500, sequence: seq }));
         timer = setTimeout(() => {
           try {
-            if (fd !== undefined) writeSync(fd, nmeaSecond(o.label ? o.label(sec) : sec));
+            if (fd !== undefined && Date.now() - sec * 1000 < LATE_SENTENCE_MS) {
+              writeSync(fd, nmeaSecond(o.label ? o.label(sec) : sec));
+            }
           } catch {
             /* pty gone */
           }

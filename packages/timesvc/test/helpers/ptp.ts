@@ -1,37 +1,58 @@
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
+import { promisify } from 'node:util';
 import { writeFileSync } from 'node:fs';
 import { requireTool, startProcess, type RunningProcess } from '@broadcast-ops/core/testing';
 import type { PtpConfig } from '../../src/io/ptp.ts';
+
+const execFileAsync = promisify(execFile);
 
 /**
  * pmc against a ptp4l in a network namespace, over ptp4l's Unix socket (`-u`, boundary hops 0): one GET per
  * command, the text answer. `client` is pmc's own socket path; `domain` the ptp4l's domainNumber (pmc's
  * management messages must carry it).
  */
-export function pmc(
-  at: { ns: string; sock: string; client: string; domain?: number },
-  ...commands: string[]
-): string {
-  return execFileSync(
-    requireTool('ip'),
-    [
-      'netns',
-      'exec',
-      at.ns,
-      requireTool('pmc'),
-      '-u',
-      '-b',
-      '0',
-      '-d',
-      String(at.domain ?? 0),
-      '-s',
-      at.sock,
-      '-i',
-      at.client,
-      ...commands,
-    ],
-    { encoding: 'utf8', timeout: 10_000 },
-  );
+export function pmc(at: PmcTarget, ...commands: string[]): string {
+  return execFileSync(requireTool('ip'), pmcArgs(at, commands), { encoding: 'utf8', timeout: 10_000 });
+}
+
+/**
+ * `pmc` without blocking the test's event loop: a test that simulates a device in its own process (the
+ * serial GPS receiver of helpers/nmea-receiver.ts) keeps its timers while pmc runs. A synchronous pmc of a
+ * second or two on a loaded machine held back its PPS edges and sentences, so the receiver lost PPS and
+ * labelled edges a second late.
+ */
+export async function pmcAsync(at: PmcTarget, ...commands: string[]): Promise<string> {
+  const { stdout } = await execFileAsync(requireTool('ip'), pmcArgs(at, commands), {
+    encoding: 'utf8',
+    timeout: 10_000,
+  });
+  return stdout;
+}
+
+export interface PmcTarget {
+  ns: string;
+  sock: string;
+  client: string;
+  domain?: number;
+}
+
+function pmcArgs(at: PmcTarget, commands: string[]): string[] {
+  return [
+    'netns',
+    'exec',
+    at.ns,
+    requireTool('pmc'),
+    '-u',
+    '-b',
+    '0',
+    '-d',
+    String(at.domain ?? 0),
+    '-s',
+    at.sock,
+    '-i',
+    at.client,
+    ...commands,
+  ];
 }
 
 /** One `name value` field of a pmc answer. */
