@@ -8,7 +8,7 @@ import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { launchChromium, watchPage } from '@broadcast-ops/core/testing/browser';
 import { HyperdeckSimulator } from '@broadcast-ops/simulators/playout';
-import { startRig, until, type Rig } from '../helpers.ts';
+import { startRig, until, type Rig } from '../outputs/helpers.ts';
 
 const SHOTS = fileURLToPath(new URL('../../.tmp/test-output/pages/', import.meta.url));
 

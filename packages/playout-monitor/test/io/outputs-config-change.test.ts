@@ -12,7 +12,7 @@ import { expectDecoded } from '@broadcast-ops/core/testing';
 import type { MonitorConfig } from '../../src/config.ts';
 import { decodeTslPacket, encodeTslPacket, tallyForState } from '../../src/protocol/tsl-umd.ts';
 import { HyperdeckSimulator } from '@broadcast-ops/simulators/playout';
-import { deckEntry, startRig, udpReceiver, until, type Rig } from '../helpers.ts';
+import { deckEntry, startRig, udpReceiver, until, type Rig } from '../outputs/helpers.ts';
 
 type Param = Model.Parameter;
 const IDS = [1, 2, 3];

@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import { expectDecoded, repoRoot, startProcess, tempDir } from '@broadcast-ops/core/testing';
 import { decodeTslPacket } from '../../src/protocol/tsl-umd.ts';
 import { HyperdeckSimulator } from '@broadcast-ops/simulators/playout';
-import { deckEntry, startRig, udpReceiver, until } from '../helpers.ts';
+import { deckEntry, startRig, udpReceiver, until } from '../outputs/helpers.ts';
 
 const BAD_HOST = 'tally-umd.invalid';
 

@@ -12,7 +12,7 @@ import { MalformedInputs } from '../../src/malformed.ts';
 import { parseCasparMessage } from '../../src/protocol/casparcg.ts';
 import { decodeOsc, oscMessages } from '../../src/protocol/osc.ts';
 import { CasparcgSimulator, type CasparLayout } from '@broadcast-ops/simulators/playout';
-import { makeConfig, readHex } from '../helpers.ts';
+import { makeConfig, readHex } from '../pure-helpers.ts';
 
 /** The defaults of the configuration (staleTimeoutMs 5000, layerQuietMs 1000). */
 function reducer(o: Partial<CasparReducerOptions> = {}): CasparcgReducer {

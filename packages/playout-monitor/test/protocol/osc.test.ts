@@ -12,40 +12,7 @@ import {
   type OscPacket,
 } from '../../src/protocol/osc.ts';
 import { CASPAR_LAYOUTS, CasparcgSimulator } from '@broadcast-ops/simulators/playout';
-import { readHex } from '../helpers.ts';
-
-const FIXTURES = [
-  'casparcg-2.0.7-play-1.hex',
-  'casparcg-2.0.7-play-2.hex',
-  'casparcg-2.0.7-paused.hex',
-  'casparcg-2.0.7-stopped.hex',
-  'casparcg-2.0.7-frame-hhT.hex',
-  'casparcg-2.1-play-1.hex',
-  'casparcg-2.1-play-2.hex',
-  'casparcg-2.2-1080i50.hex',
-  'casparcg-2.3-paused.hex',
-  'casparcg-2.3-playing.hex',
-  'casparcg-2.3-playing-next.hex',
-  'casparcg-2.3-stopped.hex',
-  'casparcg-2.3-nested.hex',
-  'casparcg-2.4-1080i50.hex',
-];
-
-function argText(a: OscArg): string {
-  switch (a.type) {
-    case 'T':
-    case 'F':
-    case 'N':
-    case 'I':
-      return a.type;
-    case 'b':
-      return Buffer.from(a.value).toString('hex');
-    case 'f':
-      return String(Math.fround(a.value));
-    default:
-      return String(a.value);
-  }
-}
+import { OSC_FIXTURES as FIXTURES, readHex } from '../pure-helpers.ts';
 
 test('2.0.7 bundle: timetag immediate, int32 values as int64 (h), booleans T/F', () => {
   const { packet, skipped } = expectDecoded(decodeOsc(readHex('casparcg-2.0.7-play-1.hex')));
