@@ -115,7 +115,7 @@ export function sourcesOf(root: string, file: string, seen = new Set<string>()):
 export const NOT_QUICK = new RegExp(
   [
     String.raw`requireTool\(|startProcess\(|spawn(Sync)?\(|execFile|fork\(|playwright|unshare|\.browser\.`,
-    String.raw`\.listen\(|createServer|createSocket|new WebSocket|connect\(|startTest\w*\(`,
+    String.raw`\.listen\(|createServer|createSocket|new WebSocket|\bconnect\(|startTest\w*\(`,
     String.raw`start(Monitor|Bridge|Rig|Timesvc|Broker|Stack)\w*\(`,
   ].join('|'),
 );

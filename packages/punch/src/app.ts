@@ -1,5 +1,5 @@
 /**
- * Builds the punch broker from its configuration and the process's context (docs/ARCHITECTURE.md "One
+ * Builds the punch broker from its configuration and the process's context (the repository's ARCHITECTURE.md "One
  * skeleton"): the token secret and TLS files, the store (SQLite, or Redis shared by several instances,
  * docs/multi-instance.md), the session broker and signalling hub on the context's `Clock`, the HTTP API with
  * the WebSocket signalling on the same port, the relay, the metrics and the alarm webhook. Nothing listens

@@ -1,4 +1,4 @@
-// Entry point of `npx punch` (docs/ARCHITECTURE.md "One skeleton"): the process is core's runService, the
+// Entry point of `npx punch` (the repository's ARCHITECTURE.md "One skeleton"): the process is core's runService, the
 // broker is app.ts; `agent` is io/agent/cli.ts, `relay` io/cli/relay.ts.
 import { runService } from '@broadcast-ops/core';
 import { loadPunchCliConfig, punchLogger } from './config.ts';
