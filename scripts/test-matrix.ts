@@ -18,9 +18,9 @@
  *   this checkout's node_modules is never touched.
  * - Cached under $BROADCAST_OPS_CACHE (default ~/.cache/broadcast-ops): the unpacked Node builds, and each
  *   version's tree with its node_modules per install key (the two most recently used kept).
- * - While the host line's suite runs, a child process (`--prepare-only`) fetches the other lines' Node builds
- *   and runs their `npm ci`, one after the other, so that a cold run (CI) does not wait for the installs
- *   after the tests; its output is printed before the other lines start. The tree locks (node-matrix.ts `lock`)
+ * - While the host line's suite runs, one child process per other line (`--prepare-only`) fetches that line's
+ *   Node build and runs its `npm ci`, all at once, so that a cold run (CI) does not wait for the installs
+ *   after the tests; each line's suite starts once its own install is done, after printing what it said. The tree locks (node-matrix.ts `lock`)
  *   keep the suite that follows from using a tree before its install finished.
  *
  * Usage: tsx scripts/test-matrix.ts [--node 20|22|24|host|<x.y.z>]... [path-filter ...]
@@ -225,30 +225,37 @@ function prepareOnly(list: Target[]): void {
   }
 }
 
-/** Starts `--prepare-only` for the non-host targets in a child writing to a log file; resolves when it ends. */
-function prepareInBackground(list: Target[]): { log: string; done: Promise<number> } | null {
+interface Install {
+  log: string;
+  done: Promise<number>;
+}
+
+/**
+ * Starts one `--prepare-only` child per non-host target, each writing to its own log file, all at once: the
+ * installs are mostly compiling (better-sqlite3, the timesvc addon) and waiting on the registry, and one line's
+ * suite can start as soon as its own install is done.
+ */
+function prepareInBackground(list: Target[]): Map<string, Install> | null {
   const others = list.filter((t) => !t.host);
   if (others.length === 0 || !list.some((t) => t.host)) return null;
-  const dir = mkdtempSync(join(tmpdir(), 'test-matrix-prepare-'));
-  const log = join(dir, 'prepare.log');
-  const fd = openSync(log, 'w');
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      fileURLToPath(import.meta.url),
-      '--prepare-only',
-      ...others.flatMap((t) => ['--node', t.version]),
-    ],
-    { cwd: root, env: process.env, stdio: ['ignore', fd, fd] },
-  );
-  closeSync(fd);
-  const done = new Promise<number>((resolve) => {
-    child.on('error', () => resolve(1));
-    child.on('exit', (code) => resolve(code ?? 1));
-  });
-  return { log, done };
+  const installs = new Map<string, Install>();
+  for (const t of others) {
+    const dir = mkdtempSync(join(tmpdir(), 'test-matrix-prepare-'));
+    const log = join(dir, 'prepare.log');
+    const fd = openSync(log, 'w');
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', fileURLToPath(import.meta.url), '--prepare-only', '--node', t.version],
+      { cwd: root, env: process.env, stdio: ['ignore', fd, fd] },
+    );
+    closeSync(fd);
+    const done = new Promise<number>((resolve) => {
+      child.on('error', () => resolve(1));
+      child.on('exit', (code) => resolve(code ?? 1));
+    });
+    installs.set(t.version, { log, done });
+  }
+  return installs;
 }
 
 if (values['prepare-only']) {
@@ -318,20 +325,23 @@ if (hostTarget) {
     );
 }
 
-/** The other lines: after their installs, beside the host line when isolated, else after it. */
+/** Waits for one line's install and prints what it said. */
+async function installed(t: Target): Promise<void> {
+  const install = background?.get(t.version);
+  if (!install) return;
+  const started = Date.now();
+  const code = await install.done;
+  const more = ((Date.now() - started) / 1000).toFixed(0);
+  console.log(
+    `\n======== install of node v${t.version} (${more} s more after the matrix needed it; exit ${code}) ========`,
+  );
+  process.stdout.write(readFileSync(install.log, 'utf8'));
+  rmSync(dirname(install.log), { recursive: true, force: true });
+}
+
+/** The other lines: each after its own install, beside the host line when isolated, else after it. */
 async function otherLines(): Promise<Outcome[]> {
   if (others.length === 0) return [];
-  if (background) {
-    if (!isolated) await Promise.all(runs);
-    const started = Date.now();
-    const code = await background.done;
-    const more = ((Date.now() - started) / 1000).toFixed(0);
-    console.log(
-      `\n======== installs of the other Node lines (${more} s more after the matrix needed them; exit ${code}) ========`,
-    );
-    process.stdout.write(readFileSync(background.log, 'utf8'));
-    rmSync(dirname(background.log), { recursive: true, force: true });
-  }
   const make = (t: Target): SuiteRun => ({
     target: t,
     label: `node v${t.version}`,
@@ -343,9 +353,19 @@ async function otherLines(): Promise<Outcome[]> {
     buffered: isolated,
     scope: hostTarget ? ' (without the heavy interop suites)' : '',
   });
-  if (isolated) return Promise.all(others.map((t) => runSuite(make(t), filters)));
+  if (isolated)
+    return Promise.all(
+      others.map(async (t) => {
+        await installed(t);
+        return runSuite(make(t), filters);
+      }),
+    );
+  await Promise.all(runs);
   const out: Outcome[] = [];
-  for (const t of others) out.push(await runSuite(make(t), filters));
+  for (const t of others) {
+    await installed(t);
+    out.push(await runSuite(make(t), filters));
+  }
   return out;
 }
 
