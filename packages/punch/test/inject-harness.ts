@@ -12,7 +12,7 @@ import { MemoryStore } from '../src/domain/store.ts';
 
 export const SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEFGHIJKL';
 
-/** The base URL the links are built on (the app's `baseUrl` setting); its host passes the Host guard. */
+/** The base URL the links are built on unless the test sets `baseUrl`; its host passes the Host guard. */
 export const BASE_URL = 'http://punch.test';
 
 export interface CallOptions {
@@ -93,7 +93,8 @@ export async function injectBroker(
     ...(options.random ? { random: options.random } : {}),
   });
   await server.broker.start();
-  const host = new URL(BASE_URL).host;
+  const url = config.baseUrl ?? BASE_URL;
+  const host = new URL(url).host;
   const call: Call = async (method, path, o = {}) => {
     const { headers, body } = requestOf(o);
     headers['host'] ??= host;
@@ -110,7 +111,7 @@ export async function injectBroker(
     }
     return callResult(`${method} ${path}`, r.statusCode, h, r.body);
   };
-  return { server, clock, url: BASE_URL, call, close: () => server.close() };
+  return { server, clock, url, call, close: () => server.close() };
 }
 
 /**
