@@ -1,13 +1,11 @@
 /** Shared test fixtures: a strict fake adapter and an in-process bridge on port 0. */
-import { silentLogger, type Clock, type Logger } from '@broadcast-ops/core';
-import type { Hub } from '../src/domain/hub.ts';
-import { ClientSession, type SessionTransport } from '../src/io/client-session.ts';
+import { silentLogger, type Logger } from '@broadcast-ops/core';
 import { tempDir } from '@broadcast-ops/core/testing';
 import { startBridge, type RunningBridge } from '../src/app.ts';
 import { BridgeClient, type BridgeClientOptions } from '@broadcast-ops/bridge-client';
-import { FakeAdapter, testConfig } from './console-harness.ts';
+import { FakeAdapter, testConfig } from './quick-fixtures.ts';
 
-export { FakeAdapter, deepMerge, testConfig } from './console-harness.ts';
+export { FakeAdapter, deepMerge, openSession, testConfig } from './quick-fixtures.ts';
 
 export interface TestBridge {
   bridge: RunningBridge;
@@ -63,23 +61,3 @@ export function sleep(ms: number): Promise<void> {
 
 /** A port for a bridge that must come back on the same port after a restart (core's, below the ephemeral range). */
 export { freePort } from '@broadcast-ops/core/testing';
-
-/** A client session on an in-memory hub, handshaken as `name` (no authentication, long idle timeout). */
-export function openSession(hub: Hub, clock: Clock, t: SessionTransport, name: string): ClientSession {
-  const s = new ClientSession(
-    hub,
-    t,
-    clock,
-    silentLogger(),
-    {
-      requireAuth: false,
-      authTokens: [],
-      handshakeTimeoutMs: 10_000,
-      idleTimeoutMs: 3_600_000,
-      serverVersion: 't',
-    },
-    undefined,
-  );
-  s.receive(JSON.stringify({ type: 'handshake', name, version: '1' }));
-  return s;
-}

@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { FastifyInstance } from 'fastify';
 import { STATE_PAGE_MAX_BYTES } from '../../src/io/console-http.ts';
-import { injectConsole } from '../console-harness.ts';
+import { injectConsole } from '../quick-fixtures.ts';
 
 interface Res {
   status: number;

@@ -1,15 +1,16 @@
 /**
  * Quick-tier fixtures (docs/ARCHITECTURE.md "Tests mirror the layers"): the strict fake adapter, the test
- * configuration, and the console and state API as app.ts wires them (docs/console.md), built on a hub on a
+ * configuration, a client session on an in-memory hub, and the console and state API as app.ts wires them (docs/console.md), built on a hub on a
  * `ManualClock` and driven with fastify's `inject`: no socket, no event log. helpers.ts re-exports the
  * fixtures for the tests that start a whole bridge.
  */
-import { ManualClock, silentLogger } from '@broadcast-ops/core';
+import { ManualClock, silentLogger, type Clock } from '@broadcast-ops/core';
 import type { FastifyInstance } from 'fastify';
 import { SERVER_VERSION } from '../src/app.ts';
 import { configSchema, type BridgeConfig } from '../src/config.ts';
 import type { Adapter, AdapterCommand, AdapterContext, AdapterResult } from '../src/domain/adapter.ts';
 import { Hub } from '../src/domain/hub.ts';
+import { ClientSession, type SessionTransport } from '../src/io/client-session.ts';
 import { CommandTap } from '../src/io/command-tap.ts';
 import { buildConsoleApp } from '../src/io/console-http.ts';
 
@@ -147,4 +148,24 @@ export async function injectConsole(overrides: Record<string, unknown> = {}): Pr
       await hub.stopAdapters();
     },
   };
+}
+
+/** A client session on an in-memory hub, handshaken as `name` (no authentication, long idle timeout). */
+export function openSession(hub: Hub, clock: Clock, t: SessionTransport, name: string): ClientSession {
+  const s = new ClientSession(
+    hub,
+    t,
+    clock,
+    silentLogger(),
+    {
+      requireAuth: false,
+      authTokens: [],
+      handshakeTimeoutMs: 10_000,
+      idleTimeoutMs: 3_600_000,
+      serverVersion: 't',
+    },
+    undefined,
+  );
+  s.receive(JSON.stringify({ type: 'handshake', name, version: '1' }));
+  return s;
 }
