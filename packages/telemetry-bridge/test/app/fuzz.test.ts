@@ -11,6 +11,7 @@ import { ManualClock } from '@broadcast-ops/core/testing';
 import { Hub } from '../../src/domain/hub.ts';
 import { ClientSession, type SessionTransport } from '../../src/io/client-session.ts';
 import { FakeAdapter } from '../quick-fixtures.ts';
+import { envelope } from '../frames.ts';
 
 class Sink implements SessionTransport {
   sent: string[] = [];
@@ -45,80 +46,6 @@ function session(hub: Hub, clock: ManualClock, sink: Sink, name: string): Client
   s.receive(JSON.stringify({ type: 'handshake', name, version: '1' }));
   return s;
 }
-
-const fieldValue = fc.oneof(
-  fc.string({ maxLength: 20 }),
-  fc.integer(),
-  fc.double(),
-  fc.boolean(),
-  fc.constant(null),
-  fc.array(fc.string({ maxLength: 5 }), { maxLength: 3 }),
-  fc.dictionary(fc.string({ maxLength: 5 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }),
-);
-const path = fc.oneof(
-  fc.constantFrom(
-    'app.fuzz.custom.a',
-    'app.fuzz.custom.b.c',
-    'app.fuzz.ev',
-    'app.other.custom.x',
-    'fake.a',
-    'hub.x',
-  ),
-  fc.constantFrom('hub.subscriptions', '**', 'a.**.b', 'A.B', ''),
-  fc.string({ maxLength: 30 }),
-);
-const envelope = fc.record(
-  {
-    id: fc.oneof(fc.string({ minLength: 1, maxLength: 10 }), fc.string({ maxLength: 200 }), fieldValue),
-    type: fc.oneof(
-      fc.constantFrom(
-        'command',
-        'event',
-        'state',
-        'ack',
-        'error',
-        'subscribe',
-        'unsubscribe',
-        'handshake',
-        'ping',
-      ),
-      fc.string({ maxLength: 10 }),
-    ),
-    source: fc.oneof(fc.constantFrom('app.fuzz', 'fake.device', 'hub.core'), fieldValue),
-    target: fc.oneof(fc.constantFrom('fake', 'fake.device', 'nothere'), fieldValue),
-    path,
-    payload: fc.oneof(
-      fc.record({ value: fc.jsonValue({ maxDepth: 3 }) }),
-      fc.record(
-        { event: fc.string({ maxLength: 70 }), data: fc.jsonValue({ maxDepth: 2 }) },
-        { requiredKeys: ['event'] },
-      ),
-      fc.record(
-        {
-          action: fc.constantFrom('ok', 'fail', 'reject', 'throw', ''),
-          params: fc.dictionary(fc.string({ maxLength: 5 }), fc.jsonValue({ maxDepth: 1 }), { maxKeys: 2 }),
-        },
-        { requiredKeys: ['action'] },
-      ),
-      fc.record(
-        {
-          patterns: fc.array(path, { maxLength: 3 }),
-          snapshot: fc.boolean(),
-          since: fc.record({ offset: fc.integer({ min: -1, max: 50 }), epoch: fc.string({ maxLength: 5 }) }),
-        },
-        { requiredKeys: ['patterns'] },
-      ),
-      fieldValue,
-    ),
-    timestamp: fc.oneof(fc.integer({ min: 1, max: 2 ** 45 }), fieldValue),
-    correlationId: fc.oneof(fc.string({ maxLength: 70 }), fieldValue),
-    sequence: fc.oneof(fc.nat(), fieldValue),
-    ttl: fc.oneof(fc.integer({ min: -5, max: 400_000 }), fieldValue),
-    idempotencyKey: fc.oneof(fc.string({ maxLength: 5 }), fieldValue),
-    extra: fieldValue,
-  },
-  { requiredKeys: ['type'] },
-);
 
 test('fast-check: random frames and envelopes never throw and never reach another client', async () => {
   const clock = new ManualClock();

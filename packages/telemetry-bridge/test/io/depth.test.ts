@@ -6,20 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestBridge } from '../helpers.ts';
 import WebSocket from 'ws';
-
-function nested(levels: number): string {
-  return '{"a":'.repeat(levels) + '1' + '}'.repeat(levels);
-}
-
-function deepState(levels: number): string {
-  return JSON.stringify({
-    id: 'deep-1',
-    type: 'state',
-    path: 'app.deep.custom.x',
-    payload: { value: '@@' },
-    timestamp: Date.now(),
-  }).replace('"@@"', nested(levels));
-}
+import { deepState } from '../frames.ts';
 
 test('over the wire: the deep frame gets error INVALID_MESSAGE, the connection stays usable', async () => {
   const t = await startTestBridge({ clientTransport: { maxMessageSize: 1024 * 1024 } });

@@ -8,20 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { MAX_JSON_DEPTH, jsonDepth, parseClientFrame } from '../../src/protocol/envelope.ts';
-
-function nested(levels: number): string {
-  return '{"a":'.repeat(levels) + '1' + '}'.repeat(levels);
-}
-
-function deepState(levels: number): string {
-  return JSON.stringify({
-    id: 'deep-1',
-    type: 'state',
-    path: 'app.deep.custom.x',
-    payload: { value: '@@' },
-    timestamp: Date.now(),
-  }).replace('"@@"', nested(levels));
-}
+import { deepState } from '../frames.ts';
 
 test('a state frame nested 5,000 deep is INVALID_MESSAGE with the limit; at the limit it parses', () => {
   const r = parseClientFrame(deepState(5000));
