@@ -2,7 +2,7 @@
  * The Companion link's reconnect delay (docs/companion.md "Setting it up": attempt n waits
  * min(max, delay × 2^(n-1)) plus jitter): exponential from reconnectDelay, capped, plus jitter. Recovery as a
  * client sees it: test/io/companion-recovery.test.ts.
- */import { test } from 'node:test';
+ */ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { backoffDelay } from '../../src/domain/companion/types.ts';
 
