@@ -6,8 +6,9 @@ import { punchConfigSchema } from '../src/config.ts';
 import type { SessionStore } from '../src/domain/store.ts';
 import type { TurnstileVerifier } from '../src/io/turnstile.ts';
 import { createPunchServer, type PunchServer, type PunchServerOptions } from '../src/app.ts';
+import { SECRET, callResult, requestOf, type Call } from './inject-harness.ts';
 
-export const SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEFGHIJKL';
+export { SECRET, assertError, type CallOptions, type CallResult } from './inject-harness.ts';
 
 export interface TestServer {
   server: PunchServer;
@@ -15,22 +16,7 @@ export interface TestServer {
   dir: string;
   close: () => Promise<void>;
   /** fetch + JSON; asserts the Punch-Version header on every response it sees. */
-  call: (method: string, path: string, options?: CallOptions) => Promise<CallResult>;
-}
-
-export interface CallOptions {
-  token?: string;
-  body?: unknown;
-  rawBody?: string;
-  headers?: Record<string, string>;
-}
-
-export interface CallResult {
-  status: number;
-  headers: Headers;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- response bodies are checked field by field
-  json: any;
-  text: string;
+  call: Call;
 }
 
 export async function startTestServer(
@@ -73,29 +59,10 @@ export async function startTestServer(
     tmp.remove();
     throw err;
   }
-  const call = async (method: string, path: string, o: CallOptions = {}): Promise<CallResult> => {
-    const headers: Record<string, string> = { ...o.headers };
-    if (o.token !== undefined) headers['authorization'] = `Bearer ${o.token}`;
-    let body: string | undefined;
-    if (o.rawBody !== undefined) body = o.rawBody;
-    else if (o.body !== undefined) {
-      body = JSON.stringify(o.body);
-      headers['content-type'] ??= 'application/json';
-    }
+  const call: Call = async (method, path, o = {}) => {
+    const { headers, body } = requestOf(o);
     const res = await fetch(url + path, { method, headers, ...(body === undefined ? {} : { body }) });
-    const text = await res.text();
-    assert.equal(
-      res.headers.get('punch-version'),
-      '1.0',
-      `${method} ${path} (${res.status}) lacks Punch-Version`,
-    );
-    let json: unknown;
-    try {
-      json = text ? JSON.parse(text) : undefined;
-    } catch {
-      json = undefined;
-    }
-    return { status: res.status, headers: res.headers, json, text };
+    return callResult(`${method} ${path}`, res.status, res.headers, await res.text());
   };
   return {
     server,
@@ -107,26 +74,6 @@ export async function startTestServer(
       tmp.remove();
     },
   };
-}
-
-/** Assert an error response: status, code in `error` and `code`, and a message matching `message`. */
-/**
- * An error answer: `code` is the spec's code; `error` is core's generic code where one has the meaning
- * (README "Errors": INVALID_MESSAGE → INVALID_REQUEST, 413, 415; AUTH_FAILED → UNAUTHORIZED, FORBIDDEN).
- */
-export function assertError(r: CallResult, status: number, code: string, message?: RegExp): void {
-  assert.equal(r.status, status, `expected ${status} ${code}, got ${r.status} ${r.text}`);
-  const generic: Record<string, string> = {
-    'INVALID_MESSAGE 400': 'INVALID_REQUEST',
-    'INVALID_MESSAGE 413': 'PAYLOAD_TOO_LARGE',
-    'INVALID_MESSAGE 415': 'UNSUPPORTED_MEDIA_TYPE',
-    'AUTH_FAILED 401': 'UNAUTHORIZED',
-    'AUTH_FAILED 403': 'FORBIDDEN',
-  };
-  assert.equal(r.json?.error, generic[`${code} ${status}`] ?? code, r.text);
-  assert.equal(r.json?.code, code, r.text);
-  assert.equal(typeof r.json?.message, 'string');
-  if (message) assert.match(r.json.message, message);
 }
 
 /**

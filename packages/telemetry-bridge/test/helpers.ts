@@ -1,104 +1,11 @@
 /** Shared test fixtures: a strict fake adapter and an in-process bridge on port 0. */
-import { silentLogger, type Clock, type Logger } from '@broadcast-ops/core';
-import type { Hub } from '../src/domain/hub.ts';
-import { ClientSession, type SessionTransport } from '../src/io/client-session.ts';
+import { silentLogger, type Logger } from '@broadcast-ops/core';
 import { tempDir } from '@broadcast-ops/core/testing';
-import type { Adapter, AdapterCommand, AdapterContext, AdapterResult } from '../src/domain/adapter.ts';
-import { configSchema, type BridgeConfig } from '../src/config.ts';
 import { startBridge, type RunningBridge } from '../src/app.ts';
 import { BridgeClient, type BridgeClientOptions } from '@broadcast-ops/bridge-client';
+import { FakeAdapter, testConfig } from './quick-fixtures.ts';
 
-/**
- * Strict fake device adapter. Actions: `ok` (completed, echoes params), `fail`, `reject`, `throw`,
- * `set` (writes fake.<params.key> = params.value with the command's correlation id, then completes),
- * `hang` (never answers; records the abort), `deferred` (answers when the test calls resolveDeferred).
- * Any other action is an unplanned call and fails the test through `unexpected`.
- */
-export class FakeAdapter implements Adapter {
-  readonly name = 'fake.device';
-  readonly targets = ['fake'];
-  readonly owns = ['fake'];
-  ctx: AdapterContext | undefined;
-  executed: AdapterCommand[] = [];
-  aborted: string[] = [];
-  unexpected: string[] = [];
-  #deferred: ((r: AdapterResult) => void)[] = [];
-
-  capabilities(): Record<string, boolean> {
-    return { press: true, rotate: false };
-  }
-  start(ctx: AdapterContext): void {
-    this.ctx = ctx;
-    ctx.setConnected(true);
-  }
-  stop(): void {
-    this.ctx?.setConnected(false);
-  }
-  set(path: string, value: unknown): void {
-    if (!this.ctx) throw new Error('fake adapter not started');
-    this.ctx.setState(path, value);
-  }
-  resolveDeferred(r: AdapterResult): void {
-    for (const d of this.#deferred.splice(0)) d(r);
-  }
-  execute(cmd: AdapterCommand, signal: AbortSignal): Promise<AdapterResult> {
-    this.executed.push(cmd);
-    switch (cmd.action) {
-      case 'ok':
-        return Promise.resolve({ status: 'completed', result: { echoed: cmd.params } });
-      case 'fail':
-        return Promise.resolve({
-          status: 'failed',
-          error: { code: 'ADAPTER_ERROR', message: 'device said no' },
-        });
-      case 'reject':
-        return Promise.resolve({
-          status: 'rejected',
-          error: { code: 'FORBIDDEN', message: 'not supported' },
-        });
-      case 'throw':
-        return Promise.reject(new Error('adapter exploded'));
-      case 'set':
-        this.ctx?.setState(`fake.${String(cmd.params['key'])}`, cmd.params['value'], {
-          correlationId: cmd.correlationId,
-        });
-        return Promise.resolve({ status: 'completed' });
-      case 'hang':
-        return new Promise<AdapterResult>(() => {
-          signal.addEventListener('abort', () => this.aborted.push(cmd.id));
-        });
-      case 'deferred':
-        return new Promise<AdapterResult>((resolve) => this.#deferred.push(resolve));
-      default:
-        this.unexpected.push(cmd.action);
-        return Promise.reject(new Error(`unplanned action ${cmd.action}`));
-    }
-  }
-}
-
-export function testConfig(overrides: Record<string, unknown> = {}, logDir?: string): BridgeConfig {
-  const base = {
-    clientTransport: { host: '127.0.0.1', port: 0 },
-    metrics: { host: '127.0.0.1', port: 0 },
-    health: { host: '127.0.0.1', port: 0 },
-    eventLog: logDir === undefined ? { enabled: false } : { enabled: true, path: logDir },
-    logging: { level: 'silent' },
-  };
-  const merged = deepMerge(base, overrides);
-  return configSchema.parse(merged);
-}
-
-export function deepMerge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...a };
-  for (const [k, v] of Object.entries(b)) {
-    const prev = out[k];
-    out[k] =
-      v !== null && typeof v === 'object' && !Array.isArray(v) && prev !== null && typeof prev === 'object'
-        ? deepMerge(prev as Record<string, unknown>, v as Record<string, unknown>)
-        : v;
-  }
-  return out;
-}
+export { FakeAdapter, deepMerge, openSession, testConfig } from './quick-fixtures.ts';
 
 export interface TestBridge {
   bridge: RunningBridge;
@@ -154,23 +61,3 @@ export function sleep(ms: number): Promise<void> {
 
 /** A port for a bridge that must come back on the same port after a restart (core's, below the ephemeral range). */
 export { freePort } from '@broadcast-ops/core/testing';
-
-/** A client session on an in-memory hub, handshaken as `name` (no authentication, long idle timeout). */
-export function openSession(hub: Hub, clock: Clock, t: SessionTransport, name: string): ClientSession {
-  const s = new ClientSession(
-    hub,
-    t,
-    clock,
-    silentLogger(),
-    {
-      requireAuth: false,
-      authTokens: [],
-      handshakeTimeoutMs: 10_000,
-      idleTimeoutMs: 3_600_000,
-      serverVersion: 't',
-    },
-    undefined,
-  );
-  s.receive(JSON.stringify({ type: 'handshake', name, version: '1' }));
-  return s;
-}

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { ConfigError } from '@broadcast-ops/core';
 import { repoRoot } from '@broadcast-ops/core/testing';
-import { loadPunchConfig } from '../../src/config.ts';
+import { loadPunchConfig, punchConfigSchema, warnsPlainHttp } from '../../src/config.ts';
 import { relayPublicAddress } from '../../src/io/relay/relay-port.ts';
 
 test('the committed example config parses and equals the embedded defaults where it should', () => {
@@ -151,5 +151,34 @@ test('relay: defaults, the environment names, port range and allow list parsed; 
   assert.equal(relayPublicAddress(d.relay, 'http://[2001:db8::1]:8787'), '2001:db8::1');
   for (const local of ['http://localhost:8787', 'http://127.0.0.1:8787', 'http://[::1]:8787']) {
     assert.equal(relayPublicAddress(d.relay, local), undefined, local);
+  }
+});
+
+test('alarm webhook config: strict, and no secret in the URL', () => {
+  const parse = (webhook: Record<string, unknown>) => punchConfigSchema.safeParse({ alarms: { webhook } });
+  assert.equal(parse({ url: 'https://hooks.example.com/punch' }).success, true);
+  const d = punchConfigSchema.parse({});
+  assert.deepEqual(d.alarms.webhook, { retries: 3, timeoutMs: 5000 });
+  for (const [webhook, why] of [
+    [{ url: 'https://user:pw@hooks.example.com/x' }, /user or password/],
+    [{ url: 'https://hooks.example.com/x?token=abc' }, /query string/],
+    [{ url: 'ftp://hooks.example.com/x' }, /http/],
+    [{ url: 'https://h.example.com/x', retries: 50 }, /retries|50|5/],
+    [{ url: 'https://h.example.com/x', secret: 'short' }, /16 characters/],
+    [{ url: 'https://h.example.com/x', extra: 1 }, /extra|Unrecognized/i],
+  ] as const) {
+    const p = parse(webhook);
+    assert.equal(p.success, false, JSON.stringify(webhook));
+    assert.match(JSON.stringify(p.error?.issues), why);
+  }
+});
+
+test('the plain-HTTP warning: every host but loopback without TLS; never with TLS', () => {
+  for (const host of ['0.0.0.0', '::', '198.51.100.7', '2001:db8::1', 'punch.example.com']) {
+    assert.equal(warnsPlainHttp(host, false), true, host);
+    assert.equal(warnsPlainHttp(host, true), false, `${host} with TLS`);
+  }
+  for (const host of ['127.0.0.1', '127.0.0.2', 'localhost', '::1']) {
+    assert.equal(warnsPlainHttp(host, false), false, host);
   }
 });

@@ -5,7 +5,6 @@ import { request } from 'node:https';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { repoRoot, requireTool, startProcess } from '@broadcast-ops/core/testing';
-import { warnsPlainHttp } from '../../src/config.ts';
 import { SECRET, startTestServer } from '../helpers.ts';
 
 const FIXTURES = join(repoRoot, 'packages/punch/test/fixtures/tls');
@@ -39,16 +38,6 @@ test('PUNCH_TLS_CERT/KEY: the broker serves HTTPS itself, and its links are http
     await assert.rejects(fetch(t.url.replace('https:', 'http:') + '/api/health'));
   } finally {
     await t.close();
-  }
-});
-
-test('the plain-HTTP warning: every host but loopback without TLS; never with TLS', () => {
-  for (const host of ['0.0.0.0', '::', '198.51.100.7', '2001:db8::1', 'punch.example.com']) {
-    assert.equal(warnsPlainHttp(host, false), true, host);
-    assert.equal(warnsPlainHttp(host, true), false, `${host} with TLS`);
-  }
-  for (const host of ['127.0.0.1', '127.0.0.2', 'localhost', '::1']) {
-    assert.equal(warnsPlainHttp(host, false), false, host);
   }
 });
 

@@ -4,40 +4,19 @@
  * waits for the OK; the bridge is SIGKILLed right then (between down and up). After the restart the bridge
  * registers on the same Companion and sends `PRESSED=0` for that key, with a warning log line and
  * `telemetry_bridge_held_keys_released_total`. A normal press afterwards leaves nothing held.
- * Also, in process: the HeldKeys bookkeeping and a lost link with a press in flight (released on return).
+ * Also, in process: a lost link with a press in flight (released on return). The HeldKeys bookkeeping:
+ * test/domain/held-keys.test.ts.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { BridgeClient } from '@broadcast-ops/bridge-client';
-import { HeldKeys } from '../../src/domain/companion/held-keys.ts';
 import { CompanionSimulator } from '@broadcast-ops/simulators/companion';
 import { freePort } from '../helpers.ts';
 import { bridgeProcess, pressLines, type BridgeProcess } from '../bridge-process.ts';
 import { DEV, rig, stateOf } from '../companion/harness.ts';
 
 const DEVICE = 'tb-held-01';
-
-test('HeldKeys: hold, confirmed release, release by the bridge, restore, bounds', () => {
-  const h = new HeldKeys();
-  const host = { host: '10.0.0.1', port: 16623 };
-  const base = { ...host, deviceId: 'd', since: 1, correlationId: 'c' };
-  assert.equal(h.hold({ kind: 'key', keyIndex: 3, ...base }), true);
-  assert.equal(h.on(host).length, 1);
-  assert.equal(h.on({ host: '10.0.0.2', port: 16623 }).length, 0, 'only on the Companion that got it');
-  assert.equal(h.release(host, { kind: 'key', keyIndex: 3 }), true);
-  assert.equal(h.size, 0);
-  h.hold({ kind: 'sub', page: 1, row: 0, column: 2, ...base });
-  const copy = new HeldKeys();
-  assert.equal(copy.restore(JSON.parse(JSON.stringify(h.value()))), 1);
-  assert.equal(copy.restore([{ kind: 'key' }, 'x', null]), 0, 'invalid entries skipped');
-  const [only] = copy.on(host);
-  assert.ok(only);
-  copy.releasedByBridge(only);
-  assert.equal(copy.size, 0);
-  assert.equal(copy.takeReleased(host, { kind: 'sub', page: 1, row: 0, column: 2 }), true);
-  assert.equal(copy.takeReleased(host, { kind: 'sub', page: 1, row: 0, column: 2 }), false, 'once');
-});
 
 test('a link lost between down and up: the key is released on that Companion when the link is back', async () => {
   const r = await rig({ companion: { replyTimeout: 400, deadAfter: 600 } });

@@ -1,12 +1,12 @@
 /**
  * Recovery as a client sees it: Companion down at start, a dropped connection, a stalled (silent) link and
  * garbage on the wire. Each time `companion.connection.state` moves through the documented values, keys turn
- * stale while the link is down and fresh after the surface is re-added and redrawn.
+ * stale while the link is down and fresh after the surface is re-added and redrawn. The backoff delays
+ * themselves: test/domain/companion-backoff.test.ts.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { BridgeClient } from '@broadcast-ops/bridge-client';
-import { backoffDelay } from '../../src/domain/companion/types.ts';
 import { freePort } from '../helpers.ts';
 import { DEV, rig, stateOf, type Rig } from '../companion/harness.ts';
 import { waitFor } from '@broadcast-ops/core/testing';
@@ -48,22 +48,6 @@ async function connected(r: Rig): Promise<void> {
   await until(() => stateOf(r) === 'connected', 'connected');
   await until(() => r.get(KEY0)?.stale === false && r.get(KEY0) !== undefined, 'key 0 fresh');
 }
-
-test('backoff: exponential from reconnectDelay, capped, plus jitter in [0, reconnectJitter)', () => {
-  const o = { reconnectDelay: 100, maxReconnectDelay: 1000, reconnectJitter: 50 };
-  assert.deepEqual(
-    [1, 2, 3, 4, 5, 6, 60].map((n) => backoffDelay(n, o, () => 0)),
-    [100, 200, 400, 800, 1000, 1000, 1000],
-  );
-  assert.equal(
-    backoffDelay(1, o, () => 0.999),
-    150,
-  );
-  assert.equal(
-    backoffDelay(3, o, () => 0.5),
-    425,
-  );
-});
 
 test('Companion down at start: connecting, then reconnecting with backoff, then connected when it comes up', async () => {
   const port = await freePort();

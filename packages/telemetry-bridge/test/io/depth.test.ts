@@ -1,51 +1,12 @@
 /**
- * Nesting limit on client frames (docs/protocol.md "Errors"): a frame nested deeper than MAX_JSON_DEPTH is
- * INVALID_MESSAGE, refused before JSON.parse and the schema (5,000 levels used to exhaust the stack in
- * validation and came back as INTERNAL_ERROR). The depth scan agrees with the real nesting on random JSON.
+ * Nesting limit on client frames over the wire (docs/protocol.md "Errors"): the deep frame gets
+ * INVALID_MESSAGE and the connection stays usable. The codec's limit and depth scan: test/protocol/depth.test.ts.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import fc from 'fast-check';
-import { MAX_JSON_DEPTH, jsonDepth, parseClientFrame } from '../../src/protocol/envelope.ts';
 import { startTestBridge } from '../helpers.ts';
 import WebSocket from 'ws';
-
-function nested(levels: number): string {
-  return '{"a":'.repeat(levels) + '1' + '}'.repeat(levels);
-}
-
-function deepState(levels: number): string {
-  return JSON.stringify({
-    id: 'deep-1',
-    type: 'state',
-    path: 'app.deep.custom.x',
-    payload: { value: '@@' },
-    timestamp: Date.now(),
-  }).replace('"@@"', nested(levels));
-}
-
-test('a state frame nested 5,000 deep is INVALID_MESSAGE with the limit; at the limit it parses', () => {
-  const r = parseClientFrame(deepState(5000));
-  assert.equal(r.ok, false);
-  assert.equal(!r.ok && r.error.code, 'INVALID_MESSAGE');
-  assert.match(!r.ok ? r.error.message : '', new RegExp(`deeper than ${MAX_JSON_DEPTH}`));
-  // Envelope (1) + payload (2) + value levels.
-  assert.equal(parseClientFrame(deepState(MAX_JSON_DEPTH - 2)).ok, true);
-  assert.equal(parseClientFrame(deepState(MAX_JSON_DEPTH - 1)).ok, false);
-});
-
-test('jsonDepth equals the nesting of any JSON value (strings with brackets and escapes included)', () => {
-  const depthOf = (v: unknown): number =>
-    v !== null && typeof v === 'object'
-      ? 1 + Math.max(0, ...Object.values(v as Record<string, unknown>).map(depthOf))
-      : 0;
-  fc.assert(
-    fc.property(fc.jsonValue({ maxDepth: 8 }), (v) => {
-      assert.equal(jsonDepth(JSON.stringify(v)), depthOf(v));
-    }),
-    { numRuns: 300, interruptAfterTimeLimit: 10_000 },
-  );
-});
+import { deepState } from '../frames.ts';
 
 test('over the wire: the deep frame gets error INVALID_MESSAGE, the connection stays usable', async () => {
   const t = await startTestBridge({ clientTransport: { maxMessageSize: 1024 * 1024 } });

@@ -1,27 +1,15 @@
 /**
- * Whose idempotency key it is (docs/protocol.md "Exactly once"): the scope table, and with authentication
- * on, over real sockets: a key is kept per bearer token and client id, so a client with another token that
- * claims the same client id runs its own command, and the first client, back on a new connection with its
- * token and id, gets its recorded outcome without a second execution.
+ * Whose idempotency key it is (docs/protocol.md "Exactly once"), with authentication on, over real sockets:
+ * a key is kept per bearer token and client id, so a client with another token that claims the same client
+ * id runs its own command, and the first client, back on a new connection with its token and id, gets its
+ * recorded outcome without a second execution. The scope table: test/domain/idempotency-scope.test.ts.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { idempotencyScope } from '../../src/domain/client-registry.ts';
 import { startTestBridge } from '../helpers.ts';
 
 const T1 = 'studio-a-token-0123456789';
 const T2 = 'studio-b-token-0123456789';
-
-test('idempotencyScope: token and client id with auth, client id without, else the bare name', () => {
-  const withId = idempotencyScope('panel', { credential: T1, clientId: 'panel-one-0001' });
-  assert.match(withId, /^cred:[0-9a-f]{32}\/id:panel-one-0001$/);
-  assert.notEqual(withId, idempotencyScope('panel', { credential: T2, clientId: 'panel-one-0001' }));
-  assert.match(idempotencyScope('panel', { credential: T1 }), /^cred:[0-9a-f]{32}$/);
-  assert.equal(idempotencyScope('panel', { clientId: 'panel-one-0001' }), 'id:panel-one-0001');
-  assert.equal(idempotencyScope('panel', {}), 'name:panel');
-  // The resume token never decides the scope.
-  assert.equal(idempotencyScope('panel', { resumeToken: 'x' }), 'name:panel');
-});
 
 test('with auth on: the same client id under another token runs its own command; the owner gets its outcome', async () => {
   const tb = await startTestBridge({ clientTransport: { requireAuth: true, authTokens: [T1, T2] } });

@@ -10,7 +10,7 @@ import { ManualClock } from '@broadcast-ops/core/testing';
 import { Hub } from '../../src/domain/hub.ts';
 import type { EventLogSink } from '../../src/domain/journal.ts';
 import type { SessionTransport } from '../../src/io/client-session.ts';
-import { FakeAdapter, openSession } from '../helpers.ts';
+import { FakeAdapter, openSession } from '../quick-fixtures.ts';
 
 class Transport implements SessionTransport {
   sent: Record<string, unknown>[] = [];
