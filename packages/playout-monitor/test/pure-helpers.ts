@@ -30,6 +30,22 @@ export function makeConfig(servers: unknown[], settings: Record<string, unknown>
   });
 }
 
+/** A HyperDeck (`tcp_recorder`) entry on 127.0.0.1:`port`, polled and reconnected quickly. */
+export function deckEntry(id: number, port: number, name = `Deck ${id}`): Record<string, unknown> {
+  return {
+    id,
+    name,
+    type: 'tcp_recorder',
+    ip: '127.0.0.1',
+    port,
+    pollIntervalMs: 100,
+    pingIntervalMs: 500,
+    timeoutMs: 1500,
+    reconnectMinMs: 100,
+    reconnectMaxMs: 400,
+  };
+}
+
 /** An `http_mixer` entry for a vMix simulator speaking both APIs (HTTP on `port`, TCP on `tcpPort`). */
 export function vmixEntry(
   id: number,
