@@ -30,6 +30,22 @@ export function makeConfig(servers: unknown[], settings: Record<string, unknown>
   });
 }
 
+/** A HyperDeck (`tcp_recorder`) entry on 127.0.0.1:`port`, polled and reconnected quickly. */
+export function deckEntry(id: number, port: number, name = `Deck ${id}`): Record<string, unknown> {
+  return {
+    id,
+    name,
+    type: 'tcp_recorder',
+    ip: '127.0.0.1',
+    port,
+    pollIntervalMs: 100,
+    pingIntervalMs: 500,
+    timeoutMs: 1500,
+    reconnectMinMs: 100,
+    reconnectMaxMs: 400,
+  };
+}
+
 /** An `http_mixer` entry for a vMix simulator speaking both APIs (HTTP on `port`, TCP on `tcpPort`). */
 export function vmixEntry(
   id: number,
@@ -83,3 +99,17 @@ export function oscArgText(a: OscArg): string {
       return String(a.value);
   }
 }
+
+/** Every mutating route of the control API (method, path, a body it accepts when authorised). */
+export const MUTATIONS: [string, string, unknown][] = [
+  ['PUT', '/api/config', {}],
+  ['PUT', '/api/settings', { updateIntervalMs: 200 }],
+  ['POST', '/api/devices', { name: 'X', type: 'tcp_recorder', ip: '127.0.0.1' }],
+  ['PUT', '/api/devices/1', { name: 'X', type: 'tcp_recorder', ip: '127.0.0.1' }],
+  ['PATCH', '/api/devices/1', { name: 'Renamed' }],
+  ['DELETE', '/api/devices/1', undefined],
+  ['POST', '/api/devices/1/test', undefined],
+  ['POST', '/api/test', { type: 'tcp_recorder', ip: '127.0.0.1' }],
+  ['POST', '/api/devices/1/simulate', { state: 'play' }],
+  ['DELETE', '/api/devices/1/simulate', undefined],
+];

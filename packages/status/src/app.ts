@@ -10,13 +10,19 @@ import {
   type ServiceContext,
   type ServiceHealth,
 } from '@broadcast-ops/core';
+import type { FastifyInstance } from 'fastify';
 import type { StatusConfig } from './config.ts';
 import { Fleet } from './domain/fleet.ts';
 import { buildStatusApp } from './io/http-app.ts';
 import { statusMetrics } from './io/metrics.ts';
 import { Poller } from './io/poller.ts';
 
-export function createStatusService(context: ServiceContext<StatusConfig>): Service {
+/** core's `Service`, with its HTTP app for `inject` (nothing listens before `start`). */
+export interface StatusService extends Service {
+  readonly app: FastifyInstance;
+}
+
+export function createStatusService(context: ServiceContext<StatusConfig>): StatusService {
   const { config, clock, logger, env } = context;
   const fleet = new Fleet(config.services);
   const { registry, onPoll } = statusMetrics(fleet);
@@ -39,6 +45,7 @@ export function createStatusService(context: ServiceContext<StatusConfig>): Serv
     notes: config.notes,
   });
   return {
+    app,
     async start() {
       await app.listen({ host: config.listen.host, port: config.listen.port });
       poller.start();

@@ -50,17 +50,6 @@ test('the monitor listens on loopback unless configured otherwise', () => {
   assert.equal(address.address, '127.0.0.1');
 });
 
-test('mutating endpoints need the admin token; reads do not', async () => {
-  assert.equal((await call('GET', '/api/config', undefined, null)).status, 200);
-  for (const token of [null, 'wrong', TOKEN.slice(0, -1)]) {
-    const r = await call('POST', '/api/devices/1/simulate', { state: 'play' }, token);
-    assert.equal(r.status, 401, String(token));
-    assert.equal(r.json?.['error'], 'UNAUTHORIZED');
-  }
-  assert.equal(rig.service.view.get(1)?.simulated, undefined, 'nothing happened');
-  assert.equal((await call('PUT', '/api/config', rig.service.config, null)).status, 401);
-});
-
 test('add a device: validated, saved atomically, applied without a restart, and it connects', async () => {
   const sim = new HyperdeckSimulator({ port: 0, model: 'HyperDeck Studio HD Plus' });
   const port = await sim.start();
@@ -102,14 +91,6 @@ test('invalid changes are refused with the field named, and nothing changes on d
   assert.equal(unknownKey.status, 400);
   assert.equal(readFileSync(rig.configPath, 'utf8'), before);
   assert.equal(rig.service.config.servers.length, 2);
-});
-
-test('a thirteenth device is refused', async () => {
-  const cfg = rig.service.config;
-  const servers = Array.from({ length: 12 }, (_, i) => deckEntry(i + 1, 1));
-  const r = await call('PUT', '/api/config', { ...cfg, servers: [...servers, deckEntry(13, 1)] });
-  assert.equal(r.status, 400);
-  assert.match(String(r.json?.['message']), /servers/);
 });
 
 test('modify and remove devices; PATCH keeps the other fields', async () => {
@@ -192,21 +173,6 @@ test('a configuration that cannot be saved is not applied (no success that a res
     await service.close();
     dir.remove();
   }
-});
-
-test('without a configuration file the control API refuses changes instead of pretending', async () => {
-  const service = new PlayoutService({
-    config: makeConfig([deckEntry(1, 1)], { emberPlusPort: 0 }),
-    logger: silentLogger(),
-  });
-  const res = await service.app.inject({
-    method: 'PUT',
-    url: '/api/settings',
-    payload: { updateIntervalMs: 50 },
-  });
-  assert.equal(res.statusCode, 409);
-  assert.equal(service.config.settings.updateIntervalMs, 100);
-  await service.close();
 });
 
 test('fast-check: any body on the configuration endpoints is answered 4xx and changes nothing', async () => {

@@ -7,7 +7,9 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HyperdeckSimulator } from '@broadcast-ops/simulators/playout';
 import { PlayoutService, type PlayoutServiceOptions } from '../../src/playout-service.ts';
-import { makeConfig } from '../helpers.ts';
+import { deckEntry, makeConfig } from '../pure-helpers.ts';
+
+export { deckEntry } from '../pure-helpers.ts';
 
 export interface Rig {
   service: PlayoutService;
@@ -16,21 +18,6 @@ export interface Rig {
   sims: HyperdeckSimulator[];
   configPath: string;
   close(): Promise<void>;
-}
-
-export function deckEntry(id: number, port: number, name = `Deck ${id}`): Record<string, unknown> {
-  return {
-    id,
-    name,
-    type: 'tcp_recorder',
-    ip: '127.0.0.1',
-    port,
-    pollIntervalMs: 100,
-    pingIntervalMs: 500,
-    timeoutMs: 1500,
-    reconnectMinMs: 100,
-    reconnectMaxMs: 400,
-  };
 }
 
 /** A service with `decks` HyperDeck simulators (ids 1…n), HTTP and Ember+ on free ports. */

@@ -186,3 +186,11 @@ test('host:port parsing and NTP bind addresses', () => {
   assert.deepEqual(ntpBindAddresses('lo').udp4, '127.0.0.1');
   assert.throws(() => ntpBindAddresses('nosuchif0'), ConfigError);
 });
+
+test('one-step is refused by config validation with the reason; two-step is the default', () => {
+  const r = configSchema.safeParse({ ptp: { two_step_flag: false } });
+  assert.equal(r.success, false);
+  assert.match(r.error?.issues[0]?.message ?? '', /one-step .*not supported.*two-step/);
+  assert.deepEqual(r.error?.issues[0]?.path, ['ptp', 'two_step_flag']);
+  assert.equal(configSchema.parse({}).ptp.two_step_flag, true);
+});

@@ -6,25 +6,10 @@ import { stringify } from 'yaml';
 import { loadTimesvcConfig } from '../../src/config.ts';
 import { createTimesvc, type TimesvcOptions, type TimesvcService } from '../../src/io/service.ts';
 import { LogRing } from '../../src/io/web/log-ring.ts';
-import { hashPassword } from '../../src/io/web/passwords.ts';
 import { waitFor } from '@broadcast-ops/core/testing';
+import { loginWith, PASSWORDS, rigConfigDoc } from './web-app.ts';
 
-/** Test hashes use scrypt's smallest accepted cost (2^14) so logins stay quick on a loaded machine. */
-const TEST_SCRYPT = { log2N: 14, r: 8, p: 1, saltBytes: 16, keyBytes: 32 };
-export const PASSWORDS = { admin: 'admin-pass-1', operator: 'operator-pass-2', viewer: 'viewer-pass-3' };
-export const JWT_SECRET = 'test-jwt-secret-0123456789abcdef-0123456789';
-
-let users: { username: string; password_hash: string; role: string }[] | undefined;
-export async function testUsers(): Promise<{ username: string; password_hash: string; role: string }[]> {
-  users ??= await Promise.all(
-    (['admin', 'operator', 'viewer'] as const).map(async (role) => ({
-      username: role,
-      password_hash: await hashPassword(PASSWORDS[role], TEST_SCRYPT),
-      role,
-    })),
-  );
-  return users;
-}
+export { JWT_SECRET, PASSWORDS, testUsers } from './web-app.ts';
 
 export interface WebRig {
   service: TimesvcService;
@@ -48,18 +33,7 @@ export async function startWebRig(
 ): Promise<WebRig> {
   const dir = mkdtempSync(join(tmpdir(), 'timesvc-web-'));
   const configFile = join(dir, 'timesvc.yaml');
-  const ntp = (doc['ntp'] ?? {}) as Record<string, unknown>;
-  const web = (doc['web'] ?? {}) as Record<string, unknown>;
-  writeFileSync(
-    configFile,
-    stringify({
-      ...doc,
-      ntp: { port: 0, interface: '127.0.0.1', local_stratum: true, ...ntp },
-      web: { port: 0, bind_address: '127.0.0.1', jwt_secret: JWT_SECRET, users: await testUsers(), ...web },
-      logging: { level: 'debug' },
-    }),
-    { mode: 0o600 },
-  );
+  writeFileSync(configFile, stringify(await rigConfigDoc(doc)), { mode: 0o600 });
   const environment = options.environment ?? {};
   const config = loadTimesvcConfig(configFile, environment);
   const logs = new LogRing();
@@ -68,7 +42,6 @@ export async function startWebRig(
   await service.start();
   await service.app.listen({ port: 0, host: '127.0.0.1' });
   const url = listeningUrl(service.app);
-  const tokens = new Map<string, string>();
   return {
     service,
     url,
@@ -77,19 +50,7 @@ export async function startWebRig(
     configFile,
     logs,
     logger,
-    async login(role) {
-      const cached = tokens.get(role);
-      if (cached) return cached;
-      const res = await service.app.inject({
-        method: 'POST',
-        url: '/api/auth/login',
-        payload: { username: role, password: PASSWORDS[role] },
-      });
-      if (res.statusCode !== 200) throw new Error(`login ${role}: ${res.statusCode} ${res.body}`);
-      const token = res.json<{ token: string }>().token;
-      tokens.set(role, token);
-      return token;
-    },
+    login: loginWith(service),
     async close() {
       await service.close();
       rmSync(dir, { recursive: true, force: true });

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { closeSync, existsSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, openSync, writeSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -8,14 +8,8 @@ import { requireTool, startProcess, tempDir, waitFor } from '@broadcast-ops/core
 import { configSchema } from '../../src/config.ts';
 import { queryServer } from '../../src/io/query.ts';
 import { createTimesvc } from '../../src/io/service.ts';
-import { parseGpsdLine } from '../../src/protocol/gpsd.ts';
+import { capture } from '../helpers/gpsd-capture.ts';
 import { nmeaSecond } from '../helpers/nmea-receiver.ts';
-
-const capture = JSON.parse(
-  readFileSync(join(import.meta.dirname, '../fixtures/gpsd-3.22-watch.json'), 'utf8'),
-) as {
-  lines: string[];
-};
 
 /**
  * A fake gpsd on 127.0.0.1:0 replaying the recorded gpsd 3.22 session: VERSION on connect; after ?WATCH the
@@ -82,23 +76,6 @@ function fakeGpsd(): Promise<{ server: Server; port: number; watches: string[]; 
     });
   });
 }
-
-test('gpsd JSON: the recorded objects parse (TPV, SKY with used flags, TOFF, VERSION, DEVICE)', () => {
-  const results = capture.lines.map(parseGpsdLine);
-  assert.ok(results.every((p) => p.ok));
-  const parsed = results.map((p) => (p.ok ? p.value : undefined));
-  const sky = parsed.find((p) => p?.class === 'SKY');
-  assert.ok(sky?.class === 'SKY');
-  assert.equal(sky.satellites?.length, 8);
-  assert.equal(sky.satellites?.filter((s) => s.used).length, 7);
-  assert.equal(sky.hdop, 0.92);
-  const toff = parsed.find((p) => p?.class === 'TOFF');
-  assert.ok(toff?.class === 'TOFF' && toff.clockNsec > 100e6);
-  assert.equal(parseGpsdLine('{"class":"TPV","mode":"x"}').ok, false);
-  assert.equal(parseGpsdLine('not json').ok, false);
-  assert.equal(parseGpsdLine('[1,2]').ok, false);
-  assert.equal(parseGpsdLine('{"class":"PPS","real_sec":-1}').ok, false);
-});
 
 test('network GPSDO: a fake gpsd replaying recorded JSON drives the source to a lock; stratum 1; reconnects', async () => {
   const gpsd = await fakeGpsd();

@@ -3,7 +3,6 @@ import { createSocket, type Socket } from 'node:dgram';
 import { test } from 'node:test';
 import { silentLogger } from '@broadcast-ops/core';
 import { waitFor } from '@broadcast-ops/core/testing';
-import { configSchema } from '../../src/config.ts';
 import { PTP_PRIMARY_GROUP, decodePtp, type PtpMessage } from '../../src/protocol/ptp.ts';
 import type { TransmitTime } from '../../src/io/kernel-tx-timestamp.ts';
 import { PtpAnnouncer, type PtpConfig } from '../../src/io/ptp.ts';
@@ -97,12 +96,4 @@ test('no transmit stamp within the bound: Follow_Up carries the reading before s
   assert.ok(r.announcer.counters.txStampFallbacks >= 5);
   assert.equal(r.announcer.status().tx_timestamp_fallbacks, r.announcer.counters.txStampFallbacks);
   for (let i = 0; i < 5; i++) assert.ok(Math.abs(r.followUps[i]! - r.sentFrom[i]!) < 0.001);
-});
-
-test('one-step is refused by config validation with the reason; two-step is the default', () => {
-  const r = configSchema.safeParse({ ptp: { two_step_flag: false } });
-  assert.equal(r.success, false);
-  assert.match(r.error?.issues[0]?.message ?? '', /one-step .*not supported.*two-step/);
-  assert.deepEqual(r.error?.issues[0]?.path, ['ptp', 'two_step_flag']);
-  assert.equal(configSchema.parse({}).ptp.two_step_flag, true);
 });

@@ -1,10 +1,10 @@
 // The WebSocket streams: status on connect, every second and on a state change; each log line exactly
 // once; a slow reader dropped without slowing the others; a reference-health event when an upstream stops.
+// The chart history's bounds: test/app/status-history.test.ts.
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import WebSocket from 'ws';
 import { startService } from '../helpers/service.ts';
-import { historyPoint, StatusHistory } from '../../src/io/web/status-history.ts';
 import { startWebRig, until, type WebRig } from '../helpers/web.ts';
 
 interface Msg {
@@ -129,22 +129,6 @@ test('status: on connect, on every clock-state change at once, and every second'
   for (let i = 1; i < points.length; i++)
     assert.ok(points[i]!.t > points[i - 1]!.t, 'oldest first, no repeats');
   assert.equal(typeof points[0]?.offset_s, 'number');
-});
-
-test('the chart history is bounded: five minutes and at most the configured points', () => {
-  const h = new StatusHistory(5 * 60_000, 100);
-  for (let i = 0; i < 1000; i++) {
-    h.add(historyPoint(i * 1000, { offset_ns: i, jitter_ns: 1, estimated_error_ns: null, state: 'locked' }));
-  }
-  assert.equal(h.points(999_000).length, 100, 'count bound');
-  const w = new StatusHistory(5 * 60_000, 1000);
-  for (let i = 0; i < 1000; i++) {
-    w.add(historyPoint(i * 1000, { offset_ns: i, jitter_ns: 1, estimated_error_ns: 5, state: 'locked' }));
-  }
-  const pts = w.points(999_000);
-  assert.equal(pts.length, 301, 'the last five minutes only');
-  assert.equal(pts[0]?.t, 699_000);
-  assert.equal(w.points(2_000_000).length, 0, 'nothing older than the window is shown');
 });
 
 test('logs: the backlog on connect, then each new line exactly once; ?level= filters', async () => {

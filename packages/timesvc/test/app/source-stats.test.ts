@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { ZERO_CORRECTION, type Correction } from '../../src/domain/correction.ts';
 import { signRuns, sourceStats, SourceStatsTracker } from '../../src/domain/source-stats.ts';
 import { fmtAge, formatSourcestats, formatTracking, type PeerRow } from '../../src/io/cli/format.ts';
-import { peerRow } from '../helpers/cli.ts';
+import { peerRow } from '../helpers/peer-row.ts';
 
 /** A source 10 ppm fast of the host clock, +5 ms, sampled every 16 s; `served` is the served correction then. */
 function feed(t: SourceStatsTracker, served: (ms: number) => Correction, n = 20): void {
