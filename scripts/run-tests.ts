@@ -7,7 +7,9 @@
  *                                  [path-filter ...]
  *   path-filter  substrings of the test file path; only matching files run
  *   --times      also write each top-level test's file and duration as JSON lines (file-times-reporter.mjs)
- *   --quick      only the quick tier: test/protocol, test/domain, test/app (`npm run test:quick`)
+ *   --quick      only the quick tier: test/protocol, test/domain, test/app (`npm run test:quick`), in as many
+ *                shared processes as the concurrency (quickShards below)
+ *   --one-process-per-file  with --quick: one process per file, as every other tier runs
  *   --skip-heavy leave out the heavy tier, test/interop; the matrix runs it on this machine's Node line only,
  *                and every line runs the quick and integration tiers (README "Node.js versions")
  *   --list       print the selected files, and their count per tier per package, and run nothing
@@ -31,9 +33,10 @@
  * terminal), so the output ends in the same summary on every Node line.
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { TIERS, collectTests, isQuick, ownerOf, sourcesOf, tierOf } from './test-tiers.ts';
 
@@ -45,6 +48,7 @@ const { values: opts, positionals: filters } = parseArgs({
     tap: { type: 'string' },
     times: { type: 'string' },
     quick: { type: 'boolean' },
+    'one-process-per-file': { type: 'boolean' },
     'skip-heavy': { type: 'boolean' },
     list: { type: 'boolean' },
     exclude: { type: 'string', multiple: true },
@@ -146,6 +150,41 @@ if (opts['tools-only']) {
 console.log(
   `run-tests: ${selected.length} test files${opts.quick ? ' (quick: protocol, domain and app tiers)' : ''}`,
 );
+/**
+ * The quick tier in a few shared processes instead of one per file. Starting node with tsx and loading a
+ * service's module graph costs about a second of CPU per file, more than most quick files' tests (109 files:
+ * 157 s of CPU one process per file, 31 s in one process, same 555 tests passing). Quick tests may share a
+ * process because the tier's contract is that they touch nothing outside it: no socket, process, file or wall-
+ * clock timer (scripts/test/app/test-tiers.test.ts). The files are dealt into `n` entry modules, largest first
+ * to the lightest shard, each importing its files in turn; node --test runs each entry as one process.
+ */
+function quickShards(list: readonly string[], n: number): { entries: string[]; dir: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'quick-tier-'));
+  const sized = list.map((f) => ({ f, size: statSync(join(root, f)).size })).sort((a, b) => b.size - a.size);
+  const shards = Array.from({ length: Math.max(1, n) }, () => ({ size: 0, files: [] as string[] }));
+  for (const { f, size } of sized) {
+    const lightest = shards.reduce((a, b) => (b.size < a.size ? b : a));
+    lightest.files.push(f);
+    lightest.size += size;
+  }
+  const entries = shards
+    .filter((s) => s.files.length > 0)
+    .map((s, i) => {
+      const entry = join(dir, `quick-${i + 1}.test.mjs`);
+      const lines = s.files
+        .sort()
+        .map((f) => `await import(${JSON.stringify(pathToFileURL(join(root, f)).href)});`);
+      writeFileSync(
+        entry,
+        `// The quick tier, shard ${i + 1} (scripts/run-tests.ts quickShards)\n${lines.join('\n')}\n`,
+      );
+      return entry;
+    });
+  return { entries, dir };
+}
+
+const concurrency = Number(process.env['TEST_CONCURRENCY'] ?? '2');
+const shared = opts.quick && !opts['one-process-per-file'] ? quickShards(selected, concurrency) : null;
 const result = spawnSync(
   process.execPath,
   [
@@ -162,11 +201,11 @@ const result = spawnSync(
           `--test-reporter-destination=${opts.times}`,
         ]
       : []),
-    `--test-concurrency=${process.env['TEST_CONCURRENCY'] ?? '2'}`,
+    `--test-concurrency=${concurrency}`,
     // Per file and per test: generous, so that a loaded machine (load average 10-20) slows tests down
     // without failing them; a hung test still ends. The opt-in long timesvc scenarios need more.
     `--test-timeout=${process.env['TIMESVC_LONG_TESTS'] === '1' ? '900000' : '600000'}`,
-    ...selected,
+    ...(shared ? shared.entries : selected),
   ],
   {
     stdio: 'inherit',
@@ -178,4 +217,5 @@ const result = spawnSync(
     },
   },
 );
+if (shared) rmSync(shared.dir, { recursive: true, force: true });
 process.exit(result.status ?? 1);

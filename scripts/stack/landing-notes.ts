@@ -1,6 +1,6 @@
 /**
  * What a newcomer needs before the first click, shown on the landing page (the status service's page) and in the root README's quick
- * start (scripts/test/io/docs-truth.test.ts keeps the two the same; the npm-start tests log in with the
+ * start (scripts/test/app/landing-notes.test.ts keeps the two the same; the npm-start tests log in with the
  * credential against the real timesvc).
  */
 
