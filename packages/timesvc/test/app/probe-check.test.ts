@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { checkProbe, type ProbeRecord } from '../helpers/offset-upstream.ts';
+import { checkProbe, type ProbeRecord } from '../helpers/probe-check.ts';
 
 /**
  * The loop tests' judge (helpers/offset-upstream.ts checkProbe) must itself be able to fail. Synthetic
