@@ -42,11 +42,3 @@ test(`time per file from this Node's (${process.versions.node}) test runner: sum
     tmp.remove();
   }
 });
-
-test("lines that are not the reporter's are ignored, the rest still add up", () => {
-  const times = readFileTimes(
-    '{"file":"/r/a.ts","ms":1500}\nnot json\n{"file":3}\n{"file":"/r/a.ts","ms":500}\n',
-    '/r/',
-  );
-  assert.deepEqual(times, [{ file: 'a.ts', seconds: 2 }]);
-});
