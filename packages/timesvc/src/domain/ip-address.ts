@@ -2,11 +2,19 @@ import { createHash } from 'node:crypto';
 
 /** Textual IP address helpers shared by the rate limiter, the access list and the refid rule. */
 
-/** An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`, as dual-stack sockets report IPv4 clients) as IPv4. */
+/**
+ * An IPv4-mapped IPv6 address as IPv4: `::ffff:a.b.c.d` as dual-stack sockets report IPv4 clients, and any
+ * other spelling of ::ffff:0:0/96 (`::ffff:c000:201`, `0:0:0:0:0:ffff:0:0`), so that the text and the raw
+ * address bytes (ip-address.ts addressText, the native thread's records) name one client the same way.
+ */
 export function unmapIpv4(address: string): string {
   if (!address.includes(':')) return address;
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  return mapped?.[1] ?? address;
+  if (mapped?.[1]) return mapped[1];
+  const g = expandIpv6(address);
+  if (!g || g.slice(0, 5).some((x) => x !== 0) || g[5] !== 0xffff) return address;
+  const [hi = 0, lo = 0] = g.slice(6);
+  return `${hi >>> 8}.${hi & 0xff}.${lo >>> 8}.${lo & 0xff}`;
 }
 
 /** Expand textual IPv6 (with `::` and an optional `%zone`) to eight 16-bit groups, or undefined. */
