@@ -9,8 +9,8 @@ import fc from 'fast-check';
 import { silentLogger } from '@broadcast-ops/core';
 import { ManualClock } from '@broadcast-ops/core/testing';
 import { Hub } from '../../src/domain/hub.ts';
-import { ClientSession, type SessionTransport } from '../../src/io/client-session.ts';
-import { FakeAdapter } from '../quick-fixtures.ts';
+import type { SessionTransport } from '../../src/io/client-session.ts';
+import { FakeAdapter, openSession } from '../quick-fixtures.ts';
 import { envelope } from '../frames.ts';
 
 class Sink implements SessionTransport {
@@ -28,25 +28,6 @@ class Sink implements SessionTransport {
   }
 }
 
-function session(hub: Hub, clock: ManualClock, sink: Sink, name: string): ClientSession {
-  const s = new ClientSession(
-    hub,
-    sink,
-    clock,
-    silentLogger(),
-    {
-      requireAuth: false,
-      authTokens: [],
-      handshakeTimeoutMs: 60_000,
-      idleTimeoutMs: 3_600_000,
-      serverVersion: 'test',
-    },
-    undefined,
-  );
-  s.receive(JSON.stringify({ type: 'handshake', name, version: '1' }));
-  return s;
-}
-
 test('fast-check: random frames and envelopes never throw and never reach another client', async () => {
   const clock = new ManualClock();
   const hub = new Hub({ clock, logger: silentLogger(), limits: { rateLimit: 1_000_000 } });
@@ -54,9 +35,9 @@ test('fast-check: random frames and envelopes never throw and never reach anothe
   hub.registerAdapter(adapter);
   await hub.startAdapters();
   const observerSink = new Sink();
-  const observer = session(hub, clock, observerSink, 'observer');
+  const observer = openSession(hub, clock, observerSink, 'observer');
   const fuzzSink = new Sink();
-  const fuzz = session(hub, clock, fuzzSink, 'fuzz');
+  const fuzz = openSession(hub, clock, fuzzSink, 'fuzz');
   assert.equal(fuzz.namespace, 'app.fuzz');
   observer.receive(
     JSON.stringify({
