@@ -9,6 +9,7 @@ import { ManualClock, serviceContext, silentLogger } from '@broadcast-ops/core';
 import { createPunchApp, type PunchApp, type PunchAppOptions } from '../src/app.ts';
 import { punchConfigSchema } from '../src/config.ts';
 import { MemoryStore } from '../src/domain/store.ts';
+import { tokenResponse } from '../src/protocol/schemas.ts';
 
 export const SECRET = 'test-secret-0123456789-abcdefghijklmnopqrstuvwxyz-ABCDEFGHIJKL';
 
@@ -131,4 +132,24 @@ export function assertError(r: CallResult, status: number, code: string, message
   assert.equal(r.json?.code, code, r.text);
   assert.equal(typeof r.json?.message, 'string');
   if (message) assert.match(r.json.message, message);
+}
+
+/** A session with streams cam-a and cam-b through `call` (either harness); its admin token. */
+export async function twoStreamSession(call: Call, name: string): Promise<string> {
+  const r = await call('POST', '/api/session', { body: { name, streams: ['cam-a', 'cam-b'] } });
+  assert.equal(r.status, 201, r.text);
+  return r.json.token as string;
+}
+
+/** README "Invites": a peer token for one stream, its answer checked against the schema. */
+export async function issueInvite(
+  call: Call,
+  name: string,
+  admin: string,
+  body: Record<string, unknown>,
+): Promise<{ token: string; invite: string; url: string; qr: string }> {
+  const r = await call('POST', `/api/session/${name}/token`, { token: admin, body });
+  assert.equal(r.status, 201, r.text);
+  tokenResponse.parse(r.json);
+  return r.json as { token: string; invite: string; url: string; qr: string };
 }

@@ -1,8 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { inviteList, tokenResponse } from '../../src/protocol/schemas.ts';
+import { inviteList } from '../../src/protocol/schemas.ts';
 import { TokenSigner } from '../../src/protocol/token.ts';
-import { SECRET, assertError, injectBroker, type InjectedBroker } from '../inject-harness.ts';
+import {
+  SECRET,
+  assertError,
+  injectBroker,
+  issueInvite,
+  twoStreamSession,
+  type InjectedBroker,
+} from '../inject-harness.ts';
 
 /**
  * README "Invites": every peer token the operator issues is listed with its label, link, QR and state.
@@ -18,18 +25,9 @@ describe('invites: list', () => {
     await t.close();
   });
 
-  async function session(name: string): Promise<string> {
-    const r = await t.call('POST', '/api/session', { body: { name, streams: ['cam-a', 'cam-b'] } });
-    assert.equal(r.status, 201, r.text);
-    return r.json.token as string;
-  }
-
-  async function invite(name: string, admin: string, body: Record<string, unknown>) {
-    const r = await t.call('POST', `/api/session/${name}/token`, { token: admin, body });
-    assert.equal(r.status, 201, r.text);
-    tokenResponse.parse(r.json);
-    return r.json as { token: string; invite: string; url: string; qr: string };
-  }
+  const session = (name: string): Promise<string> => twoStreamSession(t.call, name);
+  const invite = (name: string, admin: string, body: Record<string, unknown>) =>
+    issueInvite(t.call, name, admin, body);
 
   test('two invites of one stream with one label are two tokens, both listed with label, link and QR', async () => {
     const admin = await session('inv1');

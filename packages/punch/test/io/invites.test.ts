@@ -2,9 +2,10 @@ import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { SqliteSessionStore } from '../../src/io/sqlite-store.ts';
-import { inviteList, tokenResponse } from '../../src/protocol/schemas.ts';
+import { inviteList } from '../../src/protocol/schemas.ts';
 import { WS_SUBPROTOCOL } from '../../src/io/ws-server.ts';
 import { assertError, startTestServer, type TestServer } from '../helpers.ts';
+import { issueInvite, twoStreamSession } from '../inject-harness.ts';
 import { connect, wsUrl } from '../ws-helpers.ts';
 import { WebSocket } from 'ws';
 
@@ -23,18 +24,9 @@ describe('invites: list and revoke', () => {
     await t.close();
   });
 
-  async function session(name: string): Promise<string> {
-    const r = await t.call('POST', '/api/session', { body: { name, streams: ['cam-a', 'cam-b'] } });
-    assert.equal(r.status, 201, r.text);
-    return r.json.token as string;
-  }
-
-  async function invite(name: string, admin: string, body: Record<string, unknown>) {
-    const r = await t.call('POST', `/api/session/${name}/token`, { token: admin, body });
-    assert.equal(r.status, 201, r.text);
-    tokenResponse.parse(r.json);
-    return r.json as { token: string; invite: string; url: string; qr: string };
-  }
+  const session = (name: string): Promise<string> => twoStreamSession(t.call, name);
+  const invite = (name: string, admin: string, body: Record<string, unknown>) =>
+    issueInvite(t.call, name, admin, body);
 
   test('the state follows the peer: present while connected with its slot, away after it left', async () => {
     const admin = await session('inv2');
