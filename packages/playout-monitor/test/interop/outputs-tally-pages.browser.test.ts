@@ -29,7 +29,10 @@ before(async () => {
   sim = new VmixSimulator({ tcpPort: 0, titleInputs: 5 });
   await sim.start();
   service = new PlayoutService({
-    config: makeConfig([vmixEntry(1, sim, { name: 'vMix studio' })], {
+    // The pages are under test here, not the poll timeout: a poll that takes longer than the helper's
+    // 400 ms on a loaded machine (chromium rendering beside the suite) would mark the mixer's tally stale
+    // (grey, as it must be) and change what the page shows between two looks.
+    config: makeConfig([vmixEntry(1, sim, { name: 'vMix studio', timeoutMs: 3000 })], {
       emberPlusPort: 0,
       updateIntervalMs: 100,
     }),
