@@ -9,7 +9,8 @@
  *   --times      also write each top-level test's file and duration as JSON lines (file-times-reporter.mjs)
  *   --quick      only the quick tier: test/protocol, test/domain, test/app (`npm run test:quick`), in as many
  *                shared processes as the concurrency (quickShards below)
- *   --one-process-per-file  with --quick: one process per file, as every other tier runs
+ *   --one-process-per-file  the quick files too in one process each, as the other tiers run (without it,
+ *                the quick files of any run share processes: quickShards below)
  *   --skip-heavy leave out the heavy tier, test/interop; the matrix runs it on this machine's Node line only,
  *                and every line runs the quick and integration tiers (README "Node.js versions")
  *   --list       print the selected files, and their count per tier per package, and run nothing
@@ -184,7 +185,11 @@ function quickShards(list: readonly string[], n: number): { entries: string[]; d
 }
 
 const concurrency = Number(process.env['TEST_CONCURRENCY'] ?? '2');
-const shared = opts.quick && !opts['one-process-per-file'] ? quickShards(selected, concurrency) : null;
+// Every run shares processes for its quick files (the whole run when --quick, the matrix's lines too); the
+// other tiers keep one process per file. The shards go last: they are short, and the long files start first.
+const quickFiles = opts['one-process-per-file'] ? [] : selected.filter(isQuick);
+const shared = quickFiles.length > 0 ? quickShards(quickFiles, concurrency) : null;
+const perFile = shared ? selected.filter((f) => !isQuick(f)) : selected;
 const result = spawnSync(
   process.execPath,
   [
@@ -205,7 +210,8 @@ const result = spawnSync(
     // Per file and per test: generous, so that a loaded machine (load average 10-20) slows tests down
     // without failing them; a hung test still ends. The opt-in long timesvc scenarios need more.
     `--test-timeout=${process.env['TIMESVC_LONG_TESTS'] === '1' ? '900000' : '600000'}`,
-    ...(shared ? shared.entries : selected),
+    ...perFile,
+    ...(shared ? shared.entries : []),
   ],
   {
     stdio: 'inherit',
