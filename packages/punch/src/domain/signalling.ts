@@ -474,8 +474,17 @@ export class SignallingHub {
           const stream = this.#heldStream(link, room, session, message.stream);
           if (!stream) return;
           const slot = this.#heldSlot(link, room, stream);
+          const wasUp = stream.state === 'connected';
           void this.#broker.reportStatus(session.name, stream.name, message.srt, slot).then((r) => {
-            if (!r.ok) link.send(errorText(wsCode(r), r.message));
+            if (!r.ok) {
+              link.send(errorText(wsCode(r), r.message));
+              return;
+            }
+            // A direct link that was up and went down (docs/relay.md "Detection"): the same window as after
+            // `start`, so a path that stops carrying (a NAT that rebinds its mapping) moves to the relay too.
+            const now = this.#broker.get(session.name)?.streams.find((st) => st.name === stream.name);
+            if (wasUp && r.changed && now?.state === 'ready')
+              this.#armRelayFallback(session.name, room, stream.name);
           }, this.#onError);
           return;
         }
@@ -846,8 +855,8 @@ export class SignallingHub {
 
   /**
    * Spec "States and transitions": a stream whose hole punching failed moves to RELAYING. Failure is
-   * judged `relayAfterMs` after `start`: both ends have reported their SRT state since they registered and
-   * neither is `connected`. A client that never reports its SRT state (a spec client that only exchanges
+   * judged `relayAfterMs` after `start`, or after a direct link that was connected went down: both ends have
+   * reported their SRT state since they registered and neither is `connected`. A client that never reports its SRT state (a spec client that only exchanges
    * coordinates) is never moved: the broker cannot tell that its link failed, and a second `peer` could
    * break a link that works.
    */

@@ -174,6 +174,53 @@ test('a peer reporting connected within the window, or a client that never repor
   }
 });
 
+test('a direct link that was connected and goes down for good moves to the relay after the window; one that comes back does not', async () => {
+  {
+    const { clock, relay, started, hub, stream, broker } = await setup();
+    const { a, b } = await started();
+    hub.handle(a, msg({ type: 'status', srt: 'connected' }));
+    await settle();
+    clock.advance(60_000);
+    await settle();
+    assert.equal(relay.allocated.length, 0, 'a link that is up is never moved');
+    assert.equal(pathOf(stream()!), 'direct');
+    // The NAT rebinds: both sides see SRT drop, restart it, and keep reporting `connecting`.
+    for (const l of [a, b]) hub.handle(l, msg({ type: 'status', srt: 'disconnected' }));
+    await settle();
+    for (const l of [a, b]) hub.handle(l, msg({ type: 'status', srt: 'connecting' }));
+    await settle();
+    assert.equal(stream()?.state, 'ready');
+    clock.advance(7_999);
+    await settle();
+    assert.equal(relay.allocated.length, 0, 'not before the window ends');
+    clock.advance(1);
+    await settle();
+    await settle();
+    assert.equal(relay.allocated.length, 1);
+    assert.equal(broker.get('s')?.state, 'RELAYING');
+    assert.equal(a.last('peer')?.['ip'], RELAY);
+    assert.equal(b.last('peer')?.['ip'], RELAY);
+  }
+  {
+    // A drop that the peers recover from directly within the window: the link stays direct.
+    const { clock, relay, started, hub, stream } = await setup();
+    const { a, b } = await started();
+    hub.handle(a, msg({ type: 'status', srt: 'connected' }));
+    await settle();
+    hub.handle(a, msg({ type: 'status', srt: 'disconnected' }));
+    hub.handle(b, msg({ type: 'status', srt: 'disconnected' }));
+    await settle();
+    clock.advance(2_000);
+    hub.handle(b, msg({ type: 'status', srt: 'connected' }));
+    await settle();
+    clock.advance(60_000);
+    await settle();
+    assert.equal(relay.allocated.length, 0);
+    assert.equal(stream()?.state, 'connected');
+    assert.equal(pathOf(stream()!), 'direct');
+  }
+});
+
 test('the window is configurable; a refused allocation is shown with its reason and the stream stays direct', async () => {
   const { clock, relay, started, broker, stream, fallbacks } = await setup({ relayAfterMs: 3_000 });
   relay.refuse = 'server_cap';

@@ -176,6 +176,9 @@ export function createTimesvc(
         config: config.gpsdo,
         referenceId: asciiRefId(ntp.ref_id),
         logger: logger.child({ component: 'gpsdo' }),
+        // The receiver's edges and ages on the clock app.ts passes down, as the manager's samples are.
+        monoMs: () => clock.monotonicMs(),
+        wallMs: () => clock.now(),
         // Receiver − host realtime, plus host realtime − raw: what the manager's samples measure.
         onSample: (id, s) => {
           manager.addSample(id, {

@@ -16,7 +16,10 @@ import { serialPpsConfig, startSerialReceiver } from '../helpers/nmea-receiver.t
  */
 interface Probe extends QueryResult {
   atMs: number;
-  /** Served − host clock (true time), read in this process as the request left (±0.5 ms: Date.now()), s. */
+  /**
+   * Served − host clock (true time), read in this process as the request left: the distance of the served
+   * reading from the Date.now() bracket around it (0 inside the bracket), s.
+   */
   exactS: number;
 }
 
@@ -92,10 +95,17 @@ async function withReceiver(
     const run: Run = { replies: [], health: [], logs, lateFromMs: 0, service, peerId };
     const ask = (): void => {
       probe = setTimeout(() => {
+        // True time brackets the served reading: Date.now() before and after it (whole milliseconds, so
+        // true time at the reading lies in [before, after + 1)). The served time is judged by its distance
+        // from that bracket's middle, less the bracket's half width, so a loaded machine that preempts this
+        // process between the reads widens the bracket instead of making a correct served time look wrong.
         const atMs = Date.now();
-        // Date.now() is whole milliseconds: true realtime lies in [atMs, atMs + 1), so its middle is within
-        // 0.5 ms; the served clock is read right after it.
-        const exactS = (service.clock.servedUnixMs() - atMs - 0.5) / 1000;
+        const servedMs = service.clock.servedUnixMs();
+        const afterMs = Date.now();
+        const middleMs = (atMs + afterMs + 1) / 2;
+        const halfMs = (afterMs + 1 - atMs) / 2;
+        const offMs = servedMs - middleMs;
+        const exactS = (Math.sign(offMs) * Math.max(0, Math.abs(offMs) - halfMs)) / 1000;
         void queryServer('127.0.0.1', port, 1000)
           .then((q) => run.replies.push({ ...q, atMs, exactS }))
           .catch(() => undefined);
@@ -129,8 +139,8 @@ async function withReceiver(
 }
 
 /**
- * Synchronised replies whose served time was more than `limitS` from `truthS` (served − host, read exactly
- * in this process when the request left), or whose measured offset is beyond the bound the reply
+ * Synchronised replies whose served time was more than `limitS` from `truthS` (served − host, read in this
+ * process when the request left, outside the bracket of its reading), or whose measured offset is beyond the bound the reply
  * advertises (root delay / 2 + root dispersion, plus the probe's half round trip as a client adds it).
  */
 function outside(replies: readonly Probe[], truthS: number, limitS = Number.POSITIVE_INFINITY): string[] {
