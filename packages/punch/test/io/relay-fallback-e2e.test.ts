@@ -91,6 +91,8 @@ test('rendezvous blocked: the broker falls back to its relay, the agents follow,
       const out = g.output();
       assert.equal(count(out, /"msg":"connected to broker"/g), 1, diag());
       assert.equal(count(out, /"msg":"srt started"/g), 2, diag());
+      // Each agent knows its link went to the relay (one line, when the broker said so).
+      assert.equal(count(out, /"path":"relayed"[^\n]*the broker moved this stream to its relay/g), 1, diag());
       assert.ok(out.includes(`"ip":"${IP_B}","port":${port},"localPort":${SRT_PORT}`), diag());
     }
     // The direct attempts were made and dropped by the rule.

@@ -111,6 +111,8 @@ export class PunchAgent {
   #reached = false;
   /** The partner's presence as last announced (`presence`), to log each change once. */
   #partnerPresent: boolean | null = null;
+  /** The path the broker last showed for our stream (docs/relay.md "Detection"): null before the first. */
+  #path: 'direct' | 'relayed' | null = null;
   #restartTimer: NodeJS.Timeout | null = null;
   /** The stream's tally as this agent knows it; null before the broker sent any. */
   #tally: AgentTally | null = null;
@@ -312,9 +314,23 @@ export class PunchAgent {
       case 'session': {
         // Our link is up but the broker shows the stream only matched (it restarted, or our partner came
         // back): tell it again.
-        const streams = m['streams'] as Record<string, { state?: string }> | undefined;
+        const streams = m['streams'] as Record<string, { state?: string; path?: string }> | undefined;
         const mine = this.#o.stream ?? Object.keys(streams ?? {})[0];
         const matched = streams?.[mine ?? '']?.state;
+        // The agent knows when its rendezvous failed and the broker moved the link to the relay, and when it
+        // left the relay again: one line per change of path, with the state that caused it.
+        const entry = mine === undefined ? undefined : streams?.[mine];
+        const path = entry === undefined ? null : entry.path === 'relayed' ? 'relayed' : 'direct';
+        if (path !== null && path !== this.#path) {
+          if (path === 'relayed' || this.#path !== null)
+            this.#log.warn(
+              { path, state: matched, srt: this.#srtState },
+              path === 'relayed'
+                ? 'no direct SRT connection within the detection window: the broker moved this stream to its relay'
+                : 'the stream left the relay: direct rendezvous again',
+            );
+          this.#path = path;
+        }
         if (mine && (matched === 'ready' || matched === 'relaying') && this.#srtState === 'connected') {
           this.#sendStatus('connected');
         }
