@@ -484,7 +484,7 @@ export class SignallingHub {
             // `start`, so a path that stops carrying (a NAT that rebinds its mapping) moves to the relay too.
             const now = this.#broker.get(session.name)?.streams.find((st) => st.name === stream.name);
             if (wasUp && r.changed && now?.state === 'ready')
-              this.#armRelayFallback(session.name, room, stream.name);
+              this.#armRelayFallback(session.name, room, stream.name, 'the direct link went down');
           }, this.#onError);
           return;
         }
@@ -860,7 +860,7 @@ export class SignallingHub {
    * coordinates) is never moved: the broker cannot tell that its link failed, and a second `peer` could
    * break a link that works.
    */
-  #armRelayFallback(name: string, room: Room, stream: string): void {
+  #armRelayFallback(name: string, room: Room, stream: string, after = 'start'): void {
     if (!this.#relay) return;
     const key = `${stream}/relay`;
     room.graceTimers.get(key)?.cancel();
@@ -877,7 +877,7 @@ export class SignallingHub {
         if (reports.some((r) => r === null || r === 'connected')) return;
         this.#log?.warn(
           { session: name, stream, outcome: 'relay_fallback', afterMs: this.#relayAfterMs, srt: reports },
-          'no SRT connection within the detection window after start; moving the stream to the relay',
+          `no SRT connection within the detection window after ${after}; moving the stream to the relay`,
         );
         void this.#allocateFor(session, record, null).catch(this.#onError);
       }),

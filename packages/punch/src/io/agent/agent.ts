@@ -6,7 +6,7 @@ import { createReadStream, createWriteStream, existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import type { Logger } from '@broadcast-ops/core';
 import { WebSocket } from 'ws';
-import { StatsAccumulator, parseStatsLine, type SrtSample } from './srt-stats.ts';
+import { StatsAccumulator, classifyStderrLine, parseStatsLine, type SrtSample } from './srt-stats.ts';
 import { TallyHook, tallyOfMessage, type AgentTally } from './tally-hook.ts';
 
 /**
@@ -498,12 +498,16 @@ export class PunchAgent {
       this.#setState('connected');
     });
     lines(child.stderr, (line) => {
-      if (/SRT (source|target) connected|connected$/i.test(line.trim()) && !/Connecting/i.test(line)) {
-        this.#setState('connected');
-      } else if (/disconnected|connection .*lost|Error/i.test(line)) {
-        const safe = line.replace(/passphrase=[^&\s'"]*/g, 'passphrase=***');
-        this.#log.warn({ line: safe }, 'srt-live-transmit');
-      }
+      // A broken link is reported as such (docs/relay.md "Detection"): the tool keeps running to reconnect,
+      // so its exit is not the only sign that the link is down.
+      const said = classifyStderrLine(line);
+      if (said === 'connected') this.#setState('connected');
+      else if (said === 'disconnected') this.#setState('disconnected');
+      if (said === 'disconnected' || said === 'error')
+        this.#log.warn(
+          { line: line.trim().replace(/passphrase=[^&\s'"]*/g, 'passphrase=***') },
+          'srt-live-transmit',
+        );
     });
     child.on('exit', (code, signal) => {
       if (this.#srt !== child) return;

@@ -114,3 +114,21 @@ export class StatsAccumulator {
     return { ...s, retransmit: s.packets > 0 ? Math.min(100, (100 * s.retransmitted) / s.packets) : 0 };
   }
 }
+
+/**
+ * What a line srt-live-transmit writes to stderr says about its link (`-v`; apps/srt-live-transmit.cpp):
+ * "SRT source connected" / "SRT target connected" (or "Accepted SRT … connection") when the socket
+ * connects, "SRT source disconnected" / "SRT target disconnected" when it breaks (SRTS_BROKEN, for example
+ * after the peer idle timeout) or closes, after which the tool keeps running to reconnect. `error` for a
+ * line that reports an error without a state; null for everything else. "disconnected" is tested first: it
+ * ends in "connected".
+ */
+export function classifyStderrLine(line: string): 'connected' | 'disconnected' | 'error' | null {
+  const text = line.trim();
+  if (/\bdisconnected\b|connection .*lost/i.test(text)) return 'disconnected';
+  if (/Connecting/i.test(text)) return null;
+  if (/SRT (source|target) connected|Accepted SRT (source|target) connection|(^|\s)connected$/i.test(text))
+    return 'connected';
+  if (/Error/i.test(text)) return 'error';
+  return null;
+}
