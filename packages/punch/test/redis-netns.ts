@@ -54,6 +54,8 @@ export interface RedisNetns {
   /** `punch relay` on Redis in R, on SERVER, its output (stdout and stderr) to `logFile` only. */
   relay: (logFile: string, env?: string) => Group;
   rest: (port: number) => ReturnType<typeof restIn>;
+  /** tshark in R writing every UDP datagram to `pcap`; resolves once it captures. */
+  capture: (pcap: string) => Promise<Group>;
   /** A shell command in a namespace, killed at cleanup. */
   run: (ns: string, cmd: string) => Group;
   /** The `/metrics` text of the instance on `port` ('' while it does not answer). */
@@ -174,6 +176,14 @@ export async function createRedisNetns(tag: string): Promise<RedisNetns> {
         ),
       rest,
       run,
+      capture: async (pcap) => {
+        const g = run(topo.r, `exec tshark -i any -f udp -w ${pcap}`);
+        await waitFor(() => /Capturing on/.test(g.output()), {
+          timeoutMs: 20_000,
+          what: () => `tshark capturing\n${g.output()}`,
+        });
+        return g;
+      },
       metrics: (port) => {
         try {
           return sh('ip', ['netns', 'exec', topo.r, 'curl', '-s', `http://${SERVER}:${port}/metrics`]);

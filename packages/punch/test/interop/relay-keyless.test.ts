@@ -60,11 +60,7 @@ test('an encrypted session through a separate `punch relay`: the capture shows o
       what: () => `the broker to see the relay\n${broker.output().slice(-3000)}`,
     });
     const pcap = join(rig.dir, 'relay.pcap');
-    const capture = rig.run(rig.topo.r, `exec tshark -i any -f udp -w ${pcap}`);
-    await waitFor(() => /Capturing on/.test(capture.output()), {
-      timeoutMs: 20_000,
-      what: 'tshark capturing',
-    });
+    const capture = await rig.capture(pcap);
 
     const ref = rig.reference(4);
     const link = await rig.relayedLink(

@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { requireTool, waitFor } from '@broadcast-ops/core/testing';
 import { count, deleteSession, sleep } from '../agent-netns.ts';
 import { SERVER, createRedisNetns } from '../redis-netns.ts';
+import { looksLikeTs, readSrtCapture } from '../srt-capture.ts';
 
 /**
  * Multi-instance on Redis with real SRT (docs/relay.md "Relays on Redis"): a `redis-server` and two
@@ -26,7 +28,9 @@ import { SERVER, createRedisNetns } from '../redis-netns.ts';
  * never restarted; its agent logs the lost broker, reconnects through the "load balancer" (a DNAT rule in
  * the server namespace sending instance 2's port to instance 1, as a balancer takes a dead backend out) to
  * the survivor, is sent the same relay coordinates and keeps its SRT; the survivor's view says CONNECTED,
- * path relayed, at every look from the kill to the end of the file.
+ * path relayed, at every look from the kill to the end of the file. A capture on the relay's ports (tshark in
+ * the server namespace) holds only SRT data packets with their encryption flags set and no plaintext
+ * MPEG-TS: the in-broker relay forwards the encrypted payload as it came.
  */
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const PORT1 = 8787;
@@ -36,7 +40,8 @@ interface Health {
 }
 
 test('two instances on Redis, real SRT over the relay: the instance peer B signals through is SIGKILLed mid-link, media arrives bit-exact', async () => {
-  for (const tool of ['ip', 'nft', 'srt-live-transmit', 'ffmpeg', 'curl', 'redis-server']) requireTool(tool);
+  for (const tool of ['ip', 'nft', 'srt-live-transmit', 'ffmpeg', 'curl', 'redis-server', 'tshark'])
+    requireTool(tool);
   const rig = await createRedisNetns('mk');
   try {
     const [rest1, rest2] = [rig.rest(PORT1), rig.rest(PORT2)];
@@ -63,6 +68,8 @@ test('two instances on Redis, real SRT over the relay: the instance peer B signa
 
     const ref = rig.reference(16);
     const size = statSync(ref).size;
+    const pcap = join(rig.dir, 'relay.pcap');
+    const capture = await rig.capture(pcap);
     const link = await rig.relayedLink(
       'mk',
       { session: PORT1, sender: PORT1, receiver: PORT2 },
@@ -132,6 +139,17 @@ test('two instances on Redis, real SRT over the relay: the instance peer B signa
     assert.equal(after.state, 'CONNECTED');
     assert.equal(after.streams.default.path, 'relayed');
     assert.deepEqual(after.streams.default.relay.ports, before.relay.ports, 'the same allocation');
+
+    // What the in-broker relay carried, captured on its ports: encrypted SRT only.
+    capture.signal('SIGINT');
+    await Promise.race([capture.exited, sleep(5000)]);
+    const seen = readSrtCapture(pcap, [before.relay.ports.peer_a, before.relay.ports.peer_b]);
+    process.stdout.write(`# capture: ${JSON.stringify(seen)}\n`);
+    // In from one peer's link and out to the other's: each data packet twice.
+    assert.ok(seen.data >= (2 * size) / 1316, `data packets captured: ${seen.data}`);
+    assert.equal(seen.encrypted, seen.data, 'every SRT data packet has its KK encryption flags set');
+    assert.equal(seen.plaintextTs, 0, 'no plaintext MPEG-TS in any datagram');
+    assert.ok(looksLikeTs(want.subarray(0, 1316)), 'the same check finds plaintext in the file');
 
     // The receiver lost its broker, came back through the balancer to instance 1 and kept its SRT.
     await waitFor(() => count(receiver.output(), /"msg":"connected to broker"/g) >= 2, {
