@@ -54,7 +54,10 @@ export interface RedisNetns {
   /** `punch relay` on Redis in R, on SERVER, its output (stdout and stderr) to `logFile` only. */
   relay: (logFile: string, env?: string) => Group;
   rest: (port: number) => ReturnType<typeof restIn>;
-  /** tshark in R writing every UDP datagram to `pcap`; resolves once it captures. */
+  /**
+   * tshark in R writing every UDP datagram to `pcap` (a 32 MiB capture buffer, so that a starved tshark
+   * drops nothing); resolves once it captures.
+   */
   capture: (pcap: string) => Promise<Group>;
   /** A shell command in a namespace, killed at cleanup. */
   run: (ns: string, cmd: string) => Group;
@@ -177,7 +180,7 @@ export async function createRedisNetns(tag: string): Promise<RedisNetns> {
       rest,
       run,
       capture: async (pcap) => {
-        const g = run(topo.r, `exec tshark -i any -f udp -w ${pcap}`);
+        const g = run(topo.r, `exec tshark -i any -B 32 -f udp -w ${pcap}`);
         await waitFor(() => /Capturing on/.test(g.output()), {
           timeoutMs: 20_000,
           what: () => `tshark capturing\n${g.output()}`,
