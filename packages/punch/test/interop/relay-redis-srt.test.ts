@@ -22,9 +22,9 @@ import { looksLikeTs, readSrtCapture } from '../srt-capture.ts';
  * holds the relay dying is a relay's death, re-allocated as docs/relay.md "A relay's death" says, and an
  * owner SIGKILLed under an external relay is test/io/relay-redis.test.ts.)
  *
- * Asserted: RELAYING then CONNECTED over instance 1's relay; an encrypted MPEG-TS file fed at about its own
- * bitrate (udp-feed.mjs, one datagram per 10 ms) so that the kill falls mid-file; bytes received before the
- * kill and after it; the file arrives bit-exact (length and SHA-256); the receiver's srt-live-transmit is
+ * Asserted: RELAYING then CONNECTED over instance 1's relay; an encrypted MPEG-TS file paced by
+ * udp-feed.mjs (one datagram per 10 ms) and the kill once its first 100 kB arrived, so that it falls
+ * mid-file; bytes received before the kill and after it; the file arrives bit-exact (length and SHA-256); the receiver's srt-live-transmit is
  * never restarted; its agent logs the lost broker, reconnects through the "load balancer" (a DNAT rule in
  * the server namespace sending instance 2's port to instance 1, as a balancer takes a dead backend out) to
  * the survivor, is sent the same relay coordinates and keeps its SRT; the survivor's view says CONNECTED,
@@ -84,7 +84,7 @@ test('two instances on Redis, real SRT over the relay: the instance peer B signa
     // The relay is instance 1's own: the allocation is in its metrics.
     assert.match(rig.metrics(PORT1), /^punch_relay_allocations 1$/m);
 
-    // Media at about its own bitrate: the kill falls mid-file.
+    // Paced media (one datagram per 10 ms: about 6.6 s for this file): the kill falls mid-file.
     const feed = rig.feed(ref, 1);
     const rxSize = () => (existsSync(rx) ? statSync(rx).size : 0);
     await waitFor(() => rxSize() >= 100_000, {
