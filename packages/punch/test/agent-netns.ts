@@ -82,21 +82,24 @@ export function createRig(tag: string): Rig {
     agentWith: (namespace, args) => run(namespace, `exec ${node} ${bin} agent ${args}`),
     feed: (ref, seconds) =>
       run(ns.a, `exec ${node} ${fixture('udp-feed.mjs')} ${ref} ${UDP_IN} 4 ${seconds}`),
-    reference: (seconds) => {
-      const ref = join(tmp.path, `ref-${seconds}.ts`);
-      sh('ffmpeg', [
-        ...['-hide_banner', '-loglevel', 'error', '-nostdin', '-f', 'lavfi'],
-        ...['-i', 'testsrc=size=320x240:rate=25', '-t', String(seconds)],
-        ...['-c:v', 'mpeg2video', '-b:v', '1M', '-f', 'mpegts', ref],
-      ]);
-      return ref;
-    },
+    reference: (seconds) => referenceFile(tmp.path, seconds),
     cleanup: () => {
       for (const g of groups) g.signal('SIGKILL');
       ns.remove();
       tmp.remove();
     },
   };
+}
+
+/** An MPEG-TS file in `dir`: `seconds` of ffmpeg's test pattern as MPEG-2 at 1 Mbit/s. */
+export function referenceFile(dir: string, seconds: number): string {
+  const ref = join(dir, `ref-${seconds}.ts`);
+  sh('ffmpeg', [
+    ...['-hide_banner', '-loglevel', 'error', '-nostdin', '-f', 'lavfi'],
+    ...['-i', 'testsrc=size=320x240:rate=25', '-t', String(seconds)],
+    ...['-c:v', 'mpeg2video', '-b:v', '1M', '-f', 'mpegts', ref],
+  ]);
+  return ref;
 }
 
 /** Wait for the broker's "listening" line. */

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -7,6 +6,7 @@ import { after, before, beforeEach, describe, test } from 'node:test';
 import { repoRoot, requireTool, tempDir, waitFor } from '@broadcast-ops/core/testing';
 import { inNamespace, sh, type Group } from '../netns.ts';
 import { createRelayTopology, startRelay, type RelayTopology } from '../relay-netns.ts';
+import { looksLikeTs, readSrtCapture } from '../srt-capture.ts';
 
 /**
  * SRT through the opaque relay (src/io/relay/udp-relay.ts), between real srt-live-transmit instances in
@@ -151,31 +151,8 @@ describe('SRT through the opaque relay, in network namespaces', () => {
     capture.signal('SIGINT');
     await Promise.race([capture.exited, sleep(5000)]);
     const t0 = Date.now();
-    const lines = execFileSync(
-      'tshark',
-      [
-        ...['-r', pcap, '-Y', `udp.port == ${relay.ports[0]} || udp.port == ${relay.ports[1]}`],
-        ...['-T', 'fields', '-e', 'udp.payload'],
-      ],
-      { encoding: 'utf8', maxBuffer: 128 * 1024 * 1024, stdio: ['ignore', 'pipe', 'pipe'] },
-    )
-      .split('\n')
-      .filter(Boolean);
-    process.stdout.write(`# tshark read ${lines.length} datagrams in ${Date.now() - t0} ms\n`);
-    let data = 0;
-    let encrypted = 0;
-    let plaintextTs = 0;
-    const looksLikeTs = (p: Buffer) =>
-      p.length >= 188 && p.length % 188 === 0 && p.every((_, i) => i % 188 !== 0 || p[i] === 0x47);
-    for (const hex of lines) {
-      const pkt = Buffer.from(hex.replace(/:/g, ''), 'hex');
-      if (pkt.length < 16 || (pkt[0] ?? 0) & 0x80) continue; // a control packet (handshake, ACK, NAK, keepalive)
-      data++;
-      // SRT data packet header (draft-sharabayko-srt, section 3.1): word 1 = PP(2) O(1) KK(2) R(1) msgno(26).
-      const kk = ((pkt[4] ?? 0) >> 3) & 0x3;
-      if (kk !== 0) encrypted++;
-      if (looksLikeTs(pkt.subarray(16))) plaintextTs++;
-    }
+    const { datagrams, data, encrypted, plaintextTs } = readSrtCapture(pcap, relay.ports);
+    process.stdout.write(`# tshark read ${datagrams} datagrams in ${Date.now() - t0} ms\n`);
     // Both directions are captured (in and out of R), so each data packet appears twice.
     assert.ok(data >= (2 * size) / 1316, `data packets captured: ${data}`);
     assert.equal(encrypted, data, 'every SRT data packet has its KK encryption flags set');
