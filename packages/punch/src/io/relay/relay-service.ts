@@ -46,6 +46,8 @@ export class RelayService {
   #stopped = false;
   /** Requests that did not parse (ignored). */
   badRequests = 0;
+  /** Wall-clock ms of the last registration Redis took; undefined before the first. */
+  registeredAt: number | undefined;
 
   constructor(options: RelayServiceOptions) {
     this.#o = options;
@@ -133,6 +135,17 @@ export class RelayService {
       .set(this.#keys.relay(this.id), JSON.stringify(reg), 'PX', this.#o.ttlMs)
       .sadd(this.#keys.relays, this.id)
       .exec();
+    this.registeredAt = reg.at;
+  }
+
+  /** Whether the command connection to Redis is up now. */
+  get reachable(): boolean {
+    return this.#redis.status === 'ready';
+  }
+
+  /** How long a registration lasts in Redis without a renewal. */
+  get ttlMs(): number {
+    return this.#o.ttlMs;
   }
 
   async #handle(req: RelayRequest): Promise<void> {
