@@ -16,6 +16,7 @@ import type { BrokerEvent, ClaimResult, SessionBroker } from './broker.ts';
 import { HEALTH_MAX_AGE_MS, classifyHealth, liveHealth, suggestedLatency } from './health.ts';
 import { HealthMonitor, type HealthAlarm, type LinkHealthView } from './health-monitor.ts';
 import { refuse, type Refusal } from './outcome.ts';
+import { declaredBitrate, relayByteCap } from './relay-cap.ts';
 import {
   isLive,
   pathOf,
@@ -119,6 +120,8 @@ export interface RelayPort {
   allocate(req: {
     sessionId: string;
     peers: readonly [string, string];
+    /** Byte rate per direction (relay-cap.ts); absent: the relay's default. */
+    bytesPerSecond?: number;
   }): Promise<
     | { ok: true; id: string; address: string; ports: readonly [number, number] }
     | { ok: false; reason: string }
@@ -886,7 +889,17 @@ export class SignallingHub {
     if (!relay || !peerA || !peerB) return;
     const name = session.name;
     const room = this.#rooms.get(name);
-    const result = await relay.allocate({ sessionId: session.id, peers: [peerA.ip, peerB.ip] });
+    // docs/relay.md "The cap per session": declared, else measured on a link being moved, else the default.
+    const sender = peerB.role === 'sender' ? peerB : peerA;
+    const cap = relayByteCap({
+      declaredBps: declaredBitrate(sender.meta) ?? declaredBitrate((sender === peerA ? peerB : peerA).meta),
+      measuredBps: previous === null || !room ? undefined : this.#measuredBitrate(room, record.name),
+    });
+    const result = await relay.allocate({
+      sessionId: session.id,
+      peers: [peerA.ip, peerB.ip],
+      ...(cap.bytesPerSecond === undefined ? {} : { bytesPerSecond: cap.bytesPerSecond }),
+    });
     // The stream may have changed while the relay bound its ports: a new claim, a departure, a close.
     const now = this.#broker.get(name);
     const current = now?.streams.find((st) => st.name === record.name);
@@ -956,6 +969,8 @@ export class SignallingHub {
         relay: result.address,
         ports: result.ports,
         allocation: result.id,
+        cap: cap.source,
+        ...(cap.bytesPerSecond === undefined ? {} : { bytesPerSecond: cap.bytesPerSecond }),
         ...(previous === null ? {} : { replaces: previous }),
       },
       previous === null
@@ -963,6 +978,15 @@ export class SignallingHub {
         : 'stream of the lost relay moved to a live relay; peers sent its coordinates',
     );
     this.#sendCoordinates(session, record);
+  }
+
+  /** The highest bitrate either end of a stream reported within `healthFreshMs`; undefined without one. */
+  #measuredBitrate(room: Room, stream: string): number | undefined {
+    const now = this.#clock.monotonicMs();
+    const rates = Object.values(room.health.get(stream) ?? {})
+      .filter((h): h is HealthSample => h !== undefined && now - h.at <= this.#healthFreshMs)
+      .map((h) => h.bitrate);
+    return rates.length > 0 ? Math.max(...rates) : undefined;
   }
 
   /** A new pair of coordinates: each present peer is sent `peer`; `start` follows the next pair of `ready`s. */

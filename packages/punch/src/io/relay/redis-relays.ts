@@ -33,6 +33,7 @@ export interface RedisRelaysOptions {
 
 type Allocated = { ok: true; id: string; address: string; ports: readonly [number, number] };
 type Refused = { ok: false; reason: string };
+type AllocateRequest = Parameters<RelayPort['allocate']>[0];
 
 export class RedisRelays implements RelayPort {
   readonly #o: RedisRelaysOptions;
@@ -148,7 +149,7 @@ export class RedisRelays implements RelayPort {
     }
   }
 
-  async allocate(req: { sessionId: string; peers: readonly [string, string] }): Promise<Allocated | Refused> {
+  async allocate(req: AllocateRequest): Promise<Allocated | Refused> {
     if (this.#up.size === 0) await this.poll();
     const candidates = [...this.#up.values()].sort((a, b) => b.free - a.free);
     let last: Refused = { ok: false, reason: 'no_relay' };
@@ -168,10 +169,7 @@ export class RedisRelays implements RelayPort {
     void redis.publish(keys.relayRequests(relay), JSON.stringify(message)).catch(() => undefined);
   }
 
-  async #ask(
-    relay: string,
-    req: { sessionId: string; peers: readonly [string, string] },
-  ): Promise<Allocated | Refused> {
+  async #ask(relay: string, req: AllocateRequest): Promise<Allocated | Refused> {
     const rq = randomBytes(9).toString('base64url');
     const message: RelayRequest = {
       t: 'allocate',
@@ -179,6 +177,7 @@ export class RedisRelays implements RelayPort {
       from: this.#o.cluster.id,
       sessionId: req.sessionId,
       peers: [req.peers[0], req.peers[1]],
+      ...(req.bytesPerSecond === undefined ? {} : { bytesPerSecond: req.bytesPerSecond }),
     };
     const answered = new Promise<Allocated | Refused>((resolve) => this.#pending.set(rq, resolve));
     const { redis, keys } = this.#o.cluster;
