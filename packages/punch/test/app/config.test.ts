@@ -123,6 +123,7 @@ test('relay: defaults, the environment names, port range and allow list parsed; 
     allow: [],
     maxAllocations: 100,
     bytesPerSecond: 2_500_000,
+    lifetimeMs: 21_600_000,
     http: { host: '127.0.0.1' },
   });
   const c = loadPunchConfig({

@@ -98,7 +98,10 @@ test('no connected within the window after start: the stream moves to the relay,
   clock.advance(1);
   await settle();
   await settle();
-  assert.deepEqual(relay.allocated, [{ sessionId: broker.get('s')?.id, peers: [IP_A, IP_B] }]);
+  // The session's expiry (1 h) is nearer than the relay's usual lifetime (6 h): that is asked for.
+  assert.deepEqual(relay.allocated, [
+    { sessionId: broker.get('s')?.id, peers: [IP_A, IP_B], lifetimeMs: 6 * 3_600_000 },
+  ]);
   assert.equal(broker.get('s')?.state, 'RELAYING');
   assert.equal(stream()?.state, 'relaying');
   assert.equal(pathOf(stream()!), 'relayed');

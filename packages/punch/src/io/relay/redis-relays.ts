@@ -40,6 +40,7 @@ export class RedisRelays implements RelayPort {
   readonly #pending = new Map<string, (answer: Allocated | Refused) => void>();
   readonly #losses: Counter;
   readonly #upGauge: Gauge;
+  readonly #late: Counter;
   #up = new Map<string, RelayRegistration>();
   #timer: NodeJS.Timeout | null = null;
   #polling: Promise<void> | null = null;
@@ -59,6 +60,11 @@ export class RedisRelays implements RelayPort {
       help: 'Relays that were up and whose registration expired (crashed, killed, cut off from Redis)',
       registers,
     });
+    this.#late = new Counter({
+      name: 'punch_relay_late_answers_total',
+      help: 'Allocations a relay answered after this instance stopped waiting (2 s), released at once',
+      registers,
+    });
     this.#unsubscribe = options.cluster.subscribe((m) => {
       // The bus also carries forwarded requests and bridged sockets: only relay answers are parsed here.
       if (!m.t.startsWith('relay_')) return;
@@ -71,6 +77,17 @@ export class RedisRelays implements RelayPort {
       }
       const resolve = this.#pending.get(answer.rq);
       this.#pending.delete(answer.rq);
+      if (!resolve && answer.t === 'relay_allocated') {
+        // Asked by this instance (it came on its bus) but no longer wanted: the wait timed out, or the
+        // instance is stopping. Released at once rather than left to the relay's idle timeout.
+        this.#late.inc();
+        options.logger.warn(
+          { allocation: answer.id, outcome: 'relay_late_answer' },
+          'a relay allocated after the broker stopped waiting; released',
+        );
+        this.release(answer.id);
+        return;
+      }
       resolve?.(
         answer.t === 'relay_allocated'
           ? { ok: true, id: answer.id, address: answer.address, ports: answer.ports }
@@ -162,9 +179,17 @@ export class RedisRelays implements RelayPort {
   }
 
   release(id: string): void {
+    this.#send(id, { t: 'release', id });
+  }
+
+  renew(id: string, lifetimeMs: number): void {
+    this.#send(id, { t: 'renew', id, lifetimeMs });
+  }
+
+  /** A request on the channel of the relay an allocation is on. */
+  #send(id: string, message: RelayRequest): void {
     const relay = relayOfAllocation(id);
     if (relay === undefined) return;
-    const message: RelayRequest = { t: 'release', id };
     const { redis, keys } = this.#o.cluster;
     void redis.publish(keys.relayRequests(relay), JSON.stringify(message)).catch(() => undefined);
   }
@@ -178,6 +203,7 @@ export class RedisRelays implements RelayPort {
       sessionId: req.sessionId,
       peers: [req.peers[0], req.peers[1]],
       ...(req.bytesPerSecond === undefined ? {} : { bytesPerSecond: req.bytesPerSecond }),
+      ...(req.lifetimeMs === undefined ? {} : { lifetimeMs: req.lifetimeMs }),
     };
     const answered = new Promise<Allocated | Refused>((resolve) => this.#pending.set(rq, resolve));
     const { redis, keys } = this.#o.cluster;

@@ -46,6 +46,7 @@ export function createInProcessRelay(options: {
       allow: config.allow,
       maxAllocations: config.maxAllocations,
       defaultBytesPerSecond: config.bytesPerSecond,
+      defaultLifetimeMs: config.lifetimeMs,
     },
   });
   relay.onEnd = options.onEnd;
@@ -58,6 +59,9 @@ export function createInProcessRelay(options: {
     },
     release(id) {
       relay.release(id);
+    },
+    renew(id, lifetimeMs) {
+      relay.renew(id, lifetimeMs);
     },
   };
   registerRelayMetrics(options.registry, relay);

@@ -33,6 +33,7 @@ export async function startRelayProcess(config: PunchConfig, logger: Logger): Pr
       allow: config.relay.allow,
       maxAllocations: config.relay.maxAllocations,
       defaultBytesPerSecond: config.relay.bytesPerSecond,
+      defaultLifetimeMs: config.relay.lifetimeMs,
     },
   });
   const service = new RelayService({

@@ -154,6 +154,18 @@ export class RelayService {
       if (local !== undefined) this.#o.relay.release(local);
       return;
     }
+    if (req.t === 'renew') {
+      const local = this.#local(req.id);
+      const until = local === undefined ? undefined : this.#o.relay.renew(local, req.lifetimeMs);
+      if (until === undefined) return;
+      // The stored record lives as long as the allocation now may.
+      await this.#redis.pexpire(this.#keys.relayAllocation(req.id), req.lifetimeMs).catch(() => undefined);
+      this.#o.logger.info(
+        { relay: this.id, allocation: req.id, lifetimeMs: req.lifetimeMs },
+        'relay allocation renewed',
+      );
+      return;
+    }
     const r = await this.#o.relay.allocate({
       sessionId: req.sessionId,
       peers: req.peers,
