@@ -13,6 +13,7 @@ import {
   type Instance,
   type RelayProc,
 } from '../redis-instances.ts';
+import { burst, steadyFlow, stillForwardingAfter } from '../relay-flow.ts';
 import { connect, type Msg, type WsClient } from '../ws-helpers.ts';
 
 /**
@@ -21,7 +22,8 @@ import { connect, type Msg, type WsClient } from '../ws-helpers.ts';
  * test answers the allocation after the broker's 2 s wait: the broker releases it at once on the relay's
  * channel. Then a `punch relay` with a 6 s lifetime carries a stream whose session expires in 8 s (in
  * overtime after, media flowing): the owner renews the allocation through Redis, and datagrams keep
- * crossing well past its first lifetime, with no allocation ended as expired.
+ * crossing well past its first lifetime, with no allocation ended as expired; the sender's declared
+ * bitrate caps the allocation on that relay (docs/relay.md "The cap per session").
  */
 const prefix = `rn${process.pid}:`;
 const keys = redisKeys(prefix);
@@ -54,7 +56,12 @@ const metric = async (url: string, re: RegExp): Promise<number> =>
   Number(re.exec((await request(url, 'GET', '/metrics')).text)?.[1] ?? NaN);
 
 /** A session `name` (ttl seconds), both peers registered, started, reporting `connecting`. */
-async function startedPair(via: Instance, name: string, ttl: number): Promise<[WsClient, WsClient]> {
+async function startedPair(
+  via: Instance,
+  name: string,
+  ttl: number,
+  meta: Record<string, unknown> = {},
+): Promise<[WsClient, WsClient]> {
   const created = await via.call('POST', '/api/session', { body: { name, ttl } });
   assert.equal(created.status, 201, created.text);
   const admin = created.json.token as string;
@@ -68,7 +75,7 @@ async function startedPair(via: Instance, name: string, ttl: number): Promise<[W
     ).json.token as string;
     const c = await connect(via.url, name, { token, localAddress: ip });
     clients.push(c);
-    c.send({ type: 'register', port: 9000, role });
+    c.send({ type: 'register', port: 9000, role, ...(role === 'sender' ? { meta } : {}) });
     pair.push(c);
   }
   const [a, b] = pair as [WsClient, WsClient];
@@ -154,7 +161,8 @@ test('an allocation renewed by its owner through Redis keeps forwarding past its
     what: 'the broker to see the punch relay alone',
   });
   // The session expires in 8 s: its allocation lives at most that long unless renewed; in overtime after.
-  const [a, b] = await startedPair(instance, 'long', 8);
+  // The sender declares 100 kbit/s: the cap (18,750 bytes/s) crosses Redis with the request.
+  const [a, b] = await startedPair(instance, 'long', 8, { bitrate: 100_000 });
   const relayed: Msg[] = [await a.next('peer', 30_000), await b.next('peer', 30_000)];
   const [portA, portB] = relayed.map((m) => m['port'] as number) as [number, number];
   for (const c of [a, b]) c.send({ type: 'status', srt: 'connected' });
@@ -162,23 +170,21 @@ test('an allocation renewed by its owner through Redis keeps forwarding past its
 
   const sa = await udp('127.0.0.1');
   const sb = await udp('127.0.0.2');
-  let n = 0;
-  const flow = setInterval(() => {
-    n++;
-    sa.send(`a${n}`, portA, '127.0.0.1');
-    sb.send(`b${n}`, portB, '127.0.0.1');
-  }, 100);
+  const flow = steadyFlow(sa, sb, [portA, portB]);
   try {
     await waitFor(() => sb.got.length >= 5, { timeoutMs: 10_000, what: 'datagrams through the relay' });
-    // Past two of its first lifetimes (at most 8 s each), then 2 s more of datagrams still arriving.
-    await waitFor(() => Date.now() - allocatedAt > 17_000, { timeoutMs: 30_000, intervalMs: 250 });
-    const late = sb.got.length;
-    await waitFor(() => sb.got.length >= late + 10 && sa.got.length >= 10, {
-      timeoutMs: 10_000,
-      what: 'datagrams still crossing after the first lifetime',
-    });
+    // Past two of its first lifetimes (at most 8 s each), then datagrams still arriving both ways.
+    await stillForwardingAfter(sb, allocatedAt, 17_000);
+    assert.ok(sa.got.length >= 10);
+    // Far above the declared rate: most are dropped at the relay.
+    burst(sa, portA);
+    await waitFor(
+      async () =>
+        (await metric(relayUrl, /^punch_relay_dropped_datagrams_total\{reason="over_rate"} (\d+)/m)) >= 30,
+      { timeoutMs: 10_000, what: 'the datagrams above the declared cap dropped as over_rate' },
+    );
   } finally {
-    clearInterval(flow);
+    flow.stop();
   }
   assert.equal(await metric(relayUrl, /^punch_relay_allocations_ended_total\{reason="expired"} (\d+)/m), 0);
   assert.equal(await metric(relayUrl, /^punch_relay_allocations (\d+)/m), 1);
