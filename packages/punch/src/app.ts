@@ -198,6 +198,7 @@ export function createPunchApp(
     ...(relays.port ? { relay: relays.port } : {}),
     relaysOutlive: relays.outlive,
     relayAfterMs: config.relay.fallbackAfterMs,
+    relayLifetimeMs: config.relay.lifetimeMs,
     onRelayFallback: metrics.relayFallback,
     onStreamConnected: metrics.streamConnected,
     ...(ws.detachedGraceMs === undefined ? {} : { detachedGraceMs: ws.detachedGraceMs }),

@@ -183,6 +183,27 @@ export const punchConfigSchema = z.strictObject({
       maxAllocations: z.number().int().min(1).max(10_000).default(100),
       /** Byte rate per direction per allocation (20 Mbit/s by default). */
       bytesPerSecond: z.number().int().min(12_500).max(12_500_000).default(2_500_000),
+      /**
+       * An allocation's lifetime (6 h); the owning broker renews it at three quarters of it while the
+       * session is live (docs/relay.md "Renewal"). Short values are for tests.
+       */
+      lifetimeMs: z
+        .number()
+        .int()
+        .min(4_000)
+        .max(24 * 60 * 60 * 1000)
+        .default(6 * 60 * 60 * 1000),
+      /**
+       * `punch relay`'s own `/health` and `/metrics` (docs/relay.md "Deploying a separate relay"): off
+       * unless a port is set (0: an ephemeral port, printed at start); the broker ignores it (its relay's
+       * counters are on the broker's `/metrics`).
+       */
+      http: z
+        .strictObject({
+          host: z.string().min(1).default('127.0.0.1'),
+          port: z.number().int().min(0).max(65535).optional(),
+        })
+        .prefault({}),
     })
     .prefault({}),
 });
@@ -234,6 +255,9 @@ export const PUNCH_ENV: Record<string, EnvOverride | string> = {
   PUNCH_RELAY_ALLOW: str('relay.allow'),
   PUNCH_RELAY_MAX_ALLOCATIONS: 'relay.maxAllocations',
   PUNCH_RELAY_BYTES_PER_SECOND: 'relay.bytesPerSecond',
+  PUNCH_RELAY_LIFETIME_MS: 'relay.lifetimeMs',
+  PUNCH_RELAY_HTTP_HOST: str('relay.http.host'),
+  PUNCH_RELAY_HTTP_PORT: 'relay.http.port',
   TURNSTILE_SECRET: str('turnstile.secret'),
   TURNSTILE_SITE_KEY: str('turnstile.siteKey'),
   TURNSTILE_VERIFY_URL: str('turnstile.verifyUrl'),

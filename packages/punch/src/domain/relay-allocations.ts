@@ -140,6 +140,8 @@ export class RelayAllocations {
   readonly refusals = new Map<RefuseReason, number>();
   readonly ended: Record<EndReason, number> = { expired: 0, idle: 0, released: 0 };
   relatched = 0;
+  /** Renewals taken (docs/relay.md "Renewal"). */
+  renewed = 0;
 
   constructor(clock: Clock, limits: Partial<RelayLimits> = {}) {
     this.#clock = clock;
@@ -202,6 +204,19 @@ export class RelayAllocations {
 
   list(): AllocationView[] {
     return [...this.#byId.values()].map(view);
+  }
+
+  /**
+   * Extends an allocation to `lifetimeMs` from now (at most `maxLifetimeMs`), never shortening it; the
+   * new expiry, or undefined when there is no such allocation (docs/relay.md "Renewal").
+   */
+  renew(id: string, lifetimeMs: number): number | undefined {
+    const a = this.#byId.get(id);
+    if (!a || !(lifetimeMs > 0)) return undefined;
+    const until = this.#clock.monotonicMs() + Math.min(lifetimeMs, this.#limits.maxLifetimeMs);
+    a.expiresAtMs = Math.max(a.expiresAtMs, until);
+    this.renewed++;
+    return a.expiresAtMs;
   }
 
   release(id: string): boolean {

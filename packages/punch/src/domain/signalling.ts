@@ -16,6 +16,9 @@ import type { BrokerEvent, ClaimResult, SessionBroker } from './broker.ts';
 import { HEALTH_MAX_AGE_MS, classifyHealth, liveHealth, suggestedLatency } from './health.ts';
 import { HealthMonitor, type HealthAlarm, type LinkHealthView } from './health-monitor.ts';
 import { refuse, type Refusal } from './outcome.ts';
+import { DEFAULT_RELAY_LIMITS } from './relay-allocations.ts';
+import { declaredBitrate, relayByteCap } from './relay-cap.ts';
+import { relayLifetimeMs, renewAfterMs } from './relay-renewal.ts';
 import {
   isLive,
   pathOf,
@@ -108,6 +111,8 @@ export interface SignallingOptions {
    * for the next owner instead of releasing them. Default false (the in-process relay closes with the hub).
    */
   relaysOutlive?: boolean;
+  /** The lifetime an allocation is asked for and renewed to (docs/relay.md "Renewal"). Default 6 h. */
+  relayLifetimeMs?: number;
 }
 
 /**
@@ -119,11 +124,17 @@ export interface RelayPort {
   allocate(req: {
     sessionId: string;
     peers: readonly [string, string];
+    /** Byte rate per direction (relay-cap.ts); absent: the relay's default. */
+    bytesPerSecond?: number;
+    /** How long the allocation lives unless renewed (relay-renewal.ts). */
+    lifetimeMs?: number;
   }): Promise<
     | { ok: true; id: string; address: string; ports: readonly [number, number] }
     | { ok: false; reason: string }
   >;
   release(id: string): void;
+  /** Extend an allocation to `lifetimeMs` from now (docs/relay.md "Renewal"); a relay without it is not renewed. */
+  renew?(id: string, lifetimeMs: number): void;
 }
 
 /** Default detection window (docs/relay.md "Detection": why 8 s). */
@@ -214,6 +225,9 @@ export class SignallingHub {
   readonly #countedConnected = new WeakMap<SessionRecord, Set<string>>();
   /** Allocation id → its session and stream, to release it with the session and to report its end. */
   readonly #allocations = new Map<string, { session: string; stream: string }>();
+  /** Each held allocation's next renewal. */
+  readonly #renewals = new Map<string, TimerHandle>();
+  readonly #relayLifetimeMs: number;
   /** Per connection and stream, the coordinates of the last `peer` it was sent (README "When `peer` is sent"). */
   readonly #lastPeer = new WeakMap<PeerLink, Map<string, string>>();
   /** Connections whose `register` waits for a liveness probe, with the latest `register` they sent. */
@@ -233,6 +247,7 @@ export class SignallingHub {
     this.#probeMs = options.probeMs ?? 2_000;
     this.#maxConnections = options.maxConnections ?? 64;
     this.#healthFreshMs = options.healthFreshMs ?? 10_000;
+    this.#relayLifetimeMs = options.relayLifetimeMs ?? DEFAULT_RELAY_LIMITS.defaultLifetimeMs;
     this.#onError = options.onError ?? (() => undefined);
     this.#log = options.log;
     this.#onRefused = options.onRefused ?? (() => undefined);
@@ -254,6 +269,8 @@ export class SignallingHub {
     this.#unsubscribe();
     if (!this.#relaysOutlive) for (const id of this.#allocations.keys()) this.#relay?.release(id);
     this.#allocations.clear();
+    for (const t of this.#renewals.values()) t.cancel();
+    this.#renewals.clear();
     for (const room of this.#rooms.values()) {
       room.healthTimer?.cancel();
       for (const t of room.graceTimers.values()) t.cancel();
@@ -895,7 +912,19 @@ export class SignallingHub {
     if (!relay || !peerA || !peerB) return;
     const name = session.name;
     const room = this.#rooms.get(name);
-    const result = await relay.allocate({ sessionId: session.id, peers: [peerA.ip, peerB.ip] });
+    // docs/relay.md "The cap per session": declared, else measured on a link being moved, else the default.
+    const sender = peerB.role === 'sender' ? peerB : peerA;
+    const cap = relayByteCap({
+      declaredBps: declaredBitrate(sender.meta) ?? declaredBitrate((sender === peerA ? peerB : peerA).meta),
+      measuredBps: previous === null || !room ? undefined : this.#measuredBitrate(room, record.name),
+    });
+    const lifetimeMs = this.#lifetimeFor(session);
+    const result = await relay.allocate({
+      sessionId: session.id,
+      peers: [peerA.ip, peerB.ip],
+      ...(cap.bytesPerSecond === undefined ? {} : { bytesPerSecond: cap.bytesPerSecond }),
+      lifetimeMs,
+    });
     // The stream may have changed while the relay bound its ports: a new claim, a departure, a close.
     const now = this.#broker.get(name);
     const current = now?.streams.find((st) => st.name === record.name);
@@ -956,6 +985,7 @@ export class SignallingHub {
       return;
     }
     this.#allocations.set(result.id, { session: name, stream: record.name });
+    this.#scheduleRenewal(result.id, lifetimeMs);
     this.#onRelayFallback('allocated', previous === null ? null : 'relay_lost');
     this.#log?.info(
       {
@@ -965,6 +995,8 @@ export class SignallingHub {
         relay: result.address,
         ports: result.ports,
         allocation: result.id,
+        cap: cap.source,
+        ...(cap.bytesPerSecond === undefined ? {} : { bytesPerSecond: cap.bytesPerSecond }),
         ...(previous === null ? {} : { replaces: previous }),
       },
       previous === null
@@ -972,6 +1004,49 @@ export class SignallingHub {
         : 'stream of the lost relay moved to a live relay; peers sent its coordinates',
     );
     this.#sendCoordinates(session, record);
+  }
+
+  /** An allocation's lifetime for this session now (relay-renewal.ts). */
+  #lifetimeFor(session: SessionRecord): number {
+    return relayLifetimeMs({
+      sessionExpiresAt: session.expiresAt,
+      now: this.#clock.now(),
+      lifetimeMs: this.#relayLifetimeMs,
+      maxLifetimeMs: DEFAULT_RELAY_LIMITS.maxLifetimeMs,
+    });
+  }
+
+  #scheduleRenewal(id: string, lifetimeMs: number): void {
+    this.#renewals.get(id)?.cancel();
+    this.#renewals.set(
+      id,
+      this.#clock.setTimer(renewAfterMs(lifetimeMs), () => this.#renew(id)),
+    );
+  }
+
+  /** Renew an allocation this hub still holds for a live session (docs/relay.md "Renewal"); else forget it. */
+  #renew(id: string): void {
+    this.#renewals.delete(id);
+    const where = this.#allocations.get(id);
+    const session = where ? this.#broker.get(where.session) : undefined;
+    const record = session?.streams.find((st) => st.name === where?.stream);
+    if (!this.#relay?.renew || !session || !isLive(session) || record?.relay?.id !== id) return;
+    const lifetimeMs = this.#lifetimeFor(session);
+    this.#relay.renew(id, lifetimeMs);
+    this.#log?.info(
+      { session: session.name, stream: record.name, outcome: 'relay_renewed', allocation: id, lifetimeMs },
+      "the stream's relay allocation was renewed",
+    );
+    this.#scheduleRenewal(id, lifetimeMs);
+  }
+
+  /** The highest bitrate either end of a stream reported within `healthFreshMs`; undefined without one. */
+  #measuredBitrate(room: Room, stream: string): number | undefined {
+    const now = this.#clock.monotonicMs();
+    const rates = Object.values(room.health.get(stream) ?? {})
+      .filter((h): h is HealthSample => h !== undefined && now - h.at <= this.#healthFreshMs)
+      .map((h) => h.bitrate);
+    return rates.length > 0 ? Math.max(...rates) : undefined;
   }
 
   /** A new pair of coordinates: each present peer is sent `peer`; `start` follows the next pair of `ready`s. */
@@ -1026,9 +1101,11 @@ export class SignallingHub {
         const id = record.relay?.state === 'allocated' ? record.relay.id : null;
         if (id === null) continue;
         const relayId = relayOfAllocation(id);
-        if (relayId !== undefined && isUp(relayId))
+        if (relayId !== undefined && isUp(relayId)) {
           this.#allocations.set(id, { session: session.name, stream: record.name });
-        else lost.add(relayId ?? id);
+          // When the previous owner last renewed it is not known here: renew now, then on schedule.
+          this.#renew(id);
+        } else lost.add(relayId ?? id);
       }
     }
     for (const relayId of lost) this.relayLost(relayId);

@@ -41,6 +41,12 @@ export const relayRequestSchema = z.discriminatedUnion('t', [
     lifetimeMs: z.number().int().positive().optional(),
   }),
   z.strictObject({ t: z.literal('release'), id: z.string().min(1).max(200) }),
+  /** Extend an allocation to `lifetimeMs` from now (docs/relay.md "Renewal"); no answer. */
+  z.strictObject({
+    t: z.literal('renew'),
+    id: z.string().min(1).max(200),
+    lifetimeMs: z.number().int().positive(),
+  }),
 ]);
 export type RelayRequest = z.output<typeof relayRequestSchema>;
 

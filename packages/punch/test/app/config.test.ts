@@ -123,6 +123,8 @@ test('relay: defaults, the environment names, port range and allow list parsed; 
     allow: [],
     maxAllocations: 100,
     bytesPerSecond: 2_500_000,
+    lifetimeMs: 21_600_000,
+    http: { host: '127.0.0.1' },
   });
   const c = loadPunchConfig({
     environment: {
@@ -131,8 +133,11 @@ test('relay: defaults, the environment names, port range and allow list parsed; 
       PUNCH_RELAY_PORTS: '40000-40999',
       PUNCH_RELAY_AFTER_MS: '5000',
       PUNCH_RELAY_ALLOW: '10.0.0.0/8, 192.168.1.0/24',
+      PUNCH_RELAY_HTTP_HOST: '0.0.0.0',
+      PUNCH_RELAY_HTTP_PORT: '9796',
     },
   });
+  assert.deepEqual(c.relay.http, { host: '0.0.0.0', port: 9796 });
   assert.equal(c.relay.enabled, false);
   assert.equal(c.relay.publicAddress, '203.0.113.9');
   assert.equal(c.relay.ports, '40000-40999');
@@ -145,6 +150,10 @@ test('relay: defaults, the environment names, port range and allow list parsed; 
     /relay\.fallbackAfterMs/,
   );
   assert.throws(() => loadPunchConfig({ environment: { PUNCH_RELAY_ALLOW: '10.0.0.0/8, nope' } }), /"nope"/);
+  assert.throws(
+    () => loadPunchConfig({ environment: { PUNCH_RELAY_HTTP_PORT: '70000' } }),
+    /relay\.http\.port/,
+  );
   // The address the peers are told: configured, else the base URL's host unless it is loopback.
   assert.equal(relayPublicAddress(c.relay, 'http://localhost:8787'), '203.0.113.9');
   assert.equal(relayPublicAddress(d.relay, 'https://punch.example.com'), 'punch.example.com');

@@ -19,14 +19,14 @@ const IP_B = '198.51.100.2';
 const RELAY = '192.0.2.50';
 
 class FakeRelay implements RelayPort {
-  readonly allocated: { sessionId: string; peers: readonly [string, string] }[] = [];
+  readonly allocated: Parameters<RelayPort['allocate']>[0][] = [];
   readonly released: string[] = [];
   refuse: string | null = null;
   /** Prepended to the ids: `<relay>.` names the relay an allocation is on (relays on Redis). */
   idPrefix = '';
   /** The relay port of slot a (slot b's is the next one). */
   portBase = 40000;
-  async allocate(req: { sessionId: string; peers: readonly [string, string] }) {
+  async allocate(req: Parameters<RelayPort['allocate']>[0]) {
     await Promise.resolve();
     if (this.refuse !== null) return { ok: false as const, reason: this.refuse };
     this.allocated.push(req);
@@ -98,7 +98,10 @@ test('no connected within the window after start: the stream moves to the relay,
   clock.advance(1);
   await settle();
   await settle();
-  assert.deepEqual(relay.allocated, [{ sessionId: broker.get('s')?.id, peers: [IP_A, IP_B] }]);
+  // The session's expiry (1 h) is nearer than the relay's usual lifetime (6 h): that is asked for.
+  assert.deepEqual(relay.allocated, [
+    { sessionId: broker.get('s')?.id, peers: [IP_A, IP_B], lifetimeMs: 6 * 3_600_000 },
+  ]);
   assert.equal(broker.get('s')?.state, 'RELAYING');
   assert.equal(stream()?.state, 'relaying');
   assert.equal(pathOf(stream()!), 'relayed');
@@ -341,4 +344,43 @@ test('a lost relay: its streams are re-allocated and both peers get the new coor
   assert.deepEqual([a.last('peer')?.['ip'], b.last('peer')?.['ip']], [IP_B, IP_A]);
   assert.deepEqual(fallbacks.at(-1), ['refused', 'no_relay']);
   assert.equal(broker.get('s')?.state, 'READY');
+});
+
+test('the cap asked for: the declared meta.bitrate with headroom; on a re-allocation the measured rate; else none (the relay default)', async () => {
+  // Declared by the sender in `register` (docs/relay.md "The cap per session"): 8 Mbit/s x 1.5 / 8.
+  const declared = await setup();
+  const a = declared.join(IP_A, 'tok-a');
+  const b = declared.join(IP_B, 'tok-b');
+  declared.hub.handle(a, msg({ type: 'register', port: 5000, role: 'sender', meta: { bitrate: 8_000_000 } }));
+  await settle();
+  declared.hub.handle(b, msg({ type: 'register', port: 5000, role: 'receiver' }));
+  await settle();
+  for (const l of [a, b]) declared.hub.handle(l, msg({ type: 'ready' }));
+  for (const l of [a, b]) declared.hub.handle(l, msg({ type: 'status', srt: 'connecting' }));
+  await settle();
+  declared.clock.advance(8_000);
+  await settle();
+  await settle();
+  assert.equal(declared.relay.allocated[0]?.bytesPerSecond, 1_500_000);
+
+  // Nothing declared: the first allocation asks for no rate (the link never carried media, so nothing
+  // measured counts); moved off a lost relay, the rate the peers report on the running link does.
+  const measured = await setup();
+  const peers = await measured.started();
+  measured.relay.idPrefix = 'R1.';
+  measured.clock.advance(8_000);
+  await settle();
+  await settle();
+  assert.equal(measured.relay.allocated.length, 1);
+  assert.equal(measured.relay.allocated[0]?.bytesPerSecond, undefined);
+  measured.hub.handle(peers.b, msg({ type: 'status', srt: 'connected' }));
+  measured.hub.handle(peers.a, msg({ type: 'health', rtt: 20, retransmit: 0, bitrate: 4_000_000 }));
+  measured.hub.handle(peers.b, msg({ type: 'health', rtt: 20, retransmit: 0, bitrate: 3_900_000 }));
+  await settle();
+  measured.relay.idPrefix = 'R2.';
+  measured.hub.relayLost('R1');
+  await settle();
+  await settle();
+  assert.equal(measured.relay.allocated.length, 2);
+  assert.equal(measured.relay.allocated[1]?.bytesPerSecond, 750_000);
 });

@@ -3,7 +3,8 @@ import { createSocket, type Socket } from 'node:dgram';
 import { test } from 'node:test';
 import { waitFor } from '@broadcast-ops/core/testing';
 import { startTestServer, type TestServer } from '../helpers.ts';
-import { connect, type Msg } from '../ws-helpers.ts';
+import { burst, steadyFlow, stillForwardingAfter } from '../relay-flow.ts';
+import { connect, type Msg, type WsClient } from '../ws-helpers.ts';
 
 /**
  * The broker's fallback to its in-process relay over real sockets on loopback (docs/relay.md "Detection"):
@@ -21,9 +22,42 @@ const udp = async (address: string): Promise<Socket & { got: { data: string; por
   return s;
 };
 
+/** A broker whose relay binds loopback, allows loopback peers and falls back after 2 s. */
+const relayServer = (relay: Record<string, unknown> = {}): Promise<TestServer> =>
+  startTestServer({
+    config: {
+      relay: {
+        host: '127.0.0.1',
+        publicAddress: '127.0.0.1',
+        allow: ['127.0.0.0/8'],
+        fallbackAfterMs: 2_000,
+        ...relay,
+      },
+    },
+  });
+
+/**
+ * A (sender, declaring `meta`) and B register, get each other, `ready`, `start`, report `connecting`; after
+ * the window each is sent its relay port: [A's, B's].
+ */
+async function relayedPorts(
+  a: WsClient,
+  b: WsClient,
+  meta: Record<string, unknown> = {},
+): Promise<[number, number]> {
+  a.send({ type: 'register', port: 9000, role: 'sender', meta });
+  await a.next('session');
+  b.send({ type: 'register', port: 9000, role: 'receiver' });
+  for (const c of [a, b]) await c.next('peer');
+  for (const c of [a, b]) c.send({ type: 'ready' });
+  for (const c of [a, b]) await c.next('start');
+  for (const c of [a, b]) c.send({ type: 'status', srt: 'connecting' });
+  return [(await a.next('peer', 20_000))['port'] as number, (await b.next('peer', 20_000))['port'] as number];
+}
+
 /** A session `name` and two peers connected from 127.0.0.1 (A) and 127.0.0.2 (B), not yet registered. */
-async function twoPeers(t: TestServer, name: string) {
-  const created = await t.call('POST', '/api/session', { body: { name, ttl: 600 } });
+async function twoPeers(t: TestServer, name: string, ttl = 600) {
+  const created = await t.call('POST', '/api/session', { body: { name, ttl } });
   assert.equal(created.status, 201, created.text);
   const admin = created.json.token as string;
   const peerToken = async (label: string) =>
@@ -59,16 +93,7 @@ test('a stream connected directly is counted once as punch_sessions_total{path="
 });
 
 test('over real sockets: RELAYING after the window, relay coordinates in peer and /connect, datagrams cross the pinned ports', async () => {
-  const t = await startTestServer({
-    config: {
-      relay: {
-        host: '127.0.0.1',
-        publicAddress: '127.0.0.1',
-        allow: ['127.0.0.0/8'],
-        fallbackAfterMs: 2_000,
-      },
-    },
-  });
+  const t = await relayServer();
   const sockets: Socket[] = [];
   try {
     const { admin, a, b } = await twoPeers(t, 'rb');
@@ -160,6 +185,71 @@ test('over real sockets: RELAYING after the window, relay coordinates in peer an
       sb.got.map((g) => g.data),
       ['a2'],
     );
+  } finally {
+    for (const s of sockets) s.close();
+    await t.close();
+  }
+});
+
+test("the sender's declared bitrate caps its allocation: bitrate x 1.5, datagrams above it dropped as over_rate", async () => {
+  const t = await relayServer();
+  const sockets: Socket[] = [];
+  try {
+    const { a, b } = await twoPeers(t, 'cap');
+    // 100 kbit/s declared: a cap of 18,750 bytes/s with a burst of 250 ms (4,687 bytes), against the
+    // relay's default of 2.5 MB/s (a burst of 625 kB) that would pass everything sent below.
+    const [portA, portB] = await relayedPorts(a, b, { bitrate: 100_000 });
+    const sa = await udp('127.0.0.1');
+    const sb = await udp('127.0.0.2');
+    sockets.push(sa, sb);
+    // Latch both sides, then 60 datagrams of 1,200 bytes (72 kB) from A at once.
+    sb.send('b1', portB, '127.0.0.1');
+    await waitFor(async () => /reason="peer_not_latched"} 1\b/.test((await t.call('GET', '/metrics')).text), {
+      timeoutMs: 10_000,
+      what: "B's first datagram",
+    });
+    sa.send('a1', portA, '127.0.0.1');
+    await waitFor(() => sb.got.length >= 1, { timeoutMs: 10_000, what: 'a1 at B' });
+    burst(sa, portA);
+    const overRate = async () =>
+      Number(/reason="over_rate"} (\d+)/.exec((await t.call('GET', '/metrics')).text)?.[1] ?? 0);
+    await waitFor(async () => (await overRate()) + sb.got.length - 1 >= 60, {
+      timeoutMs: 10_000,
+      what: 'every datagram forwarded or dropped',
+    });
+    const forwarded = sb.got.length - 1;
+    // The burst takes 3 of them at once (4,687 bytes); the refill at 18,750 bytes/s adds about 15 a second.
+    assert.ok(forwarded >= 1, `some datagrams pass (${forwarded})`);
+    assert.ok((await overRate()) >= 30, `most are dropped over the cap (${await overRate()} dropped)`);
+  } finally {
+    for (const s of sockets) s.close();
+    await t.close();
+  }
+});
+
+test('in process: the broker renews its relay allocation, which keeps forwarding past its first lifetime', async () => {
+  // A 5 s lifetime and a session expiring in 6 s (overtime after, media flowing: README "Lifetime").
+  const t = await relayServer({ lifetimeMs: 5_000 });
+  const sockets: Socket[] = [];
+  try {
+    const { a, b } = await twoPeers(t, 'rn', 6);
+    const [portA, portB] = await relayedPorts(a, b);
+    for (const c of [a, b]) c.send({ type: 'status', srt: 'connected' });
+    const allocatedAt = Date.now();
+    const sa = await udp('127.0.0.1');
+    const sb = await udp('127.0.0.2');
+    sockets.push(sa, sb);
+    const flow = steadyFlow(sa, sb, [portA, portB]);
+    try {
+      // Past two of its first lifetimes (at most 6 s each), then datagrams still arriving.
+      await stillForwardingAfter(sb, allocatedAt, 13_000);
+    } finally {
+      flow.stop();
+    }
+    const text = (await t.call('GET', '/metrics')).text;
+    assert.match(text, /^punch_relay_allocations 1$/m);
+    assert.match(text, /^punch_relay_allocations_ended_total\{reason="expired"} 0$/m);
+    for (const c of [a, b]) c.close();
   } finally {
     for (const s of sockets) s.close();
     await t.close();

@@ -32,6 +32,7 @@ async function relay(values: Record<string, unknown>): Promise<void> {
       host: config.relay.host,
       ports: config.relay.ports,
       capacity: config.relay.maxAllocations,
+      ...(r.http === undefined ? {} : { http: r.http }),
     },
     'punch relay registered',
   );

@@ -33,12 +33,14 @@ export interface RedisRelaysOptions {
 
 type Allocated = { ok: true; id: string; address: string; ports: readonly [number, number] };
 type Refused = { ok: false; reason: string };
+type AllocateRequest = Parameters<RelayPort['allocate']>[0];
 
 export class RedisRelays implements RelayPort {
   readonly #o: RedisRelaysOptions;
   readonly #pending = new Map<string, (answer: Allocated | Refused) => void>();
   readonly #losses: Counter;
   readonly #upGauge: Gauge;
+  readonly #late: Counter;
   #up = new Map<string, RelayRegistration>();
   #timer: NodeJS.Timeout | null = null;
   #polling: Promise<void> | null = null;
@@ -58,6 +60,11 @@ export class RedisRelays implements RelayPort {
       help: 'Relays that were up and whose registration expired (crashed, killed, cut off from Redis)',
       registers,
     });
+    this.#late = new Counter({
+      name: 'punch_relay_late_answers_total',
+      help: 'Allocations a relay answered after this instance stopped waiting (2 s), released at once',
+      registers,
+    });
     this.#unsubscribe = options.cluster.subscribe((m) => {
       // The bus also carries forwarded requests and bridged sockets: only relay answers are parsed here.
       if (!m.t.startsWith('relay_')) return;
@@ -70,6 +77,17 @@ export class RedisRelays implements RelayPort {
       }
       const resolve = this.#pending.get(answer.rq);
       this.#pending.delete(answer.rq);
+      if (!resolve && answer.t === 'relay_allocated') {
+        // Asked by this instance (it came on its bus) but no longer wanted: the wait timed out, or the
+        // instance is stopping. Released at once rather than left to the relay's idle timeout.
+        this.#late.inc();
+        options.logger.warn(
+          { allocation: answer.id, outcome: 'relay_late_answer' },
+          'a relay allocated after the broker stopped waiting; released',
+        );
+        this.release(answer.id);
+        return;
+      }
       resolve?.(
         answer.t === 'relay_allocated'
           ? { ok: true, id: answer.id, address: answer.address, ports: answer.ports }
@@ -148,7 +166,7 @@ export class RedisRelays implements RelayPort {
     }
   }
 
-  async allocate(req: { sessionId: string; peers: readonly [string, string] }): Promise<Allocated | Refused> {
+  async allocate(req: AllocateRequest): Promise<Allocated | Refused> {
     if (this.#up.size === 0) await this.poll();
     const candidates = [...this.#up.values()].sort((a, b) => b.free - a.free);
     let last: Refused = { ok: false, reason: 'no_relay' };
@@ -161,17 +179,22 @@ export class RedisRelays implements RelayPort {
   }
 
   release(id: string): void {
+    this.#send(id, { t: 'release', id });
+  }
+
+  renew(id: string, lifetimeMs: number): void {
+    this.#send(id, { t: 'renew', id, lifetimeMs });
+  }
+
+  /** A request on the channel of the relay an allocation is on. */
+  #send(id: string, message: RelayRequest): void {
     const relay = relayOfAllocation(id);
     if (relay === undefined) return;
-    const message: RelayRequest = { t: 'release', id };
     const { redis, keys } = this.#o.cluster;
     void redis.publish(keys.relayRequests(relay), JSON.stringify(message)).catch(() => undefined);
   }
 
-  async #ask(
-    relay: string,
-    req: { sessionId: string; peers: readonly [string, string] },
-  ): Promise<Allocated | Refused> {
+  async #ask(relay: string, req: AllocateRequest): Promise<Allocated | Refused> {
     const rq = randomBytes(9).toString('base64url');
     const message: RelayRequest = {
       t: 'allocate',
@@ -179,6 +202,8 @@ export class RedisRelays implements RelayPort {
       from: this.#o.cluster.id,
       sessionId: req.sessionId,
       peers: [req.peers[0], req.peers[1]],
+      ...(req.bytesPerSecond === undefined ? {} : { bytesPerSecond: req.bytesPerSecond }),
+      ...(req.lifetimeMs === undefined ? {} : { lifetimeMs: req.lifetimeMs }),
     };
     const answered = new Promise<Allocated | Refused>((resolve) => this.#pending.set(rq, resolve));
     const { redis, keys } = this.#o.cluster;

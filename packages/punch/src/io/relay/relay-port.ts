@@ -1,6 +1,7 @@
-import { Counter, Gauge, type Clock, type Registry } from '@broadcast-ops/core';
+import type { Clock, Registry } from '@broadcast-ops/core';
 import type { PunchConfig } from '../../config.ts';
 import type { RelayPort } from '../../domain/signalling.ts';
+import { registerRelayMetrics } from './relay-metrics.ts';
 import { UdpRelay } from './udp-relay.ts';
 
 /**
@@ -45,6 +46,7 @@ export function createInProcessRelay(options: {
       allow: config.allow,
       maxAllocations: config.maxAllocations,
       defaultBytesPerSecond: config.bytesPerSecond,
+      defaultLifetimeMs: config.lifetimeMs,
     },
   });
   relay.onEnd = options.onEnd;
@@ -58,40 +60,10 @@ export function createInProcessRelay(options: {
     release(id) {
       relay.release(id);
     },
+    renew(id, lifetimeMs) {
+      relay.renew(id, lifetimeMs);
+    },
   };
-  const registers = [options.registry];
-  new Gauge({
-    name: 'punch_relay_allocations',
-    help: 'Relay allocations held now (two UDP ports each)',
-    registers,
-    collect() {
-      this.set(relay.allocations.size);
-    },
-  });
-  // The relay keeps its own totals (relay-allocations.ts); each scrape shows them as they are.
-  new Counter({
-    name: 'punch_relay_dropped_datagrams_total',
-    help: 'Datagrams the relay dropped, by reason (docs/relay.md "Counters")',
-    labelNames: ['reason'],
-    registers,
-    collect() {
-      this.reset();
-      const drops: Record<string, number> = {
-        ...relay.allocations.drops,
-        send_queue: relay.sendQueueDrops,
-      };
-      for (const [reason, n] of Object.entries(drops)) this.inc({ reason }, n);
-    },
-  });
-  new Counter({
-    name: 'punch_relay_allocations_ended_total',
-    help: 'Relay allocations ended, by reason (released, idle, expired)',
-    labelNames: ['reason'],
-    registers,
-    collect() {
-      this.reset();
-      for (const [reason, n] of Object.entries(relay.allocations.ended)) this.inc({ reason }, n);
-    },
-  });
+  registerRelayMetrics(options.registry, relay);
   return { port, relay };
 }

@@ -1,5 +1,7 @@
-import type { Logger } from '@broadcast-ops/core';
+import { createMetricsRegistry, listeningUrl, systemClock, type Logger } from '@broadcast-ops/core';
+import type { FastifyInstance } from 'fastify';
 import type { PunchConfig } from '../../config.ts';
+import { buildRelayHttpApp } from './relay-http.ts';
 import { RelayService } from './relay-service.ts';
 import { UdpRelay } from './udp-relay.ts';
 
@@ -7,9 +9,12 @@ import { UdpRelay } from './udp-relay.ts';
  * `punch relay` (docs/relay.md "Deploying a separate relay"): the opaque UDP relay on its own, reached by
  * the brokers through Redis. It reads the `relay` and `redis` settings only: no secret, no store, no
  * passphrase. Its registration expires `PUNCH_REDIS_LEASE_MS` after it stops renewing it (a crash, a cut).
+ * With `PUNCH_RELAY_HTTP_PORT` it also serves `/health` and `/metrics` (relay-http.ts).
  */
 export interface RelayProcess {
   id: string;
+  /** The URL of its `/health` and `/metrics`, when its HTTP port is on. */
+  http: string | undefined;
   close(): Promise<void>;
 }
 
@@ -28,6 +33,7 @@ export async function startRelayProcess(config: PunchConfig, logger: Logger): Pr
       allow: config.relay.allow,
       maxAllocations: config.relay.maxAllocations,
       defaultBytesPerSecond: config.relay.bytesPerSecond,
+      defaultLifetimeMs: config.relay.lifetimeMs,
     },
   });
   const service = new RelayService({
@@ -41,16 +47,35 @@ export async function startRelayProcess(config: PunchConfig, logger: Logger): Pr
     kind: 'process',
     logger,
   });
+  let app: FastifyInstance | undefined;
   try {
     await service.start();
+    const { host, port } = config.relay.http;
+    if (port !== undefined) {
+      app = buildRelayHttpApp({
+        logger,
+        registry: createMetricsRegistry(),
+        relay,
+        service,
+        capacity: config.relay.maxAllocations,
+        allowedHosts: [address, host],
+        now: () => systemClock.now(),
+        monotonicMs: () => systemClock.monotonicMs(),
+      });
+      await app.listen({ host, port });
+    }
   } catch (err) {
+    await app?.close();
     await relay.close();
     service.halt();
     throw err;
   }
+  const http = app ? listeningUrl(app) : undefined;
   return {
     id: service.id,
+    http,
     async close() {
+      await app?.close();
       await service.stop();
       await relay.close();
     },

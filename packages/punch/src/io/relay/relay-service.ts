@@ -46,6 +46,8 @@ export class RelayService {
   #stopped = false;
   /** Requests that did not parse (ignored). */
   badRequests = 0;
+  /** Wall-clock ms of the last registration Redis took; undefined before the first. */
+  registeredAt: number | undefined;
 
   constructor(options: RelayServiceOptions) {
     this.#o = options;
@@ -133,12 +135,35 @@ export class RelayService {
       .set(this.#keys.relay(this.id), JSON.stringify(reg), 'PX', this.#o.ttlMs)
       .sadd(this.#keys.relays, this.id)
       .exec();
+    this.registeredAt = reg.at;
+  }
+
+  /** Whether the command connection to Redis is up now. */
+  get reachable(): boolean {
+    return this.#redis.status === 'ready';
+  }
+
+  /** How long a registration lasts in Redis without a renewal. */
+  get ttlMs(): number {
+    return this.#o.ttlMs;
   }
 
   async #handle(req: RelayRequest): Promise<void> {
     if (req.t === 'release') {
       const local = this.#local(req.id);
       if (local !== undefined) this.#o.relay.release(local);
+      return;
+    }
+    if (req.t === 'renew') {
+      const local = this.#local(req.id);
+      const until = local === undefined ? undefined : this.#o.relay.renew(local, req.lifetimeMs);
+      if (until === undefined) return;
+      // The stored record lives as long as the allocation now may.
+      await this.#redis.pexpire(this.#keys.relayAllocation(req.id), req.lifetimeMs).catch(() => undefined);
+      this.#o.logger.info(
+        { relay: this.id, allocation: req.id, lifetimeMs: req.lifetimeMs },
+        'relay allocation renewed',
+      );
       return;
     }
     const r = await this.#o.relay.allocate({

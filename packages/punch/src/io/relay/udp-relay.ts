@@ -81,6 +81,11 @@ export class UdpRelay {
     return { ok: true, ...result.allocation, ports };
   }
 
+  /** Extends an allocation (relay-allocations.ts `renew`); undefined when it is gone. */
+  renew(id: string, lifetimeMs: number): number | undefined {
+    return this.allocations.renew(id, lifetimeMs);
+  }
+
   release(id: string): boolean {
     const had = this.allocations.release(id);
     void this.#closeSockets(id);
