@@ -46,7 +46,14 @@ test('a direct link that stops carrying mid-show: the broker moves it to its rel
     const observer = rig.observe('rm', admin);
     const rx = join(rig.dir, 'rx.ts');
     const receiver = rig.agent(rig.ns.b, 'rm', tRecv, 'receiver', `--output file:${rx}`);
-    const sender = rig.agent(rig.ns.a, 'rm', tSend, 'sender', `--input udp://127.0.0.1:9300`);
+    // The sender declares its encoder's rate (2 Mbit/s): the relay's cap comes from it (1.5x, bytes/s).
+    const sender = rig.agent(
+      rig.ns.a,
+      'rm',
+      tSend,
+      'sender',
+      `--input udp://127.0.0.1:9300 --bitrate 2000000`,
+    );
     const diag = () =>
       `\n--- broker\n${broker.output().slice(-6000)}\n--- sender\n${sender.output().slice(-4000)}` +
       `\n--- receiver\n${receiver.output().slice(-4000)}\n--- observer\n${observer.output().slice(-3000)}`;
@@ -96,6 +103,14 @@ test('a direct link that stops carrying mid-show: the broker moves it to its rel
       /no SRT connection within the detection window after the direct link went down/,
       diag(),
     );
+    // The relay's cap came from the sender's declaration: 2 Mbit/s x 1.5 / 8 = 375,000 bytes/s.
+    const moved =
+      broker
+        .output()
+        .split('\n')
+        .find((l) => l.includes('stream moved to the relay')) ?? '';
+    assert.match(moved, /"cap":"declared"/, diag());
+    assert.match(moved, /"bytesPerSecond":375000\b/, diag());
     for (const g of [sender, receiver]) {
       assert.equal(count(g.output(), /"msg":"connected to broker"/g), 1, 'no restart of the agent process');
       assert.equal(count(g.output(), /"path":"relayed"[^\n]*the broker moved this stream to its relay/g), 1);

@@ -29,6 +29,8 @@ export interface AgentOptions {
   /** Sender: `udp://127.0.0.1:P`, `file:PATH` or `-` (stdin). Receiver: `udp://HOST:P`, `file:PATH` or `-`. */
   media: string;
   label?: string | undefined;
+  /** The encoder's bit rate (bits/s), sent as `meta.bitrate` (docs/relay.md "The cap per session"). */
+  bitrate?: number | undefined;
   logger: Logger;
   /** `health` interval, 1-5 s (spec). Default 2 s. */
   healthMs?: number;
@@ -215,7 +217,12 @@ export class PunchAgent {
         ...(this.#o.stream ? { stream: this.#o.stream } : {}),
         port: this.#o.port,
         role: this.#o.role,
-        meta: { label: this.#o.label ?? this.#o.role, clientId: this.#clientId, agent: 'punch-agent' },
+        meta: {
+          label: this.#o.label ?? this.#o.role,
+          clientId: this.#clientId,
+          agent: 'punch-agent',
+          ...(this.#o.bitrate !== undefined ? { bitrate: this.#o.bitrate } : {}),
+        },
       });
       // A broker that vanished without closing (host down, cable) is noticed by our own pings.
       let alive = true;

@@ -75,6 +75,13 @@ async function agent(values: Record<string, unknown>): Promise<void> {
     fail('--on-tally-timeout must be 0-300 seconds (more than 0)');
     return;
   }
+  // The stream's bit rate as the encoder sends it (bits/s), declared to the broker as `meta.bitrate`: a relay
+  // caps the stream from it (docs/relay.md "The cap per session"). Optional.
+  const bitrate = str('bitrate') === undefined ? undefined : Number(str('bitrate'));
+  if (bitrate !== undefined && !(Number.isInteger(bitrate) && bitrate >= 10_000 && bitrate <= 100_000_000)) {
+    fail('--bitrate must be the encoder bit rate in bits/s, 10000-100000000 (e.g. 8000000 for 8 Mbit/s)');
+    return;
+  }
   // Logs go to stderr: stdout may carry the media.
   const logger = createLogger({
     service: 'punch-agent',
@@ -88,6 +95,7 @@ async function agent(values: Record<string, unknown>): Promise<void> {
     port,
     media,
     label: str('label'),
+    ...(bitrate !== undefined ? { bitrate } : {}),
     logger,
     healthMs: healthS * 1000,
     ...(str('srt') ? { srtBinary: str('srt') } : {}),
@@ -120,6 +128,7 @@ export const AGENT_COMMAND: CliCommand = {
     input: { type: 'string', description: 'Sender media: udp://127.0.0.1:<port>, file:<path> or -' },
     output: { type: 'string', description: 'Receiver media: udp://<host>:<port>, file:<path> or -' },
     label: { type: 'string', description: 'Name shown on the console' },
+    bitrate: { type: 'string', description: 'Encoder bit rate, bits/s (caps a relayed stream)' },
     health: { type: 'string', description: 'Seconds between health reports, 1-5 (default 2)' },
     srt: { type: 'string', description: 'Path of srt-live-transmit (default: from PATH)' },
     'on-tally': {
