@@ -140,6 +140,8 @@ export class RelayAllocations {
   readonly refusals = new Map<RefuseReason, number>();
   readonly ended: Record<EndReason, number> = { expired: 0, idle: 0, released: 0 };
   relatched = 0;
+  /** Bytes and packets forwarded per direction (index: the side they arrived on), ended allocations included. */
+  readonly forwardedTotals = { bytes: [0, 0] as [number, number], packets: [0, 0] as [number, number] };
 
   constructor(clock: Clock, limits: Partial<RelayLimits> = {}) {
     this.#clock = clock;
@@ -240,6 +242,8 @@ export class RelayAllocations {
     here.tokens -= bytes;
     here.bytes += bytes;
     here.packets++;
+    this.forwardedTotals.bytes[side] += bytes;
+    this.forwardedTotals.packets[side]++;
     a.lastForwardMs = now;
     return { forward: true, to: there.latched };
   }

@@ -198,3 +198,5 @@ export class RelayPathMeter {
     return [of(this.#d[0]), of(this.#d[1])];
   }
 }
+
+export type { RelayPathReport } from '../protocol/relay-path-view.ts';
