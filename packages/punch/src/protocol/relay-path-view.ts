@@ -34,13 +34,14 @@ function directionView(d: RelayDirection, sinceReadingMs: number): RelayDirectio
 /**
  * The figures as the session view and `health_report` show them (docs/relay.md "What the operator sees"):
  * per media direction (`a_to_b`: sent by slot a's peer), with `age` (seconds since the reading) and `stale`
- * past RELAY_FIGURES_STALE_MS, or when no RTT figure came for that long (SRT stopped acknowledging).
+ * past RELAY_FIGURES_STALE_MS, or when the newest RTT figure is that old (SRT stopped acknowledging).
  */
 export function relayPathView(report: RelayPathReport, now: number): RelayPathView {
   const since = Math.max(0, now - report.at);
   const [a, b] = report.directions;
   const rttAges = [a.rttAgeMs, b.rttAgeMs].filter((x): x is number => x !== null);
-  const freshest = rttAges.length > 0 ? Math.min(...rttAges) + since : Infinity;
+  // No RTT figure yet (no full ACK seen) is not staleness: the counters are current.
+  const freshest = rttAges.length > 0 ? Math.min(...rttAges) + since : since;
   return {
     at: new Date(report.at).toISOString(),
     age: seconds(since),

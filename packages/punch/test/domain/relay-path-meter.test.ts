@@ -4,28 +4,7 @@ import { ManualClock } from '@broadcast-ops/core';
 import fc from 'fast-check';
 import { MAX_GAP, RelayPathMeter, emptyTotals } from '../../src/domain/relay-path-meter.ts';
 import { SEQ_MODULUS } from '../../src/protocol/srt-header.ts';
-import { SRT_PACKETS } from '../fixtures/srt-packets.ts';
-
-/** A data packet with `seq` (and the R flag), on the captured packet's header: only the header is read. */
-function data(seq: number, rexmit = false): Buffer {
-  const b = Buffer.from(SRT_PACKETS.data1);
-  b.writeUInt32BE(seq & 0x7fff_ffff, 0);
-  b[4] = rexmit ? b[4]! | 0x04 : b[4]! & ~0x04;
-  return b;
-}
-/** A full ACK number `n` carrying `rttUs` (the captured ACK's layout). */
-function ack(n: number, rttUs: number, varUs = 100): Buffer {
-  const b = Buffer.from(SRT_PACKETS.ack2);
-  b.writeUInt32BE(n, 4);
-  b.writeUInt32BE(rttUs, 20);
-  b.writeUInt32BE(varUs, 24);
-  return b;
-}
-function ackack(n: number): Buffer {
-  const b = Buffer.from(SRT_PACKETS.ackack1);
-  b.writeUInt32BE(n, 4);
-  return b;
-}
+import { SRT_PACKETS, srtAck as ack, srtAckAck as ackack, srtData as data } from '../fixtures/srt-packets.ts';
 
 // Side 0 is the sender (data arrives on side 0), side 1 the receiver (its ACKs arrive on side 1).
 describe('relay path meter', () => {
