@@ -131,8 +131,10 @@ export function relayPart() {
     root.hidden = !last;
     if (!last) return;
     const { m, at } = last;
-    const age = m.age + (Date.now() - at) / 1000;
+    const since = (Date.now() - at) / 1000;
     const d = m.b_to_a.packets > m.a_to_b.packets ? m.b_to_a : m.a_to_b;
+    // The older of the reading and its newest RTT figure (a link that stopped acknowledging).
+    const age = Math.max(m.age + since, d.rtt_age === null ? 0 : d.rtt_age + since);
     const stale = m.stale || age > 10;
     const legs =
       d.sender_leg_ms === null
