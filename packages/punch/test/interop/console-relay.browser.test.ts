@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { repoRoot } from '@broadcast-ops/core/testing';
 import { launchChromium, watchPage } from '@broadcast-ops/core/testing/browser';
 import { srtAck, srtAckAck, srtData } from '../fixtures/srt-packets.ts';
-import { startTestServer } from '../helpers.ts';
+import { LOOPBACK_RELAY, startTestServer } from '../helpers.ts';
 import { connect, type WsClient } from '../ws-helpers.ts';
 
 /**
@@ -22,14 +22,7 @@ const OUT = join(repoRoot, '.tmp/punch-console');
 test('console: a relayed stream shows the relay RTT and loss, grey with its age once stale', async () => {
   mkdirSync(OUT, { recursive: true });
   const t = await startTestServer({
-    config: {
-      relay: {
-        host: '127.0.0.1',
-        publicAddress: '127.0.0.1',
-        allow: ['127.0.0.0/8'],
-        fallbackAfterMs: 2_000,
-      },
-    },
+    config: { relay: LOOPBACK_RELAY },
     signalling: { healthReportMs: 0 },
   });
   const browser = await launchChromium();

@@ -3,7 +3,7 @@ import { createSocket, type Socket } from 'node:dgram';
 import { test } from 'node:test';
 import { waitFor } from '@broadcast-ops/core/testing';
 import { srtAck, srtAckAck, srtData } from '../fixtures/srt-packets.ts';
-import { startTestServer, type TestServer } from '../helpers.ts';
+import { LOOPBACK_RELAY, startTestServer, type TestServer } from '../helpers.ts';
 import { connect, type Msg } from '../ws-helpers.ts';
 
 /**
@@ -61,14 +61,7 @@ test('a stream connected directly is counted once as punch_sessions_total{path="
 
 test('over real sockets: RELAYING after the window, relay coordinates in peer and /connect, datagrams cross the pinned ports', async () => {
   const t = await startTestServer({
-    config: {
-      relay: {
-        host: '127.0.0.1',
-        publicAddress: '127.0.0.1',
-        allow: ['127.0.0.0/8'],
-        fallbackAfterMs: 2_000,
-      },
-    },
+    config: { relay: LOOPBACK_RELAY },
   });
   const sockets: Socket[] = [];
   try {
