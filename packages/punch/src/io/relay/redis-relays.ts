@@ -174,12 +174,15 @@ export class RedisRelays implements RelayPort {
   }
 
   #keepReport(report: Extract<RelayAnswer, { t: 'relay_report' }>): void {
-    // Bounded: a report replaces that relay's earlier entries, and entries older than a minute go.
+    // Stamped with this host's clock on arrival (the bus adds milliseconds), so a relay host's clock offset
+    // never shows as age. Bounded: a report replaces that relay's earlier entries; entries older than a
+    // minute go.
+    const now = Date.now();
     for (const [id, r] of this.#reports)
-      if (relayOfAllocation(id) === report.relay || report.at - r.at > 60_000) this.#reports.delete(id);
+      if (relayOfAllocation(id) === report.relay || now - r.at > 60_000) this.#reports.delete(id);
     for (const a of report.allocations) {
       if (relayOfAllocation(a.id) !== report.relay) continue;
-      this.#reports.set(a.id, { at: report.at, directions: a.directions });
+      this.#reports.set(a.id, { at: now, directions: a.directions });
     }
   }
 
