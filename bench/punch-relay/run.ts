@@ -171,6 +171,15 @@ try {
   tx.close();
   rx.close();
 }
+// The per-datagram CPU cost of the relay's SRT path meter beside its anchor, the admission check every
+// datagram already goes through (packages/punch/test/fixtures/meter-cost.ts, a process of its own).
+{
+  const { proc, line } = child([
+    ...['--conditions=source', '--import', 'tsx', 'packages/punch/test/fixtures/meter-cost.ts'],
+  ]);
+  console.log(await line);
+  await new Promise((r) => proc.once('exit', r));
+}
 console.log(
   `load average at end: ${loadavg()
     .map((l) => l.toFixed(2))

@@ -152,6 +152,7 @@ export function createPunchApp(
     sharedLimits: shared ? (group, ip) => shared[group](ip) : undefined,
     // The hub is built below; requests arrive only after start.
     healthView: (session, stream) => hub.healthView(session, stream),
+    relayFigures: (stream) => hub.relayFigures(stream),
     storeInfo: async () => {
       if (!cluster) return { kind: 'sqlite' };
       // A PING with a short bound: a stopped (not closed) Redis keeps the connection `ready`.

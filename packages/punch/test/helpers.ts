@@ -10,6 +10,17 @@ import { SECRET, callResult, requestOf, type Call } from './inject-harness.ts';
 
 export { SECRET, assertError, type CallOptions, type CallResult } from './inject-harness.ts';
 
+/**
+ * The broker's own relay on loopback for the tests (docs/relay.md "Detection"): loopback peers allowed, a 2 s
+ * detection window, the relay's address 127.0.0.1.
+ */
+export const LOOPBACK_RELAY = {
+  host: '127.0.0.1',
+  publicAddress: '127.0.0.1',
+  allow: ['127.0.0.0/8'],
+  fallbackAfterMs: 2_000,
+};
+
 export interface TestServer {
   server: PunchServer;
   url: string;

@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { repoRoot } from '@broadcast-ops/core/testing';
+import type { DirectionFigures } from '../src/domain/relay-path-meter.ts';
 import { inNamespace, removeNamespace, sh, type Group } from './netns.ts';
 
 /**
@@ -91,4 +92,5 @@ export interface RelayCounters {
   packets: [number, number];
   bytes: [number, number];
   latched: [{ address: string; port: number } | null, { address: string; port: number } | null];
+  path?: [DirectionFigures, DirectionFigures];
 }

@@ -142,6 +142,8 @@ export class RelayAllocations {
   relatched = 0;
   /** Renewals taken (docs/relay.md "Renewal"). */
   renewed = 0;
+  /** Bytes and packets forwarded per direction (index: the side they arrived on), ended allocations included. */
+  readonly forwardedTotals = { bytes: [0, 0] as [number, number], packets: [0, 0] as [number, number] };
 
   constructor(clock: Clock, limits: Partial<RelayLimits> = {}) {
     this.#clock = clock;
@@ -255,6 +257,8 @@ export class RelayAllocations {
     here.tokens -= bytes;
     here.bytes += bytes;
     here.packets++;
+    this.forwardedTotals.bytes[side] += bytes;
+    this.forwardedTotals.packets[side]++;
     a.lastForwardMs = now;
     return { forward: true, to: there.latched };
   }

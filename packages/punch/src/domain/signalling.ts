@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import type { Clock, Logger, TimerHandle } from '@broadcast-ops/core';
 import { relayOfAllocation } from '../protocol/relay-bus.ts';
+import { relayPathView, type RelayPathReport, type RelayPathView } from '../protocol/relay-path-view.ts';
 import type { TokenClaims } from '../protocol/token.ts';
 import {
   encode,
@@ -135,6 +136,8 @@ export interface RelayPort {
   release(id: string): void;
   /** Extend an allocation to `lifetimeMs` from now (docs/relay.md "Renewal"); a relay without it is not renewed. */
   renew?(id: string, lifetimeMs: number): void;
+  /** What the relay measured on allocation `id` (docs/relay.md "What the relay measures"), if known. */
+  figures?(id: string): RelayPathReport | undefined;
 }
 
 /** Default detection window (docs/relay.md "Detection": why 8 s). */
@@ -1253,6 +1256,12 @@ export class SignallingHub {
   }
 
   /** A stream's assessment and 10-minute history (the API's `GET …/health`); null for an unknown session. */
+  /** What the relay measured on a stream's allocation, while the stream is relayed (docs/relay.md). */
+  relayFigures(stream: StreamRecord): RelayPathReport | undefined {
+    const id = stream.relay?.state === 'allocated' ? stream.relay.id : null;
+    return id === null ? undefined : this.#relay?.figures?.(id);
+  }
+
   healthView(name: string, stream: string): LinkHealthView | null {
     const session = this.#broker.get(name);
     if (!session || !isLive(session) || !session.streams.some((s) => s.name === stream)) return null;
@@ -1294,6 +1303,12 @@ export class SignallingHub {
     return out;
   }
 
+  /** `{relay: figures}` while relayed and measured (docs/relay.md "What the operator sees"), else nothing. */
+  #relayFiguresOf(stream: StreamRecord, now: number): { relay?: RelayPathView } {
+    const report = this.relayFigures(stream);
+    return report ? { relay: relayPathView(report, now) } : {};
+  }
+
   #sendHealthReport(name: string, room: Room): void {
     room.lastHealthReport = this.#clock.monotonicMs();
     const session = this.#broker.get(name);
@@ -1316,6 +1331,7 @@ export class SignallingHub {
         status: a?.status ?? classifyHealth(h.rtt, h.retransmit),
         suggestedLatency: a?.suggestedLatency ?? suggestedLatency(h.rtt),
         ...relayedPath(s),
+        ...this.#relayFiguresOf(s, now),
         ends: this.#ends(room, s.name),
         ...(a ? { figures: a.ends, advice: a.advice, alarms: a.alarms } : {}),
       };

@@ -50,6 +50,26 @@ export const relayRequestSchema = z.discriminatedUnion('t', [
 ]);
 export type RelayRequest = z.output<typeof relayRequestSchema>;
 
+/** Figures as the relay measured them (docs/relay.md "What the relay measures"), per media direction. */
+const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+const millis = z.number().min(0).max(3_600_000).nullable();
+export const relayDirectionSchema = z.strictObject({
+  packets: count,
+  lost: count,
+  retransmitted: count,
+  reordered: count,
+  rttMs: millis,
+  rttVarMs: millis,
+  senderLegMs: millis,
+  receiverLegMs: millis,
+  rttAgeMs: z.number().min(0).max(Number.MAX_SAFE_INTEGER).nullable(),
+});
+
+export type RelayDirection = z.output<typeof relayDirectionSchema>;
+
+/** The most allocations one report names (a relay's default cap is 100). */
+export const MAX_REPORTED_ALLOCATIONS = 1000;
+
 export const relayAnswerSchema = z.discriminatedUnion('t', [
   z.strictObject({
     t: z.literal('relay_allocated'),
@@ -61,6 +81,21 @@ export const relayAnswerSchema = z.discriminatedUnion('t', [
   z.strictObject({ t: z.literal('relay_refused'), rq: z.string(), reason: z.string().max(64) }),
   /** The relay ended an allocation by itself (idle, expired), or it was released. */
   z.strictObject({ t: z.literal('relay_ended'), id: z.string().min(1).max(200), reason: z.string().max(64) }),
+  /** Every few seconds, to the owner: what the relay measured on each allocation it holds. */
+  z.strictObject({
+    t: z.literal('relay_report'),
+    relay: z.string().regex(RELAY_ID),
+    /** Wall-clock ms of the reading. */
+    at: z.number(),
+    allocations: z
+      .array(
+        z.strictObject({
+          id: z.string().min(1).max(200),
+          directions: z.tuple([relayDirectionSchema, relayDirectionSchema]),
+        }),
+      )
+      .max(MAX_REPORTED_ALLOCATIONS),
+  }),
 ]);
 export type RelayAnswer = z.output<typeof relayAnswerSchema>;
 

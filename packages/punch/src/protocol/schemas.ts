@@ -141,6 +141,26 @@ export const createSessionResponse = z
   })
   .meta({ id: 'CreateSessionResponse' });
 
+const relayDirectionView = z.object({
+  packets: z.number().int(),
+  lost_upstream: z.number().int(),
+  retransmitted: z.number().int(),
+  rtt_ms: z.number().nullable(),
+  rtt_var_ms: z.number().nullable(),
+  sender_leg_ms: z.number().nullable(),
+  receiver_leg_ms: z.number().nullable(),
+  rtt_age: z.number().nullable(),
+});
+const relayMeasuredSchema = z
+  .object({
+    at: z.string(),
+    age: z.number(),
+    stale: z.boolean(),
+    a_to_b: relayDirectionView,
+    b_to_a: relayDirectionView,
+  })
+  .meta({ id: 'RelayMeasured' });
+
 export const sessionView = z
   .object({
     session: z.string(),
@@ -162,6 +182,10 @@ export const sessionView = z
               address: z.string().nullable(),
               ports: z.object({ peer_a: z.number().int(), peer_b: z.number().int() }).nullable(),
               since: z.string(),
+              measured: relayMeasuredSchema.nullable().optional().meta({
+                description:
+                  'While allocated: what the relay measured from SRT headers (docs/relay.md "What the relay measures")',
+              }),
             })
             .optional()
             .meta({ description: 'Extra field, present once the broker tried the relay (docs/relay.md)' }),

@@ -1,5 +1,6 @@
 import { decoded, reject, type DecodeError, type Decoded } from '@broadcast-ops/core/decoded';
 import type { LinkAlarms, LinkFigures } from './health-figures.ts';
+import type { RelayPathView } from './relay-path-view.ts';
 import { NAME_PATTERN } from './schemas.ts';
 
 /**
@@ -313,6 +314,8 @@ export type ServerMessage =
           suggestedLatency: number;
           /** Added (docs/relay.md): present only while the stream's link runs through the relay. */
           path?: 'relayed';
+          /** Added (docs/relay.md "What the relay measures"): the relay's figures, while relayed. */
+          relay?: RelayPathView;
           /** Added: each end's latest report (slot a, slot b). */
           ends?: Record<string, EndHealth>;
           /** Added (docs/health.md): each end's figures over 10 s and 60 s, by role; advice; alarm state. */

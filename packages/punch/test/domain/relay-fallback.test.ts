@@ -5,6 +5,7 @@ import { SessionBroker } from '../../src/domain/broker.ts';
 import { pathOf } from '../../src/domain/session.ts';
 import { SignallingHub, type RelayPort } from '../../src/domain/signalling.ts';
 import { MemoryStore } from '../../src/domain/store.ts';
+import type { RelayPathReport } from '../../src/protocol/relay-path-view.ts';
 import type { TokenClaims } from '../../src/protocol/token.ts';
 import { FakeLink, msg, settle } from '../hub-fakes.ts';
 
@@ -39,6 +40,11 @@ class FakeRelay implements RelayPort {
   }
   release(id: string): void {
     this.released.push(id);
+  }
+  /** What the relay measured, by allocation id (docs/relay.md "What the relay measures"). */
+  readonly measured = new Map<string, RelayPathReport>();
+  figures(id: string): RelayPathReport | undefined {
+    return this.measured.get(id);
   }
 }
 
@@ -383,4 +389,77 @@ test('the cap asked for: the declared meta.bitrate with headroom; on a re-alloca
   await settle();
   assert.equal(measured.relay.allocated.length, 2);
   assert.equal(measured.relay.allocated[1]?.bytesPerSecond, 750_000);
+});
+
+test("health_report carries the relay's figures while the stream is relayed, and not after", async () => {
+  const { clock, broker, hub, relay, stream, started } = await setup();
+  const { b } = await started();
+  clock.advance(8_000);
+  await settle();
+  await settle();
+  const id = stream()?.relay?.id ?? '';
+  const leg = { packets: 0, lost: 0, retransmitted: 0, reordered: 0 };
+  const none = { rttMs: null, rttVarMs: null, senderLegMs: null, receiverLegMs: null, rttAgeMs: null };
+  relay.measured.set(id, {
+    at: clock.now(),
+    directions: [
+      {
+        ...leg,
+        packets: 500,
+        lost: 3,
+        rttMs: 40,
+        rttVarMs: 2,
+        senderLegMs: 15,
+        receiverLegMs: 25,
+        rttAgeMs: 5,
+      },
+      { ...leg, ...none },
+    ],
+  });
+  const exp = (broker.get('s')?.expiresAt ?? 0) / 1000;
+  const admin = new FakeLink('192.0.2.9', 'adm', { session: 's', role: 'admin', stream: null, exp });
+  hub.attach(admin, 's');
+  hub.handle(b, msg({ type: 'status', srt: 'connected' }));
+  hub.handle(b, msg({ type: 'health', rtt: 40, retransmit: 0, bitrate: 4e6 }));
+  await settle();
+  const entry = (admin.last('health_report')?.['streams'] as Record<string, Record<string, unknown>>)[
+    'default'
+  ];
+  assert.equal(entry?.['path'], 'relayed');
+  assert.deepEqual(entry?.['relay'], {
+    at: new Date(clock.now()).toISOString(),
+    age: 0,
+    stale: false,
+    a_to_b: {
+      packets: 500,
+      lost_upstream: 3,
+      retransmitted: 0,
+      rtt_ms: 40,
+      rtt_var_ms: 2,
+      sender_leg_ms: 15,
+      receiver_leg_ms: 25,
+      rtt_age: 0,
+    },
+    b_to_a: {
+      packets: 0,
+      lost_upstream: 0,
+      retransmitted: 0,
+      rtt_ms: null,
+      rtt_var_ms: null,
+      sender_leg_ms: null,
+      receiver_leg_ms: null,
+      rtt_age: null,
+    },
+  });
+  // Off the relay (the relay ended the allocation): no figures, no path.
+  hub.relayEnded(id, 'idle');
+  await settle();
+  clock.advance(1_000);
+  hub.handle(b, msg({ type: 'health', rtt: 40, retransmit: 0, bitrate: 4e6 }));
+  await settle();
+  const after = (admin.last('health_report')?.['streams'] as Record<string, Record<string, unknown>>)[
+    'default'
+  ];
+  assert.equal(after?.['relay'], undefined);
+  assert.equal(after?.['path'], undefined);
 });

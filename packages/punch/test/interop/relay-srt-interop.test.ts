@@ -30,6 +30,15 @@ const UDP_IN = 7000;
 const FEED = join(repoRoot, 'packages/punch/test/fixtures/udp-feed.mjs');
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** `RcvbufErrors` of the UDP counters in namespace `ns` (/proc/net/snmp: a header line, then the values). */
+function udpRcvbufErrors(ns: string): number {
+  const udp = sh('ip', ['netns', 'exec', ns, 'cat', '/proc/net/snmp'])
+    .split('\n')
+    .filter((l) => l.startsWith('Udp: '))
+    .map((l) => l.split(/\s+/));
+  const at = udp[0]?.indexOf('RcvbufErrors') ?? -1;
+  return at > 0 ? Number(udp[1]?.[at]) : 0;
+}
 
 describe('SRT through the opaque relay, in network namespaces', () => {
   let topo: RelayTopology;
@@ -97,6 +106,7 @@ describe('SRT through the opaque relay, in network namespaces', () => {
     const started = Date.now();
     const relay = await startRelay(topo.r, [topo.ipA, topo.ipB]);
     groups.push(relay.group);
+    const rcvbufErrorsBefore = udpRcvbufErrors(topo.r);
     const pcap = join(tmp.path, 'relay.pcap');
     const capture = run(topo.r, `exec tshark -i any -f udp -w ${pcap}`);
     await waitFor(() => /Capturing on/.test(capture.output()), {
@@ -147,6 +157,23 @@ describe('SRT through the opaque relay, in network namespaces', () => {
       counters.latched.map((l) => l?.port),
       [SRT_PORT, SRT_PORT],
     );
+    // docs/relay.md "What the relay measures", from the SRT headers alone: every data packet of the file
+    // seen, the RTTs plausible for a veth hop, and no loss upstream of the relay but what the kernel dropped
+    // at the relay's own sockets (a starved relay process on a loaded host; none on an idle one).
+    const media = counters.path?.[0];
+    assert.ok(media, `path figures${diag()}`);
+    const dropped = udpRcvbufErrors(topo.r) - rcvbufErrorsBefore;
+    process.stdout.write(
+      `# relay measured ${JSON.stringify(media)}; UDP receive-buffer drops in R: ${dropped}\n`,
+    );
+    assert.ok(media.packets - media.retransmitted >= Math.ceil(size / 1316), `data packets ${media.packets}`);
+    assert.ok(media.rttMs !== null && media.rttMs > 0 && media.rttMs < 500, `end-to-end RTT ${media.rttMs}`);
+    assert.ok(
+      media.senderLegMs !== null && media.senderLegMs > 0 && media.senderLegMs < 500,
+      `relay-sender leg ${media.senderLegMs}`,
+    );
+    assert.ok(media.lost <= dropped, `upstream loss ${media.lost}, receive-buffer drops ${dropped}`);
+    assert.equal(counters.path?.[1].packets, 0, 'no data packet from the receiver');
 
     capture.signal('SIGINT');
     await Promise.race([capture.exited, sleep(5000)]);

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { createSocket, type Socket } from 'node:dgram';
 import { after, test } from 'node:test';
 import { loadFactor, waitFor } from '@broadcast-ops/core/testing';
+import { srtData } from '../fixtures/srt-packets.ts';
 import { startRedis, type RedisFixture } from '../redis-fixture.ts';
 import { settle, startInstance, startRelay, type Instance, type RelayProc } from '../redis-instances.ts';
 import { connect, type Msg, type WsClient } from '../ws-helpers.ts';
@@ -104,7 +105,8 @@ test('relays on Redis: an external relay carries the link while the allocating i
   let target: [number, number] = [portA, portB];
   const flow = setInterval(() => {
     n++;
-    sa.send(`a${n}`, target[0], '127.0.0.1');
+    // A's datagrams carry an SRT data header (sequence n): the relay meters them and reports to the owner.
+    sa.send(srtData(n), target[0], '127.0.0.1');
     sb.send(`b${n}`, target[1], '127.0.0.1');
   }, 20);
   try {
@@ -112,6 +114,22 @@ test('relays on Redis: an external relay carries the link while the allocating i
       timeoutMs: 10_000 * loadFactor(),
       what: 'datagrams both ways through the relay',
     });
+    // docs/relay.md "What the relay measures": the external relay's figures reach the owner on the bus.
+    const measuredOn = async (instance: Instance) => {
+      let m: { stale: boolean; a_to_b: { packets: number; lost_upstream: number } } | null = null;
+      await waitFor(
+        async () => {
+          m = (await instance.call('GET', '/api/session/rr', { token: admin })).json.streams.default.relay
+            .measured;
+          return (m?.a_to_b.packets ?? 0) > 0;
+        },
+        { timeoutMs: 15_000 * loadFactor(), what: "the relay's report in the view" },
+      );
+      return m as unknown as { stale: boolean; a_to_b: { packets: number; lost_upstream: number } };
+    };
+    const measured = await measuredOn(owner);
+    assert.equal(measured.stale, false);
+    assert.equal(measured.a_to_b.lost_upstream, 0);
 
     // SIGKILL the instance that allocated (the owner): the flow goes on, untouched.
     await owner.stop('SIGKILL');
@@ -133,6 +151,8 @@ test('relays on Redis: an external relay carries the link while the allocating i
     );
     const adopted = (await other.call('GET', '/api/session/rr', { token: admin })).json;
     assert.equal(adopted.streams.default.path, 'relayed');
+    // The relay reports to the new owner.
+    assert.ok((await measuredOn(other)).a_to_b.packets > measured.a_to_b.packets);
     const flowing = sb.got.length;
     await waitFor(() => sb.got.length >= flowing + 50, {
       timeoutMs: 10_000 * loadFactor(),

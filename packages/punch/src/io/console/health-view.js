@@ -118,6 +118,46 @@ export function healthPart() {
   return { root, update };
 }
 
+/**
+ * What the relay measured on a relayed stream (docs/relay.md "What the operator sees"): the end-to-end RTT,
+ * its two legs and the loss before the relay, for the direction that carries the media. `update(m, at)`
+ * takes the `relay` figures of a health_report or the view's `relay.measured` and the Date.now() they
+ * arrived; `tick()` ages them, so they grey with their age once stale (no new reading for 10 s).
+ */
+export function relayPart() {
+  const root = el('p', { class: 'relay-figures', 'data-testid': 'relay-figures' });
+  let last = null;
+  const paint = () => {
+    root.hidden = !last;
+    if (!last) return;
+    const { m, at } = last;
+    const since = (Date.now() - at) / 1000;
+    const d = m.b_to_a.packets > m.a_to_b.packets ? m.b_to_a : m.a_to_b;
+    // The older of the reading and its newest RTT figure (a link that stopped acknowledging).
+    const age = Math.max(m.age + since, d.rtt_age === null ? 0 : d.rtt_age + since);
+    const stale = m.stale || age > 10;
+    const legs =
+      d.sender_leg_ms === null
+        ? ''
+        : ` (relay↔sender ${num(d.sender_leg_ms, 1, ' ms')}, relay↔receiver ${num(d.receiver_leg_ms, 1, ' ms')})`;
+    setText(
+      root,
+      `Relay: RTT ${num(d.rtt_ms, 1, ' ms')}${legs} · lost before the relay ${d.lost_upstream} of ` +
+        `${d.packets} packets · ${d.retransmitted} retransmitted` +
+        (stale ? ` · stale, measured ${Math.round(age)} s ago` : ''),
+    );
+    setClass(root, stale ? 'relay-figures stale' : 'relay-figures');
+  };
+  return {
+    root,
+    update(m, at) {
+      last = m ? { m, at } : null;
+      paint();
+    },
+    tick: paint,
+  };
+}
+
 /** The stream's alarms (docs/health.md "Alarms"): a row per active alarm, with its message and time. */
 export function alarmPart() {
   const root = el('div', { class: 'alarms', role: 'alert', 'data-testid': 'alarms' });

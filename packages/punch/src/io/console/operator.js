@@ -19,7 +19,7 @@ import {
   viewOf,
 } from './dom.js';
 import { alarmNotifier } from './alarm-notify.js';
-import { alarmPart, graphPart, healthPart, loadGraphScript } from './health-view.js';
+import { alarmPart, graphPart, healthPart, loadGraphScript, relayPart } from './health-view.js';
 import { lifetimeBar } from './lifetime.js';
 import { lightOf } from './tally-light.js';
 
@@ -40,6 +40,8 @@ function start() {
   for (const id of ['state', 'live']) document.getElementById(id).hidden = false;
 
   let view = null;
+  /** Date.now() of the last view fetched. */
+  let viewAt = 0;
   let closed = false;
   let ws = null;
   /** stream -> latest health_report entry, and when it arrived (Date.now()). */
@@ -87,6 +89,10 @@ function start() {
     }
   }
   setInterval(paintLink, 1000);
+  // The relay figures grey with their age between two updates.
+  setInterval(() => {
+    for (const c of cards.values()) c.relay.tick();
+  }, 1000);
 
   /** fetch with a deadline: a broker that stops answering is as unreachable as one that refuses. */
   const call = (path, init = {}) =>
@@ -390,6 +396,7 @@ function start() {
     const h = healthPart();
     const t = tallyPart(stream);
     const v = el('div', { class: 'verdict', 'data-testid': 'verdict' });
+    const rp = relayPart();
     const s = stringsPart();
     const inv = invitePart(stream);
     const al = alarmPart();
@@ -418,6 +425,7 @@ function start() {
           { class: 'col' },
           el('div', { class: 'table-wrap' }, el('table', { class: 'peers' }, el('tbody', {}, a.row, b.row))),
           v,
+          rp.root,
         ),
         el('div', { class: 'col' }, inv.root),
         el('div', { class: 'col' }, s.root),
@@ -440,11 +448,15 @@ function start() {
       h.update(hh, st.state !== 'waiting');
       al.update(alarms.get(stream) || new Map());
       setText(v, verdict(stream, hh));
+      // The relay's figures: live from health_report, else from the view; none off the relay.
+      if (st.path !== 'relayed') rp.update(null);
+      else if (hh && hh.relay) rp.update(hh.relay, healthAt.get(stream));
+      else rp.update(st.relay && st.relay.measured, viewAt);
       t.update();
       s.update(strings.get(stream));
       inv.update(invites);
     };
-    return { root, update, graph: g };
+    return { root, update, graph: g, relay: rp };
   }
 
   // --- the session bar: latency and Close
@@ -527,7 +539,10 @@ function start() {
       try {
         const v = await viewOf(await call(api('')));
         if (v === 'closed') closed = true;
-        else if (v) view = v;
+        else if (v) {
+          view = v;
+          viewAt = Date.now();
+        }
         if (!v || closed) {
           render();
           return;

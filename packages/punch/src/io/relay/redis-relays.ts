@@ -5,9 +5,11 @@ import {
   parseRelayAnswer,
   parseRelayRegistration,
   relayOfAllocation,
+  type RelayAnswer,
   type RelayRegistration,
   type RelayRequest,
 } from '../../protocol/relay-bus.ts';
+import type { RelayPathReport } from '../../protocol/relay-path-view.ts';
 import type { RedisCluster } from '../redis-cluster.ts';
 
 /**
@@ -45,6 +47,8 @@ export class RedisRelays implements RelayPort {
   #timer: NodeJS.Timeout | null = null;
   #polling: Promise<void> | null = null;
   readonly #unsubscribe: () => void;
+  /** The last report of each allocation (docs/relay.md "What the relay measures"), by allocation id. */
+  readonly #reports = new Map<string, RelayPathReport>();
 
   constructor(options: RedisRelaysOptions) {
     this.#o = options;
@@ -72,7 +76,12 @@ export class RedisRelays implements RelayPort {
       if (!parsed.ok) return;
       const answer = parsed.value;
       if (answer.t === 'relay_ended') {
+        this.#reports.delete(answer.id);
         options.onEnded?.(answer.id, answer.reason);
+        return;
+      }
+      if (answer.t === 'relay_report') {
+        this.#keepReport(answer);
         return;
       }
       const resolve = this.#pending.get(answer.rq);
@@ -178,7 +187,25 @@ export class RedisRelays implements RelayPort {
     return last;
   }
 
+  figures(id: string): RelayPathReport | undefined {
+    return this.#reports.get(id);
+  }
+
+  #keepReport(report: Extract<RelayAnswer, { t: 'relay_report' }>): void {
+    // Stamped with this host's clock on arrival (the bus adds milliseconds), so a relay host's clock offset
+    // never shows as age. Bounded: a report replaces that relay's earlier entries; entries older than a
+    // minute go.
+    const now = Date.now();
+    for (const [id, r] of this.#reports)
+      if (relayOfAllocation(id) === report.relay || now - r.at > 60_000) this.#reports.delete(id);
+    for (const a of report.allocations) {
+      if (relayOfAllocation(a.id) !== report.relay) continue;
+      this.#reports.set(a.id, { at: now, directions: a.directions });
+    }
+  }
+
   release(id: string): void {
+    this.#reports.delete(id);
     this.#send(id, { t: 'release', id });
   }
 

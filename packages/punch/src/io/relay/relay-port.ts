@@ -1,7 +1,7 @@
 import type { Clock, Registry } from '@broadcast-ops/core';
 import type { PunchConfig } from '../../config.ts';
 import type { RelayPort } from '../../domain/signalling.ts';
-import { registerRelayMetrics } from './relay-metrics.ts';
+import { registerRelayMetrics, registerRelayPathMetrics } from './relay-metrics.ts';
 import { UdpRelay } from './udp-relay.ts';
 
 /**
@@ -63,7 +63,12 @@ export function createInProcessRelay(options: {
     renew(id, lifetimeMs) {
       relay.renew(id, lifetimeMs);
     },
+    figures(id) {
+      const directions = relay.pathFigures(id);
+      return directions ? { at: options.clock.now(), directions } : undefined;
+    },
   };
   registerRelayMetrics(options.registry, relay);
+  registerRelayPathMetrics(options.registry, relay);
   return { port, relay };
 }

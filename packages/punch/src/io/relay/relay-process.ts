@@ -2,6 +2,7 @@ import { createMetricsRegistry, listeningUrl, systemClock, type Logger } from '@
 import type { FastifyInstance } from 'fastify';
 import type { PunchConfig } from '../../config.ts';
 import { buildRelayHttpApp } from './relay-http.ts';
+import { registerRelayPathMetrics } from './relay-metrics.ts';
 import { RelayService } from './relay-service.ts';
 import { UdpRelay } from './udp-relay.ts';
 
@@ -52,9 +53,12 @@ export async function startRelayProcess(config: PunchConfig, logger: Logger): Pr
     await service.start();
     const { host, port } = config.relay.http;
     if (port !== undefined) {
+      const registry = createMetricsRegistry();
+      // What the relay measured on its streams (docs/relay.md "What the relay measures"), beside the counters.
+      registerRelayPathMetrics(registry, relay);
       app = buildRelayHttpApp({
         logger,
-        registry: createMetricsRegistry(),
+        registry,
         relay,
         service,
         capacity: config.relay.maxAllocations,

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { Logger } from '@broadcast-ops/core';
 import {
+  MAX_REPORTED_ALLOCATIONS,
   parseRelayRequest,
   type RelayAllocationRecord,
   type RelayAnswer,
@@ -136,6 +137,7 @@ export class RelayService {
       .sadd(this.#keys.relays, this.id)
       .exec();
     this.registeredAt = reg.at;
+    if (held > 0) await this.#report();
   }
 
   /** Whether the command connection to Redis is up now. */
@@ -146,6 +148,25 @@ export class RelayService {
   /** How long a registration lasts in Redis without a renewal. */
   get ttlMs(): number {
     return this.#o.ttlMs;
+  }
+
+  /** What the relay measured on each allocation, to the owner (docs/relay.md "What the relay measures"). */
+  async #report(): Promise<void> {
+    const allocations: Extract<RelayAnswer, { t: 'relay_report' }>['allocations'] = [];
+    for (const a of this.#o.relay.allocations.list()) {
+      const directions = this.#o.relay.pathFigures(a.id);
+      if (directions && allocations.length < MAX_REPORTED_ALLOCATIONS)
+        allocations.push({ id: `${this.id}.${a.id}`, directions });
+    }
+    await this.#toOwner({ t: 'relay_report', relay: this.id, at: Date.now(), allocations });
+  }
+
+  /** Publishes on the bus of the owner of the sessions (docs/multi-instance.md: the lease names it). */
+  async #toOwner(answer: RelayAnswer): Promise<void> {
+    const lease = await this.#redis.get(this.#keys.leader);
+    const owner = lease?.slice(0, lease.lastIndexOf(':'));
+    if (!owner) return;
+    await this.#redis.publish(this.#keys.bus(owner), JSON.stringify(answer));
   }
 
   async #handle(req: RelayRequest): Promise<void> {
@@ -210,12 +231,8 @@ export class RelayService {
     const id = `${this.id}.${local}`;
     await this.#redis.del(this.#keys.relayAllocation(id));
     this.#o.logger.info({ relay: this.id, allocation: id, reason }, 'relay allocation ended');
-    // The owner of the sessions hears of it (docs/multi-instance.md: the lease names the owner).
-    const lease = await this.#redis.get(this.#keys.leader);
-    const owner = lease?.slice(0, lease.lastIndexOf(':'));
-    if (!owner) return;
-    const answer: RelayAnswer = { t: 'relay_ended', id, reason };
-    await this.#redis.publish(this.#keys.bus(owner), JSON.stringify(answer));
+    // The owner of the sessions hears of it.
+    await this.#toOwner({ t: 'relay_ended', id, reason });
   }
 
   /** The local allocation id of one of this relay's ids. */

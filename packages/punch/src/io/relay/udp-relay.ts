@@ -10,6 +10,12 @@ import {
   type RelayLimits,
   type Side,
 } from '../../domain/relay-allocations.ts';
+import {
+  RelayPathMeter,
+  emptyTotals,
+  type DirectionFigures,
+  type PathTotals,
+} from '../../domain/relay-path-meter.ts';
 
 /**
  * The opaque UDP relay (packages/punch/docs/relay.md): two UDP ports per allocation, one per peer. Each peer
@@ -44,6 +50,9 @@ export class UdpRelay {
   readonly #o: UdpRelayOptions;
   readonly #sockets = new Map<string, [Socket, Socket]>();
   readonly #usedPorts = new Set<number>();
+  readonly #meters = new Map<string, RelayPathMeter>();
+  /** What the meters saw, summed over every allocation, ended ones included (docs/relay.md "Counters"). */
+  readonly pathTotals: PathTotals = emptyTotals();
   #sweep: TimerHandle | undefined;
   #closed = false;
   /** Datagrams dropped because the kernel had not drained the socket's earlier sends. */
@@ -51,6 +60,8 @@ export class UdpRelay {
   /** Errors from the sockets (an ICMP unreachable reported on a later send, for example). */
   socketErrors = 0;
   onEnd: (id: string, reason: EndReason) => void = () => {};
+  /** Called on each sweep with every allocation's path figures (the RTT histogram samples them). */
+  onSweep: (figures: readonly (readonly [DirectionFigures, DirectionFigures])[]) => void = () => {};
 
   constructor(options: Partial<UdpRelayOptions> = {}) {
     this.#o = {
@@ -70,12 +81,14 @@ export class UdpRelay {
     const result = this.allocations.allocate(req);
     if (!result.ok) return result;
     const { id } = result.allocation;
+    this.#meters.set(id, new RelayPathMeter(this.#o.clock, this.pathTotals));
     let ports: readonly [number, number];
     try {
       ports = [(await this.#bind(id, 0)).address().port, (await this.#bind(id, 1)).address().port];
     } catch {
       this.allocations.release(id);
       await this.#closeSockets(id);
+      this.#meters.delete(id);
       return { ok: false, reason: 'no_port' };
     }
     return { ok: true, ...result.allocation, ports };
@@ -84,6 +97,11 @@ export class UdpRelay {
   /** Extends an allocation (relay-allocations.ts `renew`); undefined when it is gone. */
   renew(id: string, lifetimeMs: number): number | undefined {
     return this.allocations.renew(id, lifetimeMs);
+  }
+
+  /** What the relay measured on allocation `id` per media direction (index: the sending side). */
+  pathFigures(id: string): [DirectionFigures, DirectionFigures] | undefined {
+    return this.#meters.get(id)?.figures();
   }
 
   release(id: string): boolean {
@@ -112,6 +130,7 @@ export class UdpRelay {
         void this.#closeSockets(id);
         this.onEnd(id, reason);
       }
+      if (this.#meters.size > 0) this.onSweep([...this.#meters.values()].map((m) => m.figures()));
       this.#scheduleSweep();
     });
   }
@@ -119,6 +138,7 @@ export class UdpRelay {
   #closeSockets(id: string): Promise<void> {
     const pair = this.#sockets.get(id);
     this.#sockets.delete(id);
+    this.#meters.delete(id);
     const closing: Promise<void>[] = [];
     for (const s of pair ?? []) {
       try {
@@ -158,6 +178,10 @@ export class UdpRelay {
 
   #forward(id: string, side: Side, msg: Buffer, address: string, port: number): void {
     const verdict = this.allocations.admit(id, side, { address, port }, msg.length);
+    // docs/relay.md "What the relay measures": every datagram from the side's own peer is metered by its
+    // header (also those the relay then drops, so its own drops are not taken for loss upstream).
+    if (verdict.forward || verdict.reason === 'over_rate' || verdict.reason === 'peer_not_latched')
+      this.#meters.get(id)?.observe(side, msg);
     if (!verdict.forward) return;
     const out = this.#sockets.get(id)?.[side === 0 ? 1 : 0];
     if (!out) return;

@@ -5,7 +5,8 @@ import type { AccessChecker } from '../../domain/access.ts';
 import type { SessionBroker } from '../../domain/broker.ts';
 import type { LinkHealthView } from '../../domain/health-monitor.ts';
 import type { LimitGroup } from '../../domain/rate-limiter.ts';
-import type { SessionRecord } from '../../domain/session.ts';
+import type { SessionRecord, StreamRecord } from '../../domain/session.ts';
+import type { RelayPathReport } from '../../protocol/relay-path-view.ts';
 import type { Schemas } from '../../protocol/schemas.ts';
 import type { TokenClaims, TokenSigner } from '../../protocol/token.ts';
 import type { ClientLimits } from '../client-limits.ts';
@@ -38,6 +39,8 @@ export interface HttpApiDeps {
   storeInfo?: (() => Promise<StoreInfo>) | undefined;
   /** A stream's health and 10-minute history (the signalling hub's; set once the hub exists). */
   healthView?: ((session: string, stream: string) => LinkHealthView | null) | undefined;
+  /** What the relay measured on a relayed stream (the signalling hub's; set once the hub exists). */
+  relayFigures?: ((stream: StreamRecord) => RelayPathReport | undefined) | undefined;
   /** PEM certificate chain and key: the app serves HTTPS (and, later, WSS on the same port). */
   tls?: { cert: Buffer; key: Buffer } | undefined;
 }

@@ -155,7 +155,8 @@ export function sessionRoutes(ctx: RouteContext): RouteSpec[] {
       parameters: [NAME_PARAM],
       responses: { '200': { description: 'Session view', json: sessionView } },
       // A stream-scoped token sees only its stream (spec: "A token for one stream cannot access another stream").
-      handler: ({ claims, session }) => sessionViewOf(session, claims.stream, broker, deps.clock.now()),
+      handler: ({ claims, session }) =>
+        sessionViewOf(session, claims.stream, broker, deps.clock.now(), deps.relayFigures),
     }),
 
     // PATCH: extend a live session (README "Lifetime"), also one past its TTL that media keeps open.
@@ -181,7 +182,7 @@ export function sessionRoutes(ctx: RouteContext): RouteSpec[] {
         const outcome = await broker.extend(session.name, expiresAt);
         if (!outcome.ok) throw refused(outcome, 'session extend', session.name);
         logger.info({ session: session.name, ttl: body.ttl, expiresAt }, 'session extended');
-        return sessionViewOf(outcome.session, null, broker, deps.clock.now());
+        return sessionViewOf(outcome.session, null, broker, deps.clock.now(), deps.relayFigures);
       },
     }),
 

@@ -1,6 +1,13 @@
 import type { SessionBroker } from '../../domain/broker.ts';
 import { liveHealth } from '../../domain/health.ts';
-import { pathOf, type PeerClaim, type SessionRecord, type StreamRelay } from '../../domain/session.ts';
+import {
+  pathOf,
+  type PeerClaim,
+  type SessionRecord,
+  type StreamRecord,
+  type StreamRelay,
+} from '../../domain/session.ts';
+import { relayPathView, type RelayPathReport } from '../../protocol/relay-path-view.ts';
 import { iso } from './context.ts';
 
 /**
@@ -14,14 +21,18 @@ function peerView(p: PeerClaim | null, present: boolean, mediaOnly: boolean) {
   return mediaOnly ? { ...view, signalling: 'lost, media reported by the other end' } : view;
 }
 
-/** A stream's relay in the view: its state, the reason when refused or ended, its address and ports. */
-function relayView(r: StreamRelay) {
+/**
+ * A stream's relay in the view: its state, the reason when refused or ended, its address and ports, and what
+ * the relay measured while allocated (docs/relay.md "What the relay measures"; null before its first reading).
+ */
+function relayView(r: StreamRelay, figures: RelayPathReport | undefined, now: number) {
   return {
     state: r.state,
     reason: r.reason,
     address: r.address,
     ports: r.ports ? { peer_a: r.ports[0], peer_b: r.ports[1] } : null,
     since: iso(r.since),
+    ...(r.state === 'allocated' ? { measured: figures ? relayPathView(figures, now) : null } : {}),
   };
 }
 
@@ -34,6 +45,7 @@ export function sessionViewOf(
   onlyStream: string | null,
   broker: Pick<SessionBroker, 'isPresent' | 'isOvertime' | 'mediaWithoutSignalling'>,
   now: number,
+  relayFigures: (stream: StreamRecord) => RelayPathReport | undefined = () => undefined,
 ) {
   const streams: Record<string, unknown> = {};
   for (const s of session.streams) {
@@ -47,7 +59,7 @@ export function sessionViewOf(
       peer_b: peerView(s.peerB, broker.isPresent(s, 'b'), broker.mediaWithoutSignalling(s, 'b')),
       // docs/relay.md "What the operator sees": the link's path, and the relay when there is one.
       path: pathOf(s),
-      ...(s.relay ? { relay: relayView(s.relay) } : {}),
+      ...(s.relay ? { relay: relayView(s.relay, relayFigures(s), now) } : {}),
       health: h
         ? {
             rtt: h.rtt,
