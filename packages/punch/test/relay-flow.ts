@@ -1,4 +1,4 @@
-import type { Socket } from 'node:dgram';
+import { createSocket, type Socket } from 'node:dgram';
 import { waitFor } from '@broadcast-ops/core/testing';
 
 /**
@@ -39,4 +39,15 @@ export async function stillForwardingAfter(
 export function burst(from: Socket, port: number): void {
   const payload = Buffer.alloc(1_200, 0x47);
   for (let k = 0; k < 60; k++) from.send(payload, port, '127.0.0.1');
+}
+
+/** A UDP socket bound on `address` that keeps what it receives as text in `got`; added to `owned` to close. */
+export type RecordingSocket = Socket & { got: string[] };
+export async function recordingSocket(address: string, owned: Socket[]): Promise<RecordingSocket> {
+  const s = createSocket('udp4') as RecordingSocket;
+  s.got = [];
+  s.on('message', (m) => s.got.push(m.toString()));
+  await new Promise<void>((resolve) => s.bind(0, address, resolve));
+  owned.push(s);
+  return s;
 }

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
-import { createSocket, type Socket } from 'node:dgram';
+import type { Socket } from 'node:dgram';
 import { after, test } from 'node:test';
 import { loadFactor, waitFor } from '@broadcast-ops/core/testing';
 import { srtData } from '../fixtures/srt-packets.ts';
 import { startRedis, type RedisFixture } from '../redis-fixture.ts';
 import { settle, startInstance, startRelay, type Instance, type RelayProc } from '../redis-instances.ts';
+import { recordingSocket, type RecordingSocket } from '../relay-flow.ts';
 import { connect, type Msg, type WsClient } from '../ws-helpers.ts';
 
 /**
@@ -34,15 +35,7 @@ after(async () => {
   await redis?.remove();
 });
 
-type Udp = Socket & { got: string[] };
-const udp = async (address: string): Promise<Udp> => {
-  const s = createSocket('udp4') as Udp;
-  s.got = [];
-  s.on('message', (m) => s.got.push(m.toString()));
-  await new Promise<void>((resolve) => s.bind(0, address, resolve));
-  sockets.push(s);
-  return s;
-};
+const udp = (address: string): Promise<RecordingSocket> => recordingSocket(address, sockets);
 
 const metric = async (i: Instance, re: RegExp): Promise<number> =>
   Number(re.exec((await i.call('GET', '/metrics')).text)?.[1] ?? NaN);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { createSocket, type Socket } from 'node:dgram';
+import type { Socket } from 'node:dgram';
 import { after, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { waitFor } from '@broadcast-ops/core/testing';
@@ -13,7 +13,13 @@ import {
   type Instance,
   type RelayProc,
 } from '../redis-instances.ts';
-import { burst, steadyFlow, stillForwardingAfter } from '../relay-flow.ts';
+import {
+  burst,
+  recordingSocket,
+  steadyFlow,
+  stillForwardingAfter,
+  type RecordingSocket,
+} from '../relay-flow.ts';
 import { connect, type Msg, type WsClient } from '../ws-helpers.ts';
 
 /**
@@ -43,14 +49,7 @@ after(async () => {
   await redis?.remove();
 });
 
-const udp = async (address: string): Promise<Socket & { got: string[] }> => {
-  const s = createSocket('udp4') as Socket & { got: string[] };
-  s.got = [];
-  s.on('message', (m) => s.got.push(m.toString()));
-  await new Promise<void>((resolve) => s.bind(0, address, resolve));
-  sockets.push(s);
-  return s;
-};
+const udp = (address: string): Promise<RecordingSocket> => recordingSocket(address, sockets);
 
 const metric = async (url: string, re: RegExp): Promise<number> =>
   Number(re.exec((await request(url, 'GET', '/metrics')).text)?.[1] ?? NaN);
