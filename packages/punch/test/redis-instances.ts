@@ -82,6 +82,15 @@ export async function startInstance(
 }
 
 /** Wait until exactly one of the instances reports itself the owner and all see it; returns [owner, relays]. */
+/**
+ * Whether `instance` owns the sessions and serves them: an owner still loading them reports no owner in its
+ * health (and answers 503 "retry"), so `role` alone is not enough.
+ */
+export async function servingOwner(instance: Instance): Promise<boolean> {
+  const store = (await instance.health().catch(() => undefined))?.json?.store;
+  return store?.role === 'owner' && store.owner === store.instance;
+}
+
 export async function settle(
   instances: Instance[],
   timeoutMs = 20_000,

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { afterEach, beforeEach, test } from 'node:test';
 import { loadFactor, waitFor } from '@broadcast-ops/core/testing';
 import { startRedis, type RedisFixture } from '../redis-fixture.ts';
-import { settle, startInstance, type Instance } from '../redis-instances.ts';
+import { servingOwner, settle, startInstance, type Instance } from '../redis-instances.ts';
 import { connect, type Msg, type WsClient } from '../ws-helpers.ts';
 
 /**
@@ -151,7 +151,7 @@ test('the owner SIGKILLed: the other instance takes over; peers reconnect and ge
   await owner.stop('SIGKILL');
   // The bridged peer's socket is closed with 1012 (service restart) once the relay owns the sessions.
   assert.equal((await b.closed).code, 1012);
-  await waitFor(async () => (await relay.health()).json?.store?.role === 'owner', { timeoutMs: L(30_000) });
+  await waitFor(() => servingOwner(relay), { timeoutMs: L(30_000) });
   const view = await relay.call('GET', '/api/session/kill-owner', { token: s.admin });
   assert.equal(view.status, 200, view.text);
   assert.equal(view.json.streams.default.peer_a.present, false);
@@ -200,9 +200,9 @@ test('Redis killed and restarted from its append-only file: no acknowledged sess
   await Promise.all(instances.splice(0).map((i) => i.stop('SIGKILL')));
   const fresh = await startInstance(redis.url, `f${process.pid}-${n}:`);
   instances.push(fresh);
-  await waitFor(async () => (await fresh.health()).json?.store?.role === 'owner', {
+  await waitFor(() => servingOwner(fresh), {
     timeoutMs: L(30_000),
-    what: 'the fresh instance to become the owner',
+    what: 'the fresh instance to own and serve the sessions',
   });
   for (const c of created) {
     const v = await fresh.call('GET', `/api/session/${c.name}`, { token: c.admin });
