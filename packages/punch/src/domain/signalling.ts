@@ -1255,13 +1255,13 @@ export class SignallingHub {
     }
   }
 
-  /** A stream's assessment and 10-minute history (the API's `GET …/health`); null for an unknown session. */
   /** What the relay measured on a stream's allocation, while the stream is relayed (docs/relay.md). */
   relayFigures(stream: StreamRecord): RelayPathReport | undefined {
     const id = stream.relay?.state === 'allocated' ? stream.relay.id : null;
     return id === null ? undefined : this.#relay?.figures?.(id);
   }
 
+  /** A stream's assessment and 10-minute history (the API's `GET …/health`); null for an unknown session. */
   healthView(name: string, stream: string): LinkHealthView | null {
     const session = this.#broker.get(name);
     if (!session || !isLive(session) || !session.streams.some((s) => s.name === stream)) return null;
