@@ -134,3 +134,19 @@ test('punch agent (the CLI) names a TTL close as such, never "closed by the oper
     await t.close();
   }
 });
+
+test('punch agent (the CLI): a --bitrate that is not a bit rate ends it at once with exit 2 and says what is expected', async () => {
+  const bin = join(import.meta.dirname, '../../bin/punch.mjs');
+  const base = ['agent', '--broker', 'http://127.0.0.1:9', '--session', 's', '--token', 't'];
+  const media = ['--role', 'sender', '--port', '9000', '--input', 'udp://127.0.0.1:5000'];
+  for (const bad of ['8M', '5', '1e12']) {
+    const child = spawn(process.execPath, [...process.execArgv, bin, ...base, ...media, '--bitrate', bad], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const code = await new Promise<number | null>((r) => child.once('exit', r));
+    assert.equal(code, 2, `${bad}: ${err}`);
+    assert.match(err, /--bitrate must be the encoder bit rate in bits\/s/, bad);
+  }
+});
