@@ -29,10 +29,12 @@ before(async () => {
   sim = new VmixSimulator({ tcpPort: 0, titleInputs: 5 });
   await sim.start();
   service = new PlayoutService({
-    // The pages are under test here, not the poll timeout: a poll that takes longer than the helper's
-    // 400 ms on a loaded machine (chromium rendering beside the suite) would mark the mixer's tally stale
-    // (grey, as it must be) and change what the page shows between two looks.
-    config: makeConfig([vmixEntry(1, sim, { name: 'vMix studio', timeoutMs: 3000 })], {
+    // The pages are under test here, not the staleness rules: with the helper's 100 ms poll, a document
+    // gap of two poll intervals (200 ms: docs/TALLY.md "Stale") or a poll slower than its 400 ms timeout
+    // on a loaded machine (chromium rendering beside the suite) greys the mixer's tally, as it must, and
+    // changes what the page shows between two looks. A 500 ms poll (stale after 1 s) with a 3 s timeout
+    // keeps the tally steady; a stopped mixer still goes grey at once (its TCP link closes).
+    config: makeConfig([vmixEntry(1, sim, { name: 'vMix studio', pollIntervalMs: 500, timeoutMs: 3000 })], {
       emberPlusPort: 0,
       updateIntervalMs: 100,
     }),
