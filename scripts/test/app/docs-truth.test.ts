@@ -45,11 +45,13 @@ test('the patterns catch what they are meant to catch (and leave ordinary prose 
     );
   for (const line of ['a later restart reads the file', 'the next packet', 'retry later'])
     assert.ok(!FUTURE.some((p) => p.test(line)), line);
+  // Built from word pieces, so that no line of this file reads as the citation the check forbids.
+  const notes = ['..', 'sha' + 'red', 'refer' + 'ence'].join('/');
+  const file = ['time', 'service'].join('-') + '.md';
   for (const line of [
-    // Built from parts, so that this file does not itself cite what the check forbids.
-    [' * Configuration (spec', '2 Part B "Configuration file")'].join(' '),
-    ['// see ../shared', 'reference', 'time-service.md'].join('/'),
-    ['// facts from 3', 'time-service.md'].join('-'),
+    [' * Configuration (sp', 'ec 2 Pa', 'rt B "Configuration file")'].join(''),
+    `// see ${notes}/${file}`,
+    `// facts from 3-${file}`,
   ])
     assert.ok(
       OUTSIDE.some((p) => p.test(line)),
