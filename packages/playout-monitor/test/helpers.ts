@@ -5,7 +5,15 @@ import type { Monitor } from '../src/monitor.ts';
 import { PlayoutService } from '../src/playout-service.ts';
 import { waitFor } from '@broadcast-ops/core/testing';
 
-export { FIXTURES, makeConfig, readFixture, readHex, vmixEntry } from './pure-helpers.ts';
+export {
+  FIXTURES,
+  apiHeaders,
+  deckEntry,
+  makeConfig,
+  readFixture,
+  readHex,
+  vmixEntry,
+} from './pure-helpers.ts';
 
 /** What the input tests look at: the monitor's store and malformed counts; `close` stops the whole service. */
 export interface MonitorRig {

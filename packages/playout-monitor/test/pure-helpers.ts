@@ -3,7 +3,9 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ManualClock, silentLogger } from '@broadcast-ops/core';
 import { configSchema, type MonitorConfig } from '../src/config.ts';
+import { PlayoutService } from '../src/playout-service.ts';
 import type { OscArg } from '../src/protocol/osc.ts';
 
 export const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), 'fixtures');
@@ -28,6 +30,27 @@ export function makeConfig(servers: unknown[], settings: Record<string, unknown>
     settings: { webSocketPort: 0, bindAddress: '127.0.0.1', ...settings },
     servers,
   });
+}
+
+/**
+ * A monitor with one deck (on port 1, never reached), built on a ManualClock and never started: its one HTTP
+ * app answers fastify `inject` (docs/ARCHITECTURE.md "Tests mirror the layers").
+ */
+export function unstartedService(adminToken: string): PlayoutService {
+  return new PlayoutService({
+    config: makeConfig([deckEntry(1, 1)], { emberPlusPort: 0 }),
+    logger: silentLogger(),
+    adminToken,
+    clock: new ManualClock(),
+  });
+}
+
+/** A control API call's headers: JSON when it has a body, the bearer token when one is given. */
+export function apiHeaders(body: unknown, token: string | null): Record<string, string> {
+  return {
+    ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+    ...(token !== null ? { authorization: `Bearer ${token}` } : {}),
+  };
 }
 
 /** A HyperDeck (`tcp_recorder`) entry on 127.0.0.1:`port`, polled and reconnected quickly. */

@@ -102,6 +102,22 @@ export function referenceFile(dir: string, seconds: number): string {
   return ref;
 }
 
+/**
+ * A session `name` created through the broker's REST API (latency 200 ms) with a peer token for a sender and
+ * one for a receiver (labelled so): the admin token and the two peer tokens.
+ */
+export async function senderReceiverSession(
+  rest: Rig['rest'],
+  name: string,
+): Promise<{ admin: string; tSend: string; tRecv: string }> {
+  const created = await rest('POST', '/api/session', undefined, { name, latency: 200 });
+  if (created.status !== 201) throw new Error(`POST /api/session: ${created.status} ${created.text}`);
+  const admin = created.json.token as string;
+  const tokenFor = async (label: string) =>
+    (await rest('POST', `/api/session/${name}/token`, admin, { label })).json.token as string;
+  return { admin, tSend: await tokenFor('sender'), tRecv: await tokenFor('receiver') };
+}
+
 /** Wait for the broker's "listening" line. */
 export async function listening(broker: Group): Promise<void> {
   await waitFor(() => /punch broker listening/.test(broker.output()), {

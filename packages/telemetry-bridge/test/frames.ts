@@ -4,6 +4,7 @@
  * paths and whole envelopes, and state frames nested to a chosen depth.
  */
 import fc from 'fast-check';
+import { MESSAGE_TYPES } from '../src/protocol/envelope.ts';
 
 /** Any JSON-ish value a field may carry: what a confused or hostile client puts anywhere. */
 export const fieldValue = fc.oneof(
@@ -30,20 +31,7 @@ export const path = fc.oneof(
 export const envelope = fc.record(
   {
     id: fc.oneof(fc.string({ minLength: 1, maxLength: 10 }), fc.string({ maxLength: 200 }), fieldValue),
-    type: fc.oneof(
-      fc.constantFrom(
-        'command',
-        'event',
-        'state',
-        'ack',
-        'error',
-        'subscribe',
-        'unsubscribe',
-        'handshake',
-        'ping',
-      ),
-      fc.string({ maxLength: 10 }),
-    ),
+    type: fc.oneof(fc.constantFrom(...MESSAGE_TYPES, 'handshake', 'ping'), fc.string({ maxLength: 10 })),
     source: fc.oneof(fc.constantFrom('app.fuzz', 'fake.device', 'hub.core'), fieldValue),
     target: fc.oneof(fc.constantFrom('fake', 'fake.device', 'nothere'), fieldValue),
     path,

@@ -5,17 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { ManualClock, silentLogger } from '@broadcast-ops/core';
+import { silentLogger } from '@broadcast-ops/core';
 import { PlayoutService } from '../../src/playout-service.ts';
-import { deckEntry, makeConfig } from '../pure-helpers.ts';
+import { apiHeaders, deckEntry, makeConfig, unstartedService } from '../pure-helpers.ts';
 
 const TOKEN = 'test-admin-token-0123456789';
-const service = new PlayoutService({
-  config: makeConfig([deckEntry(1, 1)], { emberPlusPort: 0 }),
-  logger: silentLogger(),
-  adminToken: TOKEN,
-  clock: new ManualClock(),
-});
+const service = unstartedService(TOKEN);
 after(() => service.close());
 
 async function call(
@@ -24,13 +19,10 @@ async function call(
   body?: unknown,
   token: string | null = TOKEN,
 ): Promise<{ status: number; json: Record<string, unknown> | undefined }> {
-  const headers: Record<string, string> = {};
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  if (token !== null) headers['authorization'] = `Bearer ${token}`;
   const res = await service.app.inject({
     method,
     url: path,
-    headers,
+    headers: apiHeaders(body, token),
     ...(body !== undefined ? { payload: JSON.stringify(body) } : {}),
   });
   return {

@@ -5,18 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { hostAllowed, ManualClock, silentLogger } from '@broadcast-ops/core';
+import { hostAllowed } from '@broadcast-ops/core';
 import { allowedHostNames } from '../../src/io/access.ts';
-import { PlayoutService } from '../../src/playout-service.ts';
-import { deckEntry, makeConfig, MUTATIONS } from '../pure-helpers.ts';
+import { MUTATIONS, unstartedService } from '../pure-helpers.ts';
 
 const TOKEN = 'operator-token-0123456789abcdef';
-const service = new PlayoutService({
-  config: makeConfig([deckEntry(1, 1)], { emberPlusPort: 0 }),
-  logger: silentLogger(),
-  adminToken: TOKEN,
-  clock: new ManualClock(),
-});
+const service = unstartedService(TOKEN);
 after(() => service.close());
 
 async function call(

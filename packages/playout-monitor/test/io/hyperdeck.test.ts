@@ -2,7 +2,15 @@ import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { after, before, test } from 'node:test';
 import { HyperdeckSimulator } from '@broadcast-ops/simulators/playout';
-import { health, healthState, makeConfig, startMonitor, waitDevice, type MonitorRig } from '../helpers.ts';
+import {
+  deckEntry,
+  health,
+  healthState,
+  makeConfig,
+  startMonitor,
+  waitDevice,
+  type MonitorRig,
+} from '../helpers.ts';
 
 let monitor: MonitorRig;
 let url: string;
@@ -17,20 +25,7 @@ before(async () => {
   squatter = connect({ host: '127.0.0.1', port });
   await new Promise<void>((resolve) => squatter!.once('data', () => resolve()));
   const started = await startMonitor(
-    makeConfig([
-      {
-        id: 9,
-        name: 'Deck',
-        type: 'tcp_recorder',
-        ip: '127.0.0.1',
-        port,
-        pollIntervalMs: 100,
-        pingIntervalMs: 500,
-        timeoutMs: 1500,
-        reconnectMinMs: 100,
-        reconnectMaxMs: RECONNECT_MAX_MS,
-      },
-    ]),
+    makeConfig([{ ...deckEntry(9, port, 'Deck'), reconnectMaxMs: RECONNECT_MAX_MS }]),
   );
   monitor = started.monitor;
   url = started.url;

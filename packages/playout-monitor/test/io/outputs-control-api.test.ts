@@ -8,7 +8,7 @@ import { tempDir } from '@broadcast-ops/core/testing';
 import { configSchema, loadMonitorConfig } from '../../src/config.ts';
 import { HyperdeckSimulator, VmixSimulator } from '@broadcast-ops/simulators/playout';
 import { PlayoutService } from '../../src/playout-service.ts';
-import { makeConfig } from '../helpers.ts';
+import { apiHeaders, makeConfig } from '../helpers.ts';
 import { deckEntry, startRig, until, type Rig } from '../outputs/helpers.ts';
 
 const TOKEN = 'test-admin-token-0123456789';
@@ -30,12 +30,9 @@ async function call(
   body?: unknown,
   token: string | null = TOKEN,
 ): Promise<{ status: number; json: Record<string, unknown> | undefined }> {
-  const headers: Record<string, string> = {};
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  if (token !== null) headers['authorization'] = `Bearer ${token}`;
   const res = await fetch(rig.url + path, {
     method,
-    headers,
+    headers: apiHeaders(body, token),
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   });
   const text = await res.text();

@@ -4,7 +4,16 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { requireTool, waitFor } from '@broadcast-ops/core/testing';
-import { BROKER, SRT_PORT, UDP_IN, count, createRig, deleteSession, listening } from '../agent-netns.ts';
+import {
+  BROKER,
+  SRT_PORT,
+  UDP_IN,
+  count,
+  createRig,
+  deleteSession,
+  listening,
+  senderReceiverSession,
+} from '../agent-netns.ts';
 import { IP_A, IP_B, sh } from '../netns.ts';
 
 /**
@@ -46,12 +55,7 @@ test('rendezvous blocked: the broker falls back to its relay, the agents follow,
     const ref = rig.reference(4);
     const broker = rig.startBroker(`PUNCH_RELAY_PUBLIC_ADDRESS=${IP_B}`);
     await listening(broker);
-    const created = await rest('POST', '/api/session', undefined, { name: 'rf', latency: 200 });
-    assert.equal(created.status, 201, created.text);
-    const admin = created.json.token as string;
-    const tokenFor = async (label: string) =>
-      (await rest('POST', '/api/session/rf/token', admin, { label })).json.token as string;
-    const [tSend, tRecv] = [await tokenFor('sender'), await tokenFor('receiver')];
+    const { admin, tSend, tRecv } = await senderReceiverSession(rest, 'rf');
     const observer = rig.observe('rf', admin);
     const rx = join(rig.dir, 'rx.ts');
     const receiver = rig.agent(rig.ns.b, 'rf', tRecv, 'receiver', `--output file:${rx}`);

@@ -11,6 +11,7 @@ import {
   createRig,
   deleteSession,
   listening,
+  senderReceiverSession,
   readBytes,
   wholePasses,
 } from '../agent-netns.ts';
@@ -37,12 +38,7 @@ test('a direct link that stops carrying mid-show: the broker moves it to its rel
     const refSize = statSync(ref).size;
     const broker = rig.startBroker(`PUNCH_RELAY_PUBLIC_ADDRESS=${IP_B}`);
     await listening(broker);
-    const created = await rest('POST', '/api/session', undefined, { name: 'rm', latency: 200 });
-    assert.equal(created.status, 201, created.text);
-    const admin = created.json.token as string;
-    const tokenFor = async (label: string) =>
-      (await rest('POST', '/api/session/rm/token', admin, { label })).json.token as string;
-    const [tSend, tRecv] = [await tokenFor('sender'), await tokenFor('receiver')];
+    const { admin, tSend, tRecv } = await senderReceiverSession(rest, 'rm');
     const observer = rig.observe('rm', admin);
     const rx = join(rig.dir, 'rx.ts');
     const receiver = rig.agent(rig.ns.b, 'rm', tRecv, 'receiver', `--output file:${rx}`);

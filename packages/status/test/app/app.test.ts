@@ -7,16 +7,11 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ManualClock, serviceContext } from '@broadcast-ops/core';
 import { createStatusService } from '../../src/app.ts';
-import { statusConfigSchema } from '../../src/config.ts';
+import { appTestConfig } from '../app-config.ts';
 
 test('app.ts: the service runs on the context clock; health() is /health', async () => {
   const clock = new ManualClock();
-  const config = statusConfigSchema.parse({
-    listen: { host: '127.0.0.1', port: 0 },
-    pollIntervalMs: 60_000,
-    timeoutMs: 500,
-    services: [{ name: 'punch', kind: 'punch', health: 'http://127.0.0.1:9/health' }],
-  });
+  const config = appTestConfig();
   const service = createStatusService(serviceContext(config, { clock }));
   try {
     clock.advance(5_000);
