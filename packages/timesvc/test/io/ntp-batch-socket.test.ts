@@ -89,12 +89,36 @@ test('the batched socket addon is built (Linux) and the server uses it by defaul
   assert.deepEqual(server.addresses.map((a) => a.family).sort(), ['IPv4', 'IPv6']);
 });
 
+/**
+ * Wait until the kernel stamps datagrams when they arrive. The first socket on a host that asks for receive
+ * timestamps switches the stamping on from a work item (net/core/dev.c `net_enable_timestamp`); until it ran,
+ * a datagram is stamped when it is read (net/socket.c `__sock_recv_timestamp`), so a batch sent in that window
+ * would show the read time (docs/performance.md "Receive timestamps"). A probe held `holdMs` in the socket
+ * shows T3 − T2 ≥ `holdMs` only once arrival stamping is on. Bounded: 100 probes.
+ */
+async function arrivalStampingOn(sock: Socket, replies: Buffer[]): Promise<void> {
+  const holdMs = 10;
+  for (let attempt = 0; attempt < 100; attempt++) {
+    replies.length = 0;
+    sock.send(request(0xffff), port, '127.0.0.1');
+    block(holdMs);
+    await waitFor(() => replies.length === 1, { timeoutMs: 5000, what: 'the probe reply' });
+    const p = expectDecoded(decodeNtpPacket(replies[0]!));
+    if (timestampDiffSeconds(p.transmitTimestamp, p.receiveTimestamp) * 1000 >= holdMs) {
+      replies.length = 0;
+      return;
+    }
+  }
+  assert.fail('the kernel never stamped a probe at its arrival (100 probes)');
+}
+
 test('one recvmmsg of many requests: each gets its own reply with its own kernel receive timestamp', async () => {
   const { sock, replies } = await client('udp4', '127.0.0.1');
   const n = BATCH;
   const sentAt: { before: number; after: number }[] = [];
-  const stats0 = { ...server.batchStats };
   try {
+    await arrivalStampingOn(sock, replies);
+    const stats0 = { ...server.batchStats };
     // All sent while this event loop (the server's) is blocked, 2 ms apart: they wait in the socket and are
     // taken by one recvmmsg, and the kernel stamped each at its own arrival.
     for (let i = 0; i < n; i++) {
