@@ -11,8 +11,9 @@
  *                shared processes as the concurrency (quickShards below)
  *   --one-process-per-file  the quick files too in one process each, as the other tiers run (without it,
  *                the quick files of any run share processes: quickShards below)
- *   --skip-heavy leave out the heavy tier, test/interop; the matrix runs it on this machine's Node line only,
- *                and every line runs the quick and integration tiers (README "Node.js versions")
+ *   --skip-heavy leave out the heavy tier, test/interop
+ *   --portable   only the quick tier and the portability set (scripts/test-portable.ts): what the matrix runs
+ *                on the Node lines other than this machine's (README "Node.js versions")
  *   --list       print the selected files, and their count per tier per package, and run nothing
  *   --exclude    a path substring whose files do not run (repeatable); the matrix runs the long real-time
  *                file beside the suite this way
@@ -39,6 +40,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { longestFirst, readDurations } from './test-order.ts';
+import { PORTABLE } from './test-portable.ts';
 import { TIERS, collectTests, isQuick, ownerOf, sourcesOf, tierOf } from './test-tiers.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -51,6 +54,7 @@ const { values: opts, positionals: filters } = parseArgs({
     quick: { type: 'boolean' },
     'one-process-per-file': { type: 'boolean' },
     'skip-heavy': { type: 'boolean' },
+    portable: { type: 'boolean' },
     list: { type: 'boolean' },
     exclude: { type: 'string', multiple: true },
     'tools-only': { type: 'boolean' },
@@ -84,16 +88,10 @@ const isHeavy = (f: string): boolean => tierOf(f) === 'interop';
 const selected = files
   .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
   .filter((f) => !(opts.exclude ?? []).some((x) => f.includes(x)))
-  .filter((f) => !opts.quick || isQuick(f));
-// The longest files start first (the real-time timesvc scenarios, then the heavy suites): with
-// --test-concurrency files start in the order given, so a long file started last would run alone at the
-// end of the run while the other slot has nothing left to do.
-const LONG_FIRST = [/discipline-accuracy/, /\/test\/interop\//];
-const rank = (f: string): number => {
-  const i = LONG_FIRST.findIndex((re) => re.test(f));
-  return i === -1 ? LONG_FIRST.length : i;
-};
-selected.sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+  .filter((f) => !opts.quick || isQuick(f))
+  .filter((f) => !opts.portable || isQuick(f) || Object.hasOwn(PORTABLE, f));
+// The longest files start first (scripts/test-order.ts), the 10-minute accuracy test before all.
+selected.splice(0, selected.length, ...longestFirst(selected, readDurations(root), [/discipline-accuracy/]));
 const heavySkipped = opts['skip-heavy'] ? selected.filter(isHeavy) : [];
 if (heavySkipped.length > 0) {
   selected.splice(0, selected.length, ...selected.filter((f) => !isHeavy(f)));
@@ -149,7 +147,13 @@ if (opts['tools-only']) {
   process.exit(0);
 }
 console.log(
-  `run-tests: ${selected.length} test files${opts.quick ? ' (quick: protocol, domain and app tiers)' : ''}`,
+  `run-tests: ${selected.length} test files${
+    opts.quick
+      ? ' (quick: protocol, domain and app tiers)'
+      : opts.portable
+        ? ' (the quick tier and the portability set)'
+        : ''
+  }`,
 );
 /**
  * The quick tier in a few shared processes instead of one per file. Starting node with tsx and loading a

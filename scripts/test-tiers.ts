@@ -7,7 +7,7 @@
  * - io/: integration: real sockets on 127.0.0.1:0, processes, files;
  * - interop/: heavy: real third-party tools, chromium, network namespaces, the whole stack started again and
  *   again, the task-guide walks. They prove our protocols against other implementations, which does not
- *   change with the Node line, so `--skip-heavy` leaves them out of the other lines' runs. Tests that run the
+ *   change with the Node line, so the other lines' runs leave them out (`--portable`, scripts/test-portable.ts). Tests that run the
  *   compiled files (`dist/`, as installed) are here too: the other lines' trees (scripts/node-matrix.ts) keep
  *   no build output.
  *

@@ -156,7 +156,8 @@ export class SessionBroker {
   /** Live sessions past their TTL, kept open while media flows (README "Lifetime"). */
   readonly #overtime = new Set<SessionRecord>();
   /** The kind of the pending timer of a session in overtime. */
-  readonly #overtimeTimer = new Map<SessionRecord, 'lease' | 'settle'>();
+  /** The one timer of a session in overtime: its kind and when it fires (#armOvertimeCheck). */
+  readonly #overtimeTimer = new Map<SessionRecord, { kind: 'lease' | 'idle' | 'settle'; at: number }>();
   readonly #overtimeSettleMs: number;
   readonly #overtimeIdleMs: number;
   readonly #overtimeLeaseMs: number;
@@ -208,7 +209,7 @@ export class SessionBroker {
       if (s.expiresAt > now) this.#armExpiry(s);
       else if (s.streams.some((st) => peerCount(st) > 0)) {
         this.#overtime.add(s);
-        this.#armOvertimeCheck(s, this.#overtimeIdleMs);
+        this.#armOvertimeCheck(s, this.#overtimeIdleMs, 'idle');
       } else expired.push(s);
     }
     closed.sort((a, b) => (a.closedAt ?? 0) - (b.closedAt ?? 0));
@@ -845,11 +846,14 @@ export class SessionBroker {
     this.#armOvertimeCheck(session, this.#overtimeLeaseMs, 'lease');
   }
 
-  /** The one timer of a session in overtime: a lease renewal while media flows, else the close. */
-  #armOvertimeCheck(session: SessionRecord, delayMs: number, kind: 'lease' | 'settle' = 'settle'): void {
+  /**
+   * The one timer of a session in overtime: a lease renewal while media flows, else the close (`idle`: a
+   * peer is present without media; `settle`: nobody is present).
+   */
+  #armOvertimeCheck(session: SessionRecord, delayMs: number, kind: 'lease' | 'idle' | 'settle'): void {
     if (this.#stopped) return;
     this.#timers.get(session.name)?.cancel();
-    this.#overtimeTimer.set(session, kind);
+    this.#overtimeTimer.set(session, { kind, at: this.#clock.now() + delayMs });
     const handle = this.#clock.setTimer(delayMs, () => {
       this.#timers.delete(session.name);
       this.#overtimeTimer.delete(session);
@@ -862,18 +866,26 @@ export class SessionBroker {
 
   /**
    * A presence or status change of a session in overtime: media still flowing keeps the lease timer;
-   * media gone arms the close, `overtimeSettleMs` when nobody is present, `overtimeIdleMs` otherwise.
+   * media gone arms the close, `overtimeSettleMs` when nobody is present, `overtimeIdleMs` otherwise. A
+   * close already armed stays, except that the last peer leaving brings an idle close forward to the
+   * settle time: peers that stopped their media and then left close the session 5 s after they left, not
+   * 30 s after the media stopped (README "Lifetime").
    */
   #overtimeChanged(session: SessionRecord): void {
     if (!this.#overtime.has(session) || !isLive(session)) return;
-    const kind = this.#overtimeTimer.get(session);
+    const armed = this.#overtimeTimer.get(session);
     if (this.#mediaFlowing(session)) {
-      if (kind !== 'lease') this.#keepStored(session);
+      if (armed?.kind !== 'lease') this.#keepStored(session);
       return;
     }
-    if (kind === 'settle') return;
     const anyPresent = session.streams.some((st) => this.presentPeers(st) > 0);
-    this.#armOvertimeCheck(session, anyPresent ? this.#overtimeIdleMs : this.#overtimeSettleMs);
+    const closing = armed !== undefined && armed.kind !== 'lease';
+    if (anyPresent) {
+      if (!closing) this.#armOvertimeCheck(session, this.#overtimeIdleMs, 'idle');
+      return;
+    }
+    if (closing && armed.at <= this.#clock.now() + this.#overtimeSettleMs) return;
+    this.#armOvertimeCheck(session, this.#overtimeSettleMs, 'settle');
   }
 
   /**

@@ -76,6 +76,38 @@ describe('session lifetime (README "Lifetime")', () => {
     assert.equal(session.closeReason, 'ttl_expired');
   });
 
+  test('peers that stop their media and then leave close the session 5 s after they left, not 30 s after the media', async () => {
+    const { clock, broker, closed } = await linked();
+    clock.advance(10_000);
+    await settle();
+    // The feed ends: the present peer reports no media, which arms the 30 s idle close.
+    assert.ok((await broker.reportStatus('show', 'default', 'disconnected', 'b')).ok);
+    clock.advance(12_000);
+    await settle();
+    broker.markAbsent('show', 'default', 'a');
+    broker.markAbsent('show', 'default', 'b');
+    clock.advance(4_900);
+    await settle();
+    assert.deepEqual(closed, []);
+    clock.advance(200);
+    await settle();
+    assert.deepEqual(closed, ['ttl_expired'], 'closed 5 s after both left');
+  });
+
+  test('both leaving when the idle close is due sooner than the settle time keeps the sooner close', async () => {
+    const { clock, broker, closed } = await linked();
+    clock.advance(10_000);
+    await settle();
+    assert.ok((await broker.reportStatus('show', 'default', 'disconnected', 'b')).ok);
+    clock.advance(28_000);
+    await settle();
+    broker.markAbsent('show', 'default', 'a');
+    broker.markAbsent('show', 'default', 'b');
+    clock.advance(2_100);
+    await settle();
+    assert.deepEqual(closed, ['ttl_expired'], 'the idle close at 30 s, not 5 s after they left');
+  });
+
   test('without media the TTL closes as the spec says', async () => {
     const { clock, broker, closed } = await linked();
     assert.ok((await broker.reportStatus('show', 'default', 'disconnected', 'b')).ok);
