@@ -1,11 +1,13 @@
 /**
- * `npm test` after lint and type check: runs the whole test suite (scripts/run-tests.ts) once on each supported
- * Node line and ends with one total per line and a last line `N passed, N failed` over all of them.
+ * `npm test` after lint and type check: runs the test suite (scripts/run-tests.ts) on each supported Node line,
+ * every test on this machine's and the quick tier with the portability set on the others (scripts/test-portable.ts),
+ * and ends with one total per line and a last line `N passed, N failed` over all of them.
  *
- * - The lines run one after the other, this machine's first. With TEST_MATRIX_PARALLEL=1 the other lines run
- *   beside it instead, each in a network namespace of its own (`unshare --net`, because the suite listens on
- *   fixed ports in places) and one file at a time; on the 2-core reference machine that made the matrix
- *   slower (the lines compete for the same two cores), so it is not the default.
+ * - This machine's line first; then the other lines at the same time, each in a network namespace of its own
+ *   (`unshare --net`, because the suite listens on fixed ports in places), or one after the other where
+ *   namespaces are not available. With TEST_MATRIX_PARALLEL=1 the other lines run beside this machine's
+ *   instead, one file at a time; on the 2-core reference machine that made the matrix slower (the lines
+ *   compete for the same two cores), so it is not the default.
  * - The system tools every selected test names are installed once before any line starts (`run-tests.ts
  *   --tools-only`), since an isolated line cannot reach the package mirrors.
  * - The long real-time file (timesvc's 10-minute accuracy test against chronyd) runs on this machine's line
@@ -294,10 +296,13 @@ const isolated =
   others.length > 0 &&
   isolationWorks();
 /**
- * Files at once per line (one after the other). The suites wait on real time more than they compute: on the
- * 2-core reference machine the integration tier kept 1.46 cores busy at 4 files at once and the heavy tier
- * 1.0 at 3, so 4 at once fills the cores where 2 left them 40 % idle. TEST_CONCURRENCY overrides.
+ * Files at once per line. The suites wait on real time more than they compute: with 2 at once the 2-core
+ * reference machine sat 40 % idle. This machine's line runs 3 at once: at 4 its heavy tier (chromium,
+ * network namespaces, real tools) kept the load average near 10 and took the CPU to 92 %, where timing
+ * margins meant for two CPU hogs beside the suite no longer hold. The other lines (quick tier and
+ * portability set, light) run 4. TEST_CONCURRENCY overrides both.
  */
+const HOST_CONCURRENCY = process.env['TEST_CONCURRENCY'] ?? '3';
 const LINE_CONCURRENCY = process.env['TEST_CONCURRENCY'] ?? '4';
 const longFile = hostTarget ? longFileSelected(filters) : null;
 const runs: Promise<Outcome>[] = [];
@@ -312,7 +317,7 @@ if (hostTarget) {
         target: hostTarget,
         label: hostLabel,
         args: longFile ? ['--exclude', LONG_FILE] : [],
-        env: { TIMESVC_LONG_TESTS: long, TEST_CONCURRENCY: LINE_CONCURRENCY },
+        env: { TIMESVC_LONG_TESTS: long, TEST_CONCURRENCY: HOST_CONCURRENCY },
         isolated: false,
         buffered: false,
         scope: longFile ? ` (without ${LONG_FILE}, run beside it)` : '',
@@ -351,34 +356,40 @@ async function installed(t: Target): Promise<void> {
   rmSync(dirname(install.log), { recursive: true, force: true });
 }
 
-/** The other lines: each after its own install, beside the host line when isolated, else after it. */
+/**
+ * The other lines: beside the host line when TEST_MATRIX_PARALLEL=1 (isolated, one file at a time each);
+ * otherwise after it, all at once, each in a network namespace of its own with two files at once (together
+ * 179 s where one after the other took 246 s on the 2-core machine), or one after the other with
+ * LINE_CONCURRENCY where namespaces are not available.
+ */
+const together = !isolated && hostTarget !== undefined && others.length > 1 && isolationWorks();
 async function otherLines(): Promise<Outcome[]> {
   if (others.length === 0) return [];
+  const concurrency = isolated
+    ? (process.env['TEST_CONCURRENCY'] ?? '1')
+    : together
+      ? (process.env['TEST_CONCURRENCY'] ?? '2')
+      : LINE_CONCURRENCY;
   const make = (t: Target): SuiteRun => ({
     target: t,
     label: `node v${t.version}`,
     // This machine's line runs every test; the others the quick tier and the portability set
     // (scripts/test-portable.ts: what depends on the runtime), README "Node.js versions".
     args: hostTarget ? ['--portable'] : [],
-    // Beside the host line, each other line runs one file at a time: the machine's two cores are shared.
-    env: { TEST_CONCURRENCY: isolated ? (process.env['TEST_CONCURRENCY'] ?? '1') : LINE_CONCURRENCY },
-    isolated,
-    buffered: isolated,
+    env: { TEST_CONCURRENCY: concurrency },
+    isolated: isolated || together,
+    buffered: isolated || together,
     scope: hostTarget ? ' (the quick tier and the portability set)' : '',
   });
-  if (isolated)
-    return Promise.all(
-      others.map(async (t) => {
-        await installed(t);
-        return runSuite(make(t), filters);
-      }),
-    );
-  await Promise.all(runs);
-  const out: Outcome[] = [];
-  for (const t of others) {
+  const each = async (t: Target): Promise<Outcome> => {
     await installed(t);
-    out.push(await runSuite(make(t), filters));
-  }
+    return runSuite(make(t), filters);
+  };
+  if (isolated) return Promise.all(others.map(each));
+  await Promise.all(runs);
+  if (together) return Promise.all(others.map(each));
+  const out: Outcome[] = [];
+  for (const t of others) out.push(await each(t));
   return out;
 }
 
@@ -418,7 +429,9 @@ const lines = new Set(outcomes.map((o) => o.label.replace(/, long real-time$/, '
 const cpu = cpuBusy === null ? '' : `; CPU ${(cpuBusy * 100).toFixed(0)} % busy`;
 const how = isolated
   ? 'at the same time, each other line in its own network namespace'
-  : 'one after the other';
+  : together
+    ? "this machine's line, then the others at the same time, each in its own network namespace"
+    : 'one after the other';
 console.log(
   `test-matrix: ${lines} Node version(s), ${how}, in ${((Date.now() - startedAll) / 1000).toFixed(0)} s${cpu}`,
 );

@@ -101,10 +101,17 @@ function loadNodeSqlite(): NodeSqliteModule | null {
   return nodeSqlite;
 }
 
+/**
+ * better-sqlite3 if its addon loads: the package's JavaScript loads without it and finds the compiled addon
+ * only when a database is opened, so one in-memory database is opened here. An install that never built it
+ * (scripts skipped, no compiler) counts as absent instead of failing at the first open.
+ */
 function loadBetterSqlite(): BetterSqliteCtor | null {
   if (betterSqlite !== undefined) return betterSqlite;
   try {
-    betterSqlite = require('better-sqlite3') as BetterSqliteCtor;
+    const ctor = require('better-sqlite3') as BetterSqliteCtor;
+    new ctor(':memory:').close();
+    betterSqlite = ctor;
   } catch {
     betterSqlite = null;
   }

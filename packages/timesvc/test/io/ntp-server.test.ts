@@ -43,8 +43,14 @@ test('serves time on IPv4 and IPv6 with the clock state, sub-ms against the host
     assert.equal(r.version, 4);
     assert.equal(r.kiss, undefined);
     assert.ok(r.precision <= -10, `precision ${r.precision}`);
-    // The served clock in local mode is the host clock; the query's own clock is ms-based (coarse).
-    assert.ok(Math.abs(r.offsetS) < 0.01, `offset ${r.offsetS}`);
+    // The served clock in local mode is the host clock, so the true offset is 0, and the measured one is
+    // within half the round trip (θ and δ as RFC 5905 §8 defines them: the true offset is within θ ± δ/2).
+    // A reply that waits in this loaded test process before it is read moves θ by half that wait.
+    assert.ok(
+      Math.abs(r.offsetS) <= r.delayS / 2 + 0.001,
+      `offset ${r.offsetS} s beyond half the delay ${r.delayS} s`,
+    );
+    assert.ok(r.delayS < 0.1, `delay ${r.delayS} s`);
   }
 });
 
