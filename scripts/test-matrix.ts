@@ -359,8 +359,8 @@ async function installed(t: Target): Promise<void> {
 /**
  * The other lines: beside the host line when TEST_MATRIX_PARALLEL=1 (isolated, one file at a time each);
  * otherwise after it, all at once, each in a network namespace of its own with two files at once (together
- * 179 s where one after the other took 246 s on the 2-core machine), or one after the other with
- * LINE_CONCURRENCY where namespaces are not available.
+ * 230 s in a cold clean-clone run on the 2-core machine, where one after the other at four took 246 s),
+ * or one after the other with LINE_CONCURRENCY where namespaces are not available.
  */
 const together = !isolated && hostTarget !== undefined && others.length > 1 && isolationWorks();
 async function otherLines(): Promise<Outcome[]> {
