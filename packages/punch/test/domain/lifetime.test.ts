@@ -31,6 +31,19 @@ async function linked(ttl = 10) {
   return { clock, store, broker, closed, session };
 }
 
+/** An overtime session whose present peer stops its media (the 30 s idle close armed); both leave `leaveAfterMs` later. */
+async function mediaStoppedThenLeft(leaveAfterMs: number) {
+  const l = await linked();
+  l.clock.advance(10_000);
+  await settle();
+  assert.ok((await l.broker.reportStatus('show', 'default', 'disconnected', 'b')).ok);
+  l.clock.advance(leaveAfterMs);
+  await settle();
+  l.broker.markAbsent('show', 'default', 'a');
+  l.broker.markAbsent('show', 'default', 'b');
+  return l;
+}
+
 describe('session lifetime (README "Lifetime")', () => {
   test('past the TTL a connected session stays open, admits nobody new, and closes 5 s after both left', async () => {
     const { clock, broker, closed, session } = await linked();
@@ -77,15 +90,7 @@ describe('session lifetime (README "Lifetime")', () => {
   });
 
   test('peers that stop their media and then leave close the session 5 s after they left, not 30 s after the media', async () => {
-    const { clock, broker, closed } = await linked();
-    clock.advance(10_000);
-    await settle();
-    // The feed ends: the present peer reports no media, which arms the 30 s idle close.
-    assert.ok((await broker.reportStatus('show', 'default', 'disconnected', 'b')).ok);
-    clock.advance(12_000);
-    await settle();
-    broker.markAbsent('show', 'default', 'a');
-    broker.markAbsent('show', 'default', 'b');
+    const { clock, closed } = await mediaStoppedThenLeft(12_000);
     clock.advance(4_900);
     await settle();
     assert.deepEqual(closed, []);
@@ -95,14 +100,7 @@ describe('session lifetime (README "Lifetime")', () => {
   });
 
   test('both leaving when the idle close is due sooner than the settle time keeps the sooner close', async () => {
-    const { clock, broker, closed } = await linked();
-    clock.advance(10_000);
-    await settle();
-    assert.ok((await broker.reportStatus('show', 'default', 'disconnected', 'b')).ok);
-    clock.advance(28_000);
-    await settle();
-    broker.markAbsent('show', 'default', 'a');
-    broker.markAbsent('show', 'default', 'b');
+    const { clock, closed } = await mediaStoppedThenLeft(28_000);
     clock.advance(2_100);
     await settle();
     assert.deepEqual(closed, ['ttl_expired'], 'the idle close at 30 s, not 5 s after they left');
