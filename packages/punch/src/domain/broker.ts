@@ -155,7 +155,6 @@ export class SessionBroker {
   readonly #srt = new Map<StreamRecord, Map<PeerSlot, SrtReport>>();
   /** Live sessions past their TTL, kept open while media flows (README "Lifetime"). */
   readonly #overtime = new Set<SessionRecord>();
-  /** The kind of the pending timer of a session in overtime. */
   /** The one timer of a session in overtime: its kind and when it fires (#armOvertimeCheck). */
   readonly #overtimeTimer = new Map<SessionRecord, { kind: 'lease' | 'idle' | 'settle'; at: number }>();
   readonly #overtimeSettleMs: number;
