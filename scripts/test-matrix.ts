@@ -1,5 +1,6 @@
 /**
- * `npm test` after lint and type check: runs the test suite (scripts/run-tests.ts) on each supported Node line,
+ * `npm test` (`--checks`: lint and the type check first, the system tools and the other lines' installs made
+ * beside them) and `npm run test:matrix` (no checks): runs the test suite (scripts/run-tests.ts) on each supported Node line,
  * every test on this machine's and the quick tier with the portability set on the others (scripts/test-portable.ts),
  * and ends with one total per line and a last line `N passed, N failed` over all of them.
  *
@@ -25,7 +26,7 @@
  *   after the tests; each line's suite starts once its own install is done, after printing what it said. The tree locks (node-matrix.ts `lock`)
  *   keep the suite that follows from using a tree before its install finished.
  *
- * Usage: tsx scripts/test-matrix.ts [--node 20|22|24|host|<x.y.z>]... [path-filter ...]
+ * Usage: tsx scripts/test-matrix.ts [--checks] [--node 20|22|24|host|<x.y.z>]... [path-filter ...]
  *        TEST_NODE=24 npm test           (the same selection through the environment, comma-separated)
  */
 import { spawn, spawnSync, type SpawnOptions } from 'node:child_process';
@@ -203,7 +204,11 @@ async function runSuite(run: SuiteRun, filters: string[]): Promise<Outcome> {
 }
 
 const { values, positionals: filters } = parseArgs({
-  options: { node: { type: 'string', multiple: true }, 'prepare-only': { type: 'boolean' } },
+  options: {
+    node: { type: 'string', multiple: true },
+    'prepare-only': { type: 'boolean' },
+    checks: { type: 'boolean' },
+  },
   allowPositionals: true,
 });
 let targets: Target[];
@@ -233,6 +238,32 @@ interface Install {
 }
 
 /**
+ * The process groups of the children started beside the static checks (installs, the system tools): each runs
+ * in a group of its own (detached), so that `npm ci` and apt-get under it end with it when the matrix stops
+ * early (a failed check, Ctrl-C). A tree's install is stamped only when it succeeded (node-matrix.ts
+ * prepareTree), so an install cut short is simply done again next time.
+ */
+const groups = new Set<number>();
+function track(pid: number | undefined): void {
+  if (pid !== undefined) groups.add(pid);
+}
+function endGroups(): void {
+  for (const pid of groups) {
+    try {
+      process.kill(-pid, 'SIGTERM');
+    } catch {
+      // already ended
+    }
+  }
+  groups.clear();
+}
+for (const sig of ['SIGINT', 'SIGTERM'] as const)
+  process.once(sig, () => {
+    endGroups();
+    process.exit(130);
+  });
+
+/**
  * Starts one `--prepare-only` child per non-host target, each writing to its own log file, all at once: the
  * installs are mostly compiling (better-sqlite3, the timesvc addon) and waiting on the registry, and one line's
  * suite can start as soon as its own install is done.
@@ -248,9 +279,10 @@ function prepareInBackground(list: Target[]): Map<string, Install> | null {
     const child = spawn(
       process.execPath,
       ['--import', 'tsx', fileURLToPath(import.meta.url), '--prepare-only', '--node', t.version],
-      { cwd: root, env: process.env, stdio: ['ignore', fd, fd] },
+      { cwd: root, env: process.env, stdio: ['ignore', fd, fd], detached: true },
     );
     closeSync(fd);
+    track(child.pid);
     const done = new Promise<number>((resolve) => {
       child.on('error', () => resolve(1));
       child.on('exit', (code) => resolve(code ?? 1));
@@ -270,24 +302,67 @@ const cpuBefore = cpuTimes();
 const hostTarget = targets.find((t) => t.host);
 const others = targets.filter((t) => !t.host);
 
-// Every system tool the host line's tests name, installed once before any line starts (the host line runs the
-// widest selection: the heavy suites too); a line in its own network namespace cannot reach the mirrors.
-if (hostTarget) {
-  const tools = run(
-    process.execPath,
-    ['--import', 'tsx', 'scripts/run-tests.ts', '--tools-only', ...filters],
-    {
+const toolsArgs = ['--import', 'tsx', 'scripts/run-tests.ts', '--tools-only', ...filters];
+/**
+ * `--checks` (what `npm test` runs): lint and the type check first, one after the other, while the system tools
+ * (apt-get) and the other lines' Node builds and installs are fetched and made beside them. ESLint, Prettier
+ * and tsc keep about one core busy each in turn (tsc and ESLint: 21 and 60 s on a fresh 2-core machine), and
+ * the tools take 74 s there, mostly downloads and dpkg, so the two overlap instead of following each other.
+ * A failed check ends the run (and what was started beside it) before any test runs.
+ */
+let toolsBeside: Promise<{ code: number; log: string }> | null = null;
+let background: Map<string, Install> | null = null;
+if (values.checks) {
+  if (hostTarget) {
+    const dir = mkdtempSync(join(tmpdir(), 'test-matrix-tools-'));
+    const log = join(dir, 'tools.log');
+    const fd = openSync(log, 'w');
+    const child = spawn(process.execPath, toolsArgs, {
       cwd: root,
       env: childEnv(process.env, null),
-    },
-  );
+      stdio: ['ignore', fd, fd],
+      detached: true,
+    });
+    closeSync(fd);
+    track(child.pid);
+    toolsBeside = new Promise((resolve) => {
+      child.on('error', () => resolve({ code: 1, log }));
+      child.on('exit', (code) => resolve({ code: code ?? 1, log }));
+    });
+  }
+  background = prepareInBackground(targets);
+  for (const script of ['lint', 'typecheck']) {
+    console.log(`\n======== npm run ${script} ========`);
+    const code = await spawnExit('npm', ['run', script], { cwd: root, env: process.env, stdio: 'inherit' });
+    if (code !== 0) {
+      console.error(`test-matrix: npm run ${script} failed (exit ${code}); no test runs`);
+      endGroups();
+      process.exit(1);
+    }
+  }
+}
+
+// Every system tool the host line's tests name, installed once before any line starts (the host line runs the
+// widest selection: the heavy suites too); a line in its own network namespace cannot reach the mirrors.
+if (toolsBeside) {
+  const tools = await toolsBeside;
+  console.log(`\n======== system tools (installed beside the checks) ========`);
+  process.stdout.write(readFileSync(tools.log, 'utf8'));
+  rmSync(dirname(tools.log), { recursive: true, force: true });
+  if (tools.code !== 0) {
+    console.error('test-matrix: the system tools could not be installed (see above)');
+    endGroups();
+    process.exit(1);
+  }
+} else if (hostTarget) {
+  const tools = run(process.execPath, toolsArgs, { cwd: root, env: childEnv(process.env, null) });
   if (tools !== 0) {
     console.error('test-matrix: the system tools could not be installed (see above)');
     process.exit(1);
   }
 }
 
-const background = prepareInBackground(targets);
+background ??= prepareInBackground(targets);
 // The other lines beside the host line only where asked (TEST_MATRIX_PARALLEL=1, for machines with cores to
 // spare): on the 2-core reference machine the overlap made the whole matrix slower, not faster (README).
 const isolated =

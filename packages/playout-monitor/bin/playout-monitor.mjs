@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Runs the compiled service (dist/, built by `npm run build`, which `npm ci` runs) on plain node.
-// Under the `source` export condition (`node --conditions=source`, as the test runner sets it) it runs
-// src/ through tsx instead, so tests exercise the code being edited without a build.
+// Under the `source` export condition (`node --conditions=source`) it runs src/ through tsx instead. The
+// test runner gives the condition to the test processes only, so the services they start run dist/, which
+// the runner rebuilds first (scripts/run-tests.ts).
 if (import.meta.resolve('@broadcast-ops/core').endsWith('.ts')) {
   const { register } = await import('tsx/esm/api');
   register();

@@ -29,11 +29,9 @@ export function startTxRig(o: {
       `  delay_mechanism: ${o.mode}`,
     ],
   });
-  const gm = startProcess(
-    ip,
-    ['netns', 'exec', o.net.a, process.execPath, '--conditions=source', timesvcBin, '--config', cfg],
-    { env: o.tx === 'userspace' ? { TIMESVC_PTP_TX_TIMESTAMPS: 'userspace' } : {} },
-  );
+  const gm = startProcess(ip, ['netns', 'exec', o.net.a, process.execPath, timesvcBin, '--config', cfg], {
+    env: o.tx === 'userspace' ? { TIMESVC_PTP_TX_TIMESTAMPS: 'userspace' } : {},
+  });
   const startSlave = (): RunningProcess =>
     startPtp4l(o.net.b, o.net.ifB, join(o.dir, `ptp4l-${o.name}.sock`), [
       '-s',
