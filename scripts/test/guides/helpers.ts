@@ -213,10 +213,19 @@ export function runCommand(
     child.stdin.end(options.input ?? '');
     if (child.pid) groups.add(child.pid);
     const timer = setTimeout(() => killQuietly(-(child.pid ?? 0), 'SIGKILL'), options.timeoutMs ?? 120_000);
+    // 'exit' can come before the last of the output has been read (seen on a loaded machine: a curl's whole
+    // answer missing); the streams' end is awaited too, but not for ever, since a command may leave a
+    // background process holding them open.
+    const ended = (stream: NodeJS.ReadableStream): Promise<void> =>
+      new Promise((done) => stream.once('close', () => done()));
+    const drained = Promise.all([ended(child.stdout), ended(child.stderr)]);
     child.on('exit', (code, signal) => {
       clearTimeout(timer);
       if (child.pid) groups.delete(child.pid);
-      resolve({ code: code ?? (signal ? 128 : null), stdout, stderr });
+      const grace = new Promise((done) => setTimeout(done, 5000).unref());
+      void Promise.race([drained, grace]).then(() =>
+        resolve({ code: code ?? (signal ? 128 : null), stdout, stderr }),
+      );
     });
   });
 }

@@ -237,8 +237,16 @@ export function startProcess(
   };
   child.stdout?.on('data', onData);
   child.stderr?.on('data', onData);
+  // 'exit' can come before the last output has been read; `exited` waits for the streams to close too, at most
+  // 2 s (a grandchild may keep them open), so output() after it holds what the process wrote.
+  const closed = (stream: NodeJS.ReadableStream | null): Promise<void> =>
+    stream ? new Promise((done) => stream.once('close', () => done())) : Promise.resolve();
+  const drained = Promise.all([closed(child.stdout), closed(child.stderr)]);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((res) => {
-    child.once('exit', (code, signal) => res({ code, signal }));
+    child.once('exit', (code, signal) => {
+      const grace = new Promise((done) => setTimeout(done, 2000).unref());
+      void Promise.race([drained, grace]).then(() => res({ code, signal }));
+    });
   });
   return {
     child,

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import WebSocket from 'ws';
 import { LineSplitter } from '@broadcast-ops/telemetry-bridge/protocol';
+import { loadFactor } from '@broadcast-ops/core/testing';
 import { CompanionSimulator } from '../../src/companion/companion-sim.ts';
 
 interface Raw {
@@ -166,7 +167,10 @@ test('ApiVersion 1.7.0 (Companion 3.4): hand-written lines, bare OKs, newer comm
 });
 
 test('idle timeout: a silent client is dropped on TCP and WebSocket, a pinging one stays', async () => {
-  const sim = new CompanionSimulator({ idleTimeoutMs: 200 });
+  // Timings stretched by the load factor: on a loaded machine a 50 ms ping can wait longer than a 200 ms idle
+  // timeout, and the pinging client would be dropped for the machine's delay, not its silence.
+  const f = loadFactor();
+  const sim = new CompanionSimulator({ idleTimeoutMs: 200 * f });
   const ports = await sim.listen();
   const silentTcp = tcp(ports.tcp ?? 0);
   const silentWs = ws(ports.ws ?? 0);
@@ -176,11 +180,11 @@ test('idle timeout: a silent client is dropped on TCP and WebSocket, a pinging o
     const t0 = Date.now();
     await Promise.all([silentTcp.closed, silentWs.closed]);
     const waited = Date.now() - t0;
-    assert.ok(waited >= 150, `dropped after ${waited} ms`);
+    assert.ok(waited >= 150 * f, `dropped after ${waited} ms`);
     assert.ok(busy.lines.length > 2);
-    await new Promise((r) => setTimeout(r, 150));
+    await new Promise((r) => setTimeout(r, 150 * f));
     const before = busy.lines.length;
-    await new Promise((r) => setTimeout(r, 120));
+    await new Promise((r) => setTimeout(r, 120 * f));
     assert.ok(busy.lines.length > before, 'the pinging client is still answered');
   } finally {
     clearInterval(timer);

@@ -3,6 +3,7 @@
  * Timers are shortened (heartbeat, dead link, backoff) so recovery tests finish in well under a second each.
  */
 import { silentLogger } from '@broadcast-ops/core';
+import { loadFactor } from '@broadcast-ops/core/testing';
 import { startBridge, type RunningBridge } from '../../src/app.ts';
 import { CompanionSimulator, type CompanionSimOptions } from '@broadcast-ops/simulators/companion';
 import { BridgeClient } from '@broadcast-ops/bridge-client';
@@ -79,7 +80,7 @@ export async function rig(
     ports,
     get,
     async until(pred, what, timeoutMs = 5000) {
-      const end = Date.now() + timeoutMs;
+      const end = Date.now() + timeoutMs * loadFactor();
       while (!pred()) {
         if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
         await new Promise((r) => setTimeout(r, 5));
