@@ -103,7 +103,7 @@ export const configSchema = z.strictObject({
         .max(32)
         .default([]),
       authTokens: z.array(z.string().min(16).max(1024)).default([]),
-      maxClients: z.number().int().min(1).max(1000).default(100),
+      maxClients: z.number().int().min(1).max(10_000).default(100),
       maxMessageSize: z
         .number()
         .int()

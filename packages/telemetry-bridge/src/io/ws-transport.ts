@@ -42,8 +42,8 @@ export interface TransportEvents {
 const CLOSE_GRACE_MS = 2000;
 
 /**
- * Bytes one socket may hold corked within a tick before they are written at once (a large burst still
- * reaches the kernel in pieces of about this size, so the batching never holds much memory).
+ * Bytes one socket may hold within a tick before they are written at once (a large burst still reaches
+ * the kernel in pieces of about this size, so the batching never holds much memory).
  */
 const MAX_CORKED_BYTES = 64 * 1024;
 
@@ -71,21 +71,28 @@ export function textFrame(text: string): Buffer {
 }
 
 /**
- * Write batching for the fan-out (docs/performance.md): the first send to a socket in a tick corks it, and
- * every socket corked in the tick is uncorked together once the current job is done (process.nextTick), so
- * the messages a client receives in one tick leave in one writev instead of one system call each.
+ * Write batching for the fan-out (docs/performance.md): the frames a socket is given in one tick are kept in
+ * a list of their own (not in the socket: a Node stream costs about a microsecond per `write`, corked or
+ * not), and every socket with frames is written once the current job is done (process.nextTick), with a
+ * single `write` of all its frames: one system call per client per tick, whatever the number of messages.
  * A broadcast is framed once and the same bytes go to every recipient: the hub pushes the identical string
- * to each subscriber in a row, so a one-entry cache catches it.
+ * to each subscriber in a row, so a one-entry cache catches it. Subscribers of the same traffic get the same
+ * frames in a tick; their joined bytes are built once and shared too (compared frame by frame, by identity,
+ * with the previous socket's list).
  */
 class SendBatcher {
-  readonly #corked: (() => void)[] = [];
+  readonly #pending: (() => void)[] = [];
   #scheduled = false;
   #lastText: string | undefined;
   #lastFrame: Buffer = Buffer.alloc(0);
+  #lastList: readonly Buffer[] = [];
+  #lastJoined: Buffer = Buffer.alloc(0);
   readonly #flush = (): void => {
     this.#scheduled = false;
-    const list = this.#corked.splice(0);
-    for (const uncork of list) uncork();
+    const list = this.#pending.splice(0);
+    for (const write of list) write();
+    this.#lastList = [];
+    this.#lastJoined = Buffer.alloc(0);
   };
 
   frame(text: string): Buffer {
@@ -96,8 +103,20 @@ class SendBatcher {
     return this.#lastFrame;
   }
 
-  later(uncork: () => void): void {
-    this.#corked.push(uncork);
+  /** The frames of `list` as one buffer, shared with the previous caller when it had the same frames. */
+  joined(list: readonly Buffer[], bytes: number): Buffer {
+    const last = this.#lastList;
+    let same = last.length === list.length;
+    for (let k = 0; same && k < list.length; k++) same = last[k] === list[k];
+    if (!same) {
+      this.#lastJoined = Buffer.concat(list, bytes);
+      this.#lastList = list;
+    }
+    return this.#lastJoined;
+  }
+
+  later(write: () => void): void {
+    this.#pending.push(write);
     if (!this.#scheduled) {
       this.#scheduled = true;
       process.nextTick(this.#flush);
@@ -196,38 +215,42 @@ export class WsTransport {
     // The upgraded request's socket is the one ws writes to.
     const socket: Socket = req.socket;
     const batch = this.#batch;
-    /** Frame bytes sent into the cork this tick: not backpressure, so not counted in bufferedAmount. */
-    let corkedBytes = 0;
-    const uncork = (): void => {
-      if (corkedBytes === 0) return;
-      corkedBytes = 0;
-      socket.uncork();
+    /**
+     * Frames given this tick, not yet written: not backpressure (the kernel has not refused them), so not
+     * counted in bufferedAmount, exactly as bytes held by a cork would not be.
+     */
+    let held: Buffer[] = [];
+    let heldBytes = 0;
+    const release = (): void => {
+      if (heldBytes === 0) return;
+      const list = held;
+      const bytes = heldBytes;
+      held = [];
+      heldBytes = 0;
+      if (socket.destroyed) return; // gone meanwhile: what ws.send would do with them
+      // Anything ws itself writes (pings, pongs, close) goes after these frames: the order is kept.
+      socket.write((list.length === 1 ? list[0] : undefined) ?? batch.joined(list, bytes));
     };
     const session = new ClientSession(
       this.#hub,
       {
-        bufferedAmount: () => {
-          const n = ws.bufferedAmount - corkedBytes;
-          return n > 0 ? n : 0;
-        },
+        bufferedAmount: () => ws.bufferedAmount,
         send: (data) => {
           if (ws.readyState !== WebSocket.OPEN || !socket.writable) {
+            release();
             ws.send(data); // ws's own handling of a send on a closing socket
             return;
           }
-          // Written straight to the socket, after and before anything ws itself writes (ws queues nothing
-          // of its own without permessage-deflate, so frames stay in order with its pings and close).
+          // Written straight to the socket (ws queues nothing of its own without permessage-deflate).
           const frame = batch.frame(data);
-          if (corkedBytes === 0) {
-            socket.cork();
-            batch.later(uncork);
-          }
-          corkedBytes += frame.length;
-          socket.write(frame);
-          if (corkedBytes >= MAX_CORKED_BYTES) uncork();
+          if (heldBytes === 0) batch.later(release);
+          held.push(frame);
+          heldBytes += frame.length;
+          if (heldBytes >= MAX_CORKED_BYTES) release();
         },
         close: (code, reason) => {
           serverCode = code;
+          release(); // the frames given before the close go before the close frame
           ws.close(code, reason);
           grace ??= setTimeout(() => ws.terminate(), CLOSE_GRACE_MS).unref();
         },

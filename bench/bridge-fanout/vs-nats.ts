@@ -1,0 +1,553 @@
+/**
+ * bench/bridge-fanout/vs-nats.ts: the hub's WebSocket fan-out against a production broker, nats-server
+ * (Debian's package, 2.9), in the same run, alternating rounds. Both get the same subscribers (default 100
+ * WebSocket connections) and messages of the same size: the hub a state write under app.pub.custom.* that
+ * it delivers as its ~330-byte state envelope, nats-server a PUB whose payload is a JSON text of that
+ * envelope's shape and size. Per round and target:
+ *   1. steady: --rate messages/s (200 × 100 subscribers = 20,000 deliveries/s): p50/p99 publish→receive;
+ *   2. saturation: a closed loop (at most --window messages in flight, paced by one extra subscriber in this
+ *      process) for the maximum deliveries/s;
+ *   and the server's CPU time per delivery in both phases (utime + stime from /proc/<pid>/stat).
+ * Subscribers live in --procs child processes (sub-worker.ts, a hand-written WebSocket client that finds the
+ * message's index and send time without parsing JSON). `--procs 4,8` runs every target with each count: if
+ * doubling the subscriber processes does not raise a server's figure, the load generator is not its limit.
+ * Then a scale row: --scale subscribers (5,000) at --scale-rate messages/s: p99, and the server's RSS per
+ * idle client (RSS with the subscribers connected and idle, minus RSS before they connected).
+ * The hub runs from source (tsx) with its event log on (a temp dir), as in production, and its connection
+ * cap raised to fit the scale row.
+ *
+ *   npx tsx bench/bridge-fanout/vs-nats.ts [--rounds 3] [--procs 4] [--subscribers 100] [--rate 200]
+ *     [--seconds 5] [--saturate-seconds 4] [--window 32] [--scale 5000] [--scale-rate 4] [--scale-seconds 5]
+ *
+ * Acceptance anchors (printed beside the figures): hub deliveries/s at saturation ≥ 1.0× nats-server's and
+ * hub p99 at 20,000 deliveries/s ≤ 1.0× nats-server's, per round and as medians of the rounds.
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { repoRoot, startProcess, type RunningProcess } from '@broadcast-ops/core/testing';
+import {
+  NatsStream,
+  openLite,
+  openSubscriber,
+  readNumberField,
+  type LiteSocket,
+  type TargetKind,
+} from './ws-lite.ts';
+
+const { values } = parseArgs({
+  options: {
+    subscribers: { type: 'string', default: '100' },
+    procs: { type: 'string', default: '4' },
+    rate: { type: 'string', default: '200' },
+    seconds: { type: 'string', default: '5' },
+    'saturate-seconds': { type: 'string', default: '4' },
+    window: { type: 'string', default: '500' },
+    rounds: { type: 'string', default: '3' },
+    scale: { type: 'string', default: '5000' },
+    'scale-rate': { type: 'string', default: '4' },
+    'scale-seconds': { type: 'string', default: '5' },
+    only: { type: 'string', default: '' }, // 'hub' or 'nats': run one target (profiling)
+  },
+});
+const SUBSCRIBERS = Number(values.subscribers);
+const PROCS = values.procs.split(',').map(Number);
+const RATE = Number(values.rate);
+const SECONDS = Number(values.seconds);
+const SAT_SECONDS = Number(values['saturate-seconds']);
+const WINDOW = Number(values.window);
+const ROUNDS = Number(values.rounds);
+const SCALE = Number(values.scale);
+const SCALE_RATE = Number(values['scale-rate']);
+const SCALE_SECONDS = Number(values['scale-seconds']);
+const WARMUP_MS = 1000;
+const GRACE_MS = 500;
+const HOST = '127.0.0.1';
+const SUBJECT = { hub: 'app.pub.custom.**', nats: 'bench.fanout' } as const;
+const PAD = 'x'.repeat(120);
+const CLK_TCK = 100; // sysconf(_SC_CLK_TCK) on Linux
+const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const load = (): string =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
+
+interface Server {
+  kind: TargetKind;
+  port: number;
+  pid: number;
+  proc: RunningProcess;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, HOST, () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+async function startHub(dir: string, maxClients: number): Promise<Server> {
+  mkdirSync(dir, { recursive: true });
+  const cfg = join(dir, 'bridge.json');
+  writeFileSync(
+    cfg,
+    JSON.stringify({
+      clientTransport: { host: HOST, port: 0, rateLimit: 1_000_000, maxClients },
+      metrics: { enabled: false },
+      health: { enabled: false },
+      eventLog: { path: join(dir, 'events'), maxFileSize: 64 * 1024 * 1024, maxFiles: 4 },
+      logging: { level: 'warn' },
+    }),
+  );
+  // BENCH_CPU_PROF=<dir> writes a V8 CPU profile of the hub process there (docs/performance.md).
+  const prof = process.env['BENCH_CPU_PROF'];
+  const proc = startProcess(
+    process.execPath,
+    [
+      '--conditions=source',
+      ...(prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : []),
+      join(repoRoot, 'packages/telemetry-bridge/bin/telemetry-bridge.mjs'),
+      '--config',
+      cfg,
+    ],
+    { env: { BRIDGE_LOGGING_LEVEL: 'info' } },
+  );
+  const m = await proc.waitForOutput(/"clients":"ws:\/\/[^"]+:(\d+)/, 30_000);
+  return { kind: 'hub', port: Number(m[1]), pid: proc.child.pid!, proc };
+}
+
+async function startNats(dir: string): Promise<Server> {
+  mkdirSync(dir, { recursive: true });
+  const [port, wsPort] = [await freePort(), await freePort()];
+  const cfg = join(dir, 'nats.conf');
+  writeFileSync(
+    cfg,
+    `listen: "${HOST}:${port}"\nmax_connections: 65536\nwebsocket {\n  listen: "${HOST}:${wsPort}"\n  no_tls: true\n}\n`,
+  );
+  const proc = startProcess('nats-server', ['-c', cfg]);
+  await proc.waitForOutput(/Listening for websocket clients/, 30_000);
+  return { kind: 'nats', port: wsPort, pid: proc.child.pid!, proc };
+}
+
+function cpuTicks(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(f[11]) + Number(f[12]); // fields 14 (utime) and 15 (stime), counted from field 3
+}
+
+function rssKiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return Number(m?.[1] ?? NaN);
+}
+
+/** The message published as number i: the hub's state write, or the NATS payload of the same shape. */
+function publisherFor(server: Server): Promise<{ send(i: number): void; close(): void; size(): number }> {
+  let seq = 0;
+  const value = (i: number): { i: number; t: number; pad: string } => ({ i, t: nowUs(), pad: PAD });
+  if (server.kind === 'hub') {
+    return new Promise((resolve, reject) => {
+      let lite: LiteSocket | undefined;
+      let ready = false;
+      openLite(HOST, server.port, '/', () => {
+        if (ready) return; // acks
+        ready = true;
+        resolve({
+          send: (i) =>
+            lite!.sendText(
+              JSON.stringify({
+                id: `p${i}`,
+                type: 'state',
+                path: `app.pub.custom.k${i % 50}`,
+                payload: { value: value(i) },
+                timestamp: Date.now(),
+              }),
+            ),
+          close: () => lite!.close(),
+          size: () => 0,
+        });
+      }).then((l) => {
+        lite = l;
+        l.sendText(JSON.stringify({ type: 'handshake', name: 'pub', version: '1' }));
+      }, reject);
+    });
+  }
+  return new Promise((resolve, reject) => {
+    let lite: LiteSocket | undefined;
+    let size = 0;
+    const stream = new NatsStream(
+      () => undefined,
+      (line) => {
+        if (line.startsWith('INFO')) {
+          lite!.sendText('CONNECT {"verbose":false,"pedantic":false,"protocol":1,"name":"pub"}\r\nPING\r\n');
+        } else if (line === 'PONG') {
+          resolve({
+            send(i) {
+              // The hub's delivered state envelope, field for field (ids and offsets of the same width).
+              const body = JSON.stringify({
+                id: '01a20615-fd22-7000-a7db-d5a6239651fe',
+                type: 'state',
+                source: 'app.pub',
+                path: `app.pub.custom.k${i % 50}`,
+                payload: { value: value(i), owner: 'app.pub', version: i },
+                timestamp: Date.now(),
+                correlationId: `p${i}`,
+                sequence: ++seq,
+                offset: i,
+              });
+              size = Buffer.byteLength(body);
+              lite!.sendText(`PUB ${SUBJECT.nats} ${size}\r\n${body}\r\n`);
+            },
+            close: () => lite!.close(),
+            size: () => size,
+          });
+        }
+      },
+      (t) => lite?.sendText(t),
+    );
+    openLite(HOST, server.port, '/', (_op, buf, s, e) => stream.push(buf, s, e)).then((l) => {
+      lite = l;
+    }, reject);
+  });
+}
+
+class Workers {
+  readonly #kids: ChildProcess[] = [];
+  readonly #waiting = new Map<ChildProcess, (m: Record<string, unknown>) => void>();
+
+  constructor(n: number) {
+    for (let k = 0; k < n; k++) {
+      const kid = fork(join(repoRoot, 'bench/bridge-fanout/sub-worker.ts'), [], {
+        execArgv: ['--import', 'tsx'],
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      });
+      kid.on('message', (m: Record<string, unknown>) => {
+        const w = this.#waiting.get(kid);
+        this.#waiting.delete(kid);
+        w?.(m);
+      });
+      this.#kids.push(kid);
+    }
+  }
+
+  #ask(kid: ChildProcess, msg: unknown): Promise<Record<string, unknown>> {
+    return new Promise((resolve) => {
+      this.#waiting.set(kid, resolve);
+      kid.send(msg as object);
+    });
+  }
+
+  async connect(server: Server, total: number): Promise<void> {
+    const n = this.#kids.length;
+    const replies = await Promise.all(
+      this.#kids.map((kid, k) => {
+        const count = Math.floor(total / n) + (k < total % n ? 1 : 0);
+        const base = k * Math.ceil(total / n);
+        return this.#ask(kid, {
+          cmd: 'connect',
+          kind: server.kind,
+          host: HOST,
+          port: server.port,
+          count,
+          base,
+          subject: SUBJECT[server.kind],
+        });
+      }),
+    );
+    for (const r of replies) if (r['ev'] === 'error') throw new Error(String(r['message']));
+  }
+
+  /** Counts deliveries of messages from..to-1 from now on (keep: without resetting the counts so far). */
+  window(from: number, to: number, keep = false): void {
+    for (const kid of this.#kids) kid.send({ cmd: 'window', from, to, keep });
+  }
+
+  async report(): Promise<{ delivered: number; lat: Float64Array }> {
+    const rs = await Promise.all(this.#kids.map((kid) => this.#ask(kid, { cmd: 'report' })));
+    let delivered = 0;
+    const all: number[] = [];
+    for (const r of rs) {
+      delivered += r['delivered'] as number;
+      for (const x of r['lat'] as number[]) all.push(x / 1000);
+    }
+    return { delivered, lat: Float64Array.from(all).sort() };
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(
+      this.#kids.map(
+        (kid) =>
+          new Promise<void>((resolve) => {
+            kid.once('exit', () => resolve());
+            kid.send({ cmd: 'exit' });
+          }),
+      ),
+    );
+  }
+}
+
+interface Phase {
+  rate: number;
+  p50: number;
+  p99: number;
+  lost: number;
+  cpuUsPerDelivery: number;
+}
+
+const q = (s: Float64Array, p: number): number => s[Math.min(s.length - 1, Math.floor(p * s.length))] ?? NaN;
+
+/** Pacer: one extra subscriber in this process that tells the closed loop which index arrived last. */
+async function pacer(server: Server, onIndex: (i: number) => void): Promise<LiteSocket> {
+  const I = Buffer.from('"i":');
+  return openSubscriber(server.kind, HOST, server.port, 'pacer', SUBJECT[server.kind], (buf, s, e) =>
+    onIndex(readNumberField(buf, s, e, I)),
+  );
+}
+
+async function steadyPhase(
+  server: Server,
+  workers: Workers,
+  pub: { send(i: number): void },
+  next: { i: number },
+  subscribers: number,
+  rate: number,
+  seconds: number,
+): Promise<Phase> {
+  const t0 = performance.now();
+  let sent = 0;
+  let from = -1;
+  let to = -1;
+  let c0 = 0;
+  await new Promise<void>((resolve) => {
+    const timer = setInterval(() => {
+      const elapsed = performance.now() - t0;
+      const due = Math.floor((elapsed / 1000) * rate);
+      while (sent < due) {
+        pub.send(next.i++);
+        sent++;
+      }
+      if (from < 0 && elapsed >= WARMUP_MS) {
+        from = next.i;
+        c0 = cpuTicks(server.pid);
+        workers.window(from, Number.MAX_SAFE_INTEGER);
+      }
+      if (from >= 0 && elapsed >= WARMUP_MS + seconds * 1000) {
+        clearInterval(timer);
+        to = next.i;
+        workers.window(from, to, true);
+        resolve();
+      }
+    }, 2);
+  });
+  await sleep(GRACE_MS);
+  const c1 = cpuTicks(server.pid);
+  const r = await workers.report();
+  return {
+    rate: r.delivered / seconds,
+    p50: q(r.lat, 0.5),
+    p99: q(r.lat, 0.99),
+    lost: (to - from) * subscribers - r.delivered,
+    cpuUsPerDelivery: (((c1 - c0) / CLK_TCK) * 1e6) / r.delivered,
+  };
+}
+
+async function saturationPhase(
+  server: Server,
+  workers: Workers,
+  pub: { send(i: number): void },
+  next: { i: number },
+  lastSeen: { i: number },
+  subscribers: number,
+): Promise<Phase> {
+  await sleep(200);
+  const from = next.i;
+  workers.window(from, Number.MAX_SAFE_INTEGER);
+  const c0 = cpuTicks(server.pid);
+  const t0 = performance.now();
+  await new Promise<void>((resolve) => {
+    const pump = (): void => {
+      if (performance.now() - t0 >= SAT_SECONDS * 1000) return resolve();
+      while (next.i - 1 - lastSeen.i < WINDOW) pub.send(next.i++);
+      setImmediate(pump);
+    };
+    pump();
+  });
+  const elapsed = (performance.now() - t0) / 1000;
+  const c1 = cpuTicks(server.pid);
+  // Deliveries made within the phase count for the rate; the messages sent in it are then awaited for the
+  // loss count (a broker that drops or coalesces under load must not look faster for it).
+  const r = await workers.report();
+  const to = next.i;
+  workers.window(from, to, true);
+  await sleep(GRACE_MS * 2);
+  const late = await workers.report();
+  workers.window(Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
+  return {
+    rate: r.delivered / elapsed,
+    p50: q(r.lat, 0.5),
+    p99: q(r.lat, 0.99),
+    lost: (to - from) * subscribers - r.delivered - late.delivered,
+    cpuUsPerDelivery: (((c1 - c0) / CLK_TCK) * 1e6) / r.delivered,
+  };
+}
+
+async function start(kind: TargetKind, dir: string): Promise<Server> {
+  return kind === 'hub' ? startHub(dir, Math.max(SUBSCRIBERS, SCALE) + 16) : startNats(dir);
+}
+
+async function runTarget(
+  kind: TargetKind,
+  procs: number,
+  dir: string,
+): Promise<{ steady: Phase; saturated: Phase; size: number }> {
+  const server = await start(kind, dir);
+  const workers = new Workers(procs);
+  try {
+    await workers.connect(server, SUBSCRIBERS);
+    const lastSeen = { i: -1 };
+    let size = 0;
+    const pace = await pacer(server, (i) => {
+      if (i > lastSeen.i) lastSeen.i = i;
+    });
+    pace.socket.once('data', (d: Buffer) => (size = d.length));
+    const pub = await publisherFor(server);
+    const next = { i: 0 };
+    const steady = await steadyPhase(server, workers, pub, next, SUBSCRIBERS, RATE, SECONDS);
+    const saturated = await saturationPhase(server, workers, pub, next, lastSeen, SUBSCRIBERS);
+    pub.close();
+    pace.close();
+    return { steady, saturated, size };
+  } finally {
+    await workers.stop();
+    await server.proc.stop('SIGTERM');
+  }
+}
+
+async function scaleRow(
+  kind: TargetKind,
+  dir: string,
+): Promise<{ p99: number; p50: number; rate: number; lost: number; rssPerClientKiB: number }> {
+  const server = await start(kind, dir);
+  const workers = new Workers(Math.max(...PROCS));
+  try {
+    const pub = await publisherFor(server);
+    await sleep(500);
+    const rss0 = rssKiB(server.pid);
+    await workers.connect(server, SCALE);
+    await sleep(1000);
+    const rss1 = rssKiB(server.pid);
+    const next = { i: 0 };
+    const p = await steadyPhase(server, workers, pub, next, SCALE, SCALE_RATE, SCALE_SECONDS);
+    pub.close();
+    return { p99: p.p99, p50: p.p50, rate: p.rate, lost: p.lost, rssPerClientKiB: (rss1 - rss0) / SCALE };
+  } finally {
+    await workers.stop();
+    await server.proc.stop('SIGTERM');
+  }
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? (s[m] ?? NaN) : ((s[m - 1] ?? NaN) + (s[m] ?? NaN)) / 2;
+};
+const f2 = (n: number): string => n.toFixed(2).padStart(8);
+const dir = mkdtempSync(join(tmpdir(), 'bridge-vs-nats-'));
+const kinds: TargetKind[] = values.only ? [values.only as TargetKind] : ['hub', 'nats'];
+try {
+  const loadStart = load();
+  console.log(
+    `bridge-fanout vs nats-server: ${SUBSCRIBERS} WebSocket subscribers in ${PROCS.join(' / ')} processes, ` +
+      `steady ${RATE} msg/s (${RATE * SUBSCRIBERS} deliveries/s) for ${SECONDS}s, saturation ${SAT_SECONDS}s ` +
+      `(window ${WINDOW}), ${ROUNDS} round(s) alternating; node ${process.version}, ${cpus().length} cores, ` +
+      `load average ${loadStart} (machine shared with other sessions)`,
+  );
+  console.log(
+    '\nround procs target phase        deliveries/s   p50 ms   p99 ms  missing  server CPU µs/delivery',
+  );
+  type Res = Awaited<ReturnType<typeof runTarget>>;
+  const rounds: Map<number, Partial<Record<TargetKind, Res>>>[] = [];
+  let size: Partial<Record<TargetKind, number>> = {};
+  for (let r = 0; r < ROUNDS; r++) {
+    const byProcs = new Map<number, Partial<Record<TargetKind, Res>>>();
+    const order = r % 2 === 0 ? kinds : [...kinds].reverse();
+    for (const procs of PROCS) {
+      const row: Partial<Record<TargetKind, Res>> = {};
+      for (const kind of order) {
+        const res = await runTarget(kind, procs, join(dir, `r${r}-${procs}-${kind}`));
+        row[kind] = res;
+        size = { ...size, [kind]: res.size };
+        for (const phase of ['steady', 'saturated'] as const) {
+          const p = res[phase];
+          console.log(
+            `${String(r + 1).padStart(5)} ${String(procs).padStart(5)} ${kind.padEnd(6)} ${phase.padEnd(10)} ` +
+              `${p.rate.toFixed(0).padStart(14)} ${f2(p.p50)} ${f2(p.p99)} ${String(p.lost).padStart(8)} ${f2(p.cpuUsPerDelivery)}`,
+          );
+        }
+      }
+      byProcs.set(procs, row);
+    }
+    rounds.push(byProcs);
+  }
+  console.log(
+    `\nbytes of the first WebSocket read by the pacer (one delivery, frame header included): ` +
+      `hub ${size.hub ?? '-'}, nats ${size.nats ?? '-'}`,
+  );
+  if (kinds.length === 2) {
+    for (const procs of PROCS) {
+      const rows = rounds.map((m) => m.get(procs)!) as Record<TargetKind, Res>[];
+      const sat = rows.map((x) => x.hub.saturated.rate / x.nats.saturated.rate);
+      const p99 = rows.map((x) => x.hub.steady.p99 / x.nats.steady.p99);
+      const cpu = rows.map((x) => x.hub.saturated.cpuUsPerDelivery / x.nats.saturated.cpuUsPerDelivery);
+      const mSat = median(sat);
+      const mP99 = median(p99);
+      console.log(
+        `\n[${procs} subscriber processes] hub/nats deliveries/s at saturation per round: ` +
+          `${sat.map((x) => x.toFixed(2)).join(', ')}; median ${mSat.toFixed(2)} (anchor ≥ 1.00: ${mSat >= 1 ? 'met' : 'NOT met'})`,
+      );
+      console.log(
+        `[${procs} subscriber processes] hub/nats p99 at ${RATE * SUBSCRIBERS} deliveries/s per round: ` +
+          `${p99.map((x) => x.toFixed(2)).join(', ')}; median ${mP99.toFixed(2)} (anchor ≤ 1.00: ${mP99 <= 1 ? 'met' : 'NOT met'})`,
+      );
+      console.log(
+        `[${procs} subscriber processes] hub/nats server CPU per delivery at saturation per round: ` +
+          `${cpu.map((x) => x.toFixed(2)).join(', ')}; median ${median(cpu).toFixed(2)}`,
+      );
+      for (const kind of kinds) {
+        console.log(
+          `[${procs} subscriber processes] ${kind} saturation median ${median(rows.map((x) => x[kind].saturated.rate)).toFixed(0)}/s, ` +
+            `steady p99 median ${median(rows.map((x) => x[kind].steady.p99)).toFixed(2)} ms`,
+        );
+      }
+    }
+  }
+  if (SCALE > 0) {
+    console.log(
+      `\nscale row: ${SCALE} subscribers, ${SCALE_RATE} msg/s (${SCALE * SCALE_RATE} deliveries/s) for ${SCALE_SECONDS}s, ` +
+        `load average ${load()}`,
+    );
+    console.log('target  deliveries/s   p50 ms   p99 ms  missing  RSS per idle client KiB');
+    for (const kind of kinds) {
+      const s = await scaleRow(kind, join(dir, `scale-${kind}`));
+      console.log(
+        `${kind.padEnd(6)} ${s.rate.toFixed(0).padStart(13)} ${f2(s.p50)} ${f2(s.p99)} ${String(s.lost).padStart(8)} ${f2(s.rssPerClientKiB)}`,
+      );
+    }
+  }
+  console.log(
+    "\nmissing: deliveries of the phase's messages not received 0.5 s (steady) or 1 s (saturation) after it " +
+      'ended: late under load, or dropped',
+  );
+  console.log(
+    `\nload average at the start ${loadStart}, at the end ${load()} (other processes share these cores)`,
+  );
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
