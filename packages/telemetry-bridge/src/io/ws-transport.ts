@@ -228,7 +228,8 @@ export class WsTransport {
       held = [];
       heldBytes = 0;
       if (socket.destroyed) return; // gone meanwhile: what ws.send would do with them
-      // Anything ws itself writes (pings, pongs, close) goes after these frames: the order is kept.
+      // A ping or pong ws writes in the same tick may leave before these frames: RFC 6455 5.4 lets control
+      // frames go between messages. A close releases them first (below), so none follows the close frame.
       socket.write((list.length === 1 ? list[0] : undefined) ?? batch.joined(list, bytes));
     };
     const session = new ClientSession(
