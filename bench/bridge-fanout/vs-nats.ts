@@ -28,7 +28,7 @@ import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { repoRoot, startProcess, type RunningProcess } from '@broadcast-ops/core/testing';
+import { repoRoot, requireTool, startProcess, type RunningProcess } from '@broadcast-ops/core/testing';
 import {
   NatsStream,
   openLite,
@@ -132,7 +132,7 @@ async function startNats(dir: string): Promise<Server> {
     cfg,
     `listen: "${HOST}:${port}"\nmax_connections: 65536\nwebsocket {\n  listen: "${HOST}:${wsPort}"\n  no_tls: true\n}\n`,
   );
-  const proc = startProcess('nats-server', ['-c', cfg]);
+  const proc = startProcess(requireTool('nats-server'), ['-c', cfg]);
   await proc.waitForOutput(/Listening for websocket clients/, 30_000);
   return { kind: 'nats', port: wsPort, pid: proc.child.pid!, proc };
 }
