@@ -202,7 +202,12 @@ export function highestRates(
     else if (above && above.achievedRate >= above.rate * 0.97)
       why = `lost ${(above.loss * 100).toFixed(3)} % at ${above.rate}/s, which the generator delivered (${above.achievedRate.toFixed(0)}/s, its CPU ${above.genCpuMsPerS.toFixed(0)} ms/s): the server's limit`;
     else if (above)
-      why = `the generator fell short at ${above.rate}/s (${above.achievedRate.toFixed(0)}/s): the generator's limit, not the server's`;
+      // A generator below most of a core that fell short was descheduled (the machine's load), not at its
+      // own ceiling; either way the rate above is not the server's limit.
+      why =
+        `the generator fell short at ${above.rate}/s (${above.achievedRate.toFixed(0)}/s, its CPU ` +
+        `${above.genCpuMsPerS.toFixed(0)} ms/s: ${above.genCpuMsPerS >= 800 ? 'at its own limit' : 'descheduled, the machine was busy'}): ` +
+        `not the server's limit`;
     else if (b.rate === Math.max(...rates)) why = 'the highest rate of the sweep: not saturated';
     else why = 'the sweep ended';
     console.log(
