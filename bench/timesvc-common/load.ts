@@ -1,6 +1,11 @@
-/** The UDP load generator shared by the timesvc NTP and NTS benches. */
+/** The UDP load generators shared by the timesvc NTP and NTS benches (gen.c, and one in Node), and the floor. */
+import { execFile, execFileSync } from 'node:child_process';
 import { createSocket, type Socket } from 'node:dgram';
 import { readFileSync, readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { startProcess, type RunningProcess } from '@broadcast-ops/core/testing';
 
 const CLK_TCK = 100; // Linux USER_HZ
 
@@ -136,4 +141,141 @@ export async function settle(
     out.push({ name: s.name, idleUsPerS: last, waitedMs: performance.now() - started });
   }
   return out;
+}
+
+/** The C programs of this directory, compiled by `buildNative` (gen.c, floor.c). */
+export interface NativeTools {
+  gen: string;
+  floor: string;
+}
+
+/**
+ * Compile the load generator (gen.c) and the floor responder (floor.c, with timesvc's NTS code from
+ * packages/timesvc/native and the system libcrypto) into `dir` with gcc -O2. The sources are committed,
+ * the binaries are not.
+ */
+export function buildNative(dir: string): NativeTools {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const native = join(here, '../../packages/timesvc/native');
+  const gen = join(dir, 'gen');
+  const floor = join(dir, 'floor');
+  execFileSync('gcc', ['-O2', '-Wall', '-o', gen, join(here, 'gen.c')], { stdio: 'inherit' });
+  execFileSync(
+    'gcc',
+    [
+      '-O2',
+      '-Wall',
+      `-I${native}`,
+      '-o',
+      floor,
+      join(here, 'floor.c'),
+      join(native, 'ntp-nts.c'),
+      join(native, 'nts-crypto.c'),
+      '-lcrypto',
+      '-lm',
+    ],
+    { stdio: 'inherit' },
+  );
+  return { gen, floor };
+}
+
+export interface CLoadResult {
+  sent: number;
+  received: number;
+  sendMs: number;
+  /** How far the generator fell behind its schedule at worst (µs). */
+  lateMaxUs: number;
+  /** The generator's own CPU time over the step (ms, getrusage). */
+  genCpuMs: number;
+  sendErrors: number;
+  /** CPU time of process `pid` from before the generator started until it ended (µs). */
+  cpuUs: number;
+  /** Every 64th counted reply (at most 256), when `sample` was asked for. */
+  samples: Buffer[];
+}
+
+/**
+ * Offers `rate`/s for `ms` to 127.0.0.1:`port` with the C generator (gen.c; from 127.0.1.1-16), and
+ * measures the CPU time of process `pid` over the step (the generator ends 50 ms after the last reply, at
+ * most 300 ms after its last send). Without `requestFile` it sends plain NTP requests (sequence number in
+ * the transmit timestamp); with it, the file's `size`-byte records in turn.
+ */
+export async function offerLoadC(
+  tools: NativeTools,
+  o: {
+    port: number;
+    pid: number;
+    rate: number;
+    ms: number;
+    requestFile?: { path: string; size: number };
+    minReply?: number;
+    sampleFile?: string;
+  },
+): Promise<CLoadResult> {
+  const args = ['--port', String(o.port), '--rate', String(o.rate), '--ms', String(o.ms)];
+  if (o.requestFile) args.push('--requests', o.requestFile.path, '--size', String(o.requestFile.size));
+  if (o.minReply !== undefined) args.push('--min-reply', String(o.minReply));
+  if (o.sampleFile) args.push('--sample', o.sampleFile);
+  const cpu0 = cpuUs(o.pid);
+  const { stdout: out } = await promisify(execFile)(tools.gen, args, { timeout: o.ms + 30_000 });
+  const cpu1 = cpuUs(o.pid);
+  const r = JSON.parse(out) as {
+    sent: number;
+    received: number;
+    sendMs: number;
+    lateMaxUs: number;
+    cpuMs: number;
+    sendErrors: number;
+  };
+  const samples: Buffer[] = [];
+  if (o.sampleFile) {
+    const b = readFileSync(o.sampleFile);
+    for (let at = 0; at + 2 <= b.length;) {
+      const len = b.readUInt16LE(at);
+      samples.push(b.subarray(at + 2, at + 2 + len));
+      at += 2 + len;
+    }
+  }
+  return {
+    sent: r.sent,
+    received: r.received,
+    sendMs: r.sendMs,
+    lateMaxUs: r.lateMaxUs,
+    genCpuMs: r.cpuMs,
+    sendErrors: r.sendErrors,
+    cpuUs: cpu1 - cpu0,
+    samples,
+  };
+}
+
+/**
+ * The generator's own ceiling (gen.c --calibrate): datagrams per second it sends for `ms` with nothing
+ * answering (to a socket of its own that is never read), and its CPU time meanwhile.
+ */
+export function generatorCeiling(
+  tools: NativeTools,
+  ms = 1000,
+  requestFile?: { path: string; size: number },
+): { rate: number; cpuMs: number } {
+  const args = ['--calibrate', '--ms', String(ms)];
+  if (requestFile) args.push('--requests', requestFile.path, '--size', String(requestFile.size));
+  const r = JSON.parse(execFileSync(tools.gen, args, { encoding: 'utf8' })) as {
+    sent: number;
+    sendMs: number;
+    cpuMs: number;
+  };
+  return { rate: (r.sent / r.sendMs) * 1000, cpuMs: r.cpuMs };
+}
+
+/** Start the floor responder (floor.c) on 127.0.0.1:`port`; NTS with the master keys in `keyFile`. */
+export async function startFloor(
+  tools: NativeTools,
+  port: number,
+  o: { keyFile?: string; rcvbuf?: number } = {},
+): Promise<RunningProcess> {
+  const args = ['--port', String(port), '--rcvbuf', String(o.rcvbuf ?? 4 * 1024 * 1024)];
+  if (o.keyFile) args.push('--nts', o.keyFile);
+  const proc = startProcess(tools.floor, args);
+  await proc.waitForOutput(/floor listening/, 5_000);
+  return proc;
 }

@@ -97,7 +97,13 @@ export async function sweepTogether<R extends SweepStep>(
     for (let s = 0; s < servers.length; s++) {
       const all = steps[s]!;
       if (all.length === 0) continue;
-      const r = [...all].sort((a, b) => repeat.key(a) - repeat.key(b))[Math.floor((all.length - 1) / 2)]!;
+      const mid = Math.floor((all.length - 1) / 2);
+      // The median step by `key`, with the median loss of the steps (the step chosen by CPU may be the one
+      // round that lost nothing, or the one that lost).
+      const r = {
+        ...[...all].sort((a, b) => repeat.key(a) - repeat.key(b))[mid]!,
+        loss: [...all].map((x) => x.loss).sort((a, b) => a - b)[mid]!,
+      };
       if (all.length > 1)
         console.log(`  ${servers[s]!.name.padEnd(8)} median of ${all.length} at ${rate}/s: ${detail(r)}`);
       results[s]!.push(r);
@@ -113,4 +119,102 @@ export function loadLine(): string {
   return `load average ${loadavg()
     .map((l) => l.toFixed(2))
     .join(' ')} (${cpus().length} cores)`;
+}
+
+/** A step with the server's CPU per answered request and the generator's own figures. */
+export interface CpuStep extends SweepStep {
+  cpuUsPerReq: number;
+  /** The generator's CPU time per second of sending (ms/s; 1000 = a whole core). */
+  genCpuMsPerS: number;
+}
+
+/**
+ * Side by side at each offered rate: the subject's loss and CPU per request against each anchor's, the
+ * ratio subject/anchor, and the worst such ratio over the rates where both lost < `lossLimit` (what each
+ * target counts), marked against the anchor's target. Returns the worst ratio per anchor.
+ */
+export function compareToAnchors<R extends CpuStep>(
+  subject: { name: string; results: readonly R[] },
+  anchors: readonly { name: string; results: readonly R[]; target: number }[],
+  lossLimit: number,
+): (number | undefined)[] {
+  console.log(
+    `Same offered rate, side by side (loss, server CPU µs per answered request; ratio ${subject.name}/anchor):`,
+  );
+  const ratios: number[][] = anchors.map(() => []);
+  const pct = (r: R): string => `${(r.loss * 100).toFixed(3)} %`;
+  for (const r of subject.results) {
+    const parts = [
+      `  ${String(r.rate).padStart(6)}/s  ${subject.name} ${pct(r)} ${r.cpuUsPerReq.toFixed(1)}`,
+    ];
+    anchors.forEach((a, i) => {
+      const c = a.results.find((x) => x.rate === r.rate);
+      if (!c) {
+        parts.push(`${a.name} -`);
+        return;
+      }
+      const ratio = r.cpuUsPerReq / c.cpuUsPerReq;
+      const both = r.loss < lossLimit && c.loss < lossLimit;
+      if (both) ratios[i]!.push(ratio);
+      parts.push(
+        `${a.name} ${pct(c)} ${c.cpuUsPerReq.toFixed(1)}: ${ratio.toFixed(2)}×` +
+          (both ? (ratio <= a.target ? '' : ` (above ${a.target}×)`) : ' (not counted: a server lost)'),
+      );
+    });
+    console.log(parts.join('  |  '));
+  }
+  return anchors.map((a, i) => {
+    const rs = ratios[i]!;
+    if (rs.length === 0) {
+      console.log(`  ${subject.name}/${a.name}: no rate where both lost < ${lossLimit * 100} %`);
+      return undefined;
+    }
+    const worst = Math.max(...rs);
+    console.log(
+      `  CPU per request ${subject.name}/${a.name} at every rate both served with < ${lossLimit * 100} % loss ` +
+        `(${rs.length} rates): worst ${worst.toFixed(2)}×, best ${Math.min(...rs).toFixed(2)}× ` +
+        `(target ≤ ${a.target}× at every rate: ${worst <= a.target ? 'met' : 'NOT met'})`,
+    );
+    return worst;
+  });
+}
+
+/**
+ * Each server's highest rate answered with < `lossLimit` loss, stated with the generator's limit: whether
+ * the generator delivered the next rate up (else the server's figure is the generator's, not its own), and
+ * the generator's own CPU at that rate beside its measured ceiling.
+ */
+export function highestRates(
+  servers: readonly { name: string; results: readonly CpuStep[] }[],
+  rates: readonly number[],
+  lossLimit: number,
+  ceiling: { rate: number },
+): void {
+  console.log(
+    `Highest rate at < ${lossLimit * 100} % loss (generator ceiling ${ceiling.rate.toFixed(0)}/s with nothing answering):`,
+  );
+  for (const s of servers) {
+    const b = best(s.results, lossLimit);
+    const delivered = s.results.filter((r) => r.achievedRate >= r.rate * 0.97);
+    const above = s.results.find((r) => b !== undefined && r.rate > b.rate);
+    let why: string;
+    if (!b) why = 'none';
+    else if (above && above.achievedRate >= above.rate * 0.97)
+      why = `lost ${(above.loss * 100).toFixed(3)} % at ${above.rate}/s, which the generator delivered (${above.achievedRate.toFixed(0)}/s, its CPU ${above.genCpuMsPerS.toFixed(0)} ms/s): the server's limit`;
+    else if (above)
+      // A generator below most of a core that fell short was descheduled (the machine's load), not at its
+      // own ceiling; either way the rate above is not the server's limit.
+      why =
+        `the generator fell short at ${above.rate}/s (${above.achievedRate.toFixed(0)}/s, its CPU ` +
+        `${above.genCpuMsPerS.toFixed(0)} ms/s: ${above.genCpuMsPerS >= 800 ? 'at its own limit' : 'descheduled, the machine was busy'}): ` +
+        `not the server's limit`;
+    else if (b.rate === Math.max(...rates)) why = 'the highest rate of the sweep: not saturated';
+    else why = 'the sweep ended';
+    console.log(
+      `  ${s.name.padEnd(8)} ${b ? `${b.rate}/s (${b.cpuUsPerReq.toFixed(1)} µs CPU/req)` : '-'}: ${why}` +
+        (delivered.length
+          ? `; generator's highest delivered ${Math.max(...delivered.map((r) => r.achievedRate)).toFixed(0)}/s`
+          : ''),
+    );
+  }
 }

@@ -1,11 +1,13 @@
 /**
- * timesvc NTP benchmark: the same bounded load against timesvc and against chronyd serving NTP
- * on loopback, in one run.
+ * timesvc NTP benchmark: the same bounded load against timesvc, chronyd and the floor (a minimal C
+ * responder with timesvc's recvmmsg/sendmmsg loop and kernel timestamps answering a fixed reply,
+ * bench/timesvc-common/floor.c) serving NTP on loopback, in one run. The load comes from a generator in C
+ * (bench/timesvc-common/gen.c), whose own ceiling is measured and printed first.
  *
  *   npx tsx bench/timesvc-ntp/run.ts [--step-ms 2000] [--rates 5000,10000,...] [--queries 9] [--repeat 3]
  *
  * Prints, for each server: the highest offered rate answered with < 0.1 % loss, the server's CPU time per
- * request at that rate (utime + stime from /proc/<pid>/stat), the ratio timesvc/chrony; and the median
+ * request at each rate (schedstat, load.ts cpuUs), the ratios timesvc/floor and timesvc/chronyd; and the median
  * offset `chronyd -Q` measures against timesvc and against chronyd (both serve the same host clock), for
  * timesvc with its default receive timestamps (kernel, where the addon is built) and with
  * `kernel_rx_timestamps: false`. Each timesvc's receive-timestamp mode is read from its `/api/health`.
@@ -16,7 +18,14 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { execFileSync } from 'node:child_process';
 import { repoRoot, tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
-import { offerLoad, settle } from '../timesvc-common/load.ts';
+import {
+  buildNative,
+  generatorCeiling,
+  offerLoadC,
+  settle,
+  startFloor,
+  type NativeTools,
+} from '../timesvc-common/load.ts';
 import {
   startTimesvcCli,
   chronyQuery,
@@ -25,7 +34,13 @@ import {
   type ChronyServer,
   freePort,
 } from '@broadcast-ops/timesvc/testing';
-import { best as bestStep, loadLine, sweepTogether } from '../timesvc-common/sweep.ts';
+import {
+  best as bestStep,
+  compareToAnchors,
+  highestRates,
+  loadLine,
+  sweepTogether,
+} from '../timesvc-common/sweep.ts';
 
 const { values } = parseArgs({
   options: {
@@ -36,7 +51,7 @@ const { values } = parseArgs({
   },
 });
 const STEP_MS = Number(values['step-ms'] ?? 2000);
-const RATES = (values.rates ?? '5000,10000,20000,30000,40000,50000,60000,80000,100000,120000')
+const RATES = (values.rates ?? '5000,10000,20000,30000,40000,50000,60000,80000,100000,120000,150000')
   .split(',')
   .map(Number);
 const QUERIES = Number(values.queries ?? 9);
@@ -45,6 +60,8 @@ const REPEAT = Number(values.repeat ?? 3);
 const LOSS_LIMIT = 0.001;
 /** CPU per request, timesvc / chronyd, at most this at every rate of the sweep. */
 const CPU_RATIO_TARGET = 1.2;
+/** CPU per request, timesvc / the floor, at most this at every rate both serve with < 0.1 % loss. */
+const FLOOR_RATIO_TARGET = 1.2;
 
 interface StepResult {
   rate: number;
@@ -53,47 +70,32 @@ interface StepResult {
   loss: number;
   achievedRate: number;
   cpuUsPerReq: number;
+  /** The generator's own CPU time per second of sending (ms/s: 1000 is a whole core). */
+  genCpuMsPerS: number;
+  lateMaxUs: number;
 }
 
-/** Offer `rate` requests/s for STEP_MS from 16 loopback source addresses; count matching replies. */
-async function loadStep(port: number, pid: number, rate: number): Promise<StepResult> {
-  const total = Math.round((rate * STEP_MS) / 1000);
-  const seen = new Uint8Array(total);
-  let received = 0;
-  const { sent, sendMs, cpuUs } = await offerLoad({
-    port,
-    pid,
-    rate,
-    total,
-    request: (i) => {
-      const req = Buffer.alloc(48);
-      req[0] = 0x23; // LI 0, VN 4, mode 3
-      req[2] = 6;
-      req.writeUInt32BE(0x7e57beef, 40);
-      req.writeUInt32BE(i, 44);
-      return req;
-    },
-    onReply: (m) => {
-      if (m.length < 48) return;
-      const seq = m.readUInt32BE(28);
-      if (m.readUInt32BE(24) === 0x7e57beef && seq < total && seen[seq] === 0) {
-        seen[seq] = 1;
-        received++;
-      }
-    },
-  });
+/**
+ * Offer `rate` plain requests/s for STEP_MS from 16 loopback source addresses with the C generator
+ * (gen.c counts each sequence number's reply once).
+ */
+async function loadStep(tools: NativeTools, port: number, pid: number, rate: number): Promise<StepResult> {
+  const r = await offerLoadC(tools, { port, pid, rate, ms: STEP_MS });
   return {
     rate,
-    sent,
-    received,
-    loss: 1 - received / sent,
-    achievedRate: (sent / sendMs) * 1000,
-    cpuUsPerReq: received > 0 ? cpuUs / received : NaN,
+    sent: r.sent,
+    received: r.received,
+    loss: 1 - r.received / r.sent,
+    achievedRate: (r.sent / Math.max(r.sendMs, STEP_MS - 1000 / rate)) * 1000,
+    cpuUsPerReq: r.received > 0 ? r.cpuUs / r.received : NaN,
+    genCpuMsPerS: (r.genCpuMs / Math.max(1, r.sendMs)) * 1000,
+    lateMaxUs: r.lateMaxUs,
   };
 }
 
 const detail = (r: StepResult): string =>
-  `loss ${(r.loss * 100).toFixed(3)} %, server CPU ${r.cpuUsPerReq.toFixed(1)} µs/req`;
+  `loss ${(r.loss * 100).toFixed(3)} %, server CPU ${r.cpuUsPerReq.toFixed(1)} µs/req ` +
+  `(generator CPU ${r.genCpuMsPerS.toFixed(0)} ms/s, at worst ${(r.lateMaxUs / 1000).toFixed(1)} ms behind schedule)`;
 const best = (results: StepResult[]): StepResult | undefined => bestStep(results, LOSS_LIMIT);
 
 // The servers run bin/timesvc.mjs, which runs the compiled dist/ (as deployed) unless the child itself has
@@ -101,6 +103,7 @@ const best = (results: StepResult[]): StepResult | undefined => bestStep(results
 execFileSync(process.execPath, [join(repoRoot, 'scripts/build.mjs')], { stdio: 'inherit' });
 
 const dir = tempDir('timesvc-bench-');
+const tools = buildNative(dir.path);
 const children: RunningProcess[] = [];
 let ch: ChronyServer | undefined;
 // Each child is ended by its own handle (PID), also if the bench is left by an uncaught error.
@@ -112,6 +115,7 @@ try {
   const chPort = await freePort('udp');
   const userPort = await freePort('udp');
   const smallPort = await freePort('udp');
+  const flPort = await freePort('udp');
   const rmemDefault = Number(readFileSync('/proc/sys/net/core/rmem_default', 'utf8').trim());
   /** Start one timesvc; resolves once it is LOCKED, with its receive-timestamp mode from /api/health. */
   const startTimesvc = async (
@@ -160,11 +164,15 @@ try {
   // The load generator sends from 127.0.1.x.
   ch = await startChronyServer(dir.path, chPort, { extra: ['allow 127.0.0.0/8'] });
   const chPid = ch.proc.child.pid ?? 0;
+  const floor = await startFloor(tools, flPort);
+  children.push(floor);
+  const flPid = floor.child.pid ?? 0;
 
   console.log(
     `timesvc pid ${ts.pid} on 127.0.0.1:${tsPort} (rx_timestamps: ${ts.rx}); ` +
       `timesvc kernel_rx_timestamps:false pid ${tsUser.pid} (rx_timestamps: ${tsUser.rx}); ` +
-      `timesvc* pid ${tsSmall.pid} (rx_timestamps: ${tsSmall.rx}); chronyd pid ${chPid} on 127.0.0.1:${chPort}`,
+      `timesvc* pid ${tsSmall.pid} (rx_timestamps: ${tsSmall.rx}); chronyd pid ${chPid} on 127.0.0.1:${chPort}; ` +
+      `floor pid ${flPid} on 127.0.0.1:${flPort}`,
   );
   console.log(`Offset measured by chronyd -Q (${QUERIES} alternating runs each, idle servers):`);
   const offTs: number[] = [];
@@ -191,11 +199,17 @@ try {
   show('chronyd', offCh, medCh);
 
   console.log(`Load: ${STEP_MS} ms per step, 16 source addresses, loss limit ${LOSS_LIMIT * 100} %`);
+  const ceiling = generatorCeiling(tools);
+  console.log(
+    `  generator (gen.c) ceiling: ${ceiling.rate.toFixed(0)} requests/s sent with nothing answering ` +
+      `(its CPU ${ceiling.cpuMs.toFixed(0)} ms in 1 s)`,
+  );
   // Every server settled first (load.ts settle: past its start-up garbage collections, idle).
   const settled = await settle([
     { name: 'timesvc', pid: ts.pid },
     { name: 'chronyd', pid: chPid },
     { name: 'timesvc*', pid: tsSmall.pid },
+    { name: 'floor', pid: flPid },
   ]);
   console.log(
     `  settled: ${settled.map((x) => `${x.name} idle ${(x.idleUsPerS / 1000).toFixed(1)} ms CPU/s`).join(', ')} ` +
@@ -203,11 +217,12 @@ try {
   );
   console.log(`  at start: ${loadLine()}`);
   // Interleaved: at each rate timesvc, chronyd and timesvc* in turn (sweep.ts sweepTogether).
-  const [tsResults = [], chResults = [], smallResults = []] = await sweepTogether(
+  const [tsResults = [], chResults = [], smallResults = [], flResults = []] = await sweepTogether(
     [
-      { name: 'timesvc', step: (rate) => loadStep(tsPort, ts.pid, rate) },
-      { name: 'chronyd', step: (rate) => loadStep(chPort, chPid, rate) },
-      { name: 'timesvc*', step: (rate) => loadStep(smallPort, tsSmall.pid, rate) },
+      { name: 'timesvc', step: (rate) => loadStep(tools, tsPort, ts.pid, rate) },
+      { name: 'chronyd', step: (rate) => loadStep(tools, chPort, chPid, rate) },
+      { name: 'timesvc*', step: (rate) => loadStep(tools, smallPort, tsSmall.pid, rate) },
+      { name: 'floor', step: (rate) => loadStep(tools, flPort, flPid, rate) },
     ],
     RATES,
     LOSS_LIMIT,
@@ -218,36 +233,28 @@ try {
   console.log(
     `  (timesvc* = timesvc with socket_receive_buffer ${rmemDefault}, the kernel default chronyd uses)`,
   );
+  compareToAnchors(
+    { name: 'timesvc', results: tsResults },
+    [
+      { name: 'floor', results: flResults, target: FLOOR_RATIO_TARGET },
+      { name: 'chronyd', results: chResults, target: CPU_RATIO_TARGET },
+    ],
+    LOSS_LIMIT,
+  );
+  highestRates(
+    [
+      { name: 'timesvc', results: tsResults },
+      { name: 'chronyd', results: chResults },
+      { name: 'floor', results: flResults },
+      { name: 'timesvc*', results: smallResults },
+    ],
+    RATES,
+    LOSS_LIMIT,
+    ceiling,
+  );
   const bt = best(tsResults);
   const bc = best(chResults);
   const genMax = Math.max(...[...tsResults, ...chResults].map((r) => r.achievedRate));
-  console.log('Same offered rate, side by side (loss, server CPU per answered request):');
-  /** CPU per request, timesvc / chronyd, at every rate both answered with < 0.1 % loss (the target's scope). */
-  const cpuRatios: number[] = [];
-  for (const r of tsResults) {
-    const c = chResults.find((x) => x.rate === r.rate);
-    if (!c) continue;
-    const cpuRatio = r.cpuUsPerReq / c.cpuUsPerReq;
-    const both = r.loss < LOSS_LIMIT && c.loss < LOSS_LIMIT;
-    if (both) cpuRatios.push(cpuRatio);
-    console.log(
-      `  ${String(r.rate).padStart(6)}/s  timesvc ${(r.loss * 100).toFixed(3)} % ${r.cpuUsPerReq.toFixed(1)} µs` +
-        `  |  chronyd ${(c.loss * 100).toFixed(3)} % ${c.cpuUsPerReq.toFixed(1)} µs  |  CPU ratio ${cpuRatio.toFixed(2)}` +
-        (both
-          ? cpuRatio <= CPU_RATIO_TARGET
-            ? ''
-            : ` (above ${CPU_RATIO_TARGET}×)`
-          : ' (a server lost ≥ 0.1 %)'),
-    );
-  }
-  if (cpuRatios.length > 0) {
-    const worst = Math.max(...cpuRatios);
-    console.log(
-      `  CPU per request timesvc/chronyd at every rate both served with < 0.1 % loss: worst ${worst.toFixed(2)}× ` +
-        `(target ≤ ${CPU_RATIO_TARGET}× at every rate: ${worst <= CPU_RATIO_TARGET ? 'met' : 'NOT met'})`,
-    );
-  }
-
   console.log('Summary');
   console.log(
     `  timesvc: ${bt ? bt.rate : 0} req/s at < 0.1 % loss, ${bt ? bt.cpuUsPerReq.toFixed(1) : '-'} µs CPU/req`,

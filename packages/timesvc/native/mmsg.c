@@ -726,7 +726,7 @@ static int native_batch(endpoint_t *ep, native_t *nv) {
  * The thread: blocked in recvmmsg(MSG_WAITFORONE) on the socket made blocking, so a wake-up costs one
  * system call in and one out (sendmmsg), as chronyd's select() + recvmsg() + sendmsg() loop costs three.
  * native_stop() sets `stop` and wakes it with shutdown(SHUT_RD), which ends a blocked receive on a UDP
- * socket (recvmmsg returns 0); SO_RCVTIMEO bounds the wait should that not happen.
+ * socket (recvmmsg returns 0); SO_RCVTIMEO (5 s) bounds the wait should that not happen.
  */
 static void *native_main(void *arg) {
   endpoint_t *ep = arg;
@@ -866,7 +866,9 @@ static napi_value StartNative(napi_env env, napi_callback_info info) {
   ep->async_wake.data = ep;
   /* From here the thread reads the socket, blocking; libuv no longer watches it. */
   uv_poll_stop(&ep->poll);
-  struct timeval wait = {0, 250000};
+  /* Only a safety net (native_stop wakes the thread with shutdown): every expiry wakes an idle thread, which
+   * on a loaded 2-core VM cost some 0.5 ms of CPU each (docs/performance.md "The floor"), so it is long. */
+  struct timeval wait = {5, 0};
   setsockopt(ep->fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
   int fl = fcntl(ep->fd, F_GETFL);
   if (fl >= 0) fcntl(ep->fd, F_SETFL, fl & ~O_NONBLOCK); /* sends from JavaScript pass MSG_DONTWAIT */
