@@ -5,10 +5,14 @@
  * the compiled `dist/main.js` when built), so the figures are what an operator's machine carries.
  *
  *   npx tsx bench/services-idle/run.ts [--rounds 3] [--idle 30] [--settle 10] [--only punch,timesvc]
+ *                                      [--no-simulators]
  *
  * Each round measures the bare process first, then every service, and prints its own table (each ratio
  * beside its anchor, the bare process of that round); with --rounds > 1 a last table gives each figure's
- * median over the rounds.
+ * median over the rounds. The demo starts in-process simulators for two services (playout-monitor's
+ * CasparCG/vMix/HyperDeck, telemetry-bridge's Companion), which keep them busy as live devices would;
+ * `--no-simulators` drops those flags, so the service waits for devices that are not there (its reconnect
+ * timers are then all that runs): the service itself at rest.
  *
  * Targets (README "Benchmarks"): RSS ≤ 1.5× the bare process, idle CPU ≤ 1 ms per second, ready ≤ 2× the
  * bare process's time to listen. The load average is printed: figures from a busy machine say little.
@@ -27,12 +31,16 @@ const { values } = parseArgs({
     settle: { type: 'string' },
     only: { type: 'string' },
     rounds: { type: 'string' },
+    'no-simulators': { type: 'boolean' },
   },
 });
 const ROUNDS = Math.max(1, Math.min(10, Number(values.rounds ?? 1)));
 const IDLE_S = Number(values.idle ?? 30);
 const SETTLE_S = Number(values.settle ?? 10);
 const ONLY = values.only?.split(',');
+/** The `toolkit.start` arguments that start in-process simulators (dropped with --no-simulators). */
+const SIMULATOR_FLAGS = ['--with-simulators', '--companion-sim'];
+const NO_SIMULATORS = values['no-simulators'] === true;
 const TICKS_PER_S = 100; // USER_HZ on Linux (proc(5)); utime and stime are in these ticks
 
 interface Target {
@@ -59,7 +67,7 @@ function services(): Target[] {
     const entry = existsSync(built) ? built : join(root, 'packages', dir, bin[1]);
     out.push({
       name: bin[0],
-      command: [entry, ...(start.args ?? [])],
+      command: [entry, ...(start.args ?? []).filter((a) => !(NO_SIMULATORS && SIMULATOR_FLAGS.includes(a)))],
       env: start.env ?? {},
       ready: start.ready,
     });
@@ -184,7 +192,10 @@ function load(): string {
     .join(' ');
 }
 
-console.log(`# services-idle: ${ROUNDS} round(s); settle ${SETTLE_S} s, idle ${IDLE_S} s`);
+console.log(
+  `# services-idle: ${ROUNDS} round(s); settle ${SETTLE_S} s, idle ${IDLE_S} s; ` +
+    (NO_SIMULATORS ? 'without the demo simulators' : 'as npm start runs them (demo simulators on)'),
+);
 const rounds: Figures[][] = [];
 for (let round = 1; round <= ROUNDS; round++) {
   console.log(`\n# round ${round}: load average ${load()}`);

@@ -76,7 +76,7 @@ export function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, where = ''
 
 /**
  * The YAML parser loads on the first YAML file: a service started with a JSON config (or none) never pays
- * its module load (about 70 modules) at start or in its resident memory (docs/performance.md "At rest").
+ * its module load (about 70 modules) at start or in its resident memory (docs/at-rest.md).
  */
 function parseYaml(text: string): unknown {
   const yaml = createRequire(import.meta.url)('yaml') as typeof import('yaml');

@@ -119,7 +119,7 @@ type SchemaCompilers = NonNullable<NonNullable<FastifyServerOptions['schemaContr
 /**
  * fastify's own schema compilers (@fastify/ajv-compiler for request validation, fast-json-stringify for
  * response serialisation), loaded the first time a route declares such a schema rather than when fastify
- * starts (about 240 modules, their load time and their resident memory: docs/performance.md "At rest").
+ * starts (about 240 modules, their load time and their resident memory: docs/at-rest.md).
  * The factories are fastify's defaults, resolved through fastify itself and built once, so a route compiles
  * exactly as before. One difference fastify makes for a factory passed in: it no longer lower-cases the
  * property names of a `headers` schema (lib/validation.js); no route here declares one, and one that

@@ -52,7 +52,7 @@ export function renderSessionPage(name: string, view: PageView): string {
 
 /**
  * The QR encoder (and its PNG writer) loads on the first QR code asked for, not at start: an idle broker
- * never draws one (docs/performance.md "At rest").
+ * never draws one (docs/at-rest.md).
  */
 let qrcode: Promise<typeof import('qrcode')> | undefined;
 async function loadQrCode(): Promise<typeof import('qrcode')> {

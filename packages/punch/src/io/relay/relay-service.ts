@@ -16,7 +16,7 @@ import type { UdpRelay } from './udp-relay.ts';
 
 /**
  * ioredis loads when a Redis deployment is configured, not at every start: a single-instance broker on
- * SQLite never uses it (docs/performance.md "At rest").
+ * SQLite never uses it (docs/at-rest.md).
  */
 function ioredis(): typeof import('ioredis') {
   return createRequire(import.meta.url)('ioredis') as typeof import('ioredis');
