@@ -1,5 +1,4 @@
 import { readFileSync } from 'node:fs';
-import QRCode from 'qrcode';
 
 /**
  * Minimal session pages: a mobile-first join page and an SVG QR code (README "Pages"). The page never
@@ -51,7 +50,18 @@ export function renderSessionPage(name: string, view: PageView): string {
   );
 }
 
+/**
+ * The QR encoder (and its PNG writer) loads on the first QR code asked for, not at start: an idle broker
+ * never draws one (docs/at-rest.md).
+ */
+let qrcode: Promise<typeof import('qrcode')> | undefined;
+async function loadQrCode(): Promise<typeof import('qrcode')> {
+  qrcode ??= import('qrcode').then((m) => m.default);
+  return qrcode;
+}
+
 export async function renderQrSvg(text: string): Promise<string> {
+  const QRCode = await loadQrCode();
   return QRCode.toString(text, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
 }
 
@@ -152,5 +162,6 @@ export function renderUnknown(name: string): string {
 }
 
 export async function renderQrPng(text: string): Promise<Buffer> {
+  const QRCode = await loadQrCode();
   return QRCode.toBuffer(text, { type: 'png', errorCorrectionLevel: 'M', margin: 2, width: 360 });
 }

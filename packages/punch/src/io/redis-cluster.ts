@@ -1,7 +1,16 @@
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { createRequire } from 'node:module';
+import type { Redis } from 'ioredis';
 import type { Logger } from '@broadcast-ops/core';
 import { redisKeys } from './redis-keys.ts';
+
+/**
+ * ioredis loads when a Redis deployment is configured, not at every start: a single-instance broker on
+ * SQLite never uses it (docs/at-rest.md).
+ */
+function ioredis(): typeof import('ioredis') {
+  return createRequire(import.meta.url)('ioredis') as typeof import('ioredis');
+}
 
 /**
  * Membership of one broker instance in a Redis deployment (docs/multi-instance.md):
@@ -84,9 +93,9 @@ export class RedisCluster {
       connectTimeout: 2_000,
       retryStrategy: (n: number) => Math.min(100 * n, 1_000),
     };
-    this.redis = new Redis(options.url, { ...common, connectionName: `punch-${this.id}` });
+    this.redis = new (ioredis().Redis)(options.url, { ...common, connectionName: `punch-${this.id}` });
     // The subscriber keeps an offline queue for its own (re)subscription, never for publishing.
-    this.#sub = new Redis(options.url, {
+    this.#sub = new (ioredis().Redis)(options.url, {
       ...common,
       enableOfflineQueue: true,
       maxRetriesPerRequest: null,

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { createRequire } from 'node:module';
+import type { Redis } from 'ioredis';
 import type { Logger } from '@broadcast-ops/core';
 import {
   MAX_REPORTED_ALLOCATIONS,
@@ -12,6 +13,14 @@ import {
 import { DEFAULT_RELAY_LIMITS } from '../../domain/relay-allocations.ts';
 import { redisKeys } from '../redis-keys.ts';
 import type { UdpRelay } from './udp-relay.ts';
+
+/**
+ * ioredis loads when a Redis deployment is configured, not at every start: a single-instance broker on
+ * SQLite never uses it (docs/at-rest.md).
+ */
+function ioredis(): typeof import('ioredis') {
+  return createRequire(import.meta.url)('ioredis') as typeof import('ioredis');
+}
 
 /**
  * A relay on Redis (docs/relay.md "Relays on Redis"): registers itself under `<prefix>relay:<id>` with an
@@ -60,12 +69,16 @@ export class RelayService {
       connectTimeout: 2_000,
       retryStrategy: (n: number) => Math.min(100 * n, 1_000),
     };
-    this.#redis = new Redis(options.url, {
+    this.#redis = new (ioredis().Redis)(options.url, {
       ...common,
       enableOfflineQueue: false,
       connectionName: `relay-${this.id}`,
     });
-    this.#sub = new Redis(options.url, { ...common, enableOfflineQueue: true, maxRetriesPerRequest: null });
+    this.#sub = new (ioredis().Redis)(options.url, {
+      ...common,
+      enableOfflineQueue: true,
+      maxRetriesPerRequest: null,
+    });
     this.#redis.on('error', () => undefined);
     this.#sub.on('error', () => undefined);
     this.#sub.on('message', (_channel: string, text: string) => {
