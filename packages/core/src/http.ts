@@ -1,5 +1,4 @@
 import { STATUS_CODES } from 'node:http';
-import { createRequire } from 'node:module';
 import type { Duplex } from 'node:stream';
 import Fastify, {
   LogController,
@@ -114,34 +113,6 @@ export function appErrorOf(err: unknown, bodyLimit?: number): AppError | undefin
   return genericError(code, fastifyMessage === '' ? undefined : fastifyMessage);
 }
 
-type SchemaCompilers = NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>;
-
-/**
- * fastify's own schema compilers (@fastify/ajv-compiler for request validation, fast-json-stringify for
- * response serialisation), loaded the first time a route declares such a schema rather than when fastify
- * starts (about 240 modules, their load time and their resident memory: docs/at-rest.md).
- * The factories are fastify's defaults, resolved through fastify itself and built once, so a route compiles
- * exactly as before. One difference fastify makes for a factory passed in: it no longer lower-cases the
- * property names of a `headers` schema (lib/validation.js); no route here declares one, and one that
- * does writes its header names in lower case, as Node delivers them.
- */
-function lazySchemaCompilers(): SchemaCompilers {
-  const fromFastify = createRequire(createRequire(import.meta.url).resolve('fastify'));
-  // fastify's factory types are overloaded (AJV and JTD); both are passed through unchanged.
-  type Factory = (externalSchemas: unknown, options: unknown) => unknown;
-  const once = (name: string): Factory => {
-    let factory: Factory | undefined;
-    return (externalSchemas, options) => {
-      factory ??= (fromFastify(name) as () => Factory)();
-      return factory(externalSchemas, options);
-    };
-  };
-  return {
-    buildValidator: once('@fastify/ajv-compiler'),
-    buildSerializer: once('@fastify/fast-json-stringify-compiler'),
-  } as unknown as SchemaCompilers;
-}
-
 /**
  * A fastify instance with the toolkit's defaults: our pino logger, a body limit, an error handler that
  * answers AppError with its status and body, fastify's own errors with generic codes (appErrorOf) and
@@ -157,7 +128,6 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
     trustProxy: options.trustProxy ?? false,
     // Idle keep-alive sockets are closed at shutdown; in-flight requests are allowed to finish.
     forceCloseConnections: 'idle',
-    schemaController: { compilersFactory: lazySchemaCompilers() },
     ...options.fastify,
   };
   const app = Fastify(serverOptions) as unknown as FastifyInstance;
