@@ -6,10 +6,12 @@ import { silentLogger } from '@broadcast-ops/core';
 import { expectDecoded, waitFor } from '@broadcast-ops/core/testing';
 import { UNSYNCHRONISED_STATE } from '../../src/domain/ntp-responder.ts';
 import { batchSocketsAvailable } from '../../src/io/batch-socket.ts';
+import { RX_WINDOW_MS } from '../../src/io/kernel-rx-timestamp.ts';
 import { NtpServer } from '../../src/io/ntp-server.ts';
 import { ServedClock } from '../../src/io/served-clock.ts';
 import {
   decodeNtpPacket,
+  ntpToUnixMs,
   timestampDiffSeconds,
   type NtpPacket,
   type NtpTimestamp,
@@ -118,56 +120,77 @@ test('one recvmmsg of many requests: each gets its own reply with its own kernel
   const sentAt: { before: number; after: number }[] = [];
   try {
     await arrivalStampingOn(sock, replies);
-    const stats0 = { ...server.batchStats };
-    // All sent while this event loop (the server's) is blocked, 2 ms apart: they wait in the socket and are
-    // taken by one recvmmsg, and the kernel stamped each at its own arrival.
-    for (let i = 0; i < n; i++) {
-      const b = performance.now();
-      sock.send(request(i), port, '127.0.0.1');
-      sentAt.push({ before: b, after: performance.now() });
-      block(2);
-    }
-    block(5);
-    const handledAfter = performance.now();
-    await waitFor(() => replies.length === n, { timeoutMs: 5000, what: `${n} replies` });
-    assert.equal(server.batchStats.batches - stats0.batches, 1, 'one batch');
-    assert.equal(server.batchStats.datagrams - stats0.datagrams, n);
-    const bySeq = new Map<number, NtpPacket>();
-    for (const r of replies) {
-      const p = expectDecoded(decodeNtpPacket(r));
-      assert.equal(p.mode, 4);
-      assert.equal(p.stratum, 3);
-      assert.equal(p.poll, 6);
-      assert.equal(p.originTimestamp.seconds, 0xb47c4000, 'origin = the request transmit timestamp');
-      bySeq.set(p.originTimestamp.fraction, p);
-    }
-    assert.deepEqual(
-      [...bySeq.keys()].sort((a, b) => a - b),
-      Array.from({ length: n }, (_, i) => i),
-      'one reply per request, each with its own origin',
-    );
-    // Receive timestamps: the gaps between them are the gaps between the sends (not the handler's time).
-    const rx = (i: number): NtpTimestamp => bySeq.get(i)!.receiveTimestamp;
-    const tolMs = 0.1;
-    for (let i = 1; i < n; i++) {
-      const gapMs = timestampDiffSeconds(rx(i), rx(i - 1)) * 1000;
-      const lo = sentAt[i]!.before - sentAt[i - 1]!.after - tolMs;
-      const hi = sentAt[i]!.after - sentAt[i - 1]!.before + tolMs;
-      assert.ok(
-        gapMs >= lo && gapMs <= hi,
-        `T2 gap ${i}: ${gapMs.toFixed(3)} ms, sends ${lo}..${hi} ms apart`,
+    for (let attempt = 1; ; attempt++) {
+      replies.length = 0;
+      sentAt.length = 0;
+      const stats0 = { ...server.batchStats };
+      const wallAtFirstSend = Date.now();
+      // All sent while this event loop (the server's) is blocked, 2 ms apart: they wait in the socket and are
+      // taken by one recvmmsg, and the kernel stamped each at its own arrival.
+      for (let i = 0; i < n; i++) {
+        const b = performance.now();
+        sock.send(request(i), port, '127.0.0.1');
+        sentAt.push({ before: b, after: performance.now() });
+        block(2);
+      }
+      block(5);
+      const handledAfter = performance.now();
+      await waitFor(() => replies.length === n, { timeoutMs: 5000, what: `${n} replies` });
+      // A datagram read more than RX_WINDOW_MS after its arrival gets its read time as T2, by design
+      // (kernel-rx-timestamp.ts). This process sends and serves both: when the machine starves it (a niced
+      // matrix line) for that long, the batch proves nothing about the stamps and is sent again (at most 20).
+      // When the batch was read: its replies' T3 on the served clock, here the host's (ms, whole-ms start).
+      const lateMs =
+        ntpToUnixMs(expectDecoded(decodeNtpPacket(replies[0]!)).transmitTimestamp, wallAtFirstSend) -
+        wallAtFirstSend;
+      if (lateMs >= RX_WINDOW_MS - 50) {
+        assert.ok(
+          attempt < 20,
+          `20 batches each answered ≥ ${RX_WINDOW_MS - 50} ms late: the process starved`,
+        );
+        console.log(`# batch ${attempt} answered ${lateMs.toFixed(0)} ms after its first send: sent again`);
+        continue;
+      }
+      assert.equal(server.batchStats.batches - stats0.batches, 1, 'one batch');
+      assert.equal(server.batchStats.datagrams - stats0.datagrams, n);
+      const bySeq = new Map<number, NtpPacket>();
+      for (const r of replies) {
+        const p = expectDecoded(decodeNtpPacket(r));
+        assert.equal(p.mode, 4);
+        assert.equal(p.stratum, 3);
+        assert.equal(p.poll, 6);
+        assert.equal(p.originTimestamp.seconds, 0xb47c4000, 'origin = the request transmit timestamp');
+        bySeq.set(p.originTimestamp.fraction, p);
+      }
+      assert.deepEqual(
+        [...bySeq.keys()].sort((a, b) => a - b),
+        Array.from({ length: n }, (_, i) => i),
+        'one reply per request, each with its own origin',
       );
+      // Receive timestamps: the gaps between them are the gaps between the sends (not the handler's time).
+      const rx = (i: number): NtpTimestamp => bySeq.get(i)!.receiveTimestamp;
+      const tolMs = 0.1;
+      for (let i = 1; i < n; i++) {
+        const gapMs = timestampDiffSeconds(rx(i), rx(i - 1)) * 1000;
+        const lo = sentAt[i]!.before - sentAt[i - 1]!.after - tolMs;
+        const hi = sentAt[i]!.after - sentAt[i - 1]!.before + tolMs;
+        assert.ok(
+          gapMs >= lo && gapMs <= hi,
+          `T2 gap ${i}: ${gapMs.toFixed(3)} ms, sends ${lo}..${hi} ms apart`,
+        );
+      }
+      // The first request waited the whole block before being handled: T3 − T2 shows it.
+      const first = bySeq.get(0)!;
+      const heldMs = timestampDiffSeconds(first.transmitTimestamp, first.receiveTimestamp) * 1000;
+      assert.ok(
+        heldMs >= handledAfter - sentAt[0]!.after - tolMs,
+        `T3 − T2 of the first = ${heldMs.toFixed(3)} ms, it waited ≥ ${handledAfter - sentAt[0]!.after} ms`,
+      );
+      // Every transmit timestamp follows its receive timestamp.
+      for (const p of bySeq.values())
+        assert.ok(timestampDiffSeconds(p.transmitTimestamp, p.receiveTimestamp) > 0);
+      break;
     }
-    // The first request waited the whole block before being handled: T3 − T2 shows it.
-    const first = bySeq.get(0)!;
-    const heldMs = timestampDiffSeconds(first.transmitTimestamp, first.receiveTimestamp) * 1000;
-    assert.ok(
-      heldMs >= handledAfter - sentAt[0]!.after - tolMs,
-      `T3 − T2 of the first = ${heldMs.toFixed(3)} ms, it waited ≥ ${handledAfter - sentAt[0]!.after} ms`,
-    );
-    // Every transmit timestamp follows its receive timestamp.
-    for (const p of bySeq.values())
-      assert.ok(timestampDiffSeconds(p.transmitTimestamp, p.receiveTimestamp) > 0);
   } finally {
     sock.close();
   }
