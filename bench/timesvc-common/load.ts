@@ -1,11 +1,12 @@
 /** The UDP load generators shared by the timesvc NTP and NTS benches (gen.c, and one in Node), and the floor. */
 import { execFile, execFileSync } from 'node:child_process';
 import { createSocket, type Socket } from 'node:dgram';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { startProcess, type RunningProcess } from '@broadcast-ops/core/testing';
+import { NtsCookieJar } from '@broadcast-ops/timesvc/testing';
 
 const CLK_TCK = 100; // Linux USER_HZ
 
@@ -265,6 +266,23 @@ export function generatorCeiling(
     cpuMs: number;
   };
   return { rate: (r.sent / r.sendMs) * 1000, cpuMs: r.cpuMs };
+}
+
+/**
+ * Writes, to `file`, the cookie master keys a timesvc configured with `cookieKeyHex` derives (`current <id>`,
+ * then `<id> <key hex>` per key): what the floor's `--nts` reads to open and seal the same cookies.
+ */
+export function floorKeyFile(file: string, cookieKeyHex: string): string {
+  const mk = new NtsCookieJar({ secret: Buffer.from(cookieKeyHex, 'hex'), now: Date.now }).masterKeys();
+  writeFileSync(
+    file,
+    [
+      `current ${mk.current}`,
+      ...mk.ids.map((id, i) => `${id} ${mk.keys.subarray(32 * i, 32 * i + 32).toString('hex')}`),
+      '',
+    ].join('\n'),
+  );
+  return file;
 }
 
 /** Start the floor responder (floor.c) on 127.0.0.1:`port`; NTS with the master keys in `keyFile`. */

@@ -22,6 +22,7 @@ import { execFileSync } from 'node:child_process';
 import { repoRoot, tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
 import {
   buildNative,
+  floorKeyFile,
   generatorCeiling,
   offerLoadC,
   settle,
@@ -37,7 +38,6 @@ import {
   type ChronyServer,
   freePort,
   makeCertificate,
-  NtsCookieJar,
 } from '@broadcast-ops/timesvc/testing';
 import {
   best as bestStep,
@@ -242,16 +242,7 @@ try {
     ],
   });
   // The floor holds timesvc's master keys (nts-cookies.ts: derived from the same cookie_key).
-  const mk = new NtsCookieJar({ secret: Buffer.from(COOKIE_KEY, 'hex'), now: Date.now }).masterKeys();
-  const keyFile = join(dir.path, 'floor-keys.txt');
-  writeFileSync(
-    keyFile,
-    [
-      `current ${mk.current}`,
-      ...mk.ids.map((id, i) => `${id} ${mk.keys.subarray(32 * i, 32 * i + 32).toString('hex')}`),
-      '',
-    ].join('\n'),
-  );
+  const keyFile = floorKeyFile(join(dir.path, 'floor-keys.txt'), COOKIE_KEY);
   const flPort = await freePort('udp');
   const floor = await startFloor(tools, flPort, { keyFile });
   children.push(floor);

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { execFileSync } from 'node:child_process';
 import { repoRoot, tempDir, type RunningProcess } from '@broadcast-ops/core/testing';
-import { buildNative, offerLoadC, settle, startFloor } from '../timesvc-common/load.ts';
+import { buildNative, floorKeyFile, offerLoadC, settle, startFloor } from '../timesvc-common/load.ts';
 import { loadLine } from '../timesvc-common/sweep.ts';
 import {
   startTimesvcCli,
@@ -19,7 +19,6 @@ import {
   ntsKeyExchange,
   freePort,
   makeCertificate,
-  NtsCookieJar,
 } from '@broadcast-ops/timesvc/testing';
 
 const { values } = parseArgs({
@@ -96,16 +95,7 @@ try {
   children.push(ts);
   const kePort = Number((await ts.waitForOutput(/"port":(\d+),"msg":"NTS-KE listening"/, 30_000))[1]);
   await ts.waitForOutput(/timesvc started/, 10_000);
-  const mk = new NtsCookieJar({ secret: Buffer.from(COOKIE_KEY, 'hex'), now: Date.now }).masterKeys();
-  const keyFile = join(dir.path, 'keys.txt');
-  writeFileSync(
-    keyFile,
-    [
-      `current ${mk.current}`,
-      ...mk.ids.map((id, i) => `${id} ${mk.keys.subarray(32 * i, 32 * i + 32).toString('hex')}`),
-      '',
-    ].join('\n'),
-  );
+  const keyFile = floorKeyFile(join(dir.path, 'keys.txt'), COOKIE_KEY);
   const flPort = await freePort('udp');
   const floor = await startFloor(tools, flPort, { keyFile });
   children.push(floor);
