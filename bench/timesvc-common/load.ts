@@ -1,7 +1,7 @@
 /** The UDP load generators shared by the timesvc NTP and NTS benches (gen.c, and one in Node), and the floor. */
 import { execFile, execFileSync } from 'node:child_process';
 import { createSocket, type Socket } from 'node:dgram';
-import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -161,6 +161,9 @@ export function buildNative(dir: string): NativeTools {
   const gen = join(dir, 'gen');
   const floor = join(dir, 'floor');
   execFileSync('gcc', ['-O2', '-Wall', '-o', gen, join(here, 'gen.c')], { stdio: 'inherit' });
+  // The floor links the system libcrypto: Debian's libssl-dev (headers and libcrypto.so).
+  if (!existsSync('/usr/include/openssl/evp.h'))
+    throw new Error('the floor needs OpenSSL headers: apt-get update && apt-get install -y libssl-dev');
   execFileSync(
     'gcc',
     [
