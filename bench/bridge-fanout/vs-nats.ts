@@ -51,6 +51,8 @@ const { values } = parseArgs({
     'scale-rate': { type: 'string', default: '4' },
     'scale-seconds': { type: 'string', default: '5' },
     only: { type: 'string', default: '' }, // 'hub' or 'nats': run one target (profiling)
+    // JSON merged into the hub's config, one level deep (experiments, e.g. '{"eventLog":{"fsync":false}}').
+    'hub-config': { type: 'string', default: '' },
   },
 });
 const SUBSCRIBERS = Number(values.subscribers);
@@ -97,16 +99,16 @@ function freePort(): Promise<number> {
 async function startHub(dir: string, maxClients: number): Promise<Server> {
   mkdirSync(dir, { recursive: true });
   const cfg = join(dir, 'bridge.json');
-  writeFileSync(
-    cfg,
-    JSON.stringify({
-      clientTransport: { host: HOST, port: 0, rateLimit: 1_000_000, maxClients },
-      metrics: { enabled: false },
-      health: { enabled: false },
-      eventLog: { path: join(dir, 'events'), maxFileSize: 64 * 1024 * 1024, maxFiles: 4 },
-      logging: { level: 'warn' },
-    }),
-  );
+  const config: Record<string, Record<string, unknown>> = {
+    clientTransport: { host: HOST, port: 0, rateLimit: 1_000_000, maxClients },
+    metrics: { enabled: false },
+    health: { enabled: false },
+    eventLog: { path: join(dir, 'events'), maxFileSize: 64 * 1024 * 1024, maxFiles: 4 },
+    logging: { level: 'warn' },
+  };
+  const extra = values['hub-config'] ? (JSON.parse(values['hub-config']) as typeof config) : {};
+  for (const [k, v] of Object.entries(extra)) config[k] = { ...config[k], ...v };
+  writeFileSync(cfg, JSON.stringify(config));
   // BENCH_CPU_PROF=<dir> writes a V8 CPU profile of the hub process there (docs/performance.md).
   const prof = process.env['BENCH_CPU_PROF'];
   const proc = startProcess(
@@ -114,6 +116,8 @@ async function startHub(dir: string, maxClients: number): Promise<Server> {
     [
       '--conditions=source',
       ...(prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : []),
+      // BENCH_HUB_NODE_ARGS: more node flags for the hub, e.g. '--perf-basic-prof' for `perf record -p`.
+      ...(process.env['BENCH_HUB_NODE_ARGS'] ?? '').split(' ').filter(Boolean),
       join(repoRoot, 'packages/telemetry-bridge/bin/telemetry-bridge.mjs'),
       '--config',
       cfg,

@@ -201,6 +201,8 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
       allowedHosts: config.console.allowedHosts,
       allowedOrigins: ct.allowedOrigins,
       ...(consoleApp ? { server: consoleApp.server } : {}),
+      // The log's records of this job are written before any frame leaves (README "Durability").
+      ...(eventLog ? { beforeWrite: () => eventLog.writePending() } : {}),
     },
     clock,
     logger,

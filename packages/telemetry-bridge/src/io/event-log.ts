@@ -114,6 +114,21 @@ export class EventLog implements EventLogSink {
   #closeAfterSync: number | undefined;
   #checkpoint: () => Iterable<string> = () => [];
   #startNew: { index: number; firstOffset: number } | undefined;
+  /**
+   * Records appended in the current job (synchronous run of the event loop), not yet written: they are
+   * written together, with one write(), by `writePending()`, which runs before any socket write that could
+   * deliver them (the client transport calls it, io/ws-transport.ts `beforeWrite`), before any sync,
+   * rotation or close, and at the latest when the job ends (process.nextTick). Nothing leaves the process
+   * in between, so "written before the message it carries is delivered" holds as with one write per
+   * record (docs/performance.md "Event log writes").
+   */
+  #pending: Buffer[] = [];
+  #pendingBytes = 0;
+  #pendingScheduled = false;
+  readonly #writePendingTick = (): void => {
+    this.#pendingScheduled = false;
+    this.writePending();
+  };
 
   constructor(options: EventLogOptions) {
     this.#opts = options;
@@ -147,9 +162,9 @@ export class EventLog implements EventLogSink {
   get rotations(): number {
     return this.#rotations;
   }
-  /** Bytes written to the current segment (its used size; the file itself is preallocated ahead). */
+  /** Bytes appended to the current segment (its used size; the file itself is preallocated ahead). */
   get segmentBytes(): number {
-    return this.#pos;
+    return this.#pos + this.#pendingBytes;
   }
   get lastError(): Error | undefined {
     return this.#lastError;
@@ -218,6 +233,8 @@ export class EventLog implements EventLogSink {
   }
 
   #startSegment(index: number, firstOffset: number): void {
+    // The records appended before the rotation belong to the finished segment.
+    if (this.#fd !== undefined) this.#writePendingOrThrow();
     // The old file stays open until the new one is: if a step throws, #fd is still a valid descriptor and
     // the next append retries (a closed descriptor number kept here could be reused by another file).
     if (this.#fd !== undefined) {
@@ -295,6 +312,31 @@ export class EventLog implements EventLogSink {
     else closeSync(fd);
   }
 
+  /**
+   * Write the records appended in this job (#pending) with one write(). Public for the client transport,
+   * which calls it before writing to any socket; a failure is a log failure (#fail), as in append.
+   */
+  writePending(): void {
+    if (this.#pendingBytes === 0) return;
+    try {
+      this.#writePendingOrThrow();
+    } catch (err) {
+      this.#fail(err);
+    }
+  }
+
+  #writePendingOrThrow(): void {
+    if (this.#pendingBytes === 0) return;
+    const list = this.#pending;
+    const bytes = this.#pendingBytes;
+    this.#pending = [];
+    this.#pendingBytes = 0;
+    // Counted in the segment's size and record bytes when appended (#shouldRotate sees them at once).
+    this.#size -= bytes;
+    this.#recordBytes -= bytes;
+    this.#write(list.length === 1 ? (list[0] as Buffer) : Buffer.concat(list, bytes));
+  }
+
   /** Write at the end; `preallocate` false for checkpoint chunks (the file grows as written, no zeros first). */
   #write(buf: Buffer, preallocate = true): void {
     const fd = this.#fd;
@@ -321,7 +363,14 @@ export class EventLog implements EventLogSink {
     try {
       const buf = encodeRecordBody(recordBodyText(offset, time, kind, json));
       if (this.#shouldRotate(buf.length)) this.#startSegment(this.#segment + 1, offset);
-      this.#write(buf);
+      this.#pending.push(buf);
+      this.#pendingBytes += buf.length;
+      this.#size += buf.length;
+      this.#recordBytes += buf.length;
+      if (!this.#pendingScheduled) {
+        this.#pendingScheduled = true;
+        process.nextTick(this.#writePendingTick);
+      }
       this.#recordsInSegment++;
       this.#lastOffset = offset;
       this.#appended++;
@@ -336,6 +385,12 @@ export class EventLog implements EventLogSink {
   }
 
   #fail(err: unknown): void {
+    // Records not yet written go with the segment: the reopened one starts with a checkpoint of the state
+    // they led to (#reopen).
+    this.#size -= this.#pendingBytes;
+    this.#recordBytes -= this.#pendingBytes;
+    this.#pending = [];
+    this.#pendingBytes = 0;
     this.#lastError = err instanceof Error ? err : new Error(String(err));
     this.#failedThisRun = true;
     this.#retryAt = this.#mono() + REOPEN_RETRY_MS;
@@ -410,6 +465,7 @@ export class EventLog implements EventLogSink {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     if (this.#syncing) return;
+    this.writePending();
     const fd = this.#fd;
     if (!this.#dirty || fd === undefined || this.#lastError) {
       const waiters = this.#waiters;
@@ -464,6 +520,7 @@ export class EventLog implements EventLogSink {
 
   /** Sync now, on this thread, and run the waiting callbacks (benchmarks; shutdown). */
   flush(): void {
+    this.writePending();
     if (this.#immediate) clearImmediate(this.#immediate);
     this.#immediate = undefined;
     if (this.#timer) clearTimeout(this.#timer);
@@ -486,6 +543,7 @@ export class EventLog implements EventLogSink {
 
   /** Clean shutdown: sync, close, then the marker that lets the next start keep the epoch. */
   close(): void {
+    this.writePending();
     if (this.#immediate) clearImmediate(this.#immediate);
     this.#immediate = undefined;
     const fd = this.#fd;

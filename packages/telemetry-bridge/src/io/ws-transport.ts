@@ -28,6 +28,11 @@ export interface WsTransportOptions extends SessionOptions {
   allowedHosts?: readonly string[];
   /** Origins (`scheme://host[:port]`) besides this host's own whose pages may open a WebSocket. */
   allowedOrigins?: readonly string[];
+  /**
+   * Runs before any frame is written to a socket: the event log writes the records it holds for the
+   * current job (io/event-log.ts `writePending`), so no message leaves before its record is written.
+   */
+  beforeWrite?: () => void;
 }
 
 export interface TransportEvents {
@@ -215,6 +220,7 @@ export class WsTransport {
     // The upgraded request's socket is the one ws writes to.
     const socket: Socket = req.socket;
     const batch = this.#batch;
+    const beforeWrite = this.#opts.beforeWrite ?? ((): void => undefined);
     /**
      * Frames given this tick, not yet written: not backpressure (the kernel has not refused them), so not
      * counted in bufferedAmount, exactly as bytes held by a cork would not be.
@@ -228,6 +234,7 @@ export class WsTransport {
       held = [];
       heldBytes = 0;
       if (socket.destroyed) return; // gone meanwhile: what ws.send would do with them
+      beforeWrite();
       // A ping or pong ws writes in the same tick may leave before these frames: RFC 6455 5.4 lets control
       // frames go between messages. A close releases them first (below), so none follows the close frame.
       socket.write((list.length === 1 ? list[0] : undefined) ?? batch.joined(list, bytes));
@@ -239,6 +246,7 @@ export class WsTransport {
         send: (data) => {
           if (ws.readyState !== WebSocket.OPEN || !socket.writable) {
             release();
+            beforeWrite();
             ws.send(data); // ws's own handling of a send on a closing socket
             return;
           }

@@ -46,6 +46,40 @@ function stateJson(offset: number, path: string, value: unknown): string {
   });
 }
 
+/** Records of the last segment as recovery would read them, without opening the log again. */
+function recordsOnDisk(dir: string): number[] {
+  const seg = join(dir, listSegments(dir).at(-1)!.name);
+  const offsets: number[] = [];
+  for (const r of scanRecords(readFileSync(seg)).records) if (r.k === 'state') offsets.push(r.o);
+  return offsets;
+}
+
+test('records of one job are written together: before a socket write (writePending) or when the job ends', async () => {
+  const dir = tempDir('tb-log-');
+  try {
+    const log = openLog(dir.path);
+    for (let o = 1; o <= 3; o++) log.append(o, 1, 'state', stateJson(o, 'fake.k', o));
+    // What the client transport does before it writes any frame (io/ws-transport.ts beforeWrite).
+    log.writePending();
+    assert.deepEqual(recordsOnDisk(dir.path), [1, 2, 3]);
+    for (let o = 4; o <= 5; o++) log.append(o, 1, 'state', stateJson(o, 'fake.k', o));
+    assert.equal(log.segmentBytes > 0, true);
+    // Nothing asks: they are written when the job returns to the event loop (process.nextTick).
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(recordsOnDisk(dir.path), [1, 2, 3, 4, 5]);
+    log.append(6, 1, 'state', stateJson(6, 'fake.k', 6));
+    // A sync (group commit) writes first what it is to make durable.
+    let synced = false;
+    log.whenDurable(() => (synced = true));
+    log.flush();
+    assert.equal(synced, true);
+    assert.deepEqual(recordsOnDisk(dir.path), [1, 2, 3, 4, 5, 6]);
+    log.close();
+  } finally {
+    dir.remove();
+  }
+});
+
 test('a torn last record is detected at every cut point and skipped; earlier records survive', () => {
   const a = encodeRecord({ o: 1, t: 1, k: 'state', m: { v: 1 } });
   const b = encodeRecord({ o: 2, t: 2, k: 'state', m: { v: 'two' } });
@@ -97,6 +131,9 @@ test('unclean stop with a torn tail: readable records kept, tail quarantined who
     const a = openHub(dir.path, 1 << 20, 4, 'epoch-a');
     for (let i = 1; i <= 20; i++) a.hub.writeState('fake.device', `fake.k${i % 3}`, i);
     const last = a.hub.offset;
+    // The job that appended them ends: its records are written (what happens at the latest when the job
+    // returns to the event loop, or before any of them is delivered).
+    a.log.writePending();
     // No close(): the process died. Then a power cut tore the next record.
     const seg = join(dir.path, listSegments(dir.path).at(-1)!.name);
     // The torn write lands where the data ends (the file is preallocated with zeros beyond it).
