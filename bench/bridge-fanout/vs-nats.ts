@@ -4,6 +4,7 @@
  * WebSocket connections) and messages of the same size: the hub a state write under app.pub.custom.* that
  * it delivers as its ~330-byte state envelope, nats-server a PUB whose payload is a JSON text of that
  * envelope's shape and size. Per round and target:
+ *   0. warm-up: --warmup-messages (20,000) in a closed loop, not measured (WARMUP below);
  *   1. steady: --rate messages/s (200 × 100 subscribers = 20,000 deliveries/s): p50/p99 publish→receive;
  *   2. saturation: a closed loop (at most --window messages in flight, paced by one extra subscriber in this
  *      process) for the maximum deliveries/s;
@@ -17,7 +18,8 @@
  * cap raised to fit the scale row.
  *
  *   npx tsx bench/bridge-fanout/vs-nats.ts [--rounds 3] [--procs 4] [--subscribers 100] [--rate 200]
- *     [--seconds 5] [--saturate-seconds 4] [--window 32] [--scale 5000] [--scale-rate 4] [--scale-seconds 5]
+ *     [--seconds 5] [--saturate-seconds 4] [--window 500] [--warmup-messages 20000] [--scale 5000]
+ *     [--scale-rate 4] [--scale-seconds 5] [--only hub|nats] [--hub-config '{"eventLog":{"fsync":false}}']
  *
  * Acceptance anchors (printed beside the figures): hub deliveries/s at saturation ≥ 1.0× nats-server's and
  * hub p99 at 20,000 deliveries/s ≤ 1.0× nats-server's, per round and as medians of the rounds.
@@ -53,6 +55,8 @@ const { values } = parseArgs({
     only: { type: 'string', default: '' }, // 'hub' or 'nats': run one target (profiling)
     // JSON merged into the hub's config, one level deep (experiments, e.g. '{"eventLog":{"fsync":false}}').
     'hub-config': { type: 'string', default: '' },
+    // Messages sent in a closed loop (as at saturation, not measured) before the steady phase: see WARMUP.
+    'warmup-messages': { type: 'string', default: '20000' },
   },
 });
 const SUBSCRIBERS = Number(values.subscribers);
@@ -66,6 +70,13 @@ const SCALE = Number(values.scale);
 const SCALE_RATE = Number(values['scale-rate']);
 const SCALE_SECONDS = Number(values['scale-seconds']);
 const WARMUP_MS = 1000;
+/**
+ * Both servers get --warmup-messages first, unmeasured: the hub is JIT-compiled, and at 200 messages/s its
+ * per-message code (one call per message, not per delivery) is still in V8's baseline tier during a
+ * 5-second steady phase right after start (docs/performance.md "JIT warm-up"); a server that has run for
+ * a while has it optimised. nats-server (compiled ahead of time) gets the same messages.
+ */
+const WARMUP_MSGS = Number(values['warmup-messages']);
 const GRACE_MS = 500;
 const HOST = '127.0.0.1';
 const SUBJECT = { hub: 'app.pub.custom.**', nats: 'bench.fanout' } as const;
@@ -315,6 +326,26 @@ async function pacer(server: Server, onIndex: (i: number) => void): Promise<Lite
   );
 }
 
+/** --warmup-messages in a closed loop, not counted; returns once the pacer has seen the last one. */
+async function warmupPhase(
+  pub: { send(i: number): void },
+  next: { i: number },
+  lastSeen: { i: number },
+): Promise<void> {
+  if (WARMUP_MSGS <= 0) return;
+  const end = next.i + WARMUP_MSGS;
+  const t0 = performance.now();
+  await new Promise<void>((resolve) => {
+    const pump = (): void => {
+      if (lastSeen.i >= end - 1 || performance.now() - t0 > 30_000) return resolve();
+      while (next.i < end && next.i - 1 - lastSeen.i < WINDOW) pub.send(next.i++);
+      setImmediate(pump);
+    };
+    pump();
+  });
+  await sleep(300);
+}
+
 async function steadyPhase(
   server: Server,
   workers: Workers,
@@ -423,6 +454,7 @@ async function runTarget(
     pace.socket.once('data', (d: Buffer) => (size = d.length));
     const pub = await publisherFor(server);
     const next = { i: 0 };
+    await warmupPhase(pub, next, lastSeen);
     const steady = await steadyPhase(server, workers, pub, next, SUBSCRIBERS, RATE, SECONDS);
     const saturated = await saturationPhase(server, workers, pub, next, lastSeen, SUBSCRIBERS);
     pub.close();
@@ -470,7 +502,7 @@ try {
   console.log(
     `bridge-fanout vs nats-server: ${SUBSCRIBERS} WebSocket subscribers in ${PROCS.join(' / ')} processes, ` +
       `steady ${RATE} msg/s (${RATE * SUBSCRIBERS} deliveries/s) for ${SECONDS}s, saturation ${SAT_SECONDS}s ` +
-      `(window ${WINDOW}), ${ROUNDS} round(s) alternating; node ${process.version}, ${cpus().length} cores, ` +
+      `(window ${WINDOW}), ${WARMUP_MSGS} unmeasured warm-up messages first, ${ROUNDS} round(s) alternating; node ${process.version}, ${cpus().length} cores, ` +
       `load average ${loadStart} (machine shared with other sessions)`,
   );
   console.log(

@@ -43,6 +43,11 @@ const CHECKPOINT_CHUNK_BYTES = 1024 * 1024;
  */
 const PREALLOCATE_MAX_BYTES = 4 * 1024 * 1024;
 const ZEROS = Buffer.alloc(64 * 1024);
+/**
+ * Records held for one write (#pending) at most: a job that appends more (a client leaving with a large
+ * state marks it stale in turns of about 1 MiB) writes them in pieces of about this size.
+ */
+const MAX_PENDING_BYTES = 256 * 1024;
 /** After a write error, how often an append may try to reopen the log in a new segment. */
 const REOPEN_RETRY_MS = 1000;
 
@@ -367,7 +372,8 @@ export class EventLog implements EventLogSink {
       this.#pendingBytes += buf.length;
       this.#size += buf.length;
       this.#recordBytes += buf.length;
-      if (!this.#pendingScheduled) {
+      if (this.#pendingBytes >= MAX_PENDING_BYTES) this.#writePendingOrThrow();
+      else if (!this.#pendingScheduled) {
         this.#pendingScheduled = true;
         process.nextTick(this.#writePendingTick);
       }

@@ -80,6 +80,22 @@ test('records of one job are written together: before a socket write (writePendi
   }
 });
 
+test('one job appending a lot holds at most about 256 KiB of records before it writes them', () => {
+  const dir = tempDir('tb-log-');
+  try {
+    const log = openLog(dir.path, 64 << 20);
+    const big = 'x'.repeat(10_000);
+    for (let o = 1; o <= 40; o++) log.append(o, 1, 'state', stateJson(o, 'fake.k', big));
+    // Still inside the job (no writePending, no tick): 400 KB appended, at least 144 KB already written.
+    const written = recordsOnDisk(dir.path).length;
+    assert.equal(written >= 25 && written < 40, true, `${written} of 40 records written within the job`);
+    log.close();
+    assert.equal(recordsOnDisk(dir.path).length, 40);
+  } finally {
+    dir.remove();
+  }
+});
+
 test('a torn last record is detected at every cut point and skipped; earlier records survive', () => {
   const a = encodeRecord({ o: 1, t: 1, k: 'state', m: { v: 1 } });
   const b = encodeRecord({ o: 2, t: 2, k: 'state', m: { v: 'two' } });
