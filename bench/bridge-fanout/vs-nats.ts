@@ -451,10 +451,11 @@ async function runTarget(
     const pace = await pacer(server, (i) => {
       if (i > lastSeen.i) lastSeen.i = i;
     });
-    pace.socket.once('data', (d: Buffer) => (size = d.length));
     const pub = await publisherFor(server);
     const next = { i: 0 };
     await warmupPhase(pub, next, lastSeen);
+    // The first read of the steady phase: one message (the warm-up's reads carry many).
+    pace.socket.once('data', (d: Buffer) => (size = d.length));
     const steady = await steadyPhase(server, workers, pub, next, SUBSCRIBERS, RATE, SECONDS);
     const saturated = await saturationPhase(server, workers, pub, next, lastSeen, SUBSCRIBERS);
     pub.close();
