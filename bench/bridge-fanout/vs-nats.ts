@@ -25,7 +25,7 @@
  * hub p99 at 20,000 deliveries/s ≤ 1.0× nats-server's, per round and as medians of the rounds.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -464,6 +464,10 @@ async function runTarget(
   } finally {
     await workers.stop();
     await server.proc.stop('SIGTERM');
+    // BENCH_SERVER_OUTPUT=<file>: the server's output is appended there (e.g. with --trace-gc in
+    // BENCH_HUB_NODE_ARGS).
+    const out = process.env['BENCH_SERVER_OUTPUT'];
+    if (out) appendFileSync(out, `--- ${kind}, ${procs} procs\n${server.proc.output()}\n`);
   }
 }
 
