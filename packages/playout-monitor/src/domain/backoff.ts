@@ -14,14 +14,14 @@ export function reconnectDelayMs(
 }
 
 /** The longest wait between two polls of a polled device declared offline (README "vMix"). */
-export const OFFLINE_POLL_MAX_MS = 2000;
+export const OFFLINE_POLL_MAX_MS = 5000;
 
 /**
  * The wait before the next poll of a polled device (vMix) after `failedPolls` failures in a row: its poll
  * period while it answers and through the `offlineAfter` failures that declare it offline (so it is declared
  * offline exactly as before); from then on the period doubled per further failure, ±20 % jitter, at most
- * `capMs` (`OFFLINE_POLL_MAX_MS`, never below the period), so an absent mixer is asked every two seconds
- * instead of four times a second, and one that comes back is seen within about two seconds.
+ * `capMs` (`OFFLINE_POLL_MAX_MS`, never below the period), so an absent mixer is asked every 4-5 seconds
+ * instead of four times a second, and one that comes back is seen within 5 s (the HyperDeck's reconnect cap).
  */
 export function pollDelayMs(
   failedPolls: number,

@@ -10,7 +10,7 @@
  * tried again with backoff (1 s to 30 s).
  *
  * A mixer declared offline (`offlineAfterFailures` failed polls) is polled with backoff: the period doubled
- * per further failure up to 2 s (domain/backoff.ts pollDelayMs), back to `pollIntervalMs` with its first
+ * per further failure up to 5 s (domain/backoff.ts pollDelayMs), back to `pollIntervalMs` with its first
  * answer.
  *
  * Tally knows it is stale: with no document for two poll intervals, or at once when the TCP link drops,

@@ -26,12 +26,12 @@ test('jitter stays within ±20 % and never exceeds the cap', () => {
   );
 });
 
-test('pollDelayMs: the poll period until the device is declared offline, then doubling to the 2 s cap', () => {
+test('pollDelayMs: the poll period until the device is declared offline, then doubling to the 5 s cap', () => {
   const mid = () => 0.5; // no jitter
   const delays = [0, 1, 2, 3, 4, 5, 6, 50].map((n) => pollDelayMs(n, 3, 250, OFFLINE_POLL_MAX_MS, mid));
-  assert.deepEqual(delays, [250, 250, 250, 500, 1000, 2000, 2000, 2000]);
+  assert.deepEqual(delays, [250, 250, 250, 500, 1000, 2000, 4000, 5000]);
   // A period longer than the cap is kept as it is (never polled faster for being offline).
-  assert.equal(pollDelayMs(10, 3, 5000, OFFLINE_POLL_MAX_MS, mid), 5000);
+  assert.equal(pollDelayMs(10, 3, 8000, OFFLINE_POLL_MAX_MS, mid), 8000);
   fc.assert(
     fc.property(fc.integer({ min: 3, max: 1000 }), fc.double({ min: 0, max: 1, noNaN: true }), (n, r) => {
       const d = pollDelayMs(n, 3, 250, OFFLINE_POLL_MAX_MS, () => r);

@@ -1,4 +1,4 @@
-// vMix poller: a mixer declared offline is polled with backoff up to 2 s (domain/backoff.ts pollDelayMs),
+// vMix poller: a mixer declared offline is polled with backoff up to 5 s (domain/backoff.ts pollDelayMs),
 // and seen again at its first answer. A ManualClock drives the poll timer; the HTTP requests are real, to a
 // loopback server that counts them and answers only when told to.
 import assert from 'node:assert/strict';
@@ -67,7 +67,7 @@ class RecordingClock extends ManualClock {
 
 const TIMEOUT_MS = 1234; // the request timeout, told apart from the poll timers by its value
 
-test('an absent vMix is polled every 250 ms until declared offline, then with backoff to 2 s; its answer brings the period back', async () => {
+test('an absent vMix is polled every 250 ms until declared offline, then with backoff to 5 s; its answer brings the period back', async () => {
   const vmix = await mixer();
   const clock = new RecordingClock();
   const config = makeConfig([
@@ -117,10 +117,10 @@ test('an absent vMix is polled every 250 ms until declared offline, then with ba
     const first = await run(8);
     assert.equal(vmix.requests(), 7, 'one request per poll fired (the eighth is due)');
     assert.equal(first[0], 0, 'the first poll at once');
-    // Three failures at the poll period declare it offline, then 500, 1000, 2000, 2000 ms.
+    // Three failures at the poll period declare it offline, then 500, 1000, 2000, 4000, 5000 ms.
     assert.deepEqual(first.slice(1, 3), [250, 250]);
     assert.equal(store.get(2)?.state, 'offline');
-    assert.deepEqual(first.slice(3), [500, 1000, 2000, 2000, 2000]);
+    assert.deepEqual(first.slice(3), [500, 1000, 2000, 4000, 5000]);
     vmix.answer(true);
     const back = await run(3);
     assert.equal(store.get(2)?.connected, true, 'seen at the first poll after it answers');
