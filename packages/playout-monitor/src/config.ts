@@ -167,7 +167,8 @@ export const tcpServerSchema = z.strictObject({
   clipsRefreshMinMs: z.number().int().min(100).max(600_000).default(10_000),
   timeoutMs: z.number().int().min(200).max(120_000).default(6500),
   reconnectMinMs: z.number().int().min(10).max(60_000).default(1000),
-  reconnectMaxMs: z.number().int().min(10).max(600_000).default(30_000),
+  /** The reconnect backoff's cap: a deck that comes back is seen within this (README "Configuration"). */
+  reconnectMaxMs: z.number().int().min(10).max(600_000).default(5000),
 });
 
 export const serverSchema = z.discriminatedUnion('type', [

@@ -34,6 +34,9 @@ import { WsOutput } from './io/ws-output.ts';
 import { Monitor } from './monitor.ts';
 import { VERSION } from './version.ts';
 
+/** The stale guard's check period while the view needs it (docs/OUTPUTS.md "Stale guard"). */
+const VIEW_TICK_MS = 250;
+
 export interface PlayoutServiceOptions {
   config: MonitorConfig;
   logger: Logger;
@@ -85,6 +88,7 @@ export class PlayoutService implements ControlPort {
   #punch: PunchTallyOutput | undefined;
   readonly #ws: WsOutput;
   #tick: NodeJS.Timeout | undefined;
+  #tickWake: (() => void)[] = [];
   #oscPorts = new Map<number, number>();
   /** Configuration changes run one at a time. */
   #applying: Promise<unknown> = Promise.resolve();
@@ -271,8 +275,13 @@ export class PlayoutService implements ControlPort {
       port: ports.http ?? this.#config.settings.webSocketPort,
       host: this.#config.settings.listenAddress,
     });
-    this.#tick = setInterval(() => this.view.tick(), 250);
-    this.#tick.unref();
+    // The stale guard's check (docs/OUTPUTS.md): every 250 ms while the view needs it, asleep otherwise;
+    // a change that makes it needed again comes with a change or reset event.
+    this.#tickWake = [
+      this.view.onChange(() => this.#armViewTick()),
+      this.view.onReset(() => this.#armViewTick()),
+    ];
+    this.#armViewTick();
     this.#punch = new PunchTallyOutput({
       view: this.view,
       sessions: this.#punchSessions(),
@@ -280,6 +289,23 @@ export class PlayoutService implements ControlPort {
     });
     this.#punch.start();
     return { httpUrl: listeningUrl(this.app), emberPort: this.#ember.port, oscPorts: this.#oscPorts };
+  }
+
+  /** True while the view's 250 ms check runs (tests; docs/OUTPUTS.md "Stale guard"). */
+  get viewTicking(): boolean {
+    return this.#tick !== undefined;
+  }
+
+  #armViewTick(): void {
+    if (this.#tick || !this.view.needsTick) return;
+    this.#tick = setInterval(() => {
+      this.view.tick();
+      if (!this.view.needsTick) {
+        clearInterval(this.#tick);
+        this.#tick = undefined;
+      }
+    }, VIEW_TICK_MS);
+    this.#tick.unref();
   }
 
   get oscPorts(): Map<number, number> {
@@ -416,7 +442,10 @@ export class PlayoutService implements ControlPort {
 
   /** Stop: the final TSL packet (tallies to the shutdown state) first, then every output and input. */
   async close(): Promise<void> {
+    for (const u of this.#tickWake) u();
+    this.#tickWake = [];
     if (this.#tick) clearInterval(this.#tick);
+    this.#tick = undefined;
     this.#punch?.close();
     await this.#tsl.sendFinal().catch(() => undefined);
     await this.#ws.close();

@@ -207,9 +207,13 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
     clock,
     logger,
     {
-      opened: () => metrics.connectionOpened('client'),
+      opened: () => {
+        metrics.connectionOpened('client');
+        metrics.clientsChanged();
+      },
       closed: (reason) => {
         if (reason !== 'slow_consumer') metrics.disconnected('client', reason);
+        metrics.clientsChanged();
       },
       authFailed: () => metrics.authFailed(),
       upgradeRefused: (reason) => metrics.upgradeRefused(reason),
@@ -232,6 +236,7 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
     await healthApp?.close();
     await metricsApp?.close();
     eventLog?.close();
+    metrics.close();
   };
   if (!ct.requireAuth && !isLoopback(ct.host)) {
     // Anyone who can reach this address can press Companion's buttons (docs/protocol.md "Host and Origin").

@@ -134,6 +134,15 @@ export class CasparcgReducer {
     });
   }
 
+  /**
+   * Whether `derive` can still change with time alone: only the stale rule reads `now` (every other rule
+   * compares with the server's latest message), so once the server has been silent past `staleTimeoutMs`,
+   * or before it was ever heard, nothing changes until its next message. The io layer's tick sleeps then.
+   */
+  awaitsSilence(now: number): boolean {
+    return this.#lastServerAt !== undefined && now - this.#lastServerAt <= this.#o.staleTimeoutMs;
+  }
+
   derive(now: number): DevicePatch {
     const { fps, source } = this.frameRate();
     const server = this.#lastServerAt;

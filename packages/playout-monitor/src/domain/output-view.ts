@@ -10,8 +10,8 @@
  *   input keeps running underneath and shows again as soon as the simulation ends.
  *
  * The store can be swapped (a new configuration applied without a restart): listeners get `reset`.
- * Time is injected; `tick()` is called by the io layer (every 250 ms) to apply the stale guard, advance a
- * simulated timecode and end simulations. The age of a device's data is measured on the monotonic clock
+ * Time is injected; `tick()` is called by the io layer (every 250 ms while `needsTick`) to apply the stale
+ * guard, advance a simulated timecode and end simulations. The age of a device's data is measured on the monotonic clock
  * from the moment its `updated` was seen to move (on a change event or a tick).
  */
 import { EventHistory, type DeviceEvent } from './event-history.ts';
@@ -136,8 +136,15 @@ export class OutputView {
     return this.#store;
   }
 
+  /**
+   * Every device as shown, with `updated` the time of its latest data (the store's, which moves without a
+   * change event while nothing visible changes; the tick that would copy it over may be asleep).
+   */
   list(): OutputDevice[] {
-    return [...this.#shown.values()].map((d) => ({ ...d }));
+    return [...this.#shown.values()].map((d) => ({
+      ...d,
+      updated: Math.max(d.updated, this.#store?.get(d.id)?.updated ?? d.updated),
+    }));
   }
 
   get(id: number): Readonly<OutputDevice> | undefined {
@@ -178,6 +185,30 @@ export class OutputView {
 
   isSimulated(id: number): boolean {
     return this.#simulations.has(id);
+  }
+
+  /**
+   * Whether `tick()` can change what is shown (docs/OUTPUTS.md "Stale guard"): a simulation runs (its
+   * timecode advances, it may end), a device plays or records (the guard may turn it offline, and then
+   * counts the age in its reason), or a mixer's tally that is not all unknown is still within its stale
+   * bound (the guard turns it unknown once). Otherwise time alone changes nothing and the io layer lets the tick sleep; any change
+   * that makes this true again comes with a change event (`onChange`, `onReset`).
+   */
+  get needsTick(): boolean {
+    if (this.#simulations.size > 0) return true;
+    const now = this.#clock.monotonicMs();
+    for (const id of this.#shown.keys()) {
+      const d = this.#store?.get(id);
+      if (!d) continue;
+      if (d.state === 'play' || d.state === 'rec') return true;
+      // A tally already all unknown (or no inputs) is what the guard would show: nothing to age.
+      if (d.inputs?.some((i) => i.tally !== 'unknown')) {
+        const seen = this.#lastData.get(id);
+        const moved = seen === undefined || seen.updated !== d.updated;
+        if (moved || now - seen.atMs <= (this.#staleAfter.get(id) ?? 5000)) return true;
+      }
+    }
+    return false;
   }
 
   /** Apply the stale guard, advance simulated timecodes, end simulations that ran out. */

@@ -26,6 +26,8 @@
  *   `EMBER_SEND_HARD_LIMIT`, is disconnected;
  * - a consumer silent for `probeAfterMs` gets an S101 keep-alive request and is disconnected when it
  *   stays silent `probeTimeoutMs` longer.
+ * These checks run every 250 ms while a consumer is connected; with none the timer is stopped (the next
+ * consumer starts it), so a provider nobody reads wakes nothing (docs/EMBERPLUS.md).
  */
 import { createServer, type Server, type Socket } from 'node:net';
 import { berEncode, Model, Types } from 'emberplus-connection';
@@ -41,6 +43,8 @@ export const EMBER_MAX_CONSUMERS = 64;
 export const EMBER_SEND_HIGH_WATER = 64 * 1024;
 /** Unsent bytes at which a consumer is disconnected at once (replies it asked for and never read). */
 export const EMBER_SEND_HARD_LIMIT = 1024 * 1024;
+/** Period of the stall and keep-alive checks while a consumer is connected (docs/EMBERPLUS.md). */
+const HOUSEKEEPING_MS = 250;
 
 const PARAMS = [
   { number: 1, identifier: 'State', type: Model.ParameterType.String, value: (d: OutputDevice) => d.state },
@@ -193,8 +197,6 @@ export class EmberProvider {
       this.#o.view.onChange((d, fields) => this.#onChange(d, fields)),
       this.#o.view.onReset(() => this.#onReset()),
     ];
-    this.#timer = setInterval(() => this.#housekeeping(), 250);
-    this.#timer.unref();
     this.#running = true;
     return this.#port;
   }
@@ -211,6 +213,10 @@ export class EmberProvider {
       probeSentMs: undefined,
     };
     this.#consumers.add(c);
+    if (!this.#timer) {
+      this.#timer = setInterval(() => this.#housekeeping(), HOUSEKEEPING_MS);
+      this.#timer.unref();
+    }
     socket.on('data', (chunk: Buffer) => this.#receive(c, chunk));
     socket.on('drain', () => this.#flush(c));
     socket.on('error', (err) => this.#o.logger.debug({ err }, 'Ember+ consumer socket error'));
@@ -403,7 +409,18 @@ export class EmberProvider {
     for (const c of this.#consumers) if (c.subscriptions.has('2')) this.#directory(c, [2]);
   }
 
+  /** True while the housekeeping timer runs (a consumer connected); tests. */
+  get housekeeping(): boolean {
+    return this.#timer !== undefined;
+  }
+
   #housekeeping(): void {
+    if (this.#consumers.size === 0) {
+      // The last consumer gone: sleep until the next one connects (#accept).
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+      return;
+    }
     const now = performance.now();
     const stallMs = this.#o.stallMs ?? 10_000;
     const probeAfterMs = this.#o.probeAfterMs ?? 15_000;

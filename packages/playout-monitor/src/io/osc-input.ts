@@ -4,7 +4,10 @@
  * clash). Datagrams from unknown sources are dropped before decoding, so a flood from elsewhere costs
  * almost nothing. Only well-formed CasparCG messages reach the reducers (and count as liveness): garbage
  * from a configured address is counted as malformed and keeps nobody connected.
- * A periodic tick lets the reducers notice silence (offline).
+ * A periodic tick (`tickMs`, 250 ms) lets the reducers notice silence (offline). It runs only while a
+ * server has been heard within its stale timeout (the one rule that reads the time,
+ * CasparcgReducer.awaitsSilence): with every server silent past it, or never heard, the tick sleeps and the
+ * next well-formed message starts it again (docs/at-rest.md at the repository root).
  */
 import { createSocket, type Socket } from 'node:dgram';
 import { lookup } from 'node:dns/promises';
@@ -126,17 +129,30 @@ export class OscInput {
     } catch {
       /* not permitted: the default buffer still works */
     }
-    this.#armTick();
     this.#refreshAll();
+    if (this.#awaitsSilence()) this.#armTick();
     return socket.address().port;
   }
 
   #armTick(): void {
     if (this.#closed) return;
     this.#tick = this.#o.clock.setTimer(this.#o.tickMs ?? 250, () => {
+      this.#tick = undefined;
       this.#refreshAll();
-      this.#armTick();
+      if (this.#awaitsSilence()) this.#armTick();
     });
+  }
+
+  /** True while the silence tick is armed (tests). */
+  get ticking(): boolean {
+    return this.#tick !== undefined;
+  }
+
+  #awaitsSilence(): boolean {
+    const now = this.#o.clock.monotonicMs();
+    return this.#entries.some(
+      (e) => e.reducer.awaitsSilence(now) || e.extra.some((x) => x.reducer.awaitsSilence(now)),
+    );
   }
 
   /** Re-derive every device without new data: silence turns into offline, a quiet layer into stop. */
@@ -199,6 +215,7 @@ export class OscInput {
     }
     if (wellFormed === 0) return;
     for (const e of entries) this.#o.store.apply(e.server.id, this.#derive(e, now), true);
+    if (this.#tick === undefined && this.#socket !== undefined) this.#armTick();
   }
 
   async close(): Promise<void> {

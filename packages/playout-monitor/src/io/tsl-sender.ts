@@ -3,7 +3,10 @@
  * `settings.tslUmdScreen`, one display index per device (its configuration id), text = device name.
  * A device's message goes out at once when its tally or name changes; a background refresh sends one
  * device every `refreshMs` in turn, so a receiver that restarts or lost a datagram is right again within
- * one round (UDP has no delivery guarantee).
+ * one round (UDP has no delivery guarantee). While no device is connected (every one shown offline, none
+ * simulated) nothing can change but by an event that is sent at once, so the refresh slows to one device
+ * every `restRefreshMs` (2 s): a receiver that restarts then shows the offline displays within one round of
+ * 2 s × devices. The first device to connect brings the `refreshMs` period back at once (docs/OUTPUTS.md).
  *
  * Each destination is on its own: its own connected UDP socket (a send on a connected socket goes
  * straight to the kernel), its own name resolution, counters and error. A destination whose name does not
@@ -34,6 +37,14 @@ import type { OutputDevice, OutputView } from '../domain/output-view.ts';
 import { encodeTslPackets, tallyForInput, tallyForState, type TslMessage } from '../protocol/tsl-umd.ts';
 
 /** A mixer input with its own display: the input's vMix key, its TSL index, an optional display name. */
+/** The refresh period while no device is connected (docs/OUTPUTS.md "TSL UMD v5.0"). */
+export const REST_REFRESH_MS = 2000;
+
+/** A device whose display can change without an event: connected, or simulated. */
+function live(d: Readonly<OutputDevice>): boolean {
+  return d.connected || d.simulated === true;
+}
+
 export interface TslInputMapping {
   key: string;
   tslIndex?: number | undefined;
@@ -59,6 +70,8 @@ export interface TslSenderOptions {
   tallyInputs?: () => ReadonlyMap<number, readonly TslInputMapping[]>;
   /** Round-robin refresh period (one device per period). */
   refreshMs?: number;
+  /** The refresh period while no device is connected (default 2 s). */
+  restRefreshMs?: number;
   /** How often a failed destination is resolved and connected again. */
   retryMs?: number;
   /** At most one "refusing" warning per destination per this interval (with the count it stands for). */
@@ -227,6 +240,8 @@ export class TslSender {
   readonly #destinations: Destination[];
   #running = false;
   #timer: NodeJS.Timeout | undefined;
+  /** The period the refresh timer was armed with (`refreshMs`, or `restRefreshMs` at rest). */
+  #timerPeriod = 0;
   #retry: NodeJS.Timeout | undefined;
   #next = 0;
   #unsubscribe: (() => void)[] = [];
@@ -268,12 +283,15 @@ export class TslSender {
     this.#unsubscribe = [
       this.#o.view.onChange((d, fields) => {
         if (['state', 'name', 'inputs', '*'].some((f) => fields.includes(f))) this.#send([d]);
+        if (live(d) && this.#timerPeriod !== this.#activePeriod) this.#armRefresh();
       }),
-      this.#o.view.onReset(() => this.sendAll()),
+      this.#o.view.onReset(() => {
+        this.sendAll();
+        this.#armRefresh();
+      }),
     ];
     this.sendAll();
-    this.#timer = setInterval(() => this.#refreshOne(), this.#o.refreshMs ?? 200);
-    this.#timer.unref();
+    this.#armRefresh();
     this.#retry = setInterval(() => {
       for (const d of this.#destinations) {
         if (!d.socket) {
@@ -291,12 +309,36 @@ export class TslSender {
     this.#send(this.#o.view.list());
   }
 
+  get #activePeriod(): number {
+    return this.#o.refreshMs ?? 200;
+  }
+
+  /** The refresh period now in use (ms): `refreshMs` while a device is connected, else `restRefreshMs`. */
+  get refreshPeriod(): number {
+    return this.#timerPeriod;
+  }
+
+  /** (Re)arm the round-robin refresh at the period that fits what is connected now. */
+  #armRefresh(): void {
+    if (!this.#running) return;
+    const period = this.#o.view.list().some(live)
+      ? this.#activePeriod
+      : (this.#o.restRefreshMs ?? REST_REFRESH_MS);
+    if (this.#timer && period === this.#timerPeriod) return;
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timerPeriod = period;
+    this.#timer = setInterval(() => this.#refreshOne(), period);
+    this.#timer.unref();
+  }
+
   #refreshOne(): void {
     const list = this.#o.view.list();
     if (list.length === 0) return;
     this.#next = (this.#next + 1) % list.length;
     const d = list[this.#next];
     if (d) this.#send([d]);
+    // The last device gone offline: slow down (a device connecting speeds it up in the change listener).
+    if (this.#timerPeriod === this.#activePeriod && !list.some(live)) this.#armRefresh();
   }
 
   #packets(messages: TslMessage[]): Buffer[] {
@@ -343,6 +385,7 @@ export class TslSender {
     if (this.#timer) clearInterval(this.#timer);
     if (this.#retry) clearInterval(this.#retry);
     this.#timer = undefined;
+    this.#timerPeriod = 0;
     this.#retry = undefined;
   }
 

@@ -9,6 +9,10 @@
  * answer, the HTTP `GET http://<ip>:<port>/api` poll is used (keep-alive, one socket) and the TCP API is
  * tried again with backoff (1 s to 30 s).
  *
+ * A mixer declared offline (`offlineAfterFailures` failed polls) is polled with backoff: the period doubled
+ * per further failure up to 5 s (domain/backoff.ts pollDelayMs), back to `pollIntervalMs` with its first
+ * answer.
+ *
  * Tally knows it is stale: with no document for two poll intervals, or at once when the TCP link drops,
  * every input's tally is `unknown` (domain/mixer-tally.ts), never its last colour.
  */
@@ -16,7 +20,7 @@ import { Agent, request, type IncomingMessage } from 'node:http';
 import { StringDecoder } from 'node:string_decoder';
 import type { Logger, TimerHandle } from '@broadcast-ops/core';
 import type { HttpServerConfig } from '../config.ts';
-import { reconnectDelayMs } from '../domain/backoff.ts';
+import { OFFLINE_POLL_MAX_MS, pollDelayMs, reconnectDelayMs } from '../domain/backoff.ts';
 import type { TallyDigit } from '../domain/mixer-tally.ts';
 import { VmixReducer } from '../domain/vmix-reducer.ts';
 import { parseVmixXml, VMIX_MAX_XML_BYTES } from '../protocol/vmix.ts';
@@ -30,6 +34,8 @@ const TCP_RETRY_MAX_MS = 30_000;
 export interface VmixPollerOptions extends InputContext {
   server: HttpServerConfig;
   port: number;
+  /** Jitter source of the offline poll backoff (tests fix it). */
+  random?: () => number;
 }
 
 class PollError extends Error {
@@ -52,6 +58,8 @@ export class VmixPoller {
   #lastVersion = '';
   #lastBody = '';
   #offlineLogged = false;
+  /** Failed polls in a row (reset by any document). */
+  #failedPolls = 0;
   #link: VmixTcpLink | undefined;
   #linkAttempts = 0;
   #linkTimer: TimerHandle | undefined;
@@ -195,7 +203,18 @@ export class VmixPoller {
       this.#failure(e.message);
     }
     const elapsed = this.#o.clock.monotonicMs() - started;
-    this.#schedule(Math.max(0, this.#o.server.pollIntervalMs - elapsed));
+    const s = this.#o.server;
+    this.#schedule(
+      this.#failedPolls >= s.offlineAfterFailures
+        ? pollDelayMs(
+            this.#failedPolls,
+            s.offlineAfterFailures,
+            s.pollIntervalMs,
+            OFFLINE_POLL_MAX_MS,
+            this.#o.random ?? Math.random,
+          )
+        : Math.max(0, s.pollIntervalMs - elapsed),
+    );
   }
 
   #applyBody(body: string, digits: readonly TallyDigit[] | undefined, source: 'tcp' | 'http'): void {
@@ -204,6 +223,7 @@ export class VmixPoller {
     // `updated` moves.
     const seen = `${source}\n${digits?.join('') ?? ''}\n${body}`;
     if (seen === this.#lastBody) {
+      this.#failedPolls = 0;
       this.#o.store.apply(id, {}, true);
       this.#armTallyStale();
       return;
@@ -220,6 +240,7 @@ export class VmixPoller {
       this.#logger.info({ version: parsed.value.version, edition: parsed.value.edition }, 'vMix answered');
     }
     this.#offlineLogged = false;
+    this.#failedPolls = 0;
     this.#lastBody = seen;
     this.#o.store.apply(
       id,
@@ -230,6 +251,7 @@ export class VmixPoller {
   }
 
   #failure(reason: string): void {
+    this.#failedPolls++;
     this.#lastBody = '';
     const patch = this.#reducer.onFailure(reason);
     if (patch) {

@@ -16,6 +16,8 @@
  *   {type:"error", error:{code, message}}                         answer to anything else
  * Client → server: {type:"getConfig"}. Frames over 4 KiB close the connection (1009).
  *
+ * The heartbeat (1 s) and the protocol ping (15 s) run while a client is connected; with none both timers
+ * are stopped and the next client starts them (docs/OUTPUTS.md "WebSocket").
  * A browser's `Origin`, when sent, must name the same host as the request (close 1008 otherwise).
  * A client whose send buffer holds over 1 MiB is skipped and gets a full `playoutStates` once it drains.
  */
@@ -111,11 +113,25 @@ export class WsOutput {
         this.#flushSnapshots();
       }),
     ];
+  }
+
+  /** True while the heartbeat and ping timers run (a client connected); tests. */
+  get beating(): boolean {
+    return this.#timers.length > 0;
+  }
+
+  #startTimers(): void {
+    if (this.#timers.length > 0 || !this.#server) return;
     const heartbeat = setInterval(() => this.#heartbeat(), this.#o.heartbeatMs ?? HEARTBEAT_MS);
     const ping = setInterval(() => this.#ping(), this.#o.pingMs ?? 15_000);
     heartbeat.unref();
     ping.unref();
     this.#timers = [heartbeat, ping];
+  }
+
+  #stopTimers(): void {
+    for (const t of this.#timers) clearInterval(t);
+    this.#timers = [];
   }
 
   #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
@@ -144,6 +160,7 @@ export class WsOutput {
   #connected(ws: WebSocket): void {
     const client: Client = { ws, needsSnapshot: false, alive: true };
     this.#clients.add(client);
+    this.#startTimers();
     ws.on('pong', () => (client.alive = true));
     ws.on('close', () => this.#clients.delete(client));
     ws.on('error', () => ws.terminate());
@@ -228,7 +245,11 @@ export class WsOutput {
 
   #heartbeat(): void {
     this.#flushSnapshots();
-    if (this.#clients.size === 0) return;
+    if (this.#clients.size === 0) {
+      // The last client gone: both timers sleep until the next one connects.
+      this.#stopTimers();
+      return;
+    }
     const updated: Record<number, number> = {};
     for (const d of this.#o.view.list()) updated[d.id] = d.updated;
     const text = JSON.stringify({ type: 'heartbeat', timestamp: Date.now(), updated });
@@ -248,10 +269,11 @@ export class WsOutput {
 
   async close(): Promise<void> {
     for (const u of this.#unsubscribe) u();
-    for (const t of this.#timers) clearInterval(t);
+    this.#stopTimers();
     for (const t of this.#pending.values()) clearTimeout(t);
     this.#pending.clear();
     this.#server?.off('upgrade', this.#onUpgrade);
+    this.#server = undefined; // no timer starts after close
     for (const c of this.#clients) c.ws.terminate();
     this.#clients.clear();
     await new Promise<void>((resolve) => this.#wss.close(() => resolve()));

@@ -38,6 +38,8 @@ test('defaults fill in: ports per type, framerate 50, updateIntervalMs 100, chan
   assert.deepEqual([a.channel, a.layer, a.staleTimeoutMs, serverPort(a, c.settings)], [1, 10, 5000, 6250]);
   assert.ok(b?.type === 'tcp_recorder');
   assert.equal(serverPort(b, c.settings), 9993);
+  // README "Configuration": an absent deck is retried up to every 5 s, so one that returns is seen within 5 s.
+  assert.deepEqual([b.reconnectMinMs, b.reconnectMaxMs], [1000, 5000]);
 });
 
 test('invalid configs fail with the key named', () => {

@@ -96,3 +96,64 @@ test('attaching a new store tells every output to rebuild; simulations of remove
   );
   assert.equal(view.isSimulated(7), false);
 });
+
+test('needsTick: only while time alone can change what is shown (a play or rec, a fresh mixer tally, a simulation)', () => {
+  const { clock, store, view } = setup();
+  assert.equal(view.needsTick, false, 'never heard: nothing to age');
+  store.apply(7, { state: 'stop', connected: true }, true);
+  assert.equal(view.needsTick, false, 'connected and stopped: the guard never applies to stop');
+  store.apply(7, { state: 'play', connected: true }, true);
+  assert.equal(view.needsTick, true, 'playing: the guard may turn it offline');
+  clock.advance(6000);
+  view.tick();
+  assert.equal(view.get(7)?.stale, true);
+  assert.equal(view.needsTick, true, 'stale play: the reason counts the age');
+  store.apply(7, { state: 'offline', connected: false, reason: 'gone' }, false);
+  assert.equal(view.needsTick, false, 'offline: asleep');
+  view.simulate(7, { state: 'stop' });
+  assert.equal(view.needsTick, true, 'a simulation runs');
+  view.endSimulation(7);
+  assert.equal(view.needsTick, false);
+});
+
+test('needsTick: a mixer tally is ticked until the guard has turned it unknown, and again once data moves', () => {
+  const clock = new ManualClock();
+  const store = new DeviceStore(clock, [
+    { id: 2, name: 'vMix', type: 'http_mixer', ip: '127.0.0.1', port: 8088, framerate: 25 },
+  ]);
+  const view = new OutputView(clock);
+  view.attach(store, new Map([[2, 1000]]));
+  const inputs = [{ key: 'a', number: 1, title: 'A', tally: 'program' as const }];
+  store.apply(2, { state: 'stop', connected: true, inputs }, true);
+  assert.equal(view.needsTick, true, 'a fresh tally can still go stale');
+  clock.advance(1000);
+  view.tick();
+  assert.equal(view.get(2)?.inputs?.[0]?.tally, 'program', 'at the bound still shown');
+  assert.equal(view.needsTick, true);
+  clock.advance(250);
+  view.tick();
+  assert.equal(view.get(2)?.inputs?.[0]?.tally, 'unknown', 'past it: unknown');
+  assert.equal(view.needsTick, false, 'nothing left to age');
+  // Data moves without a visible change in the store (no change event): seen as needing a tick.
+  store.apply(2, {}, true);
+  assert.equal(view.needsTick, true);
+  view.tick();
+  assert.equal(view.get(2)?.inputs?.[0]?.tally, 'program');
+});
+
+test('needsTick: a mixer that is offline with its tally all unknown (its reason changing on each failed poll) needs none', () => {
+  const clock = new ManualClock();
+  const store = new DeviceStore(clock, [
+    { id: 2, name: 'vMix', type: 'http_mixer', ip: '127.0.0.1', port: 8088, framerate: 25 },
+  ]);
+  const view = new OutputView(clock);
+  view.attach(store, new Map([[2, 1000]]));
+  const inputs = [{ key: 'a', number: 1, title: 'A', tally: 'unknown' as const }];
+  store.apply(2, { state: 'offline', connected: false, reason: 'refused (3 failed polls)', inputs }, false);
+  assert.equal(view.needsTick, false);
+  clock.advance(2000);
+  store.apply(2, { reason: 'refused (4 failed polls)' }, false); // `updated` moves with the reason
+  assert.equal(view.needsTick, false, 'nothing the guard could change');
+  store.apply(2, { state: 'offline', connected: false, inputs: [] }, false);
+  assert.equal(view.needsTick, false, 'no inputs');
+});

@@ -246,6 +246,17 @@ test('derive() is pure: asking about the far future changes nothing about the pr
   assert.deepEqual(r.derive(20), before);
 });
 
+test('awaitsSilence: only while the server was heard within staleTimeoutMs (the one rule that reads the time)', () => {
+  const r = reducer();
+  assert.equal(r.awaitsSilence(0), false, 'never heard: derive() cannot change with time');
+  feed(r, readHex('casparcg-2.3-playing.hex'), 1000);
+  assert.equal(r.awaitsSilence(1000), true);
+  assert.equal(r.awaitsSilence(6000), true, 'at exactly the stale bound it is still play');
+  assert.equal(r.derive(6000).state, 'play');
+  assert.equal(r.awaitsSilence(6001), false, 'past it: offline, and it stays so until the next message');
+  assert.deepEqual(r.derive(6001), r.derive(600_000));
+});
+
 async function oscInput(): Promise<{
   input: OscInput;
   store: DeviceStore;
@@ -366,4 +377,30 @@ test('fast-check: any sequence of CasparCG events gives a valid state, and deriv
     ),
     { numRuns: 500 },
   );
+});
+
+test('the OSC tick sleeps while no server is heard, runs from the first message, and sleeps again once it went offline', async () => {
+  const { input, store, clock } = await oscInput();
+  try {
+    assert.equal(input.ticking, false, 'nothing heard yet: no timer');
+    assert.equal(clock.pendingTimers, 0);
+    const sim = new CasparcgSimulator({ targetHost: '127.0.0.1', targetPort: 9, layout: '2.3', fps: 50 });
+    sim.play('AMB.mp4', { durationSec: 60 });
+    for (let n = 0; n < 10; n++) {
+      clock.advance(20);
+      for (const d of sim.nextTick()) input.handleDatagram(d, '127.0.0.2');
+    }
+    assert.equal(store.get(1)?.state, 'play');
+    assert.equal(input.ticking, true, 'a message wakes the tick');
+    // Silence: the tick (every 250 ms) turns the device offline after 5 s, then sleeps.
+    for (let i = 0; i < 21 && store.get(1)?.state !== 'offline'; i++) clock.advance(250);
+    assert.equal(store.get(1)?.state, 'offline');
+    assert.equal(store.get(1)?.reason, 'no OSC for 5 s');
+    assert.equal(input.ticking, false, 'offline: asleep');
+    assert.equal(clock.pendingTimers, 0);
+    for (const d of sim.nextTick()) input.handleDatagram(d, '127.0.0.2');
+    assert.equal(input.ticking, true, 'the server back: awake');
+  } finally {
+    await input.close();
+  }
 });

@@ -33,6 +33,8 @@ import type { BridgedSocket, RemoteHandle } from './redis-bridge.ts';
  *    `maxPayload` bytes (`ws` closes with 1009 before buffering a larger frame), text only, JSON objects.
  * 4. Liveness: a protocol ping every `pingIntervalMs`; a connection that has not answered the previous
  *    ping is terminated, so a half-open socket frees its slot (it becomes detached) within two intervals.
+ *    The interval timer runs only while a connection is open: with none it is stopped (an idle broker
+ *    wakes nothing for it, docs/at-rest.md at the repository root) and the next connection starts it.
  */
 export interface SignallingServerOptions {
   broker: SessionBroker;
@@ -75,6 +77,8 @@ export interface SignallingServerOptions {
 
 export interface SignallingServer {
   readonly connections: number;
+  /** True while the ping interval timer runs (a connection open); tests. */
+  readonly heartbeating: boolean;
   /** Close every connection with 1001 (going away) and stop the heartbeat. */
   close(): Promise<void>;
 }
@@ -198,6 +202,14 @@ export function attachSignalling(server: Server, options: SignallingServerOption
   const links = new Map<WebSocket, WsLink>();
   const sessionOf = new WeakMap<WsLink, string>();
   let closing = false;
+  /** A connection kept: start the ping interval if it sleeps (rule 4 above). */
+  const track = (ws: WebSocket, link: WsLink): void => {
+    links.set(ws, link);
+    if (heartbeat === undefined && !closing) {
+      heartbeat = setInterval(beat, options.pingIntervalMs ?? 15_000);
+      heartbeat.unref();
+    }
+  };
 
   const sendError = (ws: WebSocket, code: WsErrorCode, message: string): void => {
     if (ws.readyState === ws.OPEN) ws.send(encode({ type: 'error', code, message }));
@@ -248,7 +260,7 @@ export function attachSignalling(server: Server, options: SignallingServerOption
     token: string,
     remote: NonNullable<SignallingServerOptions['remote']>,
   ): void => {
-    links.set(ws, link);
+    track(ws, link);
     sessionOf.set(link, name);
     const handle = remote.open(link, name, token);
     if (!handle) {
@@ -302,7 +314,7 @@ export function attachSignalling(server: Server, options: SignallingServerOption
       return;
     }
     const link = new WsLink(ws, ip, auth.claims, tokenFingerprint(token ?? ''));
-    links.set(ws, link);
+    track(ws, link);
     sessionOf.set(link, name);
     ws.on('pong', () => {
       link.alive = true;
@@ -405,7 +417,14 @@ export function attachSignalling(server: Server, options: SignallingServerOption
   };
   server.on('upgrade', onUpgrade);
 
-  const heartbeat = setInterval(() => {
+  let heartbeat: NodeJS.Timeout | undefined;
+  const beat = (): void => {
+    if (links.size === 0) {
+      // The last connection gone: sleep until the next one (track above).
+      clearInterval(heartbeat);
+      heartbeat = undefined;
+      return;
+    }
     for (const link of links.values()) {
       if (!link.alive) {
         link.terminated = true;
@@ -419,16 +438,19 @@ export function attachSignalling(server: Server, options: SignallingServerOption
       link.alive = false;
       link.ws.ping();
     }
-  }, options.pingIntervalMs ?? 15_000);
-  heartbeat.unref();
+  };
 
   return {
     get connections() {
       return links.size;
     },
+    get heartbeating() {
+      return heartbeat !== undefined;
+    },
     async close() {
       closing = true;
       clearInterval(heartbeat);
+      heartbeat = undefined;
       server.off('upgrade', onUpgrade);
       for (const ws of wss.clients) ws.close(WS_CLOSE.goingAway, 'server shutting down');
       const deadline = Date.now() + 2000;

@@ -178,6 +178,42 @@ describe('UDP relay on loopback', () => {
     }
   });
 
+  test('the sweep sleeps while the relay holds no allocation and runs every sweepMs while it holds one', async () => {
+    const clock = new ManualClock();
+    const relay = new UdpRelay({
+      host: '127.0.0.1',
+      clock,
+      sweepMs: 1000,
+      limits: { allow: ['127.0.0.0/8'] },
+    });
+    const ended: string[] = [];
+    relay.onEnd = (id, reason) => ended.push(`${id}:${reason}`);
+    try {
+      assert.equal(relay.sweeping, false, 'no allocation: no timer');
+      assert.equal(clock.pendingTimers, 0);
+      const made = await relay.allocate({ sessionId: 's', peers: [PEER_A, PEER_B], lifetimeMs: 2_500 });
+      assert.ok(made.ok);
+      assert.equal(relay.sweeping, true);
+      clock.advance(1_000);
+      clock.advance(1_000);
+      assert.deepEqual(ended, [], 'swept twice, not yet expired');
+      assert.equal(relay.sweeping, true);
+      clock.advance(1_000); // the sweep at 3 s ends it (expiry at 2.5 s)
+      assert.deepEqual(ended, [`${made.id}:expired`]);
+      assert.equal(relay.sweeping, false, 'the last allocation gone: the sweep sleeps');
+      assert.equal(clock.pendingTimers, 0);
+      // A new allocation wakes it; a release leaves one more sweep, which finds nothing and sleeps.
+      const again = await relay.allocate({ sessionId: 't', peers: [PEER_A, PEER_B], lifetimeMs: 60_000 });
+      assert.ok(again.ok);
+      assert.equal(relay.sweeping, true);
+      relay.release(again.id);
+      clock.advance(1_000);
+      assert.equal(relay.sweeping, false);
+    } finally {
+      await relay.close();
+    }
+  });
+
   test('allocations at the server cap, or beyond the port range, are refused', async () => {
     const relay = new UdpRelay({
       host: '127.0.0.1',

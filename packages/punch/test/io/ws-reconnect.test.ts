@@ -128,6 +128,32 @@ test('ping/pong liveness: a connection that stops answering pings is terminated 
   }
 });
 
+test('the ping interval sleeps with no connection open, runs while one is, and sleeps again after the last leaves', async () => {
+  const t = await startTestServer({ signalling: { pingIntervalMs: 100 } });
+  try {
+    assert.equal(t.server.signalling.heartbeating, false, 'no connection: no timer');
+    const admin = (await t.call('POST', '/api/session', { body: { name: 'beat' } })).json.token as string;
+    const tok = await peerTokens(t.call, 'beat', admin);
+    const a = await connect(t.url, 'beat', { token: tok.a });
+    a.send({ type: 'register', port: 9000 });
+    await a.next('session');
+    assert.equal(t.server.signalling.heartbeating, true, 'a connection open: pinged');
+    a.close();
+    await a.closed;
+    // The first tick after the last connection left stops the interval (bounded wait).
+    for (let i = 0; i < 100 && t.server.signalling.heartbeating; i++) await sleep(20);
+    assert.equal(t.server.signalling.connections, 0);
+    assert.equal(t.server.signalling.heartbeating, false, 'the last connection gone: asleep');
+    const b = await connect(t.url, 'beat', { token: tok.b });
+    b.send({ type: 'register', port: 9000 });
+    await b.next('session');
+    assert.equal(t.server.signalling.heartbeating, true, 'the next connection wakes it');
+    b.close();
+  } finally {
+    await t.close();
+  }
+});
+
 /** A memory store whose stream writes fail while `failing` is set. */
 class FailingStore extends MemoryStore {
   failing = false;

@@ -517,6 +517,11 @@ export class Hub {
     return out;
   }
 
+  /** Connected (handshaken) clients, without the rest of `stats()`. */
+  get clientCount(): number {
+    return this.#clients.size;
+  }
+
   stats(): {
     clients: number;
     subscriptions: number;

@@ -14,6 +14,7 @@ import {
 import type { FastifyInstance } from 'fastify';
 import type { Hub } from '../domain/hub.ts';
 import type { HubMetrics } from '../domain/metrics.ts';
+import { registerNodeMetrics, type EventLoopLagMetrics } from './event-loop-lag.ts';
 import { bridgeHttpApp } from './http-app.ts';
 
 export interface BridgeMetrics extends HubMetrics {
@@ -25,11 +26,27 @@ export interface BridgeMetrics extends HubMetrics {
   disconnected(type: string, reason: string): void;
   /** Attach the live sources of the gauges. */
   bind(sources: { hub: Hub; clientConnections: () => number }): void;
+  /**
+   * A client session opened or closed: the event-loop-lag histogram runs while a client is connected or
+   * an adapter's device link is up, and is stopped at rest (io/event-loop-lag.ts).
+   */
+  clientsChanged(): void;
+  /** Node's default metrics' event-loop-lag histogram (running or stopped). */
+  readonly eventLoopLag: Pick<EventLoopLagMetrics, 'active'>;
+  /** Stop the lag histogram (the service closing). */
+  close(): void;
 }
 
 export function createBridgeMetrics(): BridgeMetrics {
-  const registry = createMetricsRegistry({ defaultMetrics: true });
+  // Node's defaults registered here rather than by core (`defaultMetrics: true`): the same set, with the
+  // event-loop-lag histogram stopped while nothing is connected (io/event-loop-lag.ts).
+  const registry = createMetricsRegistry();
+  const nodeMetrics = registerNodeMetrics(registry);
   let sources: { hub: Hub; clientConnections: () => number } | undefined;
+  const linksUp = new Set<string>();
+  const updateLagMonitor = (): void => {
+    nodeMetrics.setActive(linksUp.size > 0 || (sources?.hub.clientCount ?? 0) > 0);
+  };
   new Gauge({
     name: 'telemetry_bridge_connections_current',
     help: 'Open connections by type',
@@ -186,7 +203,11 @@ export function createBridgeMetrics(): BridgeMetrics {
     registry,
     bind: (s) => {
       sources = s;
+      updateLagMonitor();
     },
+    clientsChanged: updateLagMonitor,
+    eventLoopLag: nodeMetrics,
+    close: () => nodeMetrics.close(),
     connectionOpened: (type) => connectionsTotal.inc({ type }),
     disconnected: (type, reason) => disconnections.inc({ type, reason }),
     messageReceived: (type, source) => received.inc({ type, source }),
@@ -198,7 +219,12 @@ export function createBridgeMetrics(): BridgeMetrics {
     },
     stateUpdate: (prefix) => stateUpdates.inc({ prefix }),
     rateLimited: (client) => rateLimited.inc({ client }),
-    adapterState: (adapter, up) => adapterState.set({ adapter }, up ? 1 : 0),
+    adapterState: (adapter, up) => {
+      adapterState.set({ adapter }, up ? 1 : 0);
+      if (up) linksUp.add(adapter);
+      else linksUp.delete(adapter);
+      updateLagMonitor();
+    },
     adapterReconnect: (adapter) => adapterReconnects.inc({ adapter }),
     adapterLatency: (adapter, seconds) => adapterLatency.observe({ adapter }, seconds),
     slowConsumer: () => disconnections.inc({ type: 'client', reason: 'slow_consumer' }),

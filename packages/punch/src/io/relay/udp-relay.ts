@@ -32,7 +32,10 @@ export interface UdpRelayOptions {
   portRange: readonly [number, number];
   /** Datagrams a side may have handed to the kernel but not yet sent before further ones are dropped. */
   maxSendQueue: number;
-  /** How often expiry and idle timeouts are checked. */
+  /**
+   * How often expiry and idle timeouts are checked while allocations exist (docs/relay.md "Bounds");
+   * with none the sweep sleeps until the next allocation.
+   */
   sweepMs: number;
   limits: Partial<RelayLimits>;
   clock: Clock;
@@ -73,7 +76,6 @@ export class UdpRelay {
       clock: options.clock ?? systemClock,
     };
     this.allocations = new RelayAllocations(this.#o.clock, this.#o.limits);
-    this.#scheduleSweep();
   }
 
   async allocate(req: AllocationRequest): Promise<({ ok: true } & RelayAllocation) | Refused> {
@@ -82,6 +84,7 @@ export class UdpRelay {
     if (!result.ok) return result;
     const { id } = result.allocation;
     this.#meters.set(id, new RelayPathMeter(this.#o.clock, this.pathTotals));
+    if (!this.#sweep) this.#scheduleSweep();
     let ports: readonly [number, number];
     try {
       ports = [(await this.#bind(id, 0)).address().port, (await this.#bind(id, 1)).address().port];
@@ -123,16 +126,26 @@ export class UdpRelay {
     await Promise.all(closing);
   }
 
+  /**
+   * Every `sweepMs` while an allocation exists; the last one gone, the sweep sleeps (no timer: an idle
+   * broker's relay wakes nothing, docs/at-rest.md) until `allocate` starts it again.
+   */
   #scheduleSweep(): void {
     if (this.#closed) return;
     this.#sweep = this.#o.clock.setTimer(this.#o.sweepMs, () => {
+      this.#sweep = undefined;
       for (const { id, reason } of this.allocations.sweep()) {
         void this.#closeSockets(id);
         this.onEnd(id, reason);
       }
       if (this.#meters.size > 0) this.onSweep([...this.#meters.values()].map((m) => m.figures()));
-      this.#scheduleSweep();
+      if (this.allocations.size > 0) this.#scheduleSweep();
     });
+  }
+
+  /** True while the sweep timer is armed (tests; docs/relay.md "Bounds"). */
+  get sweeping(): boolean {
+    return this.#sweep !== undefined;
   }
 
   #closeSockets(id: string): Promise<void> {
