@@ -4,6 +4,7 @@ import { systemClock, type Clock } from './clock.ts';
 import { ConfigError } from './config.ts';
 import { createLogger, silentLogger, type LoggerConfig } from './logger.ts';
 import { Shutdown } from './shutdown.ts';
+import { restoreYoungGeneration } from './young-generation.ts';
 
 /**
  * The contract every service's `app.ts` returns (docs/ARCHITECTURE.md "One skeleton"): `runService` drives
@@ -153,11 +154,28 @@ export async function runService<C>(
   await runCli(
     def.bin,
     def.description,
-    { [runName]: runCommand, ...def.commands },
+    { [runName]: runCommand, ...otherCommands(def.commands) },
     options.argv ?? process.argv.slice(2),
     runName,
   );
   return running;
+}
+
+/**
+ * The service's other sub-commands (an agent, a relay, a query), each letting the young generation grow as
+ * V8 would (young-generation.ts): only the service's own start is held small.
+ */
+function otherCommands(commands: Record<string, CliCommand> | undefined): Record<string, CliCommand> {
+  const out: Record<string, CliCommand> = {};
+  for (const [name, command] of Object.entries(commands ?? {}))
+    out[name] = {
+      ...command,
+      run: (args) => {
+        restoreYoungGeneration();
+        return command.run(args);
+      },
+    };
+  return out;
 }
 
 /** The config file named by `--config`, else by the definition's environment variable (empty means none). */
@@ -222,6 +240,8 @@ async function startService<C>(
     process.exitCode = err instanceof ConfigError ? 2 : 1;
     return undefined;
   }
+  // Started: the young generation may grow again under load (young-generation.ts).
+  restoreYoungGeneration();
   logger.info(service.describe(), def.startedMessage);
   return { service, shutdown, logger };
 }
