@@ -4,7 +4,7 @@ import { systemClock, type Clock } from './clock.ts';
 import { ConfigError } from './config.ts';
 import { createLogger, silentLogger, type LoggerConfig } from './logger.ts';
 import { Shutdown } from './shutdown.ts';
-import { restoreYoungGeneration } from './young-generation.ts';
+import { releaseStartSettings } from './start-v8.ts';
 
 /**
  * The contract every service's `app.ts` returns (docs/ARCHITECTURE.md "One skeleton"): `runService` drives
@@ -162,8 +162,8 @@ export async function runService<C>(
 }
 
 /**
- * The service's other sub-commands (an agent, a relay, a query), each letting the young generation grow as
- * V8 would (young-generation.ts): only the service's own start is held small.
+ * The service's other sub-commands (an agent, a relay, a query), each run with V8's defaults (start-v8.ts):
+ * only the service's own start is held.
  */
 function otherCommands(commands: Record<string, CliCommand> | undefined): Record<string, CliCommand> {
   const out: Record<string, CliCommand> = {};
@@ -171,7 +171,7 @@ function otherCommands(commands: Record<string, CliCommand> | undefined): Record
     out[name] = {
       ...command,
       run: (args) => {
-        restoreYoungGeneration();
+        releaseStartSettings();
         return command.run(args);
       },
     };
@@ -240,8 +240,9 @@ async function startService<C>(
     process.exitCode = err instanceof ConfigError ? 2 : 1;
     return undefined;
   }
-  // Started: the young generation may grow again under load (young-generation.ts).
-  restoreYoungGeneration();
+  // Started: V8's defaults again (start-v8.ts), so a service under load grows its young generation and
+  // optimises its hot code as before.
+  releaseStartSettings();
   logger.info(service.describe(), def.startedMessage);
   return { service, shutdown, logger };
 }

@@ -1,8 +1,8 @@
 // Entry point of `npx punch` (the repository's ARCHITECTURE.md "One skeleton"): the process is core's runService, the
 // broker is app.ts; `agent` is io/agent/cli.ts, `relay` io/cli/relay.ts.
-// core's start-heap.ts first: the young generation stays at its first size while the service loads and
-// starts (docs/at-rest.md "Young generation"). Everything else is imported after it has run, hence the
-// dynamic imports: static ones would all be loaded before it.
+// core's start-heap.ts first: the young generation stays at its first size and TurboFan off while the
+// service loads and starts (docs/at-rest.md "Young generation"). Everything else is imported after it has
+// run, hence the dynamic imports: static ones would all be loaded before it.
 import '@broadcast-ops/core/start-heap';
 
 const [
