@@ -1,4 +1,5 @@
 import { STATUS_CODES } from 'node:http';
+import { createRequire } from 'node:module';
 import type { Duplex } from 'node:stream';
 import Fastify, {
   LogController,
@@ -113,6 +114,51 @@ export function appErrorOf(err: unknown, bodyLimit?: number): AppError | undefin
   return genericError(code, fastifyMessage === '' ? undefined : fastifyMessage);
 }
 
+type SchemaCompilers = NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>;
+
+/**
+ * fastify's own schema compilers (@fastify/ajv-compiler for request validation, fast-json-stringify for
+ * response serialisation), loaded the first time a route declares such a schema rather than when fastify
+ * starts (about 240 modules, their load time and their resident memory: docs/at-rest.md).
+ * The factories are fastify's defaults, resolved through fastify itself and built once, so a route compiles
+ * exactly as before. One difference fastify makes for a factory passed in: it no longer lower-cases the
+ * property names of a `headers` schema (lib/validation.js); no route here declares one, and one that
+ * does writes its header names in lower case, as Node delivers them.
+ */
+function lazySchemaCompilers(): SchemaCompilers {
+  const fromFastify = createRequire(createRequire(import.meta.url).resolve('fastify'));
+  // fastify's factory types are overloaded (AJV and JTD); both are passed through unchanged.
+  type Factory = (externalSchemas: unknown, options: unknown) => unknown;
+  const once = (name: string): Factory => {
+    let factory: Factory | undefined;
+    return (externalSchemas, options) => {
+      factory ??= (fromFastify(name) as () => Factory)();
+      return factory(externalSchemas, options);
+    };
+  };
+  const serializers = once('@fastify/fast-json-stringify-compiler');
+  type Serialize = (data: unknown) => string;
+  type SerializerCompiler = (routeSchema: unknown) => Serialize;
+  return {
+    buildValidator: once('@fastify/ajv-compiler'),
+    // A route's response schema is compiled by its first response, not when the route is registered: fastify
+    // compiles them all at start, which loaded fast-json-stringify and ajv-formats (145 modules) before
+    // punch could answer its health check, for the one route that serialises from its schema. A schema
+    // fast-json-stringify refuses now fails that route's first response instead of the start.
+    buildSerializer: (externalSchemas: unknown, options: unknown): SerializerCompiler => {
+      let compiler: SerializerCompiler | undefined;
+      return (routeSchema) => {
+        let serialize: Serialize | undefined;
+        return (data) => {
+          compiler ??= serializers(externalSchemas, options) as SerializerCompiler;
+          serialize ??= compiler(routeSchema);
+          return serialize(data);
+        };
+      };
+    },
+  } as unknown as SchemaCompilers;
+}
+
 /**
  * A fastify instance with the toolkit's defaults: our pino logger, a body limit, an error handler that
  * answers AppError with its status and body, fastify's own errors with generic codes (appErrorOf) and
@@ -128,6 +174,7 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
     trustProxy: options.trustProxy ?? false,
     // Idle keep-alive sockets are closed at shutdown; in-flight requests are allowed to finish.
     forceCloseConnections: 'idle',
+    schemaController: { compilersFactory: lazySchemaCompilers() },
     ...options.fastify,
   };
   const app = Fastify(serverOptions) as unknown as FastifyInstance;

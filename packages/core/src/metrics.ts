@@ -1,6 +1,31 @@
-import { Registry, collectDefaultMetrics } from 'prom-client';
+import { createRequire } from 'node:module';
+import type * as PromClient from 'prom-client';
 
-export { Registry, Counter, Gauge, Histogram } from 'prom-client';
+/*
+ * prom-client's four classes the toolkit uses, each from its own file. The package's index also loads every
+ * default metric (one of them loads @opentelemetry/api, 51 modules), Summary, the Pushgateway and the
+ * cluster aggregator at start, in every service, which only the services asking for the default metrics
+ * need (docs/at-rest.md). The files are the ones the index exports (prom-client 15: `lib/registry.js`,
+ * `lib/counter.js`, ...), so the classes are the same objects either way; the core test
+ * test/app/metrics.test.ts checks that.
+ */
+const fromPromClient = createRequire(import.meta.url);
+export const Registry = fromPromClient('prom-client/lib/registry') as typeof PromClient.Registry;
+export type Registry<T extends PromClient.RegistryContentType = PromClient.PrometheusContentType> =
+  PromClient.Registry<T>;
+export const Counter = fromPromClient('prom-client/lib/counter') as typeof PromClient.Counter;
+export type Counter<T extends string = string> = PromClient.Counter<T>;
+export const Gauge = fromPromClient('prom-client/lib/gauge') as typeof PromClient.Gauge;
+export type Gauge<T extends string = string> = PromClient.Gauge<T>;
+export const Histogram = fromPromClient('prom-client/lib/histogram') as typeof PromClient.Histogram;
+export type Histogram<T extends string = string> = PromClient.Histogram<T>;
+
+/** prom-client's default metrics, loaded by the first registry that asks for them. */
+function collectDefaultMetrics(
+  config: PromClient.DefaultMetricsCollectorConfiguration<PromClient.PrometheusContentType>,
+): void {
+  (fromPromClient('prom-client/lib/defaultMetrics') as typeof PromClient.collectDefaultMetrics)(config);
+}
 
 /**
  * One registry per service instance (never prom-client's global one), so two services or two test

@@ -4,6 +4,7 @@ import { systemClock, type Clock } from './clock.ts';
 import { ConfigError } from './config.ts';
 import { createLogger, silentLogger, type LoggerConfig } from './logger.ts';
 import { Shutdown } from './shutdown.ts';
+import { releaseStartSettings } from './start-v8.ts';
 
 /**
  * The contract every service's `app.ts` returns (docs/ARCHITECTURE.md "One skeleton"): `runService` drives
@@ -153,11 +154,28 @@ export async function runService<C>(
   await runCli(
     def.bin,
     def.description,
-    { [runName]: runCommand, ...def.commands },
+    { [runName]: runCommand, ...otherCommands(def.commands) },
     options.argv ?? process.argv.slice(2),
     runName,
   );
   return running;
+}
+
+/**
+ * The service's other sub-commands (an agent, a relay, a query), each run with V8's defaults (start-v8.ts):
+ * only the service's own start is held.
+ */
+function otherCommands(commands: Record<string, CliCommand> | undefined): Record<string, CliCommand> {
+  const out: Record<string, CliCommand> = {};
+  for (const [name, command] of Object.entries(commands ?? {}))
+    out[name] = {
+      ...command,
+      run: (args) => {
+        releaseStartSettings();
+        return command.run(args);
+      },
+    };
+  return out;
 }
 
 /** The config file named by `--config`, else by the definition's environment variable (empty means none). */
@@ -222,6 +240,9 @@ async function startService<C>(
     process.exitCode = err instanceof ConfigError ? 2 : 1;
     return undefined;
   }
+  // Started: V8's defaults again (start-v8.ts), so a service under load grows its young generation and
+  // optimises its hot code as before.
+  releaseStartSettings();
   logger.info(service.describe(), def.startedMessage);
   return { service, shutdown, logger };
 }

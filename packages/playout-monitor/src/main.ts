@@ -1,9 +1,17 @@
 // Entry point of `npx playout-monitor`: the process (CLI, config, logger, signals, clock) is core's
 // runService; the monitor is app.ts; `simulate` is @broadcast-ops/simulators' playout CLI.
-import { runService } from '@broadcast-ops/core';
-import { loadPlayoutSetup, playoutApp } from './app.ts';
-import { simulateCommand } from '@broadcast-ops/simulators/playout';
-import { DEFAULT_PORTS } from './config.ts';
+// core's start-heap.ts first: the young generation stays at its first size and TurboFan off while the
+// service loads and starts (docs/at-rest.md "Young generation"). Everything else is imported after it has
+// run, hence the dynamic imports: static ones would all be loaded before it.
+import '@broadcast-ops/core/start-heap';
+
+const [{ runService }, { loadPlayoutSetup, playoutApp }, { simulateCommand }, { DEFAULT_PORTS }] =
+  await Promise.all([
+    import('@broadcast-ops/core'),
+    import('./app.ts'),
+    import('@broadcast-ops/simulators/playout'),
+    import('./config.ts'),
+  ]);
 
 await runService({
   bin: 'playout-monitor',

@@ -1,10 +1,23 @@
 // Entry point of `npx punch` (the repository's ARCHITECTURE.md "One skeleton"): the process is core's runService, the
 // broker is app.ts; `agent` is io/agent/cli.ts, `relay` io/cli/relay.ts.
-import { runService } from '@broadcast-ops/core';
-import { loadPunchCliConfig, punchLogger } from './config.ts';
-import { AGENT_COMMAND } from './io/agent/cli.ts';
-import { RELAY_COMMAND } from './io/cli/relay.ts';
-import { DEMO_SECRET_FILE } from './io/startup-files.ts';
+// core's start-heap.ts first: the young generation stays at its first size and TurboFan off while the
+// service loads and starts (docs/at-rest.md "Young generation"). Everything else is imported after it has
+// run, hence the dynamic imports: static ones would all be loaded before it.
+import '@broadcast-ops/core/start-heap';
+
+const [
+  { runService },
+  { loadPunchCliConfig, punchLogger },
+  { AGENT_COMMAND },
+  { RELAY_COMMAND },
+  { DEMO_SECRET_FILE },
+] = await Promise.all([
+  import('@broadcast-ops/core'),
+  import('./config.ts'),
+  import('./io/agent/cli.ts'),
+  import('./io/cli/relay.ts'),
+  import('./io/startup-files.ts'),
+]);
 
 await runService({
   bin: 'punch',

@@ -1,9 +1,16 @@
 // Entry point of `npx telemetry-bridge`: the process (CLI, config, logger, signals, clock) is core's
 // runService; the bridge is app.ts; the other sub-commands are io/cli/commands.ts.
-import { runService } from '@broadcast-ops/core';
-import { bridgeApp } from './app.ts';
-import { loadBridgeConfig } from './config.ts';
-import { CONFIG_ENV, commands } from './io/cli/commands.ts';
+// core's start-heap.ts first: the young generation stays at its first size and TurboFan off while the
+// service loads and starts (docs/at-rest.md "Young generation"). Everything else is imported after it has
+// run, hence the dynamic imports: static ones would all be loaded before it.
+import '@broadcast-ops/core/start-heap';
+
+const [{ runService }, { bridgeApp }, { loadBridgeConfig }, { CONFIG_ENV, commands }] = await Promise.all([
+  import('@broadcast-ops/core'),
+  import('./app.ts'),
+  import('./config.ts'),
+  import('./io/cli/commands.ts'),
+]);
 
 await runService({
   bin: 'telemetry-bridge',
