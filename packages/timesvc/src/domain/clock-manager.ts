@@ -412,6 +412,11 @@ export class ClockManager {
     if (changed) this.#emit({ type: 'advertised' });
   }
 
+  /** The sources' part of `snapshot()` alone (what the source statistics follow, on every event). */
+  sources(): ClockSnapshot['sources'] {
+    return this.#selection.snapshot();
+  }
+
   snapshot(): ClockSnapshot {
     const now = this.#clock.monotonicMs();
     const est = this.#discipline.estimate();

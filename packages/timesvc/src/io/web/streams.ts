@@ -4,10 +4,11 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { hostAllowed, isAppError, rejectUpgrade, type AppError, type Logger } from '@broadcast-ops/core';
 import { fail } from '../../errors.ts';
 import type { ClockManager } from '../../domain/clock-manager.ts';
+import type { ClockSnapshot } from '../../domain/reference-source.ts';
 import { allowedHostsOf, authorise, originAllowed, requestToken, type WebApiContext } from './api.ts';
 import { LOG_LEVELS, levelAtLeast, type LogEntry, type LogLevel, type LogRing } from './log-ring.ts';
 import type { ReferenceEvent, ReferenceEventWatcher } from './reference-events.ts';
-import { clockStatus, fullStatus, type StatusSources } from './status.ts';
+import { chartClock, fullStatus, type StatusSources } from './status.ts';
 import { historyPoint, StatusHistory } from './status-history.ts';
 
 /**
@@ -83,10 +84,15 @@ export class Streams {
     return { status: this.#status.size, logs: this.#logs.size };
   }
 
-  attach(server: Server): void {
+  /**
+   * Serve the streams on `server`. The status push (and the chart point) runs every `statusIntervalMs` on
+   * its own timer, or, with `ownTimer` false, when the owner calls `statusTick` (web-layer.ts, once a
+   * second on the service's tick).
+   */
+  attach(server: Server, ownTimer = true): void {
     this.#server = server;
     server.on('upgrade', this.#onUpgrade);
-    this.#timers.push(setInterval(() => this.#pushStatus(), this.#o.statusIntervalMs));
+    if (ownTimer) this.#timers.push(setInterval(() => this.#pushStatus(), this.#o.statusIntervalMs));
     this.#timers.push(setInterval(() => this.#ping(), this.#o.pingMs));
     for (const t of this.#timers) t.unref();
     this.#off.push(
@@ -190,11 +196,17 @@ export class Streams {
     this.#o.logger.warn({ why, buffered: ws.bufferedAmount }, 'stream client too slow; dropped');
   }
 
-  #pushStatus(): void {
+  /** The periodic status push and chart point; `snap` is the clock manager's snapshot taken now. */
+  statusTick(snap?: ClockSnapshot): void {
+    this.#pushStatus(snap);
+  }
+
+  #pushStatus(snap?: ClockSnapshot): void {
     if (this.#status.size === 0) {
-      // Nobody watching: only the chart's point (the clock part of the status), so a page opened later
-      // still starts with the last five minutes.
-      this.history.add(historyPoint(this.#o.ctx.servedNowMs(), clockStatus(this.#o.ctx)));
+      // Nobody watching: only the chart's point (the clock fields it draws), so a page opened later still
+      // starts with the last five minutes.
+      const clock = chartClock(snap ?? this.#o.manager.snapshot());
+      this.history.add(historyPoint(this.#o.ctx.servedNowMs(), clock));
       return;
     }
     const status = fullStatus(this.#o.ctx);
