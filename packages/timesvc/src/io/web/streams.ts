@@ -1,6 +1,6 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { WebSocketServer, type WebSocket } from 'ws';
+import type { WebSocket, WebSocketServer } from 'ws';
 import { hostAllowed, isAppError, rejectUpgrade, type AppError, type Logger } from '@broadcast-ops/core';
 import { fail } from '../../errors.ts';
 import type { ClockManager } from '../../domain/clock-manager.ts';
@@ -54,7 +54,8 @@ interface LogClient {
 export class Streams {
   readonly #o: Required<Omit<StreamOptions, 'ctx' | 'manager' | 'logs' | 'events' | 'logger'>> &
     Pick<StreamOptions, 'ctx' | 'manager' | 'logs' | 'events' | 'logger'>;
-  readonly #wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 1024 });
+  /** Made on the first upgrade: `ws` is loaded when a client first connects, not at start (docs/performance.md). */
+  #wss: Promise<WebSocketServer> | undefined;
   readonly #status = new Map<WebSocket, { alive: boolean }>();
   readonly #logs = new Set<LogClient>();
   readonly history = new StatusHistory();
@@ -111,7 +112,7 @@ export class Streams {
     for (const off of this.#off) off();
     for (const ws of this.#status.keys()) ws.terminate();
     for (const c of this.#logs) c.ws.terminate();
-    this.#wss.close();
+    void this.#wss?.then((wss) => wss.close());
   }
 
   async #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
@@ -155,7 +156,12 @@ export class Streams {
       reject(fail('STREAMS_FULL'));
       return;
     }
-    this.#wss.handleUpgrade(req, socket, head, (ws) => {
+    this.#wss ??= import('ws').then(
+      ({ WebSocketServer }) =>
+        new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 1024 }),
+    );
+    const wss = await this.#wss;
+    wss.handleUpgrade(req, socket, head, (ws) => {
       ws.on('error', () => ws.terminate());
       if (path === '/api/ws/status') this.#addStatus(ws);
       else this.#addLogs(ws, level as LogLevel | undefined);
