@@ -1,10 +1,23 @@
 // Entry point of `npx timesvc` (docs/ARCHITECTURE.md "One skeleton"): the service is built in app.ts, the
 // other sub-commands are in io/cli/commands.ts.
-import { runService } from '@broadcast-ops/core';
-import { createTimesvcApp, timesvcLogger } from './app.ts';
-import { loadTimesvcConfig } from './config.ts';
-import { timesvcCommands } from './io/cli/commands.ts';
-import { LogRing } from './io/web/log-ring.ts';
+// core's start-heap.ts first: the young generation stays at its first size and TurboFan off while the
+// service loads and starts (docs/at-rest.md "Young generation"). Everything else is imported after it has
+// run, hence the dynamic imports: static ones would all be loaded before it.
+import '@broadcast-ops/core/start-heap';
+
+const [
+  { runService },
+  { createTimesvcApp, timesvcLogger },
+  { loadTimesvcConfig },
+  { timesvcCommands },
+  { LogRing },
+] = await Promise.all([
+  import('@broadcast-ops/core'),
+  import('./app.ts'),
+  import('./config.ts'),
+  import('./io/cli/commands.ts'),
+  import('./io/web/log-ring.ts'),
+]);
 
 // Every JSON log line also feeds /api/logs and /api/ws/logs (not with pretty output).
 const logRing = new LogRing();

@@ -59,6 +59,12 @@ const LEAP_GUARD_MS = 2000;
 const LOCAL_ID = 'LOCAL';
 /** Consecutive high-delay samples left out before they are taken as the path's new normal. */
 const MAX_DELAY_REJECTS = 4;
+/**
+ * A tick this soon after an evaluation (a sample's) repeats it with the same inputs: skipped. The service's
+ * tick (io/service-tick.ts) takes the GPSDO's sample just before the manager's tick, so without this the
+ * selection and the evaluation ran twice a second at the same instant.
+ */
+const TICK_AFTER_EVALUATION_MS = 1;
 
 export class ClockManager {
   readonly #clock: Clock;
@@ -80,6 +86,8 @@ export class ClockManager {
   #delayRejects = 0;
   /** Samples of the selected reference since the estimate was last reset (delay-gated ones included). */
   #samplesSinceReset = 0;
+  /** Monotonic ms of the last evaluation. */
+  #evaluatedMs: number | undefined;
 
   constructor(options: ClockManagerOptions) {
     this.#clock = options.clock;
@@ -235,6 +243,8 @@ export class ClockManager {
       });
       return;
     }
+    const now = this.#clock.monotonicMs();
+    if (this.#evaluatedMs !== undefined && now - this.#evaluatedMs < TICK_AFTER_EVALUATION_MS) return;
     this.#select();
     this.#evaluate();
   }
@@ -386,6 +396,7 @@ export class ClockManager {
 
   #evaluate(): void {
     const now = this.#clock.monotonicMs();
+    this.#evaluatedMs = now;
     for (let i = 0; i < 4; i++) {
       const t = nextState(this.#state, {
         selected: this.#selection.selected !== undefined,
@@ -410,6 +421,11 @@ export class ClockManager {
       disagreementS: this.#selection.disagreementS(),
     });
     if (changed) this.#emit({ type: 'advertised' });
+  }
+
+  /** The sources' part of `snapshot()` alone (what the source statistics follow, on every event). */
+  sources(): ClockSnapshot['sources'] {
+    return this.#selection.snapshot();
   }
 
   snapshot(): ClockSnapshot {

@@ -493,6 +493,16 @@ export class GpsReceiverModel {
     return [...byPrn.values()].sort((a, b) => a.prn - b.prn);
   }
 
+  /** The fix and the last PPS of `status(now)` alone (the reference-event watcher's once-a-second read). */
+  signal(now: number): { fixValid: boolean; lastPpsUnixMs: number | undefined } {
+    this.#evaluate(now);
+    const lastPpsUnixMs = this.#lastEdge ? this.#lastEdge.sec * 1000 + this.#lastEdge.nsec / 1e6 : undefined;
+    return {
+      fixValid: this.#fixValid(now),
+      lastPpsUnixMs: lastPpsUnixMs ?? (this.#ppsSeenAt !== undefined ? this.#lastTimeUnixMs : undefined),
+    };
+  }
+
   status(now: number): GpsdoStatus {
     this.#evaluate(now);
     const sats = this.satellites();

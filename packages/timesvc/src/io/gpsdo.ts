@@ -19,6 +19,7 @@ import type { ReferenceSource, ReferenceStatus } from '../domain/reference-sourc
 import { NmeaLineBuffer, parseNmea } from '../protocol/nmea.ts';
 import { parseGpsdLine, type GpsdMessage } from '../protocol/gpsd.ts';
 import { parsePpsAssert, ppsSysfsPath } from '../protocol/pps.ts';
+import type { Ticker } from './service-tick.ts';
 
 /**
  * GPSDO reference sources (docs/gpsdo.md): the receiver model (domain/gpsdo.ts) fed by a driver — dummy,
@@ -74,6 +75,8 @@ export class GpsdoSource implements ReferenceSource {
   readonly #log: Logger;
   readonly #offsets: number[] = [];
   #timers: NodeJS.Timeout[] = [];
+  #tick: Ticker | undefined;
+  #offTicks: (() => void)[] = [];
   #closed = false;
   #tty: ReadStream | undefined;
   #sock: Socket | undefined;
@@ -119,6 +122,11 @@ export class GpsdoSource implements ReferenceSource {
     return this.model.status(this.#mono());
   }
 
+  /** The receiver's fix and last PPS (domain/gpsdo.ts signal), without the rest of `gpsdoStatus`. */
+  signal(): { fixValid: boolean; lastPpsUnixMs: number | undefined } {
+    return this.model.signal(this.#mono());
+  }
+
   /** `/api/status/gpsdo` body. */
   apiStatus(): Record<string, unknown> {
     return gpsdoApiBody(this.gpsdoStatus(), this.#mono());
@@ -139,12 +147,18 @@ export class GpsdoSource implements ReferenceSource {
   }
 
   #every(ms: number, fn: () => void): void {
+    if (ms === 1000 && this.#tick) {
+      this.#offTicks.push(this.#tick.every(fn));
+      return;
+    }
     const t = setInterval(fn, ms);
     t.unref();
     this.#timers.push(t);
   }
 
-  start(): void {
+  /** Start the receiver; its once-a-second work runs on the service's tick when given (service-tick.ts). */
+  start(tick?: Ticker): void {
+    this.#tick = tick;
     this.#startedMs = this.#mono();
     this.#every(1000, () => {
       this.model.tick(this.#mono());
@@ -169,6 +183,8 @@ export class GpsdoSource implements ReferenceSource {
     this.#closed = true;
     for (const t of this.#timers) clearInterval(t);
     this.#timers = [];
+    for (const off of this.#offTicks) off();
+    this.#offTicks = [];
     this.#tty?.destroy();
     this.#sock?.destroy();
     await Promise.resolve();

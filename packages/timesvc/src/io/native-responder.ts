@@ -13,6 +13,7 @@ import {
   servedArray,
 } from './native-served.ts';
 import type { ServedClock } from './served-clock.ts';
+import type { Ticker } from './service-tick.ts';
 
 /** How often the native threads' reply fields are checked against the clock state (a backstop). */
 const STATE_CHECK_MS = 1000;
@@ -27,6 +28,8 @@ export interface NativeRespondersOptions {
   /** Subtracted from the thread's own arrival reading where kernel timestamps are off, ms. */
   rxCorrectionMs?: number | undefined;
   logger: Logger;
+  /** The service's once-a-second tick for the state check (service-tick.ts); its own timer without. */
+  tick?: Ticker | undefined;
 }
 
 /**
@@ -54,6 +57,7 @@ export class NativeResponders {
   #unsubscribe: (() => void) | undefined;
   /** The threads' authentic NTS count when they stopped (counters never go back). */
   #ntsAuthenticClosed = 0;
+  #offTick: (() => void) | undefined;
 
   constructor(options: NativeRespondersOptions) {
     this.#o = options;
@@ -88,10 +92,14 @@ export class NativeResponders {
         authenticated: () => (this.active ? this.stats().ntsAuthentic : this.#ntsAuthenticClosed),
         activeSessions: (cutoffMs) => this.#sockets.reduce((n, s) => n + s.ntsActive(cutoffMs), 0),
       });
-      this.#timers.state = setInterval(() => {
+      const check = (): void => {
         if (o.state() !== this.#stateSent) this.refresh();
-      }, STATE_CHECK_MS);
-      this.#timers.state.unref();
+      };
+      if (o.tick) this.#offTick = o.tick.every(check);
+      else {
+        this.#timers.state = setInterval(check, STATE_CHECK_MS);
+        this.#timers.state.unref();
+      }
     }
     this.refresh();
     return true;
@@ -171,6 +179,8 @@ export class NativeResponders {
     this.#unsubscribe = undefined;
     if (this.#timers.piece) clearTimeout(this.#timers.piece);
     if (this.#timers.state) clearInterval(this.#timers.state);
+    this.#offTick?.();
+    this.#offTick = undefined;
     for (const t of this.#timers.keys.values()) clearTimeout(t);
     this.#timers.keys.clear();
     this.#sockets.length = 0;

@@ -23,6 +23,7 @@ import {
 } from './kernel-rx-timestamp.ts';
 import type { ServedClock } from './served-clock.ts';
 import { NativeResponders } from './native-responder.ts';
+import type { Ticker } from './service-tick.ts';
 
 /**
  * NTP server sockets (UDP, IPv4 and IPv6 as two sockets). Thin: the receive timestamp is the kernel's (or
@@ -97,6 +98,8 @@ export interface NtpServerOptions {
   batchSize?: number;
   /** Answer plain requests on the addon's thread where possible (default true). */
   nativeResponder?: boolean;
+  /** The service's once-a-second tick (service-tick.ts), for the native threads' state check. */
+  tick?: Ticker | undefined;
 }
 
 export class NtpServer {

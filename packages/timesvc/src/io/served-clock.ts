@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { systemClock, type Clock } from '@broadcast-ops/core';
 import { NTP_UNIX_OFFSET_S, type NtpTimestamp } from '../protocol/ntp-packet.ts';
 import { ZERO_CORRECTION, correctionAt, type Correction } from '../domain/correction.ts';
+import type { Ticker } from './service-tick.ts';
 
 /**
  * The served clock. Node's Date.now() has millisecond resolution, so the raw clock is the high-resolution
@@ -116,6 +117,7 @@ export class ServedClock {
   #anchorWidthMs = Number.POSITIVE_INFINITY;
   #correction: Correction = ZERO_CORRECTION;
   #timer: NodeJS.Timeout | undefined;
+  #offTick: (() => void) | undefined;
   #steps = 0;
   /** Host realtime (the time source's wall clock) − raw, ms; changes only when the host clock steps. */
   #hostOffsetMs = 0;
@@ -189,9 +191,13 @@ export class ServedClock {
     return this.#hostOffsetMs / 1000;
   }
 
-  /** Check for host clock steps every second. */
-  start(): void {
+  /** Check for host clock steps every second: on the service's tick when given (service-tick.ts). */
+  start(tick?: Ticker): void {
     this.stop();
+    if (tick) {
+      this.#offTick = tick.every(() => this.checkHostClock());
+      return;
+    }
     this.#timer = setInterval(() => {
       this.checkHostClock();
     }, 1000);
@@ -230,6 +236,8 @@ export class ServedClock {
   stop(): void {
     if (this.#timer) clearInterval(this.#timer);
     this.#timer = undefined;
+    this.#offTick?.();
+    this.#offTick = undefined;
   }
 
   setCorrection(c: Correction): void {

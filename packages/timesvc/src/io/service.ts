@@ -31,6 +31,7 @@ import {
 } from './served-clock.ts';
 import { SourceStatsTracker } from '../domain/source-stats.ts';
 import { createWebLayer, type WebLayer } from './web/web-layer.ts';
+import { ServiceTick } from './service-tick.ts';
 import type { LogRing } from './web/log-ring.ts';
 import type { GpsdoProvider, GpsdoStatus, PtpProvider, Satellite } from './web/providers.ts';
 
@@ -321,6 +322,11 @@ export function createTimesvc(
             pps_ok: lastPps !== undefined && Math.abs(clock.now() - lastPps) < 2000,
           };
         },
+        signal: () => {
+          const s = gpsdo.signal();
+          const lastPps = s.lastPpsUnixMs;
+          return { fix: s.fixValid, pps_ok: lastPps !== undefined && Math.abs(clock.now() - lastPps) < 2000 };
+        },
         satellites: () => gpsdo.apiSatellites() as unknown as Satellite[],
       }
     : options.gpsdo;
@@ -328,6 +334,9 @@ export function createTimesvc(
     ? { status: () => ({ offset_ns: 0, ...ptp.status() }) }
     : options.ptp;
   let started = false;
+  // The service's once-a-second work on one timer of the injected clock (service-tick.ts).
+  const tick = new ServiceTick({ clock, logger });
+  let offManagerTick: (() => void) | undefined;
   const web = createWebLayer({
     app,
     clock,
@@ -385,10 +394,17 @@ export function createTimesvc(
     clockQuality: quality,
     async start() {
       await web.checkCredentials();
-      served.start();
+      // Tick order: the host clock's step check, the reference's sample, the clock manager's evaluation
+      // with it, then (added as they start) the native threads' state check and the web layer.
+      served.start(tick);
       leapList?.start();
-      manager.start();
-      gpsdo?.start();
+      gpsdo?.start(tick);
+      // As manager.start() does: a first evaluation at once, then one a second (on the tick).
+      clock.setTimer(0, () => {
+        if (offManagerTick) manager.tick();
+      });
+      offManagerTick = tick.every(() => manager.tick());
+      tick.start();
       if (ntp.enabled) {
         server = new NtpServer({
           port: ntp.port,
@@ -403,6 +419,7 @@ export function createTimesvc(
           nativeResponder: ntp.native_responder,
           recvBufferSize: ntp.socket_receive_buffer,
           logger: logger.child({ component: 'ntp-server' }),
+          tick,
         });
         await server.start();
         await ntsSide?.start();
@@ -410,13 +427,15 @@ export function createTimesvc(
       }
       await ptp?.start();
       started = true;
-      web.start();
+      web.start(tick);
     },
     async close() {
+      tick.stop();
+      offManagerTick?.();
+      offManagerTick = undefined;
       web.stop();
       await gpsdo?.close();
       await ptp?.close();
-      manager.stop();
       served.stop();
       leapList?.stop();
       await Promise.all(peers.map((p) => p.close()));

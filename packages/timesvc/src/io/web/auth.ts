@@ -1,4 +1,5 @@
-import { SignJWT, errors as joseErrors, jwtVerify } from 'jose';
+// jose is loaded on the first login or token check, not at start (docs/performance.md "At rest").
+const jose = (): Promise<typeof import('jose')> => import('jose');
 import { ROLES, type Role } from '../../domain/permissions.ts';
 import { SCRYPT_PARAMS, hashPassword, parsePasswordHash, verifyPassword } from './passwords.ts';
 
@@ -65,6 +66,7 @@ export class Authenticator {
   async issue(user: User): Promise<{ token: string; expiresAt: number }> {
     const iat = Math.floor(this.#now() / 1000);
     const exp = iat + Math.max(1, Math.round(this.#expiryS));
+    const { SignJWT } = await jose();
     const token = await new SignJWT({ username: user.username, role: user.role })
       .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
       .setSubject(user.username)
@@ -76,6 +78,7 @@ export class Authenticator {
   }
 
   async verify(token: string): Promise<VerifyResult> {
+    const { errors: joseErrors, jwtVerify } = await jose();
     try {
       const { payload } = await jwtVerify(token, this.#key, {
         algorithms: ['HS256'],

@@ -1,9 +1,12 @@
 import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { basename, dirname, extname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { createRequire } from 'node:module';
 import { ConfigError, loadConfig } from '@broadcast-ops/core';
 import { ENV_OVERRIDES, configSchema, type TimesvcConfig } from '../../config.ts';
+
+/** `yaml`, loaded when a YAML configuration file is first read or written here, not at start. */
+const yaml = (): typeof import('yaml') => createRequire(import.meta.url)('yaml') as typeof import('yaml');
 
 /**
  * `GET`/`PUT /api/config` (README "Web API: configuration"). The editable document is the config file's
@@ -30,7 +33,7 @@ export class ConfigStore {
   #raw(): Record<string, unknown> {
     if (!this.file) return {};
     const text = readFileSync(this.file, 'utf8');
-    const v = (extname(this.file) === '.json' ? JSON.parse(text) : parseYaml(text)) as unknown;
+    const v = (extname(this.file) === '.json' ? JSON.parse(text) : yaml().parse(text)) as unknown;
     return v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
   }
 
@@ -82,7 +85,7 @@ export class ConfigStore {
     const text =
       extname(this.file) === '.json'
         ? JSON.stringify(raw, null, 2) + '\n'
-        : stringifyYaml(raw, { lineWidth: 0 });
+        : yaml().stringify(raw, { lineWidth: 0 });
     const dir = dirname(this.file);
     const tmp = join(dir, `.${basename(this.file)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
     try {

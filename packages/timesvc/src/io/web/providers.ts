@@ -46,6 +46,8 @@ export interface Satellite {
 export interface GpsdoProvider {
   status(): GpsdoStatus;
   satellites(): Satellite[];
+  /** `fix` and `pps_ok` of `status()` alone, where the provider has them cheaper (reference-events.ts). */
+  signal?(): Pick<GpsdoStatus, 'fix' | 'pps_ok'>;
 }
 
 export interface PtpStatus {

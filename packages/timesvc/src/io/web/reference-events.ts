@@ -1,5 +1,6 @@
 import type { Logger } from '@broadcast-ops/core';
 import type { ClockManager } from '../../domain/clock-manager.ts';
+import type { ClockSnapshot } from '../../domain/reference-source.ts';
 import type { GpsdoProvider } from './providers.ts';
 
 /**
@@ -82,11 +83,16 @@ export class ReferenceEventWatcher {
     return () => this.#listeners.delete(listener);
   }
 
+  /**
+   * Check now, on every clock-manager event but 'update', and every `intervalMs`; with `intervalMs` 0
+   * the owner calls `check` once a second itself (web-layer.ts, on the service's tick).
+   */
   start(intervalMs = 1000): void {
     this.check();
     this.#off = this.#manager.on((e) => {
       if (e.type !== 'update') this.check();
     });
+    if (intervalMs <= 0) return;
     this.#timer = setInterval(() => this.check(), intervalMs);
     this.#timer.unref();
   }
@@ -96,9 +102,8 @@ export class ReferenceEventWatcher {
     this.#off?.();
   }
 
-  /** Compare with the last state and emit what changed. */
-  check(): void {
-    const snap = this.#manager.snapshot();
+  /** Compare with the last state (`snap`: the manager's snapshot taken now) and emit what changed. */
+  check(snap: ClockSnapshot = this.#manager.snapshot()): void {
     for (const s of snap.sources) {
       const before = this.#reachable.get(s.id);
       if (before === s.usable) continue;
@@ -157,7 +162,7 @@ export class ReferenceEventWatcher {
       this.#emit({ type: 'leap_cleared', message: 'leap second no longer pending' });
     }
     this.#leap = leap;
-    const g = this.#gpsdo?.status();
+    const g = this.#gpsdo?.signal ? this.#gpsdo.signal() : this.#gpsdo?.status();
     if (g) {
       if (this.#fix !== undefined && g.fix !== this.#fix) {
         this.#emit({

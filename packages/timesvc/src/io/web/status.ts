@@ -1,4 +1,5 @@
 import type { ClockManager } from '../../domain/clock-manager.ts';
+import type { ClockSnapshot } from '../../domain/reference-source.ts';
 import type { SourceStatsTracker } from '../../domain/source-stats.ts';
 import { ntpToUnixMs, refIdToAscii, refIdToIpv4 } from '../../protocol/ntp-packet.ts';
 import type { TimesvcConfig } from '../../config.ts';
@@ -41,21 +42,36 @@ export function refIdText(refId: number, stratum: number): string {
   return refIdToIpv4(refId);
 }
 
-export function clockStatus(s: StatusSources) {
-  const snap = s.manager.snapshot();
+/** The clock fields the dashboard chart draws (status-history.ts historyPoint), from a snapshot. */
+export function chartClock(snap: ClockSnapshot): {
+  state: string;
+  offset_ns: number;
+  jitter_ns: number;
+  estimated_error_ns: number | null;
+} {
+  return {
+    state: snap.state.toLowerCase(),
+    offset_ns: Math.round(snap.offsetS * 1e9),
+    estimated_error_ns: Number.isFinite(snap.estimatedErrorS) ? Math.round(snap.estimatedErrorS * 1e9) : null,
+    jitter_ns: Math.round(snap.jitterS * 1e9),
+  };
+}
+
+export function clockStatus(s: StatusSources, snap: ClockSnapshot = s.manager.snapshot()) {
   const st = s.manager.serverState;
   const now = s.monotonicMs();
   const leap = ['none', 'insert', 'delete', 'unsynchronised'][st.leap] ?? 'unsynchronised';
+  const chart = chartClock(snap);
   return {
-    state: snap.state.toLowerCase(),
+    state: chart.state,
     current_time: new Date(s.servedNowMs()).toISOString(),
-    offset_ns: Math.round(snap.offsetS * 1e9),
+    offset_ns: chart.offset_ns,
     offset_stddev_ns: Math.round(snap.offsetStddevS * 1e9),
     drift_ppb: snap.driftPpb,
     drift_error_ppb: snap.driftErrorPpb,
     remaining_slew_ns: Math.round(snap.remainingSlewS * 1e9),
-    estimated_error_ns: Number.isFinite(snap.estimatedErrorS) ? Math.round(snap.estimatedErrorS * 1e9) : null,
-    jitter_ns: Math.round(snap.jitterS * 1e9),
+    estimated_error_ns: chart.estimated_error_ns,
+    jitter_ns: chart.jitter_ns,
     primary_reference: snap.sources.find((x) => x.kind === 'gpsdo')?.id ?? null,
     active_reference: snap.selected ?? null,
     last_reference: snap.lastReference ?? null,

@@ -1,13 +1,14 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { WebSocketServer, type WebSocket } from 'ws';
+import type { WebSocket, WebSocketServer } from 'ws';
 import { hostAllowed, isAppError, rejectUpgrade, type AppError, type Logger } from '@broadcast-ops/core';
 import { fail } from '../../errors.ts';
 import type { ClockManager } from '../../domain/clock-manager.ts';
+import type { ClockSnapshot } from '../../domain/reference-source.ts';
 import { allowedHostsOf, authorise, originAllowed, requestToken, type WebApiContext } from './api.ts';
 import { LOG_LEVELS, levelAtLeast, type LogEntry, type LogLevel, type LogRing } from './log-ring.ts';
 import type { ReferenceEvent, ReferenceEventWatcher } from './reference-events.ts';
-import { clockStatus, fullStatus, type StatusSources } from './status.ts';
+import { chartClock, fullStatus, type StatusSources } from './status.ts';
 import { historyPoint, StatusHistory } from './status-history.ts';
 
 /**
@@ -53,7 +54,8 @@ interface LogClient {
 export class Streams {
   readonly #o: Required<Omit<StreamOptions, 'ctx' | 'manager' | 'logs' | 'events' | 'logger'>> &
     Pick<StreamOptions, 'ctx' | 'manager' | 'logs' | 'events' | 'logger'>;
-  readonly #wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 1024 });
+  /** Made on the first upgrade: `ws` is loaded when a client first connects, not at start (docs/performance.md). */
+  #wss: Promise<WebSocketServer> | undefined;
   readonly #status = new Map<WebSocket, { alive: boolean }>();
   readonly #logs = new Set<LogClient>();
   readonly history = new StatusHistory();
@@ -83,10 +85,15 @@ export class Streams {
     return { status: this.#status.size, logs: this.#logs.size };
   }
 
-  attach(server: Server): void {
+  /**
+   * Serve the streams on `server`. The status push (and the chart point) runs every `statusIntervalMs` on
+   * its own timer, or, with `ownTimer` false, when the owner calls `statusTick` (web-layer.ts, once a
+   * second on the service's tick).
+   */
+  attach(server: Server, ownTimer = true): void {
     this.#server = server;
     server.on('upgrade', this.#onUpgrade);
-    this.#timers.push(setInterval(() => this.#pushStatus(), this.#o.statusIntervalMs));
+    if (ownTimer) this.#timers.push(setInterval(() => this.#pushStatus(), this.#o.statusIntervalMs));
     this.#timers.push(setInterval(() => this.#ping(), this.#o.pingMs));
     for (const t of this.#timers) t.unref();
     this.#off.push(
@@ -105,7 +112,7 @@ export class Streams {
     for (const off of this.#off) off();
     for (const ws of this.#status.keys()) ws.terminate();
     for (const c of this.#logs) c.ws.terminate();
-    this.#wss.close();
+    void this.#wss?.then((wss) => wss.close());
   }
 
   async #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
@@ -149,7 +156,12 @@ export class Streams {
       reject(fail('STREAMS_FULL'));
       return;
     }
-    this.#wss.handleUpgrade(req, socket, head, (ws) => {
+    this.#wss ??= import('ws').then(
+      ({ WebSocketServer }) =>
+        new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 1024 }),
+    );
+    const wss = await this.#wss;
+    wss.handleUpgrade(req, socket, head, (ws) => {
       ws.on('error', () => ws.terminate());
       if (path === '/api/ws/status') this.#addStatus(ws);
       else this.#addLogs(ws, level as LogLevel | undefined);
@@ -190,11 +202,17 @@ export class Streams {
     this.#o.logger.warn({ why, buffered: ws.bufferedAmount }, 'stream client too slow; dropped');
   }
 
-  #pushStatus(): void {
+  /** The periodic status push and chart point; `snap` is the clock manager's snapshot taken now. */
+  statusTick(snap?: ClockSnapshot): void {
+    this.#pushStatus(snap);
+  }
+
+  #pushStatus(snap?: ClockSnapshot): void {
     if (this.#status.size === 0) {
-      // Nobody watching: only the chart's point (the clock part of the status), so a page opened later
-      // still starts with the last five minutes.
-      this.history.add(historyPoint(this.#o.ctx.servedNowMs(), clockStatus(this.#o.ctx)));
+      // Nobody watching: only the chart's point (the clock fields it draws), so a page opened later still
+      // starts with the last five minutes.
+      const clock = chartClock(snap ?? this.#o.manager.snapshot());
+      this.history.add(historyPoint(this.#o.ctx.servedNowMs(), clock));
       return;
     }
     const status = fullStatus(this.#o.ctx);

@@ -10,12 +10,13 @@ import { hiresClock, type ServedClock } from '../served-clock.ts';
 import { registerWebApi, type WebApiContext } from './api.ts';
 import { Authenticator } from './auth.ts';
 import { ConfigStore, changedPaths } from './config-store.ts';
-import { labCredentialUse } from './lab-credential.ts';
+import { inConfigOrder, knownLabCredentialUse, verifyLabUsers } from './lab-credential.ts';
 import { LogRing } from './log-ring.ts';
 import { registerPages } from './pages.ts';
 import type { GpsdoProvider, PtpProvider } from './providers.ts';
 import { REFERENCE_EVENT_TYPES, ReferenceEventWatcher } from './reference-events.ts';
 import { Streams } from './streams.ts';
+import type { Ticker } from '../service-tick.ts';
 
 type PeerEntry = TimesvcConfig['ntp']['upstream_peers'][number];
 
@@ -54,7 +55,10 @@ export interface WebLayer {
   labCredential(): readonly string[];
   /** Warn about the lab credential; refuse it with `environment: production`. */
   checkCredentials(): Promise<void>;
-  start(): void;
+  /** Settles when the users' hashes that `checkCredentials` left to derive after start are checked. */
+  labCredentialChecked(): Promise<void>;
+  /** Start the streams, events and statistics; their once-a-second work on `tick` when given. */
+  start(tick?: Ticker): void;
   stop(): void;
 }
 
@@ -62,6 +66,8 @@ export interface WebLayer {
 export function createWebLayer(o: WebLayerOptions): WebLayer {
   let running = o.config;
   let lab: string[] = [];
+  let labCheck: Promise<void> = Promise.resolve();
+  let stopped = false;
   const logs = o.logRing ?? new LogRing();
   const configStore = new ConfigStore(o.configFile, o.environment);
   const events = new ReferenceEventWatcher({ manager: o.manager, logger: o.logger, gpsdo: o.gpsdo });
@@ -154,7 +160,8 @@ export function createWebLayer(o: WebLayerOptions): WebLayer {
   });
   let statsTimer: NodeJS.Timeout | undefined;
   let offStats: (() => void) | undefined;
-  const updateStats = (): void => o.stats.update(o.manager.snapshot().sources, o.manager.correction);
+  let offTick: (() => void) | undefined;
+  const updateStats = (): void => o.stats.update(o.manager.sources(), o.manager.correction);
 
   return {
     logs,
@@ -164,31 +171,64 @@ export function createWebLayer(o: WebLayerOptions): WebLayer {
     config: () => running,
     labCredential: () => lab,
     async checkCredentials() {
-      lab = await labCredentialUse(o.config);
-      if (lab.length === 0) return;
+      // The lab JWT secret and the demo's own hash are told apart without a key derivation; other users'
+      // hashes need one scrypt derivation each (about a second, passwords.ts). `environment: production`
+      // waits for them (it must refuse to start); a lab start does not: they run after it and warn when
+      // they find the lab password (README "Web API: the lab credential").
+      const { found, toVerify } = knownLabCredentialUse(o.config);
+      const warn = (inUse: readonly string[]): void =>
+        webLog.warn(
+          { inUse },
+          'the documented lab credential is in use: anyone can log in or forge tokens; change it before production use',
+        );
       if (o.config.environment === 'production') {
+        lab = inConfigOrder([...found, ...(await verifyLabUsers(o.config, toVerify))]);
+        if (lab.length === 0) return;
         throw new Error(
           `environment is production but the documented lab credential is in use (${lab.join(', ')}): ` +
             'set your own users (npx timesvc hash-password) and TIMESVC_JWT_SECRET',
         );
       }
-      webLog.warn(
-        { inUse: lab },
-        'the documented lab credential is in use: anyone can log in or forge tokens; change it before production use',
+      lab = found;
+      if (lab.length > 0) warn(lab);
+      if (toVerify.length === 0) return;
+      labCheck = verifyLabUsers(o.config, toVerify).then(
+        (more) => {
+          if (more.length === 0 || stopped) return;
+          lab = inConfigOrder([...found, ...more]);
+          warn(lab);
+        },
+        (err: unknown) => webLog.warn({ err: (err as Error).message }, 'lab credential check failed'),
       );
     },
-    start() {
-      events.start();
-      streams.attach(o.app.server);
+    labCredentialChecked: () => labCheck,
+    start(tick) {
+      // On the service's tick (service-tick.ts) the events, the source statistics and the status push
+      // share one snapshot of the clock manager a second; the status push keeps its own timer when a test
+      // sets another period.
+      const statusOnTick = tick !== undefined && (o.statusIntervalMs ?? 1000) === 1000;
+      events.start(tick ? 0 : 1000);
+      streams.attach(o.app.server, !statusOnTick);
       updateStats();
       offStats = o.manager.on(() => updateStats());
+      if (tick) {
+        offTick = tick.every(() => {
+          const snap = o.manager.snapshot();
+          events.check(snap);
+          o.stats.update(snap.sources, o.manager.correction);
+          if (statusOnTick) streams.statusTick(snap);
+        });
+        return;
+      }
       statsTimer = setInterval(updateStats, 1000);
       statsTimer.unref();
     },
     stop() {
+      stopped = true;
       events.stop();
       streams.close();
       offStats?.();
+      offTick?.();
       if (statsTimer) clearInterval(statsTimer);
     },
   };
