@@ -13,7 +13,7 @@
  *   Without it punch and playout-monitor started with 160-230 ms less CPU and about 10 MB less RSS.
  *
  * V8 reads both flags when it decides (each scavenge; each tier-up), so setting them at run time works:
- * checked on Node 20, 22 and 24 (packages/core/test/app/start-v8.test.ts). Set back, the young generation
+ * checked on Node 20, 22 and 24 (packages/core/test/io/start-v8.test.ts). Set back, the young generation
  * grows and hot functions are optimised as before, so a service under load is not changed by this. An
  * operator's own flags for either (command line or NODE_OPTIONS) are left alone. Nothing here runs on
  * import: a test or a bench that imports core keeps V8's defaults throughout.
