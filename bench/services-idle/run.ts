@@ -1,14 +1,14 @@
 /**
  * Lean at rest: each service's time from spawn to ready, idle RSS and idle CPU, beside the floor of this
- * runtime — a bare Node process that only opens an HTTP port — measured in the same run, one process at a
- * time. Each service starts as `npm start` starts it (its package.json `toolkit.start`: the demo config,
+ * runtime — a bare Node process that only opens an HTTP port — measured in the same run. Each service starts as `npm start` starts it (its package.json `toolkit.start`: the demo config,
  * the compiled `dist/main.js` when built), so the figures are what an operator's machine carries.
  *
- *   npx tsx bench/services-idle/run.ts [--rounds 3] [--idle 30] [--settle 10] [--only punch,timesvc]
+ *   npx tsx bench/services-idle/run.ts [--rounds 3] [--idle 30] [--settle 45] [--only punch,timesvc]
  *                                      [--simulators]
  *
- * Each round measures the bare process first, then every service, and prints its own table (each ratio
- * beside its anchor, the bare process of that round); with --rounds > 1 a last table gives each figure's
+ * Each round measures the bare process first, then every service: the time to ready of each alone, then
+ * RSS and CPU with all of them at rest together after `--settle` seconds (`round` below). It prints its own
+ * table (each ratio beside its anchor, the bare process of that round); with --rounds > 1 a last table gives each figure's
  * median over the rounds. The demo starts in-process simulators for two services (playout-monitor's
  * CasparCG/vMix/HyperDeck, telemetry-bridge's Companion), which keep them busy as live devices would: that
  * is load, not rest. So by default those flags are dropped (the service waits for devices that are not
@@ -44,12 +44,11 @@ const { values } = parseArgs({
 });
 const ROUNDS = Math.max(1, Math.min(10, Number(values.rounds ?? 1)));
 const IDLE_S = Number(values.idle ?? 30);
-const SETTLE_S = Number(values.settle ?? 10);
+const SETTLE_S = Number(values.settle ?? 45);
 const ONLY = values.only?.split(',');
 /** The `toolkit.start` arguments that start in-process simulators (dropped with --no-simulators). */
 const SIMULATOR_FLAGS = ['--with-simulators', '--companion-sim'];
 const NO_SIMULATORS = values.simulators !== true;
-const TICKS_PER_S = 100; // USER_HZ on Linux (proc(5)); utime and stime are in these ticks
 
 interface Target {
   name: string;
@@ -98,13 +97,26 @@ const bare: Target = {
   ready: `http://127.0.0.1:${BARE_PORT}/`,
 };
 
-function procStat(pid: number): { cpuTicks: number; rssKb: number } {
-  // Fields after the command name (which may hold spaces): utime is the 14th field, stime the 15th.
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const cpuTicks = Number(rest[11]) + Number(rest[12]);
+function rssKb(pid: number): number {
   const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return { cpuTicks, rssKb: Number(rss?.[1] ?? 0) };
+  return Number(rss?.[1] ?? 0);
+}
+
+/**
+ * CPU time of all the process's threads in nanoseconds: the first field of each thread's schedstat (time
+ * on a CPU), summed. /proc/<pid>/stat counts whole 10 ms ticks, too coarse for a 1 ms/s anchor over a window
+ * of tens of seconds.
+ */
+function cpuNs(pid: number): number {
+  let ns = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+    } catch {
+      // the thread ended between the listing and the read
+    }
+  }
+  return ns;
 }
 
 async function isReady(url: string): Promise<boolean> {
@@ -128,7 +140,14 @@ interface Figures {
 /** The ready URL is polled every POLL_MS, the same for the bare process and every service. */
 const POLL_MS = 5;
 
-async function measure(t: Target): Promise<Figures> {
+interface Started {
+  child: ChildProcess;
+  pid: number;
+  readyMs: number;
+}
+
+/** Spawn a target and wait until its ready URL answers; the time from spawn to that answer is `readyMs`. */
+async function start(t: Target): Promise<Started> {
   // On a shared machine another run may hold the port: its answer would pass for this process's readiness.
   if (await isReady(t.ready)) throw new Error(`${t.name}: ${t.ready} answers before the process is started`);
   const t0 = performance.now();
@@ -144,33 +163,61 @@ async function measure(t: Target): Promise<Figures> {
   const pid = child.pid;
   try {
     if (pid === undefined) throw new Error(`${t.name}: did not start`);
-    let readyMs = NaN;
     for (let i = 0; i < 30_000 / POLL_MS; i++) {
       if (child.exitCode !== null) throw new Error(`${t.name} exited ${child.exitCode}: ${stderr}`);
       if (await isReady(t.ready)) {
-        readyMs = performance.now() - t0;
-        break;
+        const readyMs = performance.now() - t0;
+        // It answered but has exited meanwhile: the answer was not its own.
+        if ((child.exitCode as number | null) !== null)
+          throw new Error(`${t.name} exited at ready: ${stderr}`);
+        return { child, pid, readyMs };
       }
       await new Promise((r) => setTimeout(r, POLL_MS));
     }
-    if (Number.isNaN(readyMs)) throw new Error(`${t.name}: not ready within 30 s at ${t.ready}`);
-    if (child.exitCode !== null) throw new Error(`${t.name} exited ${child.exitCode}: ${stderr}`);
+    throw new Error(`${t.name}: not ready within 30 s at ${t.ready}`);
+  } catch (err) {
+    await stop(child);
+    throw err;
+  }
+}
+
+async function stop(child: ChildProcess): Promise<void> {
+  child.kill('SIGTERM');
+  await new Promise((r) => (child.exitCode !== null ? r(undefined) : child.once('exit', r)));
+}
+
+/**
+ * One round: first each target alone, spawned and stopped once ready (its time to ready, nothing else
+ * running); then all of them started again one after the other and left running together for `--settle`
+ * seconds (V8's clean-up after start-up, the memory reducer's collections, ends within that) and an idle
+ * window of `--idle` seconds, over which each one's RSS and CPU are read. At rest they wake rarely, so
+ * sharing the window costs them little and a round takes about one window instead of one per target.
+ */
+async function measureRound(targets: readonly Target[]): Promise<Figures[]> {
+  const readyMs: number[] = [];
+  for (const t of targets) {
+    const s = await start(t);
+    readyMs.push(s.readyMs);
+    await stop(s.child);
+  }
+  const running: Started[] = [];
+  try {
+    for (const t of targets) running.push(await start(t));
     await new Promise((r) => setTimeout(r, SETTLE_S * 1000));
-    const a = procStat(pid);
+    const a = running.map((s) => cpuNs(s.pid));
     const w0 = performance.now();
     await new Promise((r) => setTimeout(r, IDLE_S * 1000));
-    const b = procStat(pid);
+    const b = running.map((s) => cpuNs(s.pid));
     const seconds = (performance.now() - w0) / 1000;
-    return {
+    return targets.map((t, i) => ({
       name: t.name,
       ...(t.simulators ? { simulators: true } : {}),
-      readyMs,
-      rssMb: b.rssKb / 1024,
-      idleCpuMsPerS: (((b.cpuTicks - a.cpuTicks) / TICKS_PER_S) * 1000) / seconds,
-    };
+      readyMs: readyMs[i]!,
+      rssMb: rssKb(running[i]!.pid) / 1024,
+      idleCpuMsPerS: (b[i]! - a[i]!) / 1e6 / seconds,
+    }));
   } finally {
-    child.kill('SIGTERM');
-    await new Promise((r) => (child.exitCode !== null ? r(undefined) : child.once('exit', r)));
+    await Promise.all(running.map((s) => stop(s.child)));
   }
 }
 
@@ -224,10 +271,8 @@ console.log(
 const rounds: Figures[][] = [];
 for (let round = 1; round <= ROUNDS; round++) {
   console.log(`\n# round ${round}: load average ${load()}`);
-  const floor = await measure(bare);
-  const rows: Figures[] = [floor];
-  for (const t of services()) if (!ONLY || ONLY.includes(t.name)) rows.push(await measure(t));
-  table(rows, floor);
+  const rows = await measureRound([bare, ...services().filter((t) => !ONLY || ONLY.includes(t.name))]);
+  table(rows, rows[0]!);
   console.log(`# round ${round}: load average after ${load()}`);
   rounds.push(rows);
 }
