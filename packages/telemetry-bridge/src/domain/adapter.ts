@@ -28,7 +28,11 @@ export type AdapterResult =
 export interface AdapterContext {
   readonly clock: Clock;
   readonly logger: Logger;
-  /** Publish a value at a path inside the adapter's namespace; `null` clears the key. */
+  /**
+   * Publish a value at a path inside the adapter's namespace; `null` clears the key. The change is written
+   * to the event log before this returns (not only before it is delivered), so an adapter can record what
+   * it is about to do to its device and find it after a crash.
+   */
   setState(path: string, value: unknown, options?: { correlationId?: string }): void;
   emitEvent(path: string, event: string, data?: unknown, options?: { correlationId?: string }): void;
   /**

@@ -25,6 +25,8 @@ export interface AdapterHostOptions {
   markStale(owner: string, stale: boolean, except?: (path: string) => boolean): void;
   markPathStale(owner: string, path: string, stale: boolean): void;
   read(path: string): unknown;
+  /** Write the event log's records of this job to the file (journal.ts `writePending`). */
+  writeLog(): void;
 }
 
 export class AdapterHost {
@@ -83,6 +85,9 @@ export class AdapterHost {
         if (outcome.kind === 'conflict') {
           throw new Error(`adapter ${adapter.name} may not write ${path} (owner ${outcome.owner ?? 'none'})`);
         }
+        // On file before setState returns, so before the adapter's next line to its device: a record such
+        // as a key about to be pressed (companion.held) survives a crash right after that line went out.
+        if (outcome.kind === 'changed') o.writeLog();
       },
       emitEvent: (path, event, data, options) => {
         if (o.ownerOf(path) !== adapter.name) {

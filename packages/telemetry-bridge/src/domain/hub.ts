@@ -167,6 +167,7 @@ export class Hub {
         if (this.store.ownerOf(path) === owner) this.#markPathStale(path, stale);
       },
       read: (path) => this.store.get(path)?.value,
+      writeLog: () => this.#journal.writePending(),
     });
     this.#writes = new ClientWrites({
       logger: this.#logger,

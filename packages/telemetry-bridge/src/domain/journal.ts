@@ -15,6 +15,12 @@ export interface EventLogSink {
    * Callbacks run in the order they were registered.
    */
   whenDurable(done: (err?: Error) => void): void;
+  /**
+   * Write what `append` may still hold from the current job (the io event log writes a job's records
+   * together). Called before something leaves the process by a path the client transport does not see:
+   * a record an adapter writes is on file before the adapter sends its device the line it describes.
+   */
+  writePending(): void;
 }
 
 export class Journal {
@@ -54,6 +60,11 @@ export class Journal {
   broadcast(offset: number, kind: 'state' | 'event', path: string, json: string): void {
     this.append(offset, kind, json);
     this.ring.push(offset, kind, path, json);
+  }
+
+  /** Write through what the log holds from this job (EventLogSink `writePending`). */
+  writePending(): void {
+    this.#log?.writePending();
   }
 
   whenDurable(done: (err?: Error) => void): void {

@@ -39,6 +39,10 @@ export class CommandTap implements EventLogSink {
     else done();
   }
 
+  writePending(): void {
+    this.#inner?.writePending();
+  }
+
   /** Newest first. */
   recent(): RecentCommand[] {
     return [...this.#recent.values()].reverse();

@@ -109,6 +109,7 @@ test('INTERNAL_ERROR instead of silence: a failing event log refuses acks; a fai
   const failing: EventLogSink = {
     append: () => undefined,
     whenDurable: (done) => done(new Error('disk full')),
+    writePending: () => undefined,
   };
   const hub = new Hub({ clock, logger: silentLogger(), log: failing, limits: { rateLimit: 1000 } });
   const adapter = new FakeAdapter();

@@ -28,6 +28,7 @@ class Transport implements SessionTransport {
 class FailingLog implements EventLogSink {
   #waiting: ((err?: Error) => void)[] = [];
   append(): void {}
+  writePending(): void {}
   whenDurable(done: (err?: Error) => void): void {
     this.#waiting.push(done);
   }
