@@ -6,6 +6,7 @@ export * from './http.ts';
 export * from './host-guard.ts';
 export * from './logger.ts';
 export * from './metrics.ts';
+export * from './node-metrics.ts';
 export * from './shutdown.ts';
 export * from './service.ts';
 export * from './cli.ts';

@@ -4,16 +4,18 @@
  * The WebSocket upgrade and the token on a running service: test/io/outputs-security.test.ts.
  */
 import assert from 'node:assert/strict';
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import { hostAllowed } from '@broadcast-ops/core';
 import { allowedHostNames } from '../../src/io/access.ts';
+import type { PlayoutService } from '../../src/playout-service.ts';
 import { MUTATIONS, unstartedService } from '../pure-helpers.ts';
 
 const TOKEN = 'operator-token-0123456789abcdef';
-const service = unstartedService(TOKEN);
-after(() => service.close());
 
+// Built and closed by the test that uses it, not by a top-level `after`: the quick tier runs many files in one
+// process (scripts/run-tests.ts quickShards), where top-level hooks belong to the shared root.
 async function call(
+  service: PlayoutService,
   method: string,
   path: string,
   headers: Record<string, string> = {},
@@ -29,14 +31,16 @@ async function call(
   return { status: res.statusCode, body: res.body };
 }
 
-test('a foreign Host header is refused with 421 on every route, token or not', async () => {
+test('a foreign Host header is refused with 421 on every route, token or not', async (t) => {
+  const service = unstartedService(TOKEN);
+  t.after(() => service.close());
   for (const host of ['evil.example', 'evil.example:3050', 'attacker.test.', 'rebind.evil.example:80']) {
     for (const [method, path, body] of [
       ...MUTATIONS,
       ['GET', '/health', undefined] as const,
       ['GET', '/api/config', undefined] as const,
     ]) {
-      const r = await call(method, path, { host, authorization: `Bearer ${TOKEN}` }, body);
+      const r = await call(service, method, path, { host, authorization: `Bearer ${TOKEN}` }, body);
       assert.equal(r.status, 421, `${method} ${path} with Host ${host}: ${r.body}`);
       const err = JSON.parse(r.body) as { error: string; message: string };
       assert.equal(err.error, 'HOST_NOT_ALLOWED');

@@ -8,13 +8,14 @@ import {
   Gauge,
   Histogram,
   createMetricsRegistry,
+  registerNodeMetrics,
+  type NodeMetrics,
   type Logger,
   type Registry,
 } from '@broadcast-ops/core';
 import type { FastifyInstance } from 'fastify';
 import type { Hub } from '../domain/hub.ts';
 import type { HubMetrics } from '../domain/metrics.ts';
-import { registerNodeMetrics, type EventLoopLagMetrics } from './event-loop-lag.ts';
 import { bridgeHttpApp } from './http-app.ts';
 
 export interface BridgeMetrics extends HubMetrics {
@@ -28,18 +29,18 @@ export interface BridgeMetrics extends HubMetrics {
   bind(sources: { hub: Hub; clientConnections: () => number }): void;
   /**
    * A client session opened or closed: the event-loop-lag histogram runs while a client is connected or
-   * an adapter's device link is up, and is stopped at rest (io/event-loop-lag.ts).
+   * an adapter's device link is up, and is stopped at rest (core's node-metrics.ts).
    */
   clientsChanged(): void;
   /** Node's default metrics' event-loop-lag histogram (running or stopped). */
-  readonly eventLoopLag: Pick<EventLoopLagMetrics, 'active'>;
+  readonly eventLoopLag: Pick<NodeMetrics, 'active'>;
   /** Stop the lag histogram (the service closing). */
   close(): void;
 }
 
 export function createBridgeMetrics(): BridgeMetrics {
-  // Node's defaults registered here rather than by core (`defaultMetrics: true`): the same set, with the
-  // event-loop-lag histogram stopped while nothing is connected (io/event-loop-lag.ts).
+  // Node's defaults from core's registerNodeMetrics rather than `defaultMetrics: true`: the same set, with
+  // the event-loop-lag histogram stopped while nothing is connected (core's node-metrics.ts).
   const registry = createMetricsRegistry();
   const nodeMetrics = registerNodeMetrics(registry);
   let sources: { hub: Hub; clientConnections: () => number } | undefined;

@@ -1,6 +1,7 @@
 /**
- * io/event-loop-lag.ts: Node's default metrics, the event-loop-lag histogram running only while a client is
- * connected or a device link is up (README "Logs and metrics"; docs/at-rest.md at the repository root).
+ * The bridge's use of core's registerNodeMetrics (core's test/io/node-metrics.test.ts has the metrics
+ * themselves): the event-loop-lag histogram runs only while a client is connected or a device link is up
+ * (README "Logs and metrics"; docs/at-rest.md at the repository root).
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

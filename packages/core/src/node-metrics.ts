@@ -1,21 +1,20 @@
 /**
- * Node's default metrics for the bridge, with an event-loop-lag histogram that runs only while there is
- * work a stall could delay (README "Logs and metrics", docs/at-rest.md at the repository root).
+ * Node's default metrics (prom-client's set) with an event-loop-lag histogram that runs only while the
+ * service says there is work a stall could delay (docs/at-rest.md at the repository root).
  *
  * prom-client's default set samples `perf_hooks.monitorEventLoopDelay` every 10 ms from start to exit: a
- * libuv timer that wakes an idle bridge 100 times a second (about 10 ms of CPU per second at rest, measured in
- * docs/at-rest.md). Here every other default metric is prom-client's own (its `collectDefaultMetrics`
+ * libuv timer that wakes an idle service 100 times a second (about 10 ms of CPU per second at rest, measured
+ * in docs/at-rest.md). Here every other default metric is prom-client's own (its `collectDefaultMetrics`
  * list, module by module), and the eight `nodejs_eventloop_lag_*` gauges keep their names, help texts and
  * meaning with one difference: the histogram behind the min/max/mean/stddev/p50/p90/p99 gauges is enabled
- * only while `setActive(true)` (a client connected or a device link up) and disabled at rest. A scrape
- * reports the samples taken since the previous scrape, as prom-client does; when the histogram took none
- * (it was stopped the whole interval) those seven gauges read 0. `nodejs_eventloop_lag_seconds` is measured
- * at every scrape, as before (a `setImmediate` round trip, reported by the next scrape).
+ * only while `setActive(true)` and disabled otherwise. A scrape reports the samples taken since the previous
+ * scrape, as prom-client does; when the histogram took none (it was stopped the whole interval) those seven
+ * gauges read 0. `nodejs_eventloop_lag_seconds` is measured at every scrape, as before (a `setImmediate`
+ * round trip, reported by the next scrape).
  */
 import { createRequire } from 'node:module';
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
-import { Gauge, type Registry } from '@broadcast-ops/core';
-import { collectDefaultMetrics } from 'prom-client';
+import { Gauge, type Registry } from './metrics.ts';
 
 /** prom-client's default sampling period of the histogram (`eventLoopMonitoringPrecision`), in ms. */
 export const LAG_RESOLUTION_MS = 10;
@@ -25,21 +24,23 @@ const PROM_LAG_METRIC = 'eventLoopLag';
 
 type DefaultMetric = (registry: Registry, config: Record<string, unknown>) => void;
 
-const require = createRequire(import.meta.url);
+/* prom-client's files, not its index (which loads every default metric and @opentelemetry/api): metrics.ts. */
+const fromPromClient = createRequire(import.meta.url);
 
 /**
  * prom-client's default metrics but its event-loop lag, registered in `registry` (prom-client 15 has no
  * option to leave one out; each is a module of its own under lib/metrics, listed in `metricsList`).
  */
 function registerDefaultsButLag(registry: Registry): void {
-  for (const name of collectDefaultMetrics.metricsList) {
+  const { metricsList } = fromPromClient('prom-client/lib/defaultMetrics') as { metricsList: string[] };
+  for (const name of metricsList) {
     if (name === PROM_LAG_METRIC) continue;
-    const register = require(`prom-client/lib/metrics/${name}`) as DefaultMetric;
+    const register = fromPromClient(`prom-client/lib/metrics/${name}`) as DefaultMetric;
     register(registry, {});
   }
 }
 
-export interface EventLoopLagMetrics {
+export interface NodeMetrics {
   /** Run the histogram (true) or stop it (false); idempotent. */
   setActive(active: boolean): void;
   readonly active: boolean;
@@ -48,7 +49,7 @@ export interface EventLoopLagMetrics {
 }
 
 /** Register Node's default metrics in `registry`, the lag histogram stopped until `setActive(true)`. */
-export function registerNodeMetrics(registry: Registry): EventLoopLagMetrics {
+export function registerNodeMetrics(registry: Registry): NodeMetrics {
   registerDefaultsButLag(registry);
   const histogram: IntervalHistogram = monitorEventLoopDelay({ resolution: LAG_RESOLUTION_MS });
   let active = false;
