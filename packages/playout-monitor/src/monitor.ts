@@ -8,6 +8,7 @@ import { serverPort, type MonitorConfig, type OscServerConfig, type ServerConfig
 import { DeviceStore } from './domain/device-store.ts';
 import { HyperdeckClient } from './io/hyperdeck-client.ts';
 import { OscInput } from './io/osc-input.ts';
+import { RetryGrid } from './io/retry-grid.ts';
 import { VmixPoller } from './io/vmix-poller.ts';
 import { MalformedInputs } from './malformed.ts';
 
@@ -15,6 +16,8 @@ export interface MonitorOptions {
   config: MonitorConfig;
   logger: Logger;
   clock?: Clock;
+  /** Shared with the outputs (the TSL refresh at rest); one of its own without. */
+  retryGrid?: RetryGrid;
 }
 
 type DeviceInput = VmixPoller | HyperdeckClient;
@@ -59,11 +62,14 @@ export class Monitor {
   /** vMix pollers and HyperDeck clients by device id, with their input key. */
   readonly #inputs = new Map<number, { key: string; input: DeviceInput }>();
   #started = false;
+  /** The absent devices' retries at their cap, in one wake per instant (io/retry-grid.ts). */
+  readonly #retryGrid: RetryGrid;
 
   constructor(options: MonitorOptions) {
     this.#config = options.config;
     this.#clock = options.clock ?? systemClock;
     this.#logger = options.logger;
+    this.#retryGrid = options.retryGrid ?? new RetryGrid(this.#clock);
     const registry = createMetricsRegistry();
     this.registry = registry;
     this.malformed = new MalformedInputs(options.logger.child({ component: 'inputs' }), registry);
@@ -97,6 +103,7 @@ export class Monitor {
       store: this.store,
       clock: this.#clock,
       malformed: this.malformed,
+      retryGrid: this.#retryGrid,
     };
     const created = { osc: [] as number[], inputs: [] as number[] };
     const oscByPort = new Map<number, OscServerConfig[]>();

@@ -29,6 +29,7 @@ import { healthBody, type HealthBody } from './io/health.ts';
 import { registerPages } from './io/pages.ts';
 import { probe } from './io/port-probe.ts';
 import { PunchTallyOutput, type PunchTallySession } from './io/punch-tally.ts';
+import { RetryGrid } from './io/retry-grid.ts';
 import { resolveTslHost, TslSender } from './io/tsl-sender.ts';
 import { WsOutput } from './io/ws-output.ts';
 import { Monitor } from './monitor.ts';
@@ -80,6 +81,8 @@ export class PlayoutService implements ControlPort {
   readonly view: OutputView;
   readonly #o: PlayoutServiceOptions;
   readonly #clock: Clock;
+  /** The absent devices' retries and the TSL rest rounds share its instants: one wake (io/retry-grid.ts). */
+  readonly #retryGrid: RetryGrid;
   readonly #startedAtMs: number;
   #config: MonitorConfig;
   #monitor: Monitor;
@@ -98,6 +101,7 @@ export class PlayoutService implements ControlPort {
   constructor(options: PlayoutServiceOptions) {
     this.#o = options;
     this.#clock = options.clock ?? systemClock;
+    this.#retryGrid = new RetryGrid(this.#clock);
     this.#startedAtMs = this.#clock.monotonicMs();
     this.#config = options.config;
     this.#tokenHash = options.adminToken ? sha256(options.adminToken) : undefined;
@@ -232,7 +236,7 @@ export class PlayoutService implements ControlPort {
   }
 
   #newMonitor(config: MonitorConfig): Monitor {
-    return new Monitor({ config, logger: this.#o.logger, clock: this.#clock });
+    return new Monitor({ config, logger: this.#o.logger, clock: this.#clock, retryGrid: this.#retryGrid });
   }
 
   #newEmber(config: MonitorConfig, port = config.settings.emberPlusPort): EmberProvider {
@@ -253,6 +257,7 @@ export class PlayoutService implements ControlPort {
       packing: config.settings.tslUmdPacking,
       shutdownState: config.settings.tslUmdShutdownState,
       logger: this.#o.logger.child({ component: 'tsl' }),
+      restGrid: this.#retryGrid,
       tallyInputs: () =>
         new Map(
           this.#config.servers.flatMap((s) =>

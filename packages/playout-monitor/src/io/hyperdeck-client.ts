@@ -30,6 +30,7 @@ import {
   versionAtLeast,
   type HyperdeckResponse,
 } from '../protocol/hyperdeck.ts';
+import { deadlineUnlessSettled } from './deadline.ts';
 import type { InputContext } from './input-context.ts';
 
 export interface HyperdeckClientOptions extends InputContext {
@@ -92,7 +93,6 @@ export class HyperdeckClient {
 
   #connect(): void {
     if (this.#closed) return;
-    this.#reader = new HyperdeckReader();
     this.#queue = [];
     this.#inFlight = undefined;
     this.#session = false;
@@ -100,19 +100,40 @@ export class HyperdeckClient {
     this.#clipsFetchedFor = undefined;
     this.#clipsFetchedAt = -Infinity;
     this.#displayTimecodeNotify = false;
+    // While connecting, the socket has only what a refusal needs, and at most one timer: the banner's
+    // deadline (`timeoutMs`). An absent deck is tried every 5 s all day, and each attempt is refused within
+    // the same turn of the event loop: the 250 ms watchdog, the UTF-8 decoder and the data listener are set
+    // up once the connection is open (docs/performance.md "At rest"). A 250 ms timer armed and cancelled per
+    // attempt also cost an empty wake of the process 250 ms later (io/deadline.ts).
     const socket = new Socket();
     this.#socket = socket;
-    socket.setNoDelay(true);
-    socket.setEncoding('utf8');
-    socket.on('data', (chunk: string) => this.#onData(chunk));
     socket.on('error', (err: NodeJS.ErrnoException) => {
       this.#closeReason ??=
         err.code === 'ECONNREFUSED' ? 'connection refused' : `socket error: ${err.message}`;
     });
     socket.on('close', () => this.#onClose(socket));
+    socket.once('connect', () => {
+      if (this.#socket !== socket) return;
+      this.#cancelTimers();
+      this.#reader = new HyperdeckReader();
+      socket.setNoDelay(true);
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => this.#onData(chunk));
+      this.#armWatchdog();
+    });
     this.#lastRxAt = this.#o.clock.monotonicMs();
     socket.connect({ host: this.#o.server.ip, port: this.#o.port });
-    this.#armWatchdog();
+    // The banner's deadline while connecting; none when the attempt is refused within this turn (io/deadline.ts).
+    const deadline = deadlineUnlessSettled(
+      this.#o.clock,
+      this.#o.server.timeoutMs,
+      () => this.#socket !== socket || !socket.connecting,
+      () => {
+        this.#timers.delete(deadline);
+        if (!this.#closed && this.#socket === socket) this.#drop('no connection banner');
+      },
+    );
+    this.#timers.add(deadline);
   }
 
   #armWatchdog(): void {
@@ -157,7 +178,10 @@ export class HyperdeckClient {
       this.#o.random ?? Math.random,
     );
     this.#attempt++;
-    this.#reconnectTimer = this.#o.clock.setTimer(delay, () => this.#connect());
+    const reconnect = (): void => this.#connect();
+    this.#reconnectTimer = this.#o.retryGrid
+      ? this.#o.retryGrid.schedule(delay, reconnect)
+      : this.#o.clock.setTimer(delay, reconnect);
   }
 
   #onData(chunk: string): void {

@@ -4,9 +4,11 @@
  * A device's message goes out at once when its tally or name changes; a background refresh sends one
  * device every `refreshMs` in turn, so a receiver that restarts or lost a datagram is right again within
  * one round (UDP has no delivery guarantee). While no device is connected (every one shown offline, none
- * simulated) nothing can change but by an event that is sent at once, so the refresh slows to one device
- * every `restRefreshMs` (2 s): a receiver that restarts then shows the offline displays within one round of
- * 2 s × devices. The first device to connect brings the `refreshMs` period back at once (docs/OUTPUTS.md).
+ * simulated) nothing can change but by an event that is sent at once, so the refresh slows to one round of
+ * every device at most `restRefreshMs` (2 s) × devices apart, sent in one wake (on the monitor's retry grid
+ * when that is 5 s or more, `restGrid`): a receiver that restarts then shows the offline displays within
+ * 2 s × devices, as with one device every 2 s. The first device to connect brings the `refreshMs` period
+ * back at once (docs/OUTPUTS.md).
  *
  * Each destination is on its own: its own connected UDP socket (a send on a connected socket goes
  * straight to the kernel), its own name resolution, counters and error. A destination whose name does not
@@ -30,11 +32,12 @@
  */
 import { lookup } from 'node:dns/promises';
 import { createSocket, type Socket } from 'node:dgram';
-import type { Logger } from '@broadcast-ops/core';
+import type { Logger, TimerHandle } from '@broadcast-ops/core';
 import { LogThrottle } from '../domain/log-throttle.ts';
 import { tallyOfKey } from '../domain/mixer-tally.ts';
 import type { OutputDevice, OutputView } from '../domain/output-view.ts';
 import { encodeTslPackets, tallyForInput, tallyForState, type TslMessage } from '../protocol/tsl-umd.ts';
+import type { RetryGrid } from './retry-grid.ts';
 
 /** A mixer input with its own display: the input's vMix key, its TSL index, an optional display name. */
 /** The refresh period while no device is connected (docs/OUTPUTS.md "TSL UMD v5.0"). */
@@ -76,6 +79,9 @@ export interface TslSenderOptions {
   retryMs?: number;
   /** At most one "refusing" warning per destination per this interval (with the count it stands for). */
   warnIntervalMs?: number;
+  /** The monitor's retry grid: a rest round of 5 s or longer runs at its instants, in the absent devices'
+   * wake (io/retry-grid.ts `within`: never later than the round's period). */
+  restGrid?: RetryGrid;
 }
 
 export interface TslDestinationStatus {
@@ -235,13 +241,24 @@ class Destination {
   }
 }
 
+/** `fn` every `ms` on an unref'd interval, as a TimerHandle. */
+function every(ms: number, fn: () => void): TimerHandle {
+  const t = setInterval(fn, ms);
+  t.unref();
+  return { cancel: () => clearInterval(t) };
+}
+
 export class TslSender {
   readonly #o: TslSenderOptions;
   readonly #destinations: Destination[];
   #running = false;
-  #timer: NodeJS.Timeout | undefined;
+  #timer: TimerHandle | undefined;
   /** The period the refresh timer was armed with (`refreshMs`, or `restRefreshMs` at rest). */
   #timerPeriod = 0;
+  /** The refresh runs at rest (whole rounds, nothing connected). */
+  #atRest = false;
+  /** The last rest round's messages (as JSON) and their packets. */
+  #round: { key: string; packets: Buffer[] } | undefined;
   #retry: NodeJS.Timeout | undefined;
   #next = 0;
   #unsubscribe: (() => void)[] = [];
@@ -283,7 +300,7 @@ export class TslSender {
     this.#unsubscribe = [
       this.#o.view.onChange((d, fields) => {
         if (['state', 'name', 'inputs', '*'].some((f) => fields.includes(f))) this.#send([d]);
-        if (live(d) && this.#timerPeriod !== this.#activePeriod) this.#armRefresh();
+        if (live(d) && this.#atRest) this.#armRefresh();
       }),
       this.#o.view.onReset(() => {
         this.sendAll();
@@ -292,7 +309,27 @@ export class TslSender {
     ];
     this.sendAll();
     this.#armRefresh();
+    this.#armRetry();
+  }
+
+  /** True while a destination that failed to resolve or connect is tried again every `retryMs`. */
+  get retrying(): boolean {
+    return this.#retry !== undefined;
+  }
+
+  /**
+   * Retry destinations without a socket every `retryMs`; the timer sleeps once every destination has one
+   * (a refusing receiver keeps its socket: it is retried by the sends themselves), so at rest it does not
+   * wake the monitor every 10 s for nothing (docs/performance.md "At rest").
+   */
+  #armRetry(): void {
+    if (this.#retry || !this.#running || this.#destinations.every((d) => d.socket)) return;
     this.#retry = setInterval(() => {
+      if (this.#destinations.every((d) => d.socket)) {
+        clearInterval(this.#retry);
+        this.#retry = undefined;
+        return;
+      }
       for (const d of this.#destinations) {
         if (!d.socket) {
           void d.connect().then(() => {
@@ -313,22 +350,66 @@ export class TslSender {
     return this.#o.refreshMs ?? 200;
   }
 
-  /** The refresh period now in use (ms): `refreshMs` while a device is connected, else `restRefreshMs`. */
+  /** The refresh period now in use (ms): `refreshMs` (one device) while a device is connected, else
+   * `restRefreshMs` × devices (one whole round). */
   get refreshPeriod(): number {
     return this.#timerPeriod;
   }
 
-  /** (Re)arm the round-robin refresh at the period that fits what is connected now. */
+  /**
+   * (Re)arm the refresh at the period that fits what is connected now: one device every `refreshMs` while a
+   * device is connected; at rest, the whole round (every device) in one wake every `restRefreshMs` × devices,
+   * so each display is refreshed as often as one device every `restRefreshMs` would (docs/OUTPUTS.md), with
+   * one wake of the process per round instead of one per device (docs/performance.md "At rest").
+   */
   #armRefresh(): void {
     if (!this.#running) return;
-    const period = this.#o.view.list().some(live)
-      ? this.#activePeriod
-      : (this.#o.restRefreshMs ?? REST_REFRESH_MS);
-    if (this.#timer && period === this.#timerPeriod) return;
-    if (this.#timer) clearInterval(this.#timer);
+    const list = this.#o.view.list();
+    const rest = !list.some(live);
+    const period = rest
+      ? (this.#o.restRefreshMs ?? REST_REFRESH_MS) * Math.max(1, list.length)
+      : this.#activePeriod;
+    if (this.#timer && period === this.#timerPeriod && rest === this.#atRest) return;
+    this.#timer?.cancel();
     this.#timerPeriod = period;
-    this.#timer = setInterval(() => this.#refreshOne(), period);
-    this.#timer.unref();
+    this.#atRest = rest;
+    this.#timer = rest ? this.#restRounds(period) : every(period, () => this.#refreshOne());
+  }
+
+  /** A round at most every `period`: on the monitor's grid when it has one and the period reaches it. */
+  #restRounds(period: number): TimerHandle {
+    const grid = this.#o.restGrid;
+    if (!grid) return every(period, () => this.#refreshRound());
+    let handle: TimerHandle | undefined;
+    let stopped = false;
+    const next = (): void => {
+      handle = grid.within(period, () => {
+        if (stopped) return;
+        this.#refreshRound();
+        next();
+      });
+    };
+    next();
+    return {
+      cancel: () => {
+        stopped = true;
+        handle?.cancel();
+      },
+    };
+  }
+
+  /**
+   * At rest: every device at once (a device connecting re-arms the active refresh in the change listener).
+   * The round's packets are kept and sent again while its messages are the same (at rest they are: a change
+   * is an event, sent at once): no encoding per round (docs/performance.md "At rest").
+   */
+  #refreshRound(): void {
+    const list = this.#o.view.list();
+    if (list.length === 0) return;
+    const messages = this.#messages(list);
+    const key = JSON.stringify(messages);
+    if (this.#round?.key !== key) this.#round = { key, packets: this.#packets(messages) };
+    for (const d of this.#destinations) for (const packet of this.#round.packets) d.send(packet);
   }
 
   #refreshOne(): void {
@@ -338,7 +419,7 @@ export class TslSender {
     const d = list[this.#next];
     if (d) this.#send([d]);
     // The last device gone offline: slow down (a device connecting speeds it up in the change listener).
-    if (this.#timerPeriod === this.#activePeriod && !list.some(live)) this.#armRefresh();
+    if (!list.some(live)) this.#armRefresh();
   }
 
   #packets(messages: TslMessage[]): Buffer[] {
@@ -382,10 +463,11 @@ export class TslSender {
   #stopTimers(): void {
     for (const u of this.#unsubscribe) u();
     this.#unsubscribe = [];
-    if (this.#timer) clearInterval(this.#timer);
+    this.#timer?.cancel();
     if (this.#retry) clearInterval(this.#retry);
     this.#timer = undefined;
     this.#timerPeriod = 0;
+    this.#atRest = false;
     this.#retry = undefined;
   }
 

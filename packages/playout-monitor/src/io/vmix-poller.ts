@@ -10,13 +10,15 @@
  * tried again with backoff (1 s to 30 s).
  *
  * A mixer declared offline (`offlineAfterFailures` failed polls) is polled with backoff: the period doubled
- * per further failure up to 5 s (domain/backoff.ts pollDelayMs), back to `pollIntervalMs` with its first
- * answer.
+ * per further failure up to 5 s (domain/backoff.ts pollDelayMs; at the cap on the monitor's retry grid),
+ * back to `pollIntervalMs` with its first answer. Its poll first opens a bare TCP connection to the HTTP
+ * port and sends the request only once that connects.
  *
  * Tally knows it is stale: with no document for two poll intervals, or at once when the TCP link drops,
  * every input's tally is `unknown` (domain/mixer-tally.ts), never its last colour.
  */
 import { Agent, request, type IncomingMessage } from 'node:http';
+import { connect } from 'node:net';
 import { StringDecoder } from 'node:string_decoder';
 import type { Logger, TimerHandle } from '@broadcast-ops/core';
 import type { HttpServerConfig } from '../config.ts';
@@ -24,6 +26,7 @@ import { OFFLINE_POLL_MAX_MS, pollDelayMs, reconnectDelayMs } from '../domain/ba
 import type { TallyDigit } from '../domain/mixer-tally.ts';
 import { VmixReducer } from '../domain/vmix-reducer.ts';
 import { parseVmixXml, VMIX_MAX_XML_BYTES } from '../protocol/vmix.ts';
+import { deadlineUnlessSettled } from './deadline.ts';
 import type { InputContext } from './input-context.ts';
 import { VmixTcpLink } from './vmix-tcp-link.ts';
 
@@ -131,7 +134,10 @@ export class VmixPoller {
   #retryTcp(): void {
     if (this.#closed) return;
     const delay = reconnectDelayMs(this.#linkAttempts++, TCP_RETRY_MIN_MS, TCP_RETRY_MAX_MS, Math.random);
-    this.#linkTimer = this.#o.clock.setTimer(delay, () => this.#connectTcp());
+    const retry = (): void => this.#connectTcp();
+    this.#linkTimer = this.#o.retryGrid
+      ? this.#o.retryGrid.schedule(delay, retry)
+      : this.#o.clock.setTimer(delay, retry);
   }
 
   #onLinkClosed(reason: string): void {
@@ -181,9 +187,12 @@ export class VmixPoller {
     });
   }
 
-  #schedule(ms: number): void {
+  /** The next poll in `ms`; an offline mixer's (`offline`) on the monitor's retry grid once at the cap. */
+  #schedule(ms: number, offline = false): void {
     if (this.#closed) return;
-    this.#timer = this.#o.clock.setTimer(ms, () => void this.#pollOnce());
+    const poll = (): void => void this.#pollOnce();
+    this.#timer =
+      offline && this.#o.retryGrid ? this.#o.retryGrid.schedule(ms, poll) : this.#o.clock.setTimer(ms, poll);
   }
 
   async #pollOnce(): Promise<void> {
@@ -191,6 +200,9 @@ export class VmixPoller {
     const link = this.#link;
     const digits = this.#digits;
     try {
+      // An offline mixer is first asked for a bare TCP connection (closed at once): refused, the poll ends
+      // there, without the HTTP client's request, agent and parser (docs/performance.md "At rest").
+      if (!link && this.#failedPolls >= this.#o.server.offlineAfterFailures) await this.#reachable();
       const body = link ? await link.xml() : await this.#fetch();
       if (this.#closed) return;
       this.#applyBody(body, link ? digits : undefined, link ? 'tcp' : 'http');
@@ -204,8 +216,9 @@ export class VmixPoller {
     }
     const elapsed = this.#o.clock.monotonicMs() - started;
     const s = this.#o.server;
+    const offline = this.#failedPolls >= s.offlineAfterFailures;
     this.#schedule(
-      this.#failedPolls >= s.offlineAfterFailures
+      offline
         ? pollDelayMs(
             this.#failedPolls,
             s.offlineAfterFailures,
@@ -214,6 +227,7 @@ export class VmixPoller {
             this.#o.random ?? Math.random,
           )
         : Math.max(0, s.pollIntervalMs - elapsed),
+      offline,
     );
   }
 
@@ -262,6 +276,33 @@ export class VmixPoller {
     }
   }
 
+  /** Resolves once a TCP connection to the HTTP port opens (it is closed at once); rejects as a poll would. */
+  #reachable(): Promise<void> {
+    const s = this.#o.server;
+    return new Promise<void>((resolve, reject) => {
+      let settled = false;
+      const socket = connect({ host: s.ip, port: this.#o.port });
+      const done = (err?: Error): void => {
+        if (settled) return;
+        settled = true;
+        timer.cancel();
+        this.#inFlight = undefined;
+        socket.destroy();
+        if (err) reject(err);
+        else resolve();
+      };
+      const timer = deadlineUnlessSettled(
+        this.#o.clock,
+        s.timeoutMs,
+        () => settled,
+        () => done(new PollError('timeout', `no answer within ${s.timeoutMs} ms`)),
+      );
+      socket.once('connect', () => done());
+      socket.once('error', (err) => done(new PollError('network', err.message)));
+      this.#inFlight = () => done(new PollError('network', 'closed'));
+    });
+  }
+
   #fetch(): Promise<string> {
     const s = this.#o.server;
     const headers: Record<string, string> = {};
@@ -305,10 +346,16 @@ export class VmixPoller {
           res.on('error', (err) => finish(new PollError('network', err.message)));
         },
       );
-      const timer = this.#o.clock.setTimer(s.timeoutMs, () => {
-        req.destroy();
-        finish(new PollError('timeout', `no answer within ${s.timeoutMs} ms`));
-      });
+      // No timer when the request fails within this turn (a refused connect: an absent mixer; io/deadline.ts).
+      const timer = deadlineUnlessSettled(
+        this.#o.clock,
+        s.timeoutMs,
+        () => settled,
+        () => {
+          req.destroy();
+          finish(new PollError('timeout', `no answer within ${s.timeoutMs} ms`));
+        },
+      );
       this.#inFlight = () => {
         req.destroy();
         finish(new PollError('network', 'closed'));

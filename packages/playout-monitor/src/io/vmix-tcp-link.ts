@@ -8,6 +8,7 @@
 import { connect, type Socket } from 'node:net';
 import type { Clock, TimerHandle } from '@broadcast-ops/core';
 import type { TallyDigit } from '../domain/mixer-tally.ts';
+import { deadlineUnlessSettled } from './deadline.ts';
 import {
   parseTallyDigits,
   VmixTcpFramer,
@@ -53,10 +54,16 @@ export class VmixTcpLink {
   static async open(o: VmixTcpLinkOptions): Promise<VmixTcpLink> {
     const socket = await new Promise<Socket>((resolve, reject) => {
       const s = connect({ host: o.host, port: o.port, noDelay: true });
-      const timer = o.clock.setTimer(o.timeoutMs, () => {
-        s.destroy();
-        reject(new Error(`TCP API: no connection within ${o.timeoutMs} ms`));
-      });
+      // No timer when the connect is refused within this turn (an absent mixer; io/deadline.ts).
+      const timer = deadlineUnlessSettled(
+        o.clock,
+        o.timeoutMs,
+        () => !s.connecting,
+        () => {
+          s.destroy();
+          reject(new Error(`TCP API: no connection within ${o.timeoutMs} ms`));
+        },
+      );
       s.once('connect', () => {
         timer.cancel();
         s.removeAllListeners('error');

@@ -62,3 +62,79 @@ test('a repeated 500 banner is counted, not obeyed: no second set of poll and pi
     await new Promise<void>((r) => server.close(() => r()));
   }
 });
+
+/** A ManualClock that records the delay of every timer asked for. */
+class RecordingClock extends ManualClock {
+  readonly delays: number[] = [];
+  override setTimer(ms: number, fn: () => void): ReturnType<ManualClock['setTimer']> {
+    this.delays.push(ms);
+    return super.setTimer(ms, fn);
+  }
+}
+
+function deckClient(port: number, clock: ManualClock, store: DeviceStore): HyperdeckClient {
+  const config = makeConfig([
+    { id: 3, name: 'Deck', type: 'tcp_recorder', ip: '127.0.0.1', port, timeoutMs: 3000 },
+  ]);
+  return new HyperdeckClient({
+    server: config.servers[0] as never,
+    port,
+    defaultFramerate: 50,
+    store,
+    clock,
+    logger: silentLogger(),
+    malformed: new MalformedInputs(silentLogger(), createMetricsRegistry()),
+    random: () => 0.5,
+  });
+}
+
+test('a refused attempt arms no timer but the reconnect: no banner deadline, no 250 ms watchdog', async () => {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const port = (server.address() as { port: number }).port;
+  await new Promise<void>((r) => server.close(() => r()));
+  const clock = new RecordingClock();
+  const store = new DeviceStore(clock, [
+    { id: 3, name: 'Deck', type: 'tcp_recorder', ip: '127.0.0.1', port, framerate: 50 },
+  ]);
+  const client = deckClient(port, clock, store);
+  try {
+    client.start();
+    await waitFor(() => store.get(3)?.reason === 'connection refused', { what: 'refused' });
+    // Refused within the turn: no banner deadline was armed (io/deadline.ts), no 250 ms watchdog; only the
+    // reconnect after 1 s (reconnectMinMs, no jitter at 0.5).
+    assert.deepEqual(clock.delays, [1000]);
+    assert.equal(clock.pendingTimers, 1, 'only the reconnect waits');
+  } finally {
+    client.close();
+  }
+});
+
+test('a deck that accepts but sends no banner is dropped at timeoutMs; the watchdog runs once connected', async () => {
+  const sockets: Socket[] = [];
+  const server = createServer((s) => {
+    sockets.push(s);
+    s.on('error', () => undefined);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const port = (server.address() as { port: number }).port;
+  const clock = new RecordingClock();
+  const store = new DeviceStore(clock, [
+    { id: 3, name: 'Deck', type: 'tcp_recorder', ip: '127.0.0.1', port, framerate: 50 },
+  ]);
+  const client = deckClient(port, clock, store);
+  try {
+    client.start();
+    await waitFor(() => clock.delays.includes(250), { what: 'connected: the 250 ms watchdog armed' });
+    assert.equal(clock.pendingTimers, 1, 'the watchdog alone (the banner deadline is handed over to it)');
+    clock.advance(2750);
+    assert.equal(store.get(3)?.connected, false);
+    assert.notEqual(store.get(3)?.reason, 'no connection banner', 'not before timeoutMs');
+    clock.advance(500);
+    await waitFor(() => store.get(3)?.reason === 'no connection banner', { what: 'dropped for no banner' });
+  } finally {
+    client.close();
+    for (const s of sockets) s.destroy();
+    await new Promise<void>((r) => server.close(() => r()));
+  }
+});

@@ -11,6 +11,7 @@ import { silentLogger, systemClock } from '@broadcast-ops/core';
 import { DeviceStore } from '../../src/domain/device-store.ts';
 import { OutputView } from '../../src/domain/output-view.ts';
 import { EmberProvider } from '../../src/io/ember-provider.ts';
+import { decodeTslPacket } from '../../src/protocol/tsl-umd.ts';
 import { TslSender } from '../../src/io/tsl-sender.ts';
 import { WsOutput } from '../../src/io/ws-output.ts';
 import { startRig, udpReceiver, until } from '../outputs/helpers.ts';
@@ -104,6 +105,75 @@ test('the TSL refresh slows to restRefreshMs while no device is connected and is
     await until(() => tsl.refreshPeriod === 10_000 || undefined, 5000, 'back to the rest period');
   } finally {
     await tsl.close();
+    await rx.close();
+  }
+});
+
+test('at rest the TSL refresh sends every device together, once per restRefreshMs × devices', async () => {
+  const store = new DeviceStore(systemClock, [
+    { id: 1, name: 'Deck 1', type: 'tcp_recorder', ip: '127.0.0.1', port: 9993, framerate: 25 },
+    { id: 2, name: 'Deck 2', type: 'tcp_recorder', ip: '127.0.0.1', port: 9994, framerate: 25 },
+    { id: 3, name: 'Deck 3', type: 'tcp_recorder', ip: '127.0.0.1', port: 9995, framerate: 25 },
+  ]);
+  const view = new OutputView(systemClock);
+  view.attach(store, new Map());
+  const rx = await udpReceiver();
+  const tsl = new TslSender({
+    view,
+    destinations: [{ host: '127.0.0.1', port: rx.port }],
+    screen: 0,
+    logger: silentLogger(),
+    refreshMs: 20,
+    restRefreshMs: 40,
+  });
+  const indices = (from: number): number[] =>
+    rx.packets.slice(from).flatMap((p) => {
+      const d = decodeTslPacket(p.data);
+      return d.ok ? d.value.messages.map((m) => m.index) : [];
+    });
+  try {
+    await tsl.start();
+    assert.equal(tsl.refreshPeriod, 120, 'three devices at rest: one round every 3 × 40 ms');
+    await until(() => indices(0).length >= 3 || undefined, 5000, 'the start-up round');
+    const from = rx.packets.length;
+    await until(() => indices(from).length >= 3 || undefined, 5000, 'a rest round');
+    assert.deepEqual(indices(from).slice(0, 3), [1, 2, 3], 'the whole round together, in order');
+    store.apply(2, { state: 'stop', connected: true }, true);
+    assert.equal(tsl.refreshPeriod, 20, 'a device connected: one device every refreshMs at once');
+    store.apply(2, { state: 'offline', connected: false, reason: 'gone' }, false);
+    await until(() => tsl.refreshPeriod === 120 || undefined, 5000, 'back to whole rounds at rest');
+  } finally {
+    await tsl.close();
+    await rx.close();
+  }
+});
+
+test('the TSL destination retry runs only while a destination has no socket', async () => {
+  const { view } = deckView();
+  const rx = await udpReceiver();
+  const good = new TslSender({
+    view,
+    destinations: [{ host: '127.0.0.1', port: rx.port }],
+    screen: 0,
+    logger: silentLogger(),
+    retryMs: 50,
+  });
+  const bad = new TslSender({
+    view,
+    destinations: [{ host: 'no-such-receiver.invalid', port: rx.port }],
+    screen: 0,
+    logger: silentLogger(),
+    retryMs: 50,
+  });
+  try {
+    await good.start();
+    assert.equal(good.retrying, false, 'every destination connected: no retry timer');
+    await bad.start();
+    assert.equal(bad.retrying, true, 'an unresolvable destination: retried every retryMs');
+    assert.equal(bad.destinations()[0]?.ok, false);
+  } finally {
+    await good.close();
+    await bad.close();
     await rx.close();
   }
 });

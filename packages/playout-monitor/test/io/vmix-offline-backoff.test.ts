@@ -130,3 +130,75 @@ test('an absent vMix is polled every 250 ms until declared offline, then with ba
     await new Promise<void>((r) => vmix.server.close(() => r()));
   }
 });
+
+test('an absent vMix on a closed port: refused polls arm no request timeout, and an offline poll sends no HTTP request until the port accepts', async () => {
+  // A port nothing listens on yet.
+  const probe = createServer();
+  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+  const port = (probe.address() as { port: number }).port;
+  await new Promise<void>((r) => probe.close(() => r()));
+  const clock = new RecordingClock();
+  const config = makeConfig([
+    {
+      id: 2,
+      name: 'vMix',
+      type: 'http_mixer',
+      ip: '127.0.0.1',
+      port,
+      tallyApi: 'http',
+      timeoutMs: TIMEOUT_MS,
+    },
+  ]);
+  const store = new DeviceStore(clock, [
+    { id: 2, name: 'vMix', type: 'http_mixer', ip: '127.0.0.1', port, framerate: 25 },
+  ]);
+  const poller = new VmixPoller({
+    server: config.servers[0] as never,
+    port,
+    defaultFramerate: 25,
+    store,
+    clock,
+    logger: silentLogger(),
+    malformed: new MalformedInputs(silentLogger(), createMetricsRegistry()),
+    random: () => 0.5,
+  });
+  // Connections and HTTP requests reaching the port once it listens.
+  let connections = 0;
+  let requests = 0;
+  const late = createServer((s) => {
+    connections++;
+    s.on('error', () => undefined);
+    s.on('data', () => {
+      requests++;
+      s.destroy();
+    });
+  });
+  try {
+    poller.start();
+    for (let i = 0; i < 6; i++) {
+      await waitFor(() => clock.pendingTimers === 1 || undefined, {
+        timeoutMs: 5000,
+        what: 'next poll armed',
+      });
+      clock.advance(clock.delays.at(-1)!);
+    }
+    await waitFor(() => clock.pendingTimers === 1 || undefined, { timeoutMs: 5000, what: 'next poll armed' });
+    assert.equal(store.get(2)?.state, 'offline');
+    assert.match(store.get(2)?.reason ?? '', /ECONNREFUSED/);
+    // Every poll after the first (whose request the HTTP client sets up over more than one turn) is refused
+    // before its timeout would be armed: an absent mixer costs no timer per poll (io/deadline.ts).
+    assert.deepEqual(
+      clock.delays.slice(2).filter((d) => d === TIMEOUT_MS),
+      [],
+      `timers asked for: ${clock.delays.join(', ')}`,
+    );
+    // The port accepts now but answers nothing: the offline poll connects, then sends its request.
+    await new Promise<void>((r) => late.listen(port, '127.0.0.1', r));
+    clock.advance(clock.delays.at(-1)!);
+    await waitFor(() => requests === 1 || undefined, { timeoutMs: 5000, what: 'the HTTP request' });
+    assert.equal(connections, 2, 'the bare connection, then the HTTP request on its own');
+  } finally {
+    poller.close();
+    await new Promise<void>((r) => late.close(() => r()));
+  }
+});
