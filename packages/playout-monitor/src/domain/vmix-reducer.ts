@@ -21,6 +21,8 @@ export class VmixReducer {
   readonly #framerateSource: FrameRateSource;
   readonly #offlineAfter: number;
   #failures = 0;
+  /** The reason the mixer was declared offline with, while it stays offline (cleared by a good poll). */
+  #offlineReason: string | undefined;
   #inputs: MixerInputTally[] = [];
 
   /** vMix reports no video format: the rate is the configured one, else the default. */
@@ -45,6 +47,7 @@ export class VmixReducer {
     tally: { digits?: readonly TallyDigit[]; source?: 'tcp' | 'http' } = {},
   ): DevicePatch {
     this.#failures = 0;
+    this.#offlineReason = undefined;
     this.#inputs = tallyFromSnapshot(s, tally.digits);
     const input = s.activeInput;
     const fps = this.#framerate;
@@ -80,10 +83,17 @@ export class VmixReducer {
     return { inputs: this.#inputs };
   }
 
-  /** A failed poll; offline (with the reason) once the failures reach the bound, else nothing. */
+  /**
+   * A failed poll; offline (with the reason) once the failures reach the bound, else nothing. Once offline,
+   * a failure for the same reason changes nothing: the reason keeps the count the mixer was declared offline
+   * at, so an absent mixer polled every 5 s is not a change on every output every 5 s (docs/TALLY.md); a
+   * different reason (refused, then timeout) is a change.
+   */
   onFailure(reason: string): DevicePatch | undefined {
     this.#failures++;
     if (this.#failures < this.#offlineAfter) return undefined;
+    if (this.#offlineReason === reason) return undefined;
+    this.#offlineReason = reason;
     this.#inputs = unknownTally(this.#inputs);
     return {
       state: 'offline',

@@ -101,8 +101,18 @@ test('three consecutive failures make offline, a good poll brings it back', () =
   const off = r.onFailure('timeout');
   assert.equal(off?.state, 'offline');
   assert.equal(off?.reason, 'timeout (3 failed polls)');
+  // Still offline for the same reason: no change to publish (the count stays the declaration's).
+  assert.equal(r.onFailure('timeout'), undefined);
+  assert.equal(r.onFailure('timeout'), undefined);
+  // Another reason is a change.
+  assert.equal(r.onFailure('refused')?.reason, 'refused (6 failed polls)');
+  assert.equal(r.onFailure('refused'), undefined);
   assert.equal(r.onSnapshot(snapshot).state, 'play');
   assert.equal(r.consecutiveFailures, 0);
+  // Offline again after a good poll: declared again, with the new count.
+  r.onFailure('timeout');
+  r.onFailure('timeout');
+  assert.equal(r.onFailure('timeout')?.reason, 'timeout (3 failed polls)');
 });
 
 test('fast-check: random XML-ish text and mutated vMix documents never throw', () => {
