@@ -65,9 +65,12 @@ function loaded(config: unknown): { atStart: string[]; optional: string[]; keys:
   }
 }
 
+/** The CLI's formatting and NTP client, which only its sub-commands use (not `serve`). */
+const CLI_ONLY = [/\/io\/cli\/format\.ts$/, /\/io\/query\.ts$/];
+
 const off = { ptp: { enabled: false }, nts: { enabled: false }, ntp: { enabled: true, upstream_peers: [] } };
 
-test('PTP and NTS off (the demo): none of their code loads, at start or after', () => {
+test("PTP and NTS off (the demo): none of their code loads, at start or after; nor the CLI's", () => {
   const seen = loaded(off);
   assert.ok(
     seen.atStart.some((u) => u.endsWith('/io/service.ts')),
@@ -78,6 +81,10 @@ test('PTP and NTS off (the demo): none of their code loads, at start or after', 
     assert.deepEqual(hit, [], `${String(pattern)} loaded with PTP and NTS off`);
   }
   assert.deepEqual(seen.keys, []);
+  for (const pattern of CLI_ONLY) {
+    const hit = seen.atStart.filter((u) => pattern.test(u));
+    assert.deepEqual(hit, [], `${String(pattern)} loaded by the service's start`);
+  }
 });
 
 test('each enabled part loads its code, and only its own', () => {
