@@ -47,7 +47,7 @@ const config = configSchema.parse({
 const chrony = values['no-chrony']
   ? undefined
   : startProcess(requireTool('chronyd'), ['-x', '-d', '-u', 'root', '-f', conf]);
-const svc = createTimesvc(config, silentLogger());
+const svc = await createTimesvc(config, silentLogger());
 const t0 = performance.now();
 const samples: { at: number; err: number; delay: number }[] = [];
 const origAdd = svc.manager.addSample.bind(svc.manager);

@@ -92,7 +92,7 @@ const leapConfig = configSchema.parse({
   },
   web: { port: 0, bind_address: '127.0.0.1' },
 });
-const leapSvc = createTimesvc(leapConfig, silentLogger(), {
+const leapSvc = await createTimesvc(leapConfig, silentLogger(), {
   timeSource: { wallMs: () => Date.now() + leapShiftMs, monoMs: () => performance.now() },
 });
 await leapSvc.start();
@@ -111,7 +111,7 @@ setTimeout(
 
 const t0 = performance.now();
 const chrony = startProcess(requireTool('chronyd'), ['-x', '-d', '-u', 'root', '-f', conf]);
-const service = createTimesvc(config, silentLogger());
+const service = await createTimesvc(config, silentLogger());
 await service.start();
 const tsPort = service.server()?.addresses[0]?.port ?? 0;
 const probes = {

@@ -726,7 +726,7 @@ static int native_batch(endpoint_t *ep, native_t *nv) {
  * The thread: blocked in recvmmsg(MSG_WAITFORONE) on the socket made blocking, so a wake-up costs one
  * system call in and one out (sendmmsg), as chronyd's select() + recvmsg() + sendmsg() loop costs three.
  * native_stop() sets `stop` and wakes it with shutdown(SHUT_RD), which ends a blocked receive on a UDP
- * socket (recvmmsg returns 0); SO_RCVTIMEO (5 s) bounds the wait should that not happen.
+ * socket (recvmmsg returns 0); SO_RCVTIMEO (60 s) bounds the wait should that not happen.
  */
 static void *native_main(void *arg) {
   endpoint_t *ep = arg;
@@ -867,8 +867,10 @@ static napi_value StartNative(napi_env env, napi_callback_info info) {
   /* From here the thread reads the socket, blocking; libuv no longer watches it. */
   uv_poll_stop(&ep->poll);
   /* Only a safety net (native_stop wakes the thread with shutdown): every expiry wakes an idle thread, which
-   * on a loaded 2-core VM cost some 0.5 ms of CPU each (docs/performance.md "The floor"), so it is long. */
-  struct timeval wait = {5, 0};
+   * on a loaded 2-core VM cost some 0.5 ms of CPU each (docs/performance.md "The floor"); at 5 s the two
+   * threads of a dual-stack server took 0.12 ms/s of an idle service (docs/performance.md "At rest"), so
+   * it is a minute. */
+  struct timeval wait = {60, 0};
   setsockopt(ep->fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
   int fl = fcntl(ep->fd, F_GETFL);
   if (fl >= 0) fcntl(ep->fd, F_SETFL, fl & ~O_NONBLOCK); /* sends from JavaScript pass MSG_DONTWAIT */

@@ -49,13 +49,13 @@ export interface TimesvcApp extends Service {
   reload(reason: string): void;
 }
 
-export function createTimesvcApp(
+export async function createTimesvcApp(
   context: ServiceContext<TimesvcConfig>,
   options: TimesvcAppOptions = {},
-): TimesvcApp {
+): Promise<TimesvcApp> {
   const { config, logger } = context;
   const clock = servedBaseClock(context.clock, options.timeSource);
-  const timesvc = createTimesvc(config, logger, {
+  const timesvc = await createTimesvc(config, logger, {
     clock,
     configFile: context.configFile,
     logRing: options.logRing,

@@ -25,10 +25,21 @@ export interface PendingLeap {
   source: 'sources' | 'list';
 }
 
+/** The UTC month last asked about, [from, to): the leap plan asks every second (leap-schedule.ts). */
+let monthFromMs = Number.POSITIVE_INFINITY;
+let monthToMs = Number.NEGATIVE_INFINITY;
+
 /** The start of the next UTC month after `unixMs`: the only instants a leap second may end at. */
 export function nextMonthStartUnixMs(unixMs: number): number {
+  if (unixMs >= monthFromMs && unixMs < monthToMs) return monthToMs;
   const d = new Date(unixMs);
-  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
+  const from = Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+  const to = Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
+  if (Number.isFinite(from) && Number.isFinite(to)) {
+    monthFromMs = from;
+    monthToMs = to;
+  }
+  return to;
 }
 
 /**

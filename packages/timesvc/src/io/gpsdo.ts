@@ -74,6 +74,7 @@ export class GpsdoSource implements ReferenceSource {
   readonly #wall: () => number;
   readonly #log: Logger;
   readonly #offsets: number[] = [];
+  readonly #diffs = new Float64Array(7);
   #timers: NodeJS.Timeout[] = [];
   #tick: Ticker | undefined;
   #offTicks: (() => void)[] = [];
@@ -138,11 +139,20 @@ export class GpsdoSource implements ReferenceSource {
   }
 
   #sample(s: GpsSample): void {
-    this.#offsets.push(s.offsetS);
-    if (this.#offsets.length > 8) this.#offsets.shift();
-    const diffs = this.#offsets.slice(1).map((x, i) => Math.abs(x - (this.#offsets[i] ?? x)));
-    diffs.sort((a, b) => a - b);
-    const jitterS = Math.max(s.dispersionS, diffs.length ? (diffs[diffs.length >> 1] ?? 0) : s.dispersionS);
+    const offsets = this.#offsets;
+    offsets.push(s.offsetS);
+    if (offsets.length > 8) offsets.shift();
+    // Jitter: the upper median of the successive differences of the last 8 offsets, at least the sample's
+    // dispersion. Sorted in place in a kept array: this runs every second (docs/performance.md "At rest").
+    const diffs = this.#diffs;
+    const n = offsets.length - 1;
+    for (let i = 0; i < n; i++) {
+      const d = Math.abs((offsets[i + 1] ?? 0) - (offsets[i] ?? 0));
+      let j = i;
+      for (; j > 0 && (diffs[j - 1] ?? 0) > d; j--) diffs[j] = diffs[j - 1] ?? 0;
+      diffs[j] = d;
+    }
+    const jitterS = n > 0 ? Math.max(s.dispersionS, diffs[n >> 1] ?? 0) : s.dispersionS;
     this.#o.onSample(this.id, { ...s, jitterS });
   }
 

@@ -12,14 +12,13 @@ import { advertisedQuality } from '../domain/advertiser.ts';
 import { GpsdoSource } from './gpsdo.ts';
 import { arrivalTime } from './kernel-rx-timestamp.ts';
 import { transmitTime } from './kernel-tx-timestamp.ts';
-import { PtpAnnouncer } from './ptp.ts';
-import { registerPtpMetrics } from './ptp-metrics.ts';
+import type { PtpAnnouncer } from './ptp.ts';
 import { registerGpsdoMetrics } from './gpsdo-metrics.ts';
 import { buildHttpApp } from './http-app.ts';
 import { createTimesvcMetrics } from './metrics.ts';
 import { NtpServer } from './ntp-server.ts';
-import { NtsPeerSecurity } from './nts-peer.ts';
-import { createNtsServerSide, registerNtsMetrics, type NtsServerSide } from './nts-service.ts';
+import { registerNtsMetrics } from './nts-metrics.ts';
+import type { NtsServerSide } from './nts-service.ts';
 import { PeerClient } from './peer-client.ts';
 import { LeapListFile } from './leap-list.ts';
 import {
@@ -62,6 +61,12 @@ export interface TimesvcService {
 }
 
 const require = createRequire(import.meta.url);
+
+/** The NTS client code, which `loadOptionalCode` (or the peer's addition) has loaded for an NTS peer. */
+function ntsPeerCode(code: OptionalCode): NonNullable<OptionalCode['ntsPeer']> {
+  if (!code.ntsPeer) throw new Error('internal: NTS peer code not loaded');
+  return code.ntsPeer;
+}
 export const VERSION = (require('../../package.json') as { version: string }).version;
 
 export interface TimesvcOptions {
@@ -85,11 +90,47 @@ export interface TimesvcOptions {
   statusIntervalMs?: number;
 }
 
-export function createTimesvc(
+/**
+ * The PTP and NTS code (with node:tls), loaded only when the configuration uses it: a service with both off
+ * (the demo) never loads it, which keeps it smaller at rest (docs/performance.md "At rest"). Their
+ * configuration sections are validated at start all the same (config.ts holds the schemas).
+ */
+export interface OptionalCode {
+  /** ptp.enabled: the announcer and its metrics. */
+  ptp?: typeof import('./ptp.ts') & typeof import('./ptp-metrics.ts');
+  /** nts.enabled: the NTS server side (cookies, NTS-KE, the packet responder). */
+  ntsServer?: typeof import('./nts-service.ts');
+  /** An upstream peer with nts_enabled (also loaded when PUT /api/config adds one). */
+  ntsPeer?: typeof import('./nts-peer.ts');
+}
+
+/** Whether the configuration asks for an NTS client (an upstream peer with nts_enabled). */
+function wantsNtsPeer(config: TimesvcConfig): boolean {
+  return config.ntp.enabled && config.ntp.upstream_peers.some((p) => p.nts_enabled);
+}
+
+/** Imports what `config` enables of the optional code, and nothing else. */
+export async function loadOptionalCode(config: TimesvcConfig): Promise<OptionalCode> {
+  const [ptp, ptpMetrics, ntsServer, ntsPeer] = await Promise.all([
+    config.ptp.enabled ? import('./ptp.ts') : undefined,
+    config.ptp.enabled ? import('./ptp-metrics.ts') : undefined,
+    config.nts.enabled ? import('./nts-service.ts') : undefined,
+    wantsNtsPeer(config) ? import('./nts-peer.ts') : undefined,
+  ]);
+  return {
+    ...(ptp && ptpMetrics ? { ptp: { ...ptp, ...ptpMetrics } } : {}),
+    ...(ntsServer ? { ntsServer } : {}),
+    ...(ntsPeer ? { ntsPeer } : {}),
+  };
+}
+
+/** Builds the service; the optional code it needs is imported first (`loadOptionalCode`). */
+export async function createTimesvc(
   config: TimesvcConfig,
   logger: Logger,
   options: TimesvcOptions = {},
-): TimesvcService {
+): Promise<TimesvcService> {
+  const code = await loadOptionalCode(config);
   const clock = options.clock ?? hiresClock;
   const startedMs = clock.now();
   const precision = measurePrecision();
@@ -218,7 +259,7 @@ export function createTimesvc(
       rxCorrectionMs,
       kernelRxTimestamps: ntp.kernel_rx_timestamps,
       nts: p.nts_enabled
-        ? new NtsPeerSecurity({
+        ? new (ntsPeerCode(code).NtsPeerSecurity)({
             host: hp.host,
             kePort: p.nts_ke_port,
             caFile: config.nts.ca_path || undefined,
@@ -251,7 +292,12 @@ export function createTimesvc(
   };
   let server: NtpServer | undefined;
   // NTS-KE announces the NTP port actually bound (a Port record when it is not 123).
-  const ntsSide = createNtsServerSide(config, logger, () => server?.addresses[0]?.port ?? ntp.port, clock);
+  const ntsSide = code.ntsServer?.createNtsServerSide(
+    config,
+    logger,
+    () => server?.addresses[0]?.port ?? ntp.port,
+    clock,
+  );
   const registry = createTimesvcMetrics({
     server: () => server,
     manager,
@@ -295,8 +341,8 @@ export function createTimesvc(
       freeRunningAccuracy: config.ptp.clock_accuracy,
       holdoverMaxErrorS: config.ntp.discipline.holdover_max_error,
     });
-  const ptp = config.ptp.enabled
-    ? new PtpAnnouncer({
+  const ptp = code.ptp
+    ? new code.ptp.PtpAnnouncer({
         config: config.ptp,
         servedUnixMs: (perf) => served.servedUnixMs(perf),
         kernelRealtimeMs: (perf) => served.kernelRealtimeMs(perf),
@@ -309,7 +355,7 @@ export function createTimesvc(
         logger: logger.child({ component: 'ptp' }),
       })
     : undefined;
-  if (ptp) registerPtpMetrics(registry, () => ptp);
+  if (ptp) code.ptp?.registerPtpMetrics(registry, () => ptp);
   // The web layer's view of the GPSDO and the PTP announcer (README "Web API: GPSDO and PTP providers").
   const gpsdoProvider: GpsdoProvider | undefined = gpsdo
     ? {
@@ -359,8 +405,9 @@ export function createTimesvc(
     statusIntervalMs: options.statusIntervalMs,
     // Live peer changes from PUT /api/config (README "Web API: configuration").
     peerControl: {
-      add: (p) => {
+      add: async (p) => {
         if (!ntp.enabled) return false;
+        if (p.nts_enabled) code.ntsPeer ??= await import('./nts-peer.ts');
         const client = makePeer(p);
         if (!client) return false;
         manager.register(client);

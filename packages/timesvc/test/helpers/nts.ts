@@ -56,7 +56,7 @@ export async function startNtsService(
     },
     web: { port: 0, bind_address: '127.0.0.1' },
   });
-  const service = createTimesvc(config, silentLogger());
+  const service = await createTimesvc(config, silentLogger());
   await service.start();
   const ntpPort = service.server()?.addresses[0]?.port ?? 0;
   const kePort = service.nts()?.ke.port ?? 0;

@@ -11,7 +11,7 @@ export async function startService(
     ntp: { port: 0, interface: '', ...ntp },
     web: { port: 0, bind_address: '127.0.0.1' },
   });
-  const service = createTimesvc(config, silentLogger(), options);
+  const service = await createTimesvc(config, silentLogger(), options);
   await service.start();
   await service.app.listen({ port: 0, host: '127.0.0.1' });
   const port = service.server()?.addresses[0]?.port ?? 0;

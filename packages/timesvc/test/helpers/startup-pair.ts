@@ -40,7 +40,7 @@ export async function startupPair(dir: string, noiseS: number, probeMs = 1000): 
   });
   const t0 = performance.now();
   const chrony = startProcess(requireTool('chronyd'), ['-x', '-d', '-u', 'root', '-f', conf]);
-  const service = createTimesvc(config, silentLogger());
+  const service = await createTimesvc(config, silentLogger());
   await service.start();
   const probes = {
     timesvc: new Probe(service.server()?.addresses[0]?.port ?? 0, up, probeMs),

@@ -79,7 +79,7 @@ export async function buildWebApp(
   const logs = new LogRing();
   const logger = createLogger({ service: 'timesvc', level: 'debug', destination: logs.stream(undefined) });
   const clock = new ManualClock(Date.now());
-  const service = createTimesvc(config, logger, { clock, logRing: logs, environment: {}, ...options });
+  const service = await createTimesvc(config, logger, { clock, logRing: logs, environment: {}, ...options });
   await service.app.ready();
   return { service, clock, logs, logger, login: loginWith(service), close: () => service.close() };
 }

@@ -38,7 +38,7 @@ export async function startWebRig(
   const config = loadTimesvcConfig(configFile, environment);
   const logs = new LogRing();
   const logger = createLogger({ service: 'timesvc', level: 'debug', destination: logs.stream(undefined) });
-  const service = createTimesvc(config, logger, { configFile, logRing: logs, environment, ...options });
+  const service = await createTimesvc(config, logger, { configFile, logRing: logs, environment, ...options });
   await service.start();
   await service.app.listen({ port: 0, host: '127.0.0.1' });
   const url = listeningUrl(service.app);

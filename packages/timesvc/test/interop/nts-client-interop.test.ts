@@ -43,7 +43,7 @@ test('timesvc NTS client against chronyd as NTS server: NTS-KE, authenticated po
     nts: { ca_path: pair.cert },
     web: { port: 0, bind_address: '127.0.0.1' },
   });
-  const service = createTimesvc(config, silentLogger());
+  const service = await createTimesvc(config, silentLogger());
   let selected: string | undefined;
   service.manager.on((e) => {
     if (e.type === 'selected' && e.to !== undefined) selected = e.to;

@@ -29,7 +29,7 @@ test('app.ts: the context clock reaches the clock manager; describe(), health() 
     ntp: { port: 0, interface: '127.0.0.1', local_stratum: true, stratum: 9 },
     web: { port: 0, bind_address: '127.0.0.1', jwt_secret: JWT_SECRET, users: await testUsers() },
   });
-  const app = createTimesvcApp(serviceContext(config, { clock }));
+  const app = await createTimesvcApp(serviceContext(config, { clock }));
   try {
     await app.start();
     assert.ok(timers.length > 0, 'the clock manager runs on the context clock');

@@ -14,7 +14,7 @@ test('the demo config (npm start) serves stratum 1 "GPS" from the dummy GPSDO, w
     ntp: { ...demo.ntp, port: 0, interface: '127.0.0.1' },
     web: { ...demo.web, port: 0 },
   });
-  const service = createTimesvc(config, silentLogger());
+  const service = await createTimesvc(config, silentLogger());
   try {
     await service.start();
     const port = service.server()?.addresses[0]?.port ?? 0;
@@ -47,7 +47,7 @@ test('dummy lock loss (asked for): HOLDOVER with a growing bound, stratum kept; 
     gpsdo: { enabled: true, type: 'dummy', dummy: { lose_lock_after: 7, regain_lock_after: 6 } },
     web: { port: 0, bind_address: '127.0.0.1' },
   });
-  const service = createTimesvc(config, silentLogger());
+  const service = await createTimesvc(config, silentLogger());
   const states: string[] = [];
   service.manager.on((e) => {
     if (e.type === 'state') states.push(e.to);

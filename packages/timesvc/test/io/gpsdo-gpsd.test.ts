@@ -84,7 +84,7 @@ test('network GPSDO: a fake gpsd replaying recorded JSON drives the source to a 
     gpsdo: { enabled: true, type: 'network', network_address: `127.0.0.1:${gpsd.port}`, nmea_delay: '100ms' },
     web: { port: 0, bind_address: '127.0.0.1' },
   });
-  const service = createTimesvc(config, silentLogger());
+  const service = await createTimesvc(config, silentLogger());
   try {
     await service.start();
     const port = service.server()?.addresses[0]?.port ?? 0;
@@ -151,7 +151,7 @@ test('network GPSDO against the real gpsd (Debian gpsd, device = a socat pty fed
     gpsdo: { enabled: true, type: 'network', network_address: `127.0.0.1:${tcpPort}`, nmea_delay: '100ms' },
     web: { port: 0, bind_address: '127.0.0.1' },
   });
-  const service = createTimesvc(config, silentLogger());
+  const service = await createTimesvc(config, silentLogger());
   try {
     await waitFor(() => existsSync(ttyA) && existsSync(ttyB), { timeoutMs: 10_000, what: 'socat ptys' });
     // -N foreground, -n poll without clients, -b read-only (never writes to the "receiver"), -S port.

@@ -29,7 +29,7 @@ interface Run {
   logs: string[];
   /** Seconds of wall time when the receiver's labels started being late. */
   lateFromMs: number;
-  service: ReturnType<typeof createTimesvc>;
+  service: Awaited<ReturnType<typeof createTimesvc>>;
   peerId: string | undefined;
 }
 
@@ -79,7 +79,7 @@ async function withReceiver(
     service: 'timesvc',
     destination: { write: (l: string) => void logs.push(l) },
   });
-  const service = createTimesvc(config, logger);
+  const service = await createTimesvc(config, logger);
   let probe: NodeJS.Timeout | undefined;
   try {
     await service.start();

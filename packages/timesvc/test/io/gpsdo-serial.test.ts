@@ -28,7 +28,7 @@ test(
       gpsdo: serialPpsConfig(receiver.device, receiver.ppsFile),
       web: { port: 0, bind_address: '127.0.0.1' },
     });
-    const service = createTimesvc(config, silentLogger());
+    const service = await createTimesvc(config, silentLogger());
     try {
       await service.start();
       const port = service.server()?.addresses[0]?.port ?? 0;

@@ -58,7 +58,7 @@ async function hostLeap(deltaMs: -1000 | 1000): Promise<void> {
     },
     web: { port: 0, bind_address: '127.0.0.1' },
   });
-  const service = createTimesvc(config, logger, { timeSource: source });
+  const service = await createTimesvc(config, logger, { timeSource: source });
   const states: string[] = [];
   service.manager.on((e) => {
     if (e.type === 'state') states.push(e.to);

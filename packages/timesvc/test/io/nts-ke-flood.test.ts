@@ -35,7 +35,7 @@ test('1,100 idle connections from one address do not shut a chrony NTS client ou
     nts: { enabled: true, ke_port: 0, cert_path: pair.cert, key_path: pair.key, cookie_key: 'ab'.repeat(32) },
     web: { port: 0, bind_address: '127.0.0.1' },
   });
-  const service = createTimesvc(config, logger);
+  const service = await createTimesvc(config, logger);
   await service.start();
   const kePort = service.nts()?.ke.port ?? 0;
   const ke = service.nts()!.ke;

@@ -21,7 +21,7 @@ test('cookies survive a restart when TIMESVC_NTS_COOKIE_KEY is set, and not with
   const file = join(dir.path, 'timesvc.yaml');
   writeNtsConfig(file, pair);
   const start = async (env: NodeJS.ProcessEnv): Promise<TimesvcService> => {
-    const s = createTimesvc(loadTimesvcConfig(file, env), silentLogger());
+    const s = await createTimesvc(loadTimesvcConfig(file, env), silentLogger());
     await s.start();
     return s;
   };

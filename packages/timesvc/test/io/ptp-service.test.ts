@@ -13,7 +13,7 @@ test('PTP on an interface that does not exist: the port is FAULTY with the error
     ptp: { enabled: true, interface: 'nonexistent0', clock_class: 248 },
     web: { port: 0, bind_address: '127.0.0.1' },
   });
-  const service = createTimesvc(config, silentLogger());
+  const service = await createTimesvc(config, silentLogger());
   try {
     await service.start();
     const st = service.ptp()?.status();

@@ -18,7 +18,7 @@ test('the demo config logs in with the lab credential, warns at start and flags 
   });
   const logs = new LogRing();
   const logger = createLogger({ service: 'timesvc', destination: logs.stream(undefined) });
-  const lab = createTimesvc(config, logger, { logRing: logs });
+  const lab = await createTimesvc(config, logger, { logRing: logs });
   try {
     await lab.start();
     assert.ok(logs.query({ level: 'warning' }).some((e) => /lab credential is in use/.test(e.message)));
@@ -45,7 +45,7 @@ test('the demo config logs in with the lab credential, warns at start and flags 
   } finally {
     await lab.close();
   }
-  const prod = createTimesvc({ ...config, environment: 'production' }, logger, { logRing: logs });
+  const prod = await createTimesvc({ ...config, environment: 'production' }, logger, { logRing: logs });
   await assert.rejects(prod.start(), /production but the documented lab credential is in use/);
   await prod.close();
   // The same through the environment: TIMESVC_ENVIRONMENT=production.

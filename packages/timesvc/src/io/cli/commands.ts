@@ -6,26 +6,16 @@
  */
 import { ConfigError, type CliCommand } from '@broadcast-ops/core';
 import { loadTimesvcConfig, parseHostPort } from '../../config.ts';
-import { queryServer } from '../query.ts';
 import { labCredentialUse } from '../web/lab-credential.ts';
 import { hashPassword } from '../web/passwords.ts';
-import {
-  apiGet,
-  apiTarget,
-  configWarnings,
-  formatNtpdata,
-  formatQuery,
-  formatServerstats,
-  formatClients,
-  formatSources,
-  formatSourcestats,
-  formatTracking,
-  type NtpDataRow,
-  type PeerRow,
-  type ServerStatsStatus,
-  type ClientsStatus,
-  type TrackingStatus,
-} from './format.ts';
+import type { NtpDataRow, PeerRow, ServerStatsStatus, ClientsStatus, TrackingStatus } from './format.ts';
+
+/**
+ * The formatting (format.ts) and the NTP client (query.ts) load when a command runs: `serve` runs none of
+ * them, and main.ts hands these definitions to `runService` at every start (docs/performance.md "At rest").
+ */
+type Format = typeof import('./format.ts');
+const format = (): Promise<Format> => import('./format.ts');
 
 const apiOptions = {
   url: {
@@ -45,11 +35,12 @@ const apiOptions = {
 async function fromApi(
   values: Record<string, unknown>,
   path: string,
-  print: (body: unknown) => string,
+  print: (f: Format, body: unknown) => string,
 ): Promise<void> {
   try {
-    const body = await apiGet<unknown>(apiTarget(values, process.env), path);
-    process.stdout.write(values['json'] ? JSON.stringify(body, null, 2) + '\n' : print(body));
+    const f = await format();
+    const body = await f.apiGet<unknown>(f.apiTarget(values, process.env), path);
+    process.stdout.write(values['json'] ? JSON.stringify(body, null, 2) + '\n' : print(f, body));
   } catch (err) {
     process.stderr.write(`timesvc: ${(err as Error).message}\n`);
     process.exitCode = 1;
@@ -102,7 +93,7 @@ export const timesvcCommands: Record<string, CliCommand> = {
         nts: { ...config.nts, cookie_key: config.nts.cookie_key ? '[set]' : '' },
       };
       process.stdout.write(JSON.stringify(shown, null, 2) + '\n');
-      const warnings = configWarnings(config);
+      const warnings = (await format()).configWarnings(config);
       for (const w of await labCredentialUse(config)) {
         warnings.push(`${w}: the documented lab credential; change it before production use`);
       }
@@ -112,34 +103,35 @@ export const timesvcCommands: Record<string, CliCommand> = {
   sources: {
     summary: 'Upstream sources of a running server, like chronyc sources (--json for the API body)',
     options: { ...apiOptions, json: { type: 'boolean' as const, description: 'print the API JSON' } },
-    run: ({ values }) => fromApi(values, '/api/peers', (b) => formatSources(b as PeerRow[])),
+    run: ({ values }) => fromApi(values, '/api/peers', (f, b) => f.formatSources(b as PeerRow[])),
   },
   sourcestats: {
     summary: 'Sample statistics per source, like chronyc sourcestats',
     options: { ...apiOptions, json: { type: 'boolean' as const, description: 'print the API JSON' } },
-    run: ({ values }) => fromApi(values, '/api/peers', (b) => formatSourcestats(b as PeerRow[])),
+    run: ({ values }) => fromApi(values, '/api/peers', (f, b) => f.formatSourcestats(b as PeerRow[])),
   },
   tracking: {
     summary: 'The served clock of a running server, like chronyc tracking',
     options: { ...apiOptions, json: { type: 'boolean' as const, description: 'print the API JSON' } },
-    run: ({ values }) => fromApi(values, '/api/status', (b) => formatTracking(b as TrackingStatus)),
+    run: ({ values }) => fromApi(values, '/api/status', (f, b) => f.formatTracking(b as TrackingStatus)),
   },
   ntpdata: {
     summary: 'The last NTP reply and packet totals per source, like chronyc ntpdata [address]',
     positionals: '[address]',
     options: { ...apiOptions, json: { type: 'boolean' as const, description: 'print the API JSON' } },
     run: ({ values, positionals }) =>
-      fromApi(values, '/api/peers', (b) => formatNtpdata(b as NtpDataRow[], positionals[0])),
+      fromApi(values, '/api/peers', (f, b) => f.formatNtpdata(b as NtpDataRow[], positionals[0])),
   },
   clients: {
     summary: 'The NTP clients of a running server (its client log), like chronyc clients',
     options: { ...apiOptions, json: { type: 'boolean' as const, description: 'print the API JSON' } },
-    run: ({ values }) => fromApi(values, '/api/clients', (b) => formatClients(b as ClientsStatus)),
+    run: ({ values }) => fromApi(values, '/api/clients', (f, b) => f.formatClients(b as ClientsStatus)),
   },
   serverstats: {
     summary: 'NTP server counters of a running server, like chronyc serverstats',
     options: { ...apiOptions, json: { type: 'boolean' as const, description: 'print the API JSON' } },
-    run: ({ values }) => fromApi(values, '/api/status', (b) => formatServerstats(b as ServerStatsStatus)),
+    run: ({ values }) =>
+      fromApi(values, '/api/status', (f, b) => f.formatServerstats(b as ServerStatsStatus)),
   },
   'hash-password': {
     summary: 'Read a password from stdin (one line) and print its scrypt hash for web.users[].password_hash',
@@ -169,6 +161,7 @@ export const timesvcCommands: Record<string, CliCommand> = {
         return;
       }
       const count = Math.max(1, Math.min(20, Number(values['count'] ?? 1) || 1));
+      const [{ queryServer }, { formatQuery }] = await Promise.all([import('../query.ts'), format()]);
       for (let i = 0; i < count; i++) {
         try {
           const r = await queryServer(hp.host, hp.port, 2000);

@@ -41,7 +41,7 @@ export interface WebLayerOptions {
   ptp?: PtpProvider | undefined;
   environment?: NodeJS.ProcessEnv | undefined;
   statusIntervalMs?: number | undefined;
-  peerControl: { add(p: PeerEntry): boolean; remove(address: string): Promise<void> };
+  peerControl: { add(p: PeerEntry): Promise<boolean>; remove(address: string): Promise<void> };
 }
 
 export interface WebLayer {
@@ -125,7 +125,7 @@ export function createWebLayer(o: WebLayerOptions): WebLayer {
         if (oldPeers.has(k)) continue;
         peersChanged = true;
         try {
-          if (o.peerControl.add(p)) kept.push(p);
+          if (await o.peerControl.add(p)) kept.push(p);
         } catch (err) {
           webLog.warn({ peer: p.address, err: (err as Error).message }, 'peer not added');
         }
