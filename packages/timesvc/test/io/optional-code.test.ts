@@ -1,5 +1,5 @@
 // The PTP and NTS code loads only when the configuration enables it (src/io/service.ts loadOptionalCode,
-// docs/performance.md "At rest"). Each case runs in a child process with a module load hook that records
+// docs/performance.md "Third pass"). Each case runs in a child process with a module load hook that records
 // every module loaded, since a module once loaded stays loaded for the rest of a process.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
