@@ -108,8 +108,13 @@ export class HyperdeckClient {
     const socket = new Socket();
     this.#socket = socket;
     socket.on('error', (err: NodeJS.ErrnoException) => {
+      // A deck that goes away with our request unread resets the connection rather than closing it.
       this.#closeReason ??=
-        err.code === 'ECONNREFUSED' ? 'connection refused' : `socket error: ${err.message}`;
+        err.code === 'ECONNREFUSED'
+          ? 'connection refused'
+          : err.code === 'ECONNRESET'
+            ? 'connection reset'
+            : `socket error: ${err.message}`;
     });
     socket.on('close', () => this.#onClose(socket));
     socket.once('connect', () => {

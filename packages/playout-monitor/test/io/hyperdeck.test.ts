@@ -97,7 +97,8 @@ test('a deck that disappears is offline at once, and comes back by itself', asyn
   // A closed socket is seen at once; the margin is for a loaded CI machine.
   const off = await waitDevice(monitor, 9, (s) => s.state === 'offline', 5000);
   assert.equal(off.connected, false);
-  assert.match(off.reason ?? '', /connection closed|connection refused/);
+  // Closed, or reset when the deck went with a request of ours unread; refused if it was already gone.
+  assert.match(off.reason ?? '', /^connection (closed|reset|refused)$/);
   assert.deepEqual(await healthState(url, 9), {
     id: 9,
     name: 'Deck',
