@@ -32,6 +32,7 @@ import {
 } from '../protocol/hyperdeck.ts';
 import { deadlineUnlessSettled } from './deadline.ts';
 import type { InputContext } from './input-context.ts';
+import { scheduleRetry } from './retry-grid.ts';
 
 export interface HyperdeckClientOptions extends InputContext {
   server: TcpServerConfig;
@@ -183,10 +184,7 @@ export class HyperdeckClient {
       this.#o.random ?? Math.random,
     );
     this.#attempt++;
-    const reconnect = (): void => this.#connect();
-    this.#reconnectTimer = this.#o.retryGrid
-      ? this.#o.retryGrid.schedule(delay, reconnect)
-      : this.#o.clock.setTimer(delay, reconnect);
+    this.#reconnectTimer = scheduleRetry(this.#o, delay, () => this.#connect());
   }
 
   #onData(chunk: string): void {

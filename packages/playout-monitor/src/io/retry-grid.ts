@@ -70,3 +70,15 @@ export class RetryGrid {
     return this.#slots.size;
   }
 }
+
+/**
+ * A retry after `delayMs`: on `grid` when the caller has one (the monitor's inputs), else a plain timer of
+ * `clock` (an input built alone, as in its own tests).
+ */
+export function scheduleRetry(
+  o: { clock: Clock; retryGrid?: RetryGrid | undefined },
+  delayMs: number,
+  fn: () => void,
+): TimerHandle {
+  return o.retryGrid ? o.retryGrid.schedule(delayMs, fn) : o.clock.setTimer(delayMs, fn);
+}

@@ -28,6 +28,7 @@ import { VmixReducer } from '../domain/vmix-reducer.ts';
 import { parseVmixXml, VMIX_MAX_XML_BYTES } from '../protocol/vmix.ts';
 import { deadlineUnlessSettled } from './deadline.ts';
 import type { InputContext } from './input-context.ts';
+import { scheduleRetry } from './retry-grid.ts';
 import { VmixTcpLink } from './vmix-tcp-link.ts';
 
 /** TCP API reconnect backoff bounds. */
@@ -134,10 +135,7 @@ export class VmixPoller {
   #retryTcp(): void {
     if (this.#closed) return;
     const delay = reconnectDelayMs(this.#linkAttempts++, TCP_RETRY_MIN_MS, TCP_RETRY_MAX_MS, Math.random);
-    const retry = (): void => this.#connectTcp();
-    this.#linkTimer = this.#o.retryGrid
-      ? this.#o.retryGrid.schedule(delay, retry)
-      : this.#o.clock.setTimer(delay, retry);
+    this.#linkTimer = scheduleRetry(this.#o, delay, () => this.#connectTcp());
   }
 
   #onLinkClosed(reason: string): void {
@@ -191,8 +189,7 @@ export class VmixPoller {
   #schedule(ms: number, offline = false): void {
     if (this.#closed) return;
     const poll = (): void => void this.#pollOnce();
-    this.#timer =
-      offline && this.#o.retryGrid ? this.#o.retryGrid.schedule(ms, poll) : this.#o.clock.setTimer(ms, poll);
+    this.#timer = offline ? scheduleRetry(this.#o, ms, poll) : this.#o.clock.setTimer(ms, poll);
   }
 
   async #pollOnce(): Promise<void> {
