@@ -28,6 +28,7 @@ import {
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
+import { bundleStart, startPackages } from './bundle-start.mjs';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const projects = [
@@ -117,6 +118,12 @@ for (const file of projects) {
 if (failed) {
   console.error('build: failed (see above)');
   process.exit(1);
+}
+// Each service's start file (bundle-start.mjs), again when any of its inputs changed.
+for (const pkg of startPackages(join(root, 'packages'))) {
+  const bytes = await bundleStart(pkg);
+  if (bytes !== undefined && process.env.BUILD_VERBOSE)
+    console.log(`build: ${relative(root, pkg)}/dist/main.bundle.cjs: ${bytes} bytes`);
 }
 if (process.env.BUILD_VERBOSE)
   console.log(`build: ${projects.length} projects in ${Date.now() - started} ms`);

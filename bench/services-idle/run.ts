@@ -1,7 +1,7 @@
 /**
  * Lean at rest: each service's time from spawn to ready, idle RSS and idle CPU, beside the floor of this
  * runtime — a bare Node process that only opens an HTTP port — measured in the same run. Each service starts as `npm start` starts it (its package.json `toolkit.start`: the demo config,
- * the compiled `dist/main.js` when built), so the figures are what an operator's machine carries.
+ * the start file `dist/start.cjs` when built: docs/at-rest.md "One start file"), so the figures are what an operator's machine carries.
  *
  *   npx tsx bench/services-idle/run.ts [--rounds 3] [--idle 30] [--settle 45] [--only punch,timesvc]
  *                                      [--simulators]
@@ -72,7 +72,7 @@ function services(): Target[] {
     const bin = pkg.bin ? Object.entries(pkg.bin)[0] : undefined;
     // The status service's config is written by the launcher (the landing page's port), not its own.
     if (!start?.ready || !bin || dir === 'status') continue;
-    const built = join(root, 'packages', dir, 'dist', 'main.js');
+    const built = join(root, 'packages', dir, 'dist', 'start.cjs');
     const entry = existsSync(built) ? built : join(root, 'packages', dir, bin[1]);
     const args = start.args ?? [];
     out.push({

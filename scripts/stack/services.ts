@@ -74,7 +74,7 @@ export function readService(
   const binEntry = pkg.bin ? Object.entries(pkg.bin)[0] : undefined;
   if (!declared || !binEntry) return undefined;
   const start = substituteEnv(declared, env, `${pkgFile} toolkit.start`) as StartEntry;
-  const built = join(dir, 'dist', 'main.js');
+  const built = join(dir, 'dist', 'start.cjs');
   return {
     name: binEntry[0],
     dir,

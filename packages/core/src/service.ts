@@ -114,6 +114,12 @@ export interface RunServiceOptions {
  */
 export const SUPERVISED_ENV = 'BROADCAST_OPS_SUPERVISED';
 
+/**
+ * Emitted on `process` once a service has started (V8's defaults back, its start's code compiled): the
+ * start file (scripts/start-launcher.cjs) writes its code cache then.
+ */
+export const STARTED_EVENT = 'broadcast-ops:started';
+
 /** What a run left behind: the started service and its shutdown, or neither when it did not start. */
 export interface RunningService {
   service: Service;
@@ -244,6 +250,9 @@ async function startService<C>(
   // optimises its hot code as before.
   releaseStartSettings();
   logger.info(service.describe(), def.startedMessage);
+  // For the start file (dist/start.cjs, docs/at-rest.md "One start file"): the code of a whole start is
+  // compiled now, with V8's defaults back, so its code cache can be written. No listener, no effect.
+  (process as NodeJS.EventEmitter).emit(STARTED_EVENT);
   return { service, shutdown, logger };
 }
 

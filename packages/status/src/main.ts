@@ -3,7 +3,9 @@ import { runService } from '@broadcast-ops/core';
 import { createStatusService } from './app.ts';
 import { loadStatusConfig } from './config.ts';
 
-await runService({
+// No top-level await: the build also bundles this file into one CommonJS start file (dist/start.cjs,
+// docs/at-rest.md "One start file"), where there is none.
+void runService({
   bin: 'broadcast-ops-status',
   description:
     "the toolkit's status service: polls every service's health, serves one page, /api/fleet and /metrics",

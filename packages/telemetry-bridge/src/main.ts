@@ -5,35 +5,37 @@
 // run, hence the dynamic imports: static ones would all be loaded before it.
 import '@broadcast-ops/core/start-heap';
 
-const [{ runService }, { bridgeApp }, { loadBridgeConfig }, { CONFIG_ENV, commands }] = await Promise.all([
+// No top-level await: the build also bundles this file into one CommonJS start file (dist/start.cjs,
+// docs/at-rest.md "One start file"), where there is none.
+void Promise.all([
   import('@broadcast-ops/core'),
   import('./app.ts'),
   import('./config.ts'),
   import('./io/cli/commands.ts'),
-]);
-
-await runService({
-  bin: 'telemetry-bridge',
-  description: 'state-first telemetry hub: state store, router, commands, event log, client WebSocket',
-  runSummary: 'run the bridge (default command)',
-  configEnv: CONFIG_ENV,
-  configDescription: `JSON or YAML config file (or $${CONFIG_ENV})`,
-  loadConfig: (file, env) => loadBridgeConfig(file, env),
-  logger: (config, env) => ({
-    service: 'telemetry-bridge',
-    level: config.logging.level,
-    pretty: config.logging.pretty || env['LOG_PRETTY'] === '1',
-    // Client tokens never reach a log line, whatever logs the configuration.
-    redact: ['authToken', '*.authToken', 'authTokens', '*.authTokens'],
-  }),
-  create: bridgeApp,
-  startedMessage: 'telemetry bridge listening',
-  runOptions: {
-    'companion-sim': {
-      type: 'boolean',
-      description:
-        'demo: when companion.enabled is false, run a scripted Companion simulator in-process and connect to it',
+]).then(async ([{ runService }, { bridgeApp }, { loadBridgeConfig }, { CONFIG_ENV, commands }]) => {
+  return runService({
+    bin: 'telemetry-bridge',
+    description: 'state-first telemetry hub: state store, router, commands, event log, client WebSocket',
+    runSummary: 'run the bridge (default command)',
+    configEnv: CONFIG_ENV,
+    configDescription: `JSON or YAML config file (or $${CONFIG_ENV})`,
+    loadConfig: (file, env) => loadBridgeConfig(file, env),
+    logger: (config, env) => ({
+      service: 'telemetry-bridge',
+      level: config.logging.level,
+      pretty: config.logging.pretty || env['LOG_PRETTY'] === '1',
+      // Client tokens never reach a log line, whatever logs the configuration.
+      redact: ['authToken', '*.authToken', 'authTokens', '*.authTokens'],
+    }),
+    create: bridgeApp,
+    startedMessage: 'telemetry bridge listening',
+    runOptions: {
+      'companion-sim': {
+        type: 'boolean',
+        description:
+          'demo: when companion.enabled is false, run a scripted Companion simulator in-process and connect to it',
+      },
     },
-  },
-  commands,
+    commands,
+  });
 });

@@ -8,11 +8,14 @@ if (import.meta.resolve('@broadcast-ops/core').endsWith('.ts')) {
   register();
   await import('../src/main.ts');
 } else {
-  const main = new URL('../dist/main.js', import.meta.url);
+  // The start file: dist/main.js and what it imports in one file, run with V8's code cache of the last
+  // start (the build writes it, docs/at-rest.md "One start file").
+  const start = new URL('../dist/start.cjs', import.meta.url);
   const { existsSync } = await import('node:fs');
-  if (!existsSync(main)) {
-    process.stderr.write(`${main.pathname} is missing: run \`npm run build\` (or \`npm ci\`) first\n`);
+  if (!existsSync(start)) {
+    process.stderr.write(`${start.pathname} is missing: run \`npm run build\` (or \`npm ci\`) first\n`);
     process.exit(1);
   }
-  await import(main.href);
+  const { createRequire } = await import('node:module');
+  createRequire(import.meta.url)(start.pathname);
 }

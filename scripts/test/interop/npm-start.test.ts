@@ -2,7 +2,8 @@
  * The real `npm start` (every service package, embedded defaults, demo configs) on the Node running this test,
  * stopped the way a terminal's Ctrl-C stops it: SIGINT to the whole foreground process group (npm, tsx and the
  * launcher; the services sit in their own groups and are stopped by the launcher). Five cycles in a row on the
- * same data directory, so later cycles also restart on the state the earlier ones saved.
+ * same data directory, so later cycles also restart on the state the earlier ones saved, and on the code cache
+ * the first one wrote (docs/at-rest.md "One start file").
  *
  * The stack runs in its own network and mount namespaces (`unshare`): the default ports cannot collide with
  * anything else on the machine or with other tests, and `data/` is a bind mount of a temporary directory, so
@@ -10,10 +11,10 @@
  *
  * It runs what users run: `npm start` builds (prestart) and starts the compiled services on plain node. The
  * test runner's `--conditions=source` is taken out of NODE_OPTIONS, and each service process is checked to be
- * `node <package>/dist/main.js` with no TypeScript loader.
+ * `node <package>/dist/start.cjs` (the start file) with no TypeScript loader.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { repoRoot, tempDir } from '@broadcast-ops/core/testing';
@@ -28,12 +29,19 @@ import {
 
 const CYCLES = 5;
 
-/** Every service process runs compiled JavaScript on plain node: `node …/packages/<pkg>/dist/main.js`. */
+/** The packages whose `npm start` runs a start file: each declares `toolkit.start`. */
+function serviceDirs(): string[] {
+  return readdirSync(join(repoRoot, 'packages'))
+    .map((d) => join(repoRoot, 'packages', d))
+    .filter((d) => existsSync(join(d, 'dist', 'start.cjs')));
+}
+
+/** Every service process runs compiled JavaScript on plain node: `node …/packages/<pkg>/dist/start.cjs`. */
 function assertPlainNode(pids: number[], out: string): void {
   assert.ok(pids.length > 0, out);
   for (const pid of pids) {
     const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
-    assert.match(argv[1] ?? '', /\/packages\/[^/]+\/dist\/main\.js$/, `pid ${pid}: ${argv.join(' ')}`);
+    assert.match(argv[1] ?? '', /\/packages\/[^/]+\/dist\/start\.cjs$/, `pid ${pid}: ${argv.join(' ')}`);
     assert.doesNotMatch(
       argv.join(' '),
       /tsx|--import|--loader|--conditions/,
@@ -105,6 +113,16 @@ test(`npm start on Node ${process.versions.node}: all services up and a clean Ct
         }
       } finally {
         await endStack(stack, servicePids);
+      }
+      // Each service, once started, left its start file's code cache for this Node.js, used from cycle 2.
+      assert.equal(serviceDirs().length, services.length);
+      for (const dir of serviceDirs()) {
+        const cache = join(dir, 'dist', 'v8-cache');
+        const files = existsSync(cache) ? readdirSync(cache) : [];
+        assert.ok(
+          files.some((f) => f.endsWith(`.${process.version}-${process.arch}.bin`)),
+          `cycle ${cycle}: ${cache}: ${files.join(', ')}`,
+        );
       }
     }
   } finally {

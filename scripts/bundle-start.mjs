@@ -1,0 +1,136 @@
+/**
+ * The build's last step (scripts/build.mjs): each service's start from one file. For every package whose
+ * package.json declares `toolkit.start` and a `bin`, esbuild bundles its compiled `dist/main.js` with what
+ * it imports into `dist/main.bundle.cjs` (CommonJS, so V8's code cache applies to it on Node 20 as on 22 and
+ * 24), with `dist/main.bundle.cjs.map` beside it, and copies scripts/start-launcher.cjs to `dist/start.cjs`,
+ * which runs it. Why, and what it saves: docs/at-rest.md "One start file".
+ *
+ * - Each module's `import.meta.url` becomes its own compiled file's URL (dist/ and node_modules stay where
+ *   they are), so a path built from it (pages, package.json, the native addon) names the same file as
+ *   from dist/main.js.
+ * - Left to Node's own loader (external): packages with native code (better-sqlite3), the ones a service
+ *   loads only when it needs them, which would otherwise be read and compiled at every start (core's
+ *   schema compilers, the Redis client, the QR encoder, fastify's `inject`, esbuild itself), and
+ *   prom-client, whose files core names by path.
+ * - Whitespace and syntax are minified, names are not: a stack trace still names its functions, and
+ *   `node --enable-source-maps` maps it back to the compiled files through the map (at-rest.md says why
+ *   minifying at all: V8 reads a smaller cache faster).
+ */
+import { createHash } from 'node:crypto';
+import {
+  copyFileSync,
+  existsSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as esbuild from 'esbuild';
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+/** Loaded by Node when used, not read into the start file (see above). */
+export const EXTERNAL = [
+  'better-sqlite3',
+  'ioredis',
+  'prom-client',
+  'fast-json-stringify',
+  '@fastify/ajv-compiler',
+  'ajv',
+  'ajv-formats',
+  'light-my-request',
+  'qrcode',
+  'esbuild',
+  '*.node',
+];
+
+/** The packages under `packagesDir` whose start is bundled: `toolkit.start` and a `bin`, built. */
+export function startPackages(packagesDir) {
+  const out = [];
+  for (const name of readdirSync(packagesDir).sort()) {
+    const file = join(packagesDir, name, 'package.json');
+    if (!existsSync(file)) continue;
+    const pkg = JSON.parse(readFileSync(file, 'utf8'));
+    if (pkg.toolkit?.start && pkg.bin && existsSync(join(packagesDir, name, 'dist', 'main.js')))
+      out.push(join(packagesDir, name));
+  }
+  return out;
+}
+
+/** `import.meta.url` of each bundled module, as the URL of the file it came from. */
+function importMetaPlugin(outfile) {
+  return {
+    name: 'import-meta-url',
+    setup(build) {
+      build.onLoad({ filter: /\.m?js$/ }, (args) => {
+        const text = readFileSync(args.path, 'utf8');
+        if (!text.includes('import.meta')) return undefined;
+        const rel = JSON.stringify(relative(dirname(outfile), args.path));
+        const contents = text.replaceAll('import.meta.url', `__moduleUrl(${rel})`);
+        // Anything else of import.meta would be empty in CommonJS: refused rather than left wrong.
+        if (contents.includes('import.meta'))
+          return { errors: [{ text: `${args.path}: import.meta other than import.meta.url` }] };
+        return { contents, loader: 'js' };
+      });
+    },
+  };
+}
+
+const BANNER =
+  "const __moduleUrl = (rel) => require('node:url').pathToFileURL(require('node:path').join(__dirname, rel)).href;";
+
+/**
+ * What a bundle was made from: every input file (sizes and modification times: a dependency updated by
+ * `npm ci` is one), this file, the launcher and esbuild's version.
+ */
+function inputsKey(inputs) {
+  const hash = createHash('sha256').update(esbuild.version).update(JSON.stringify(EXTERNAL));
+  for (const f of [fileURLToPath(import.meta.url), join(here, 'start-launcher.cjs'), ...inputs]) {
+    try {
+      const st = statSync(f);
+      hash.update(`${f}\0${st.size}\0${st.mtimeMs}\n`);
+    } catch {
+      hash.update(`${f}\0gone\n`);
+    }
+  }
+  return hash.digest('hex');
+}
+
+/**
+ * Bundle one package's start unless its bundle is up to date with its inputs (`dist/.bundle-key`); returns
+ * the bundle's size in bytes, or undefined when nothing had to be done.
+ */
+export async function bundleStart(pkgDir) {
+  const dist = join(pkgDir, 'dist');
+  const outfile = join(dist, 'main.bundle.cjs');
+  const stamp = join(dist, '.bundle-key');
+  if (existsSync(stamp) && existsSync(outfile) && existsSync(join(dist, 'start.cjs'))) {
+    const last = JSON.parse(readFileSync(stamp, 'utf8'));
+    if (last.key === inputsKey(last.inputs)) return undefined;
+  }
+  rmSync(join(dist, 'v8-cache'), { recursive: true, force: true });
+  const result = await esbuild.build({
+    entryPoints: [join(dist, 'main.js')],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    // The oldest Node.js the toolkit runs on (README): one dist/ serves 20, 22 and 24.
+    target: 'node20',
+    external: EXTERNAL,
+    minifyWhitespace: true,
+    minifySyntax: true,
+    sourcemap: 'linked',
+    banner: { js: BANNER },
+    plugins: [importMetaPlugin(outfile)],
+    logLevel: 'error',
+    metafile: true,
+  });
+  copyFileSync(join(here, 'start-launcher.cjs'), join(dist, 'start.cjs'));
+  const inputs = Object.keys(result.metafile.inputs).map((f) => resolve(f));
+  writeFileSync(stamp, JSON.stringify({ key: inputsKey(inputs), inputs }));
+  return statSync(outfile).size;
+}

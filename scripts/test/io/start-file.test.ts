@@ -1,0 +1,158 @@
+/**
+ * The start file (docs/at-rest.md "One start file"): scripts/bundle-start.mjs bundles a package's compiled
+ * dist/main.js into dist/main.bundle.cjs, and dist/start.cjs (scripts/start-launcher.cjs) runs it with V8's
+ * code cache of the last start. On a package made here, so each case is the one it names: each module's
+ * import.meta.url is its own file's; the cache is written after a start, used by the next, refused when
+ * it is not this bundle's and replaced, one file per Node.js version; a cache that cannot be written costs
+ * nothing; the cache may live elsewhere (BROADCAST_OPS_CODE_CACHE). The services' own start files are run by every test that starts a service through its bin, and
+ * npm-start.test.ts checks their caches.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { test } from 'node:test';
+import { STARTED_EVENT } from '@broadcast-ops/core';
+import { repoRoot, tempDir } from '@broadcast-ops/core/testing';
+
+const bundleStart = pathToFileURL(join(repoRoot, 'scripts/bundle-start.mjs')).href;
+
+/** A package with a start: dist/main.js reads a file beside a module of its own through import.meta.url. */
+function fixture(root: string, main: string): string {
+  const pkg = join(root, 'packages', 'demo');
+  mkdirSync(join(pkg, 'dist', 'lib'), { recursive: true });
+  writeFileSync(
+    join(pkg, 'package.json'),
+    JSON.stringify({ name: 'demo', bin: { demo: './bin/demo.mjs' }, toolkit: { start: {} } }),
+  );
+  writeFileSync(join(pkg, 'dist', 'lib', 'asset.txt'), 'beside lib/value.js');
+  writeFileSync(
+    join(pkg, 'dist', 'lib', 'value.js'),
+    "import { readFileSync } from 'node:fs';\n" +
+      "export const value = () => readFileSync(new URL('./asset.txt', import.meta.url), 'utf8');\n",
+  );
+  writeFileSync(join(pkg, 'dist', 'main.js'), main);
+  return pkg;
+}
+
+const STARTS = [
+  "import { value } from './lib/value.js';",
+  'console.log(`value: ${value()}`);',
+  `process.emit(${JSON.stringify(STARTED_EVENT)});`,
+].join('\n');
+
+function bundle(pkg: string): { status: number | null; stderr: string } {
+  const r = spawnSync(
+    process.execPath,
+    [
+      '--input-type=module',
+      '-e',
+      `const { bundleStart, startPackages } = await import(${JSON.stringify(bundleStart)});
+       for (const p of startPackages(${JSON.stringify(join(pkg, '..'))})) await bundleStart(p);`,
+    ],
+    { cwd: repoRoot, encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } },
+  );
+  return { status: r.status, stderr: r.stderr };
+}
+
+/** Run the start file; `cache` is what the launcher said of the code cache (NODE_DEBUG). */
+function start(
+  pkg: string,
+  env: NodeJS.ProcessEnv = {},
+): { status: number | null; stdout: string; cache: string[] } {
+  const r = spawnSync(process.execPath, [join(pkg, 'dist', 'start.cjs')], {
+    encoding: 'utf8',
+    env: { ...process.env, NODE_OPTIONS: '', NODE_DEBUG: 'broadcast-ops-start', ...env },
+  });
+  const cache = [...r.stderr.matchAll(/code cache (none|used|refused|written|not written)/g)].map(
+    (m) => m[1] ?? '',
+  );
+  return { status: r.status, stdout: r.stdout, cache };
+}
+
+const cacheFiles = (pkg: string): string[] => {
+  try {
+    return readdirSync(join(pkg, 'dist', 'v8-cache'));
+  } catch {
+    return [];
+  }
+};
+
+test('the start file runs the bundle; each module keeps its own import.meta.url; other import.meta is refused', (t) => {
+  const tmp = tempDir('start-file-');
+  t.after(() => tmp.remove());
+  const pkg = fixture(tmp.path, STARTS);
+  const b = bundle(pkg);
+  assert.equal(b.status, 0, b.stderr);
+  assert.ok(readFileSync(join(pkg, 'dist', 'main.bundle.cjs'), 'utf8').length > 0);
+  const r = start(pkg);
+  assert.equal(r.status, 0);
+  assert.equal(r.stdout, 'value: beside lib/value.js\n');
+
+  const other = tempDir('start-file-meta-');
+  t.after(() => other.remove());
+  const refused = fixture(other.path, 'console.log(import.meta.dirname);\n');
+  const rb = bundle(refused);
+  assert.notEqual(rb.status, 0);
+  assert.match(rb.stderr, /import\.meta other than import\.meta\.url/);
+});
+
+test('the code cache: written after a start, used by the next, refused and replaced when not this bundle’s, one per Node.js version', (t) => {
+  const tmp = tempDir('start-cache-');
+  t.after(() => tmp.remove());
+  const pkg = fixture(tmp.path, STARTS);
+  assert.equal(bundle(pkg).status, 0);
+
+  const first = start(pkg);
+  assert.equal(first.stdout, 'value: beside lib/value.js\n');
+  assert.deepEqual(first.cache, ['none', 'written']);
+  const [file, ...more] = cacheFiles(pkg);
+  assert.ok(file !== undefined && more.length === 0, cacheFiles(pkg).join(', '));
+  assert.match(file, new RegExp(`\\.${process.version}-${process.arch}\\.bin$`));
+
+  assert.deepEqual(start(pkg).cache, ['used']);
+
+  // Data V8 cannot take (another bundle's, a torn write): refused, the start goes on, and it is replaced.
+  writeFileSync(join(pkg, 'dist', 'v8-cache', file), Buffer.alloc(4096, 7));
+  const refused = start(pkg);
+  assert.equal(refused.stdout, 'value: beside lib/value.js\n');
+  assert.deepEqual(refused.cache, ['refused', 'written']);
+  assert.deepEqual(start(pkg).cache, ['used']);
+
+  // A rebuilt bundle is another cache file; the old one goes, the directory keeps one per version.
+  const later = new Date(Date.now() + 5_000);
+  utimesSync(join(pkg, 'dist', 'main.bundle.cjs'), later, later);
+  assert.deepEqual(start(pkg).cache, ['none', 'written']);
+  assert.equal(cacheFiles(pkg).length, 1);
+  assert.notEqual(cacheFiles(pkg)[0], file);
+  assert.deepEqual(start(pkg).cache, ['used']);
+
+  // Elsewhere when the code directory is read-only (the systemd units name their state directory).
+  const elsewhere = join(tmp.path, 'state', 'v8-cache');
+  assert.deepEqual(start(pkg, { BROADCAST_OPS_CODE_CACHE: elsewhere }).cache, ['none', 'written']);
+  assert.equal(readdirSync(elsewhere).length, 1);
+  assert.deepEqual(start(pkg, { BROADCAST_OPS_CODE_CACHE: elsewhere }).cache, ['used']);
+});
+
+test('a cache that cannot be written, or a process that never starts, costs nothing but the cache', (t) => {
+  const tmp = tempDir('start-nocache-');
+  t.after(() => tmp.remove());
+  const pkg = fixture(tmp.path, STARTS);
+  assert.equal(bundle(pkg).status, 0);
+  // A file where the cache directory would be (root ignores permissions, so not a read-only directory).
+  writeFileSync(join(pkg, 'dist', 'v8-cache'), 'not a directory');
+  const r = start(pkg);
+  assert.equal(r.status, 0);
+  assert.equal(r.stdout, 'value: beside lib/value.js\n');
+  assert.deepEqual(r.cache, ['none', 'not written']);
+  rmSync(join(pkg, 'dist', 'v8-cache'));
+
+  // A run that ends before its service has started (a sub-command, a refused configuration) writes none.
+  writeFileSync(join(pkg, 'dist', 'main.js'), "console.log('no start');\n");
+  assert.equal(bundle(pkg).status, 0);
+  const sub = start(pkg);
+  assert.equal(sub.stdout, 'no start\n');
+  assert.deepEqual(sub.cache, ['none']);
+  assert.deepEqual(cacheFiles(pkg), []);
+});
