@@ -60,27 +60,48 @@ export function startPackages(packagesDir) {
   return out;
 }
 
-/** `import.meta.url` of each bundled module, as the URL of the file it came from. */
-function importMetaPlugin(outfile) {
+/**
+ * Node's TLS, HTTP/2 and zlib modules, which fastify (`lib/server.js`: `https`, `http2`) and ws
+ * (`https`, `tls`, and `zlib` for permessage-deflate, which the services turn off) require when loaded, for
+ * servers and clients that a service configured without TLS, HTTP/2 or compression never makes. In
+ * node_modules, a top-level `const x = require('<one of them>')` becomes a stand-in that requires the module
+ * on its first property read (calls, classes and constants are properties), so it costs nothing until used.
+ */
+const LAZY_BUILTIN = /^const (\w+) = require\((['"])(?:node:)?(https|http2|tls|zlib)\2\);?$/gm;
+
+/**
+ * Each bundled module as it goes into the bundle: its `import.meta.url` the URL of the file it came from;
+ * the builtins above, in node_modules, required on first use.
+ */
+function sourcePlugin(outfile) {
   return {
-    name: 'import-meta-url',
+    name: 'start-file-sources',
     setup(build) {
-      build.onLoad({ filter: /\.m?js$/ }, (args) => {
+      build.onLoad({ filter: /\.[mc]?js$/ }, (args) => {
         const text = readFileSync(args.path, 'utf8');
-        if (!text.includes('import.meta')) return undefined;
-        const rel = JSON.stringify(relative(dirname(outfile), args.path));
-        const contents = text.replaceAll('import.meta.url', `__moduleUrl(${rel})`);
-        // Anything else of import.meta would be empty in CommonJS: refused rather than left wrong.
-        if (contents.includes('import.meta'))
-          return { errors: [{ text: `${args.path}: import.meta other than import.meta.url` }] };
-        return { contents, loader: 'js' };
+        let contents = text;
+        if (/[/\\]node_modules[/\\]/.test(args.path))
+          contents = contents.replace(LAZY_BUILTIN, "const $1 = __lazyBuiltin('node:$3');");
+        if (contents.includes('import.meta')) {
+          const rel = JSON.stringify(relative(dirname(outfile), args.path));
+          contents = contents.replaceAll('import.meta.url', `__moduleUrl(${rel})`);
+          // Anything else of import.meta would be empty in CommonJS: refused rather than left wrong.
+          if (contents.includes('import.meta'))
+            return { errors: [{ text: `${args.path}: import.meta other than import.meta.url` }] };
+        }
+        return contents === text ? undefined : { contents, loader: 'js' };
       });
     },
   };
 }
 
-const BANNER =
-  "const __moduleUrl = (rel) => require('node:url').pathToFileURL(require('node:path').join(__dirname, rel)).href;";
+const BANNER = [
+  "const __moduleUrl = (rel) => require('node:url').pathToFileURL(require('node:path').join(__dirname, rel)).href;",
+  'const __lazyBuiltin = (id) => { let m; const load = () => (m ??= require(id));',
+  '  return new Proxy({}, { get: (_, k) => load()[k], has: (_, k) => k in load(),',
+  '    ownKeys: () => Reflect.ownKeys(load()),',
+  '    getOwnPropertyDescriptor: (_, k) => ({ ...Reflect.getOwnPropertyDescriptor(load(), k), configurable: true }) }); };',
+].join('\n');
 
 /**
  * What a bundle was made from: every input file (sizes and modification times: a dependency updated by
@@ -125,7 +146,7 @@ export async function bundleStart(pkgDir) {
     minifySyntax: true,
     sourcemap: 'linked',
     banner: { js: BANNER },
-    plugins: [importMetaPlugin(outfile)],
+    plugins: [sourcePlugin(outfile)],
     logLevel: 'error',
     metafile: true,
   });

@@ -3,7 +3,7 @@
  * dist/main.js into dist/main.bundle.cjs, and dist/start.cjs (scripts/start-launcher.cjs) runs it with V8's
  * code cache of the last start. On a package made here, so each case is the one it names: each module's
  * import.meta.url is its own file's; the cache is written after a start, used by the next, refused when
- * it is not this bundle's and replaced, one file per Node.js version; a cache that cannot be written costs
+ * it is not this bundle's and replaced; a dependency's zlib, TLS or HTTP/2 loads on first use, one file per Node.js version; a cache that cannot be written costs
  * nothing; the cache may live elsewhere (BROADCAST_OPS_CODE_CACHE). The services' own start files are run by every test that starts a service through its bin, and
  * npm-start.test.ts checks their caches.
  */
@@ -12,6 +12,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { gzipSync } from 'node:zlib';
 import { test } from 'node:test';
 import { STARTED_EVENT } from '@broadcast-ops/core';
 import { repoRoot, tempDir } from '@broadcast-ops/core/testing';
@@ -33,6 +34,16 @@ function fixture(root: string, main: string): string {
       "export const value = () => readFileSync(new URL('./asset.txt', import.meta.url), 'utf8');\n",
   );
   writeFileSync(join(pkg, 'dist', 'main.js'), main);
+  // A dependency that requires zlib when loaded and uses it later (as ws does for permessage-deflate).
+  const dep = join(pkg, 'node_modules', 'lazy-dep');
+  mkdirSync(dep, { recursive: true });
+  writeFileSync(join(dep, 'package.json'), JSON.stringify({ name: 'lazy-dep', main: 'index.js' }));
+  writeFileSync(
+    join(dep, 'index.js'),
+    "const zlib = require('zlib');\n" +
+      'exports.gunzip = (b) => zlib.gunzipSync(b).toString();\n' +
+      'exports.level = () => zlib.constants.Z_BEST_COMPRESSION;\n',
+  );
   return pkg;
 }
 
@@ -89,6 +100,24 @@ test('the start file runs the bundle; each module keeps its own import.meta.url;
   const r = start(pkg);
   assert.equal(r.status, 0);
   assert.equal(r.stdout, 'value: beside lib/value.js\n');
+
+  // A dependency's top-level require of zlib loads zlib on its first use, and then works as zlib.
+  const lazy = tempDir('start-file-lazy-');
+  t.after(() => lazy.remove());
+  const uses = fixture(
+    lazy.path,
+    [
+      "import { gunzip, level } from 'lazy-dep';",
+      "const loaded = () => process.moduleLoadList.includes('NativeModule zlib');",
+      'console.log(`before: ${loaded()}`);',
+      'console.log(`level: ${level()}`);',
+      'console.log(`after: ${loaded()}`);',
+      `console.log(\`round trip: \${gunzip(Buffer.from('${gzipSync('ok').toString('base64')}', 'base64'))}\`);`,
+    ].join('\n'),
+  );
+  assert.equal(bundle(uses).status, 0);
+  const l = start(uses);
+  assert.equal(l.stdout, 'before: false\nlevel: 9\nafter: true\nround trip: ok\n');
 
   const other = tempDir('start-file-meta-');
   t.after(() => other.remove());
