@@ -88,6 +88,13 @@ export class ClockManager {
   #samplesSinceReset = 0;
   /** Monotonic ms of the last evaluation. */
   #evaluatedMs: number | undefined;
+  /**
+   * The correction changed and no event has said so yet: told once, at the end of the evaluation that
+   * follows every replan (#evaluate), together with new reply fields when there are (one 'advertised'
+   * event instead of 'update' then 'advertised'), so the served clock hands the native threads one new
+   * piece per sample (docs/performance.md "Fourth pass").
+   */
+  #correctionChanged = false;
 
   constructor(options: ClockManagerOptions) {
     this.#clock = options.clock;
@@ -312,16 +319,22 @@ export class ClockManager {
   /** A further sample of the selected reference. */
   #follow(entry: SourceEntry, sample: ReferenceSample): void {
     // Jitter and delay gate from the samples before this one: a spike must not widen its own gate.
-    const run = this.#selection.runSamples(entry, sample.atMs).slice(0, -1);
+    // The run before this sample: its first `before` samples (read in place, not copied).
+    const run = this.#selection.runSamples(entry, sample.atMs);
+    const before = Math.max(0, run.length - 1);
     this.#samplesSinceReset++;
-    const jitter = runJitter(run, 2 ** this.#o.precision);
+    const jitter = runJitter(run, 2 ** this.#o.precision, before);
     // A sample whose round trip is far above the run's best carries up to half of that as error (RFC 5905
     // §8): left out, unless that has become the normal delay (several in a row), and never when leaving it
     // out would let the estimate's age exceed two polls while replies arrive (the weighted fit gives such a
     // sample little weight anyway; docs/clock-discipline.md "Delay gate").
     const pollMs = 2 ** (entry.source.status().pollLog2 ?? 0) * 1000;
     const sinceUpdateMs = sample.atMs - (this.#advertiser.lastUpdateMs ?? sample.atMs);
-    if (sample.delayS > delayGate(run) && this.#delayRejects < MAX_DELAY_REJECTS && sinceUpdateMs <= pollMs) {
+    if (
+      sample.delayS > delayGate(run, before) &&
+      this.#delayRejects < MAX_DELAY_REJECTS &&
+      sinceUpdateMs <= pollMs
+    ) {
       this.#delayRejects++;
       return;
     }
@@ -383,7 +396,9 @@ export class ClockManager {
       case 'slew':
         break;
     }
-    this.#emit({ type: 'update' });
+    // Told at the end of the evaluation that follows (#evaluate): addSample, tick and unregister evaluate
+    // after every selection and sample, the only ways here.
+    this.#correctionChanged = true;
   }
 
   #lockThreshold(): number {
@@ -413,14 +428,19 @@ export class ClockManager {
     }
     // The leap plan votes with the selected sources' leap bits once synchronised (leap-schedule.ts).
     if (this.#leap.update(now, this.#served.synced, () => this.#selection.leapBits()))
-      this.#emit({ type: 'update' });
+      this.#correctionChanged = true;
     const changed = this.#advertiser.update(now, {
       state: this.#state,
       suspectS: this.#suspectS,
       selectionJitterS: this.#selection.jitterS,
       disagreementS: this.#selection.disagreementS(),
     });
+    // One event for both: 'advertised' says the reply fields were replaced and, like every event, that
+    // the correction may have changed (reference-source.ts ClockManagerEvent).
+    const correctionChanged = this.#correctionChanged;
+    this.#correctionChanged = false;
     if (changed) this.#emit({ type: 'advertised' });
+    else if (correctionChanged) this.#emit({ type: 'update' });
   }
 
   /** The sources' part of `snapshot()` alone (what the source statistics follow, on every event). */

@@ -100,6 +100,10 @@ export class Discipline {
   #ownSlope = false;
   readonly #window: number;
   #noiseFloorS = 1e-6;
+  /** The fit's weights (#weighted), kept between refits. */
+  #w = new Float64Array(0);
+  /** |recent residuals| sorted, for their median (add), kept between samples. */
+  readonly #absSorted = new Float64Array(8);
 
   constructor(options: { window?: number } = {}) {
     this.#window = options.window ?? 32;
@@ -189,11 +193,7 @@ export class Discipline {
       return { kind: 'accepted', residualS: 0 };
     }
     const residual = offset - this.predict(t);
-    const spread = Math.max(
-      3 * this.#noiseFloorS,
-      50e-6,
-      1.4826 * median(this.#recentResiduals.map((r) => Math.abs(r))),
-    );
+    const spread = Math.max(3 * this.#noiseFloorS, 50e-6, 1.4826 * this.#recentAbsMedian());
     if (this.#points.length >= 2 && Math.abs(residual) > SGATE * spread + this.predictionError(t)) {
       const held = this.#pendingSpike;
       if (held === undefined) {
@@ -217,20 +217,51 @@ export class Discipline {
   }
 
   /**
+   * median(|recent residuals|) without the mapped and sorted copies: the same values sorted in a kept
+   * array (an insertion sort of at most 8), the same median.
+   */
+  #recentAbsMedian(): number {
+    const r = this.#recentResiduals;
+    const n = r.length;
+    if (n === 0) return 0;
+    const a = this.#absSorted;
+    for (let i = 0; i < n; i++) {
+      const v = Math.abs(r[i] as number);
+      let j = i;
+      for (; j > 0 && (a[j - 1] as number) > v; j--) a[j] = a[j - 1] as number;
+      a[j] = v;
+    }
+    const mid = n >> 1;
+    return n % 2 ? (a[mid] as number) : ((a[mid - 1] as number) + (a[mid] as number)) / 2;
+  }
+
+  /**
    * Weights of the window's points (mean 1). A sample's offset can be off by up to half its delay above
    * the true one-way delays (RFC 5905 §8: θ is exact only for a symmetric path), and the excess over the
    * window's lowest delay is what that asymmetry can be; so a point weighs 1 / (1 + excess / 2 / σ)², σ
    * the offsets' noise, as chrony weights its regression by a sample's distance above the lowest in the
    * register (docs/clock-discipline.md "Discipline"). A first datagram through cold caches or a send
-   * delayed by the scheduler then counts for little instead of a quarter of a burst.
+   * delayed by the scheduler then counts for little instead of a quarter of a burst. The weights of
+   * `pts[i]` are the first `pts.length` entries of the array returned (kept: valid until the next call).
    */
-  #weighted(pts: readonly FitPoint[]): (FitPoint & { w: number })[] {
+  #weighted(pts: readonly FitPoint[]): Float64Array {
     let min = Number.POSITIVE_INFINITY;
     for (const p of pts) min = Math.min(min, p.delay ?? 0);
     const sd = Math.max(this.#noiseFloorS, 1e-6);
-    const w = pts.map((p) => 1 / (1 + Math.max(0, (p.delay ?? 0) - min) / 2 / sd) ** 2);
-    const mean = w.reduce((a, b) => a + b, 0) / w.length;
-    return pts.map((p, i) => ({ ...p, w: (w[i] ?? 0) / mean }));
+    const n = pts.length;
+    // Kept between refits (this runs at every sample: docs/performance.md "Fourth pass"); the same
+    // arithmetic in the same order as a mapped array and its reduce.
+    if (this.#w.length < n) this.#w = new Float64Array(Math.max(n, this.#window));
+    const w = this.#w;
+    let sum = 0;
+    for (let i = 0; i < n; i++) {
+      const wi = 1 / (1 + Math.max(0, ((pts[i] as FitPoint).delay ?? 0) - min) / 2 / sd) ** 2;
+      w[i] = wi;
+      sum += wi;
+    }
+    const mean = sum / n;
+    for (let i = 0; i < n; i++) w[i] = (w[i] as number) / mean;
+    return w;
   }
 
   /** Weighted least squares over the window; the phase is the fitted line at the newest sample. */
@@ -241,20 +272,24 @@ export class Discipline {
       const newest = pts[n - 1];
       if (newest === undefined) return;
       const tNow = newest.t;
-      const wp = this.#weighted(pts);
+      const w = this.#weighted(pts);
       let mt = 0;
       let mo = 0;
-      for (const p of wp) {
-        mt += p.w * p.t;
-        mo += p.w * p.offset;
+      for (let i = 0; i < n; i++) {
+        const p = pts[i] as FitPoint;
+        const wi = w[i] as number;
+        mt += wi * p.t;
+        mo += wi * p.offset;
       }
       mt /= n;
       mo /= n;
       let stt = 0;
       let sto = 0;
-      for (const p of wp) {
-        stt += p.w * (p.t - mt) ** 2;
-        sto += p.w * (p.t - mt) * (p.offset - mo);
+      for (let i = 0; i < n; i++) {
+        const p = pts[i] as FitPoint;
+        const wi = w[i] as number;
+        stt += wi * (p.t - mt) ** 2;
+        sto += wi * (p.t - mt) * (p.offset - mo);
       }
       let freq = this.#priorFreq;
       let freqError = this.#priorFreqError;
@@ -262,7 +297,10 @@ export class Discipline {
       if (n >= 3 && stt > 0) {
         const slope = sto / stt;
         let ss = 0;
-        for (const p of wp) ss += p.w * (p.offset - mo - slope * (p.t - mt)) ** 2;
+        for (let i = 0; i < n; i++) {
+          const p = pts[i] as FitPoint;
+          ss += (w[i] as number) * (p.offset - mo - slope * (p.t - mt)) ** 2;
+        }
         const s = Math.max(this.#noiseFloorS, Math.sqrt(ss / (n - 2)));
         const slopeError = s / Math.sqrt(stt);
         // The window decides once its slope is better known than the prior. Its value replaces the prior
@@ -286,7 +324,10 @@ export class Discipline {
       // Phase: the mean offset projected to the newest sample with the chosen frequency.
       const phase = mo + freq * (tNow - mt);
       let ss = 0;
-      for (const p of wp) ss += p.w * (p.offset - (phase + freq * (p.t - tNow))) ** 2;
+      for (let i = 0; i < n; i++) {
+        const p = pts[i] as FitPoint;
+        ss += (w[i] as number) * (p.offset - (phase + freq * (p.t - tNow))) ** 2;
+      }
       const s = Math.max(this.#noiseFloorS, n > 2 ? Math.sqrt(ss / (n - 2)) : this.#noiseFloorS);
       const lever = tNow - mt;
       this.#freq = freq;

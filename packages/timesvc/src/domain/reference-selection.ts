@@ -53,6 +53,16 @@ export interface SourceEntry {
   away: Away | undefined;
   /** Samples before this monotonic ms were at a level that was not followed: they seed nothing. */
   levelSinceMs: number;
+  /** Counts the samples added (ReferenceSelection.addSample): what the cached run was cut from. */
+  added: number;
+}
+
+/** A source's run as last cut (ReferenceSelection.runSamples), with what it was cut from. */
+interface CutRun {
+  added: number;
+  levelSinceMs: number;
+  gapMs: number;
+  run: readonly ReferenceSample[];
 }
 
 /** A step suspect: since when the source has been at its new level, and that level (source − served). */
@@ -141,6 +151,8 @@ export class ReferenceSelection {
   /** Monotonic ms since when selection has been waiting for sources in their burst. */
   #waitingSinceMs: number | undefined;
   #jitterS = 0;
+  /** Each source's run, cut again only when its samples, its level or its gap limit changed. */
+  readonly #runs = new WeakMap<SourceEntry, CutRun>();
 
   constructor(options: ReferenceSelectionOptions) {
     this.#o = options;
@@ -181,6 +193,7 @@ export class ReferenceSelection {
       rootDistanceS: undefined,
       away: undefined,
       levelSinceMs: Number.NEGATIVE_INFINITY,
+      added: 0,
     });
   }
 
@@ -193,6 +206,7 @@ export class ReferenceSelection {
   /** Keep a sample of `entry` and judge its level; true when the level is held back. */
   addSample(entry: SourceEntry, sample: ReferenceSample): boolean {
     entry.samples.push(sample);
+    entry.added++;
     if (entry.samples.length > SAMPLE_HISTORY) entry.samples.shift();
     this.#judgeLevel(entry, sample);
     return entry.away !== undefined && !entry.away.accepted;
@@ -208,24 +222,39 @@ export class ReferenceSelection {
     return bits;
   }
 
-  /** Consecutive samples of a source with no silence longer than its gap limit, up to now. */
-  runSamples(entry: SourceEntry, now: number): ReferenceSample[] {
+  /**
+   * Consecutive samples of a source with no silence longer than its gap limit, up to now. The run is cut
+   * from the samples once and kept until a sample is added or the level or the gap limit changes (it was
+   * cut afresh four to six times a sample: docs/performance.md "Fourth pass"); `now` only decides whether
+   * the newest sample is recent enough for there to be a run at all. Shared: callers do not change it.
+   */
+  runSamples(entry: SourceEntry, now: number): readonly ReferenceSample[] {
     const pollS = 2 ** (entry.source.status().pollLog2 ?? 0);
     const gapMs = Math.max(8000, 4 * pollS * 1000);
     const s = entry.samples;
     const newest = s[s.length - 1];
     if (newest === undefined || now - newest.atMs > gapMs) return [];
+    const cut = this.#runs.get(entry);
+    if (
+      cut !== undefined &&
+      cut.added === entry.added &&
+      cut.levelSinceMs === entry.levelSinceMs &&
+      cut.gapMs === gapMs
+    )
+      return cut.run;
     let i = s.length - 1;
     while (i > 0 && (s[i]?.atMs ?? 0) - (s[i - 1]?.atMs ?? 0) <= gapMs) i--;
     // A held-back level is not part of the run (nor the level before a followed step).
-    return s.slice(i).filter((x) => x.atMs >= entry.levelSinceMs);
+    const run = s.slice(i).filter((x) => x.atMs >= entry.levelSinceMs);
+    this.#runs.set(entry, { added: entry.added, levelSinceMs: entry.levelSinceMs, gapMs, run });
+    return run;
   }
 
   /** The run of `entry` at `now`, delay-gated, with its jitter: what seeds a newly selected reference. */
   seedRun(
     entry: SourceEntry,
     now: number,
-  ): { run: ReferenceSample[]; seeds: ReferenceSample[]; jitterS: number } {
+  ): { run: readonly ReferenceSample[]; seeds: ReferenceSample[]; jitterS: number } {
     const run = this.runSamples(entry, now);
     return { run, seeds: run.filter((x) => x.delayS <= delayGate(run)), jitterS: this.#runJitter(run) };
   }

@@ -132,9 +132,16 @@ export type ClockManagerEvent =
       offsetS: number;
       by?: string;
     }
-  /** The correction changed: the served clock must take `manager.correction`. */
+  /**
+   * The correction changed: the served clock must take `manager.correction`. Every other event may come
+   * with a changed correction too (a state change, an evaluation's new reply fields): listeners that
+   * hand the correction on take it at every event.
+   */
   | { type: 'update' }
-  /** The reply fields (serverState) were replaced. */
+  /**
+   * The reply fields (serverState) were replaced; the correction may have changed in the same evaluation
+   * (one event for both, the evaluation's last: clock-manager.ts #evaluate).
+   */
   | { type: 'advertised' }
   /** A leap second planned (vote or list), cancelled before its instant, or passed (docs/leap-seconds.md). */
   | { type: 'leap'; phase: 'planned' | 'cancelled' | 'passed'; deltaS: number; epochUnixMs: number };

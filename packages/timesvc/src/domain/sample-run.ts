@@ -1,4 +1,3 @@
-import { median } from './discipline.ts';
 import type { ReferenceSample } from './reference-source.ts';
 
 /**
@@ -6,10 +5,16 @@ import type { ReferenceSample } from './reference-source.ts';
  * gap limit): the delay gate and the jitter the discipline and selection use.
  */
 
-/** Samples with a delay above this are left out of the estimate: three times the run's lowest + 500 µs. */
-export function delayGate(run: readonly ReferenceSample[]): number {
+/** runJitter's differences (at most 7), kept. */
+const DIFFS = new Float64Array(7);
+
+/**
+ * Samples with a delay above this are left out of the estimate: three times the lowest of the run's last 8
+ * (those before `end`, read in place) + 500 µs.
+ */
+export function delayGate(run: readonly ReferenceSample[], end = run.length): number {
   let min = Number.POSITIVE_INFINITY;
-  for (const s of run.slice(-8)) min = Math.min(min, s.delayS);
+  for (let i = Math.max(0, end - 8); i < end; i++) min = Math.min(min, run[i]?.delayS ?? 0);
   return Number.isFinite(min) ? 3 * min + 500e-6 : Number.POSITIVE_INFINITY;
 }
 
@@ -19,13 +24,20 @@ export function delayGate(run: readonly ReferenceSample[]): number {
  * of the successive differences, so that a level change or a single spike does not pass for noise (which
  * would widen the spike gate and the root distance exactly when they matter).
  */
-export function runJitter(run: readonly ReferenceSample[], floorS: number): number {
-  // The last 8 samples, read in place (no copy: this runs on every sample, once a second with a GPSDO).
-  const from = Math.max(0, run.length - 8);
-  if (run.length - from < 2) return Math.max(floorS, run[from]?.jitterS ?? floorS);
-  const diffs: number[] = [];
-  for (let i = from + 1; i < run.length; i++) {
-    diffs.push(Math.abs((run[i]?.offsetS ?? 0) - (run[i - 1]?.offsetS ?? 0)));
+export function runJitter(run: readonly ReferenceSample[], floorS: number, end = run.length): number {
+  // The last 8 samples before `end`, read in place (no copy: this runs on every sample, once a second with
+  // a GPSDO), their differences sorted in a kept array (an insertion sort of at most 7): median's answer.
+  const from = Math.max(0, end - 8);
+  if (end - from < 2) return Math.max(floorS, (from < end ? run[from]?.jitterS : undefined) ?? floorS);
+  const diffs = DIFFS;
+  const n = end - from - 1;
+  for (let k = 0; k < n; k++) {
+    const d = Math.abs((run[from + k + 1]?.offsetS ?? 0) - (run[from + k]?.offsetS ?? 0));
+    let j = k;
+    for (; j > 0 && (diffs[j - 1] ?? 0) > d; j--) diffs[j] = diffs[j - 1] ?? 0;
+    diffs[j] = d;
   }
-  return Math.max(floorS, (1.4826 * median(diffs)) / Math.SQRT2);
+  const mid = n >> 1;
+  const med = n % 2 ? (diffs[mid] ?? 0) : ((diffs[mid - 1] ?? 0) + (diffs[mid] ?? 0)) / 2;
+  return Math.max(floorS, (1.4826 * med) / Math.SQRT2);
 }

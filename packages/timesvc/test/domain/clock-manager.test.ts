@@ -526,3 +526,27 @@ test('a correction within the advertised bound does not flap LOCKED → SYNCING;
   run(clock, m, 6, [peer]);
   assert.deepEqual(states().slice(2, 3), ['SYNCING'], 'a 20 ms move leaves LOCKED');
 });
+
+test("a followed sample is one event: the new correction and the new reply fields together ('advertised')", () => {
+  // The served clock hands the native threads a new piece at every event (io/service.ts): one per sample,
+  // not one for the correction and another for the reply fields (docs/performance.md "Fourth pass").
+  const { clock, m, events } = setup(STEPOUT_OFF);
+  const gps = new SimSource('GPSDO:Dummy', 'gpsdo', false, 0, 0.0002, 1e-6, 1e-6);
+  m.register(gps);
+  m.tick();
+  run(clock, m, 60, [gps]);
+  assert.equal(m.state, 'LOCKED');
+  for (let s = 0; s < 20; s++) {
+    clock.advance(1000);
+    const before = m.correction;
+    const stateBefore = m.serverState;
+    events.length = 0;
+    gps.sample(m, clock);
+    assert.notEqual(m.correction, before, 'the sample replanned the correction');
+    assert.notEqual(m.serverState, stateBefore, 'and replaced the reply fields');
+    assert.deepEqual(events, [{ type: 'advertised' }]);
+    events.length = 0;
+    m.tick();
+    assert.deepEqual(events, [], 'the tick right after the sample repeats nothing');
+  }
+});
