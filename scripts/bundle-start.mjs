@@ -70,24 +70,28 @@ export function startPackages(packagesDir) {
 const LAZY_BUILTIN = /^const (\w+) = require\((['"])(?:node:)?(https|http2|tls|zlib)\2\);?$/gm;
 
 /**
- * Each bundled module as it goes into the bundle: its `import.meta.url` the URL of the file it came from;
- * the builtins above, in node_modules, required on first use.
+ * Each bundled module as it goes into the bundle: its `import.meta.url` (as code: esbuild's `define`, so
+ * text such as a banner written for another bundle is left alone) the URL of the file it came from; the
+ * builtins above, in node_modules, required on first use. Any other `import.meta` would be empty in
+ * CommonJS: esbuild's warning for it is an error in this build (`logOverride` below).
  */
 function sourcePlugin(outfile) {
   return {
     name: 'start-file-sources',
     setup(build) {
-      build.onLoad({ filter: /\.[mc]?js$/ }, (args) => {
+      build.onLoad({ filter: /\.[mc]?js$/ }, async (args) => {
         const text = readFileSync(args.path, 'utf8');
         let contents = text;
         if (/[/\\]node_modules[/\\]/.test(args.path))
           contents = contents.replace(LAZY_BUILTIN, "const $1 = __lazyBuiltin('node:$3');");
-        if (contents.includes('import.meta')) {
+        if (contents.includes('import.meta.url')) {
           const rel = JSON.stringify(relative(dirname(outfile), args.path));
-          contents = contents.replaceAll('import.meta.url', `__moduleUrl(${rel})`);
-          // Anything else of import.meta would be empty in CommonJS: refused rather than left wrong.
-          if (contents.includes('import.meta'))
-            return { errors: [{ text: `${args.path}: import.meta other than import.meta.url` }] };
+          const { code } = await esbuild.transform(contents, {
+            loader: 'js',
+            sourcefile: args.path,
+            define: { 'import.meta.url': '__importMetaUrl' },
+          });
+          contents = `const __importMetaUrl = __moduleUrl(${rel});\n${code}`;
         }
         return contents === text ? undefined : { contents, loader: 'js' };
       });
@@ -147,6 +151,10 @@ export async function bundleStart(pkgDir) {
     sourcemap: 'linked',
     banner: { js: BANNER },
     plugins: [sourcePlugin(outfile)],
+    // No `import()` left to Node's ES module loader, which a script run by vm.Script resolves from
+    // elsewhere: an external one becomes a `require` (every external is CommonJS).
+    supported: { 'dynamic-import': false },
+    logOverride: { 'empty-import-meta': 'error' },
     logLevel: 'error',
     metafile: true,
   });
