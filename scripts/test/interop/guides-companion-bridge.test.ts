@@ -224,7 +224,7 @@ test('guide "The bridge between Companion and your app": every step walked again
         // The unit the guide offers runs the same service on /etc/broadcast-ops/telemetry-bridge-<instance>.json.
         const unit = readFileSync(join(repoRoot, 'deploy/systemd/telemetry-bridge@.service'), 'utf8');
         assert.match(guide.step(2), /`telemetry-bridge@studio` unit/);
-        assert.match(unit, /^ExecStart=\S+ \S+\/packages\/telemetry-bridge\/dist\/main\.js run$/m);
+        assert.match(unit, /^ExecStart=\S+ \S+\/packages\/telemetry-bridge\/dist\/start\.cjs run$/m);
         assert.match(
           unit,
           /^Environment=BRIDGE_CONFIG_PATH=\/etc\/broadcast-ops\/telemetry-bridge-%i\.json$/m,

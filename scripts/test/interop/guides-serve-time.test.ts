@@ -224,7 +224,7 @@ test('guide "Serve time to your studio LAN": every step walked against timesvc',
                 : w.replace(/^\/opt\/broadcast-ops\//, `${repoRoot}/`),
           );
         assert.deepEqual(execStart.slice(1), [
-          join(repoRoot, 'packages/timesvc/dist/main.js'),
+          join(repoRoot, 'packages/timesvc/dist/start.cjs'),
           'serve',
           '--config',
           cfg,

@@ -70,7 +70,15 @@ for (const unit of units) {
     assert.match(value('StateDirectory') ?? '', /^broadcast-ops\//);
     assert.match(
       value('ExecStart') ?? '',
-      /^\/usr\/bin\/node \/opt\/broadcast-ops\/packages\/[a-z-]+\/dist\/main\.js/,
+      /^\/usr\/bin\/node \/opt\/broadcast-ops\/packages\/[a-z-]+\/dist\/start\.cjs/,
+    );
+    // The start file's code cache in the state directory: the code under /opt is read-only (ProtectSystem).
+    assert.match(
+      text,
+      new RegExp(
+        `^Environment=BROADCAST_OPS_CODE_CACHE=/var/lib/${value('StateDirectory') ?? '-'}/v8-cache$`,
+        'm',
+      ),
     );
     for (const [k, v] of [
       ['NoNewPrivileges', 'yes'],

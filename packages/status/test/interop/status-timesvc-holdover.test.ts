@@ -49,12 +49,12 @@ test('a real timesvc whose GPSDO is lost: green while LOCKED, then amber HOLDOVE
   const env = { NODE_OPTIONS: '' };
   const timesvc = startProcess(
     process.execPath,
-    [join(repoRoot, 'packages/timesvc/dist/main.js'), '--config', join(tmp.path, 'timesvc.yaml')],
+    [join(repoRoot, 'packages/timesvc/dist/start.cjs'), '--config', join(tmp.path, 'timesvc.yaml')],
     { env },
   );
   const status = startProcess(
     process.execPath,
-    [join(repoRoot, 'packages/status/dist/main.js'), '--config', join(tmp.path, 'status.json')],
+    [join(repoRoot, 'packages/status/dist/start.cjs'), '--config', join(tmp.path, 'status.json')],
     { env },
   );
   const fleet = async (): Promise<Fleet['services'][number] | undefined> => {
