@@ -69,6 +69,9 @@ export function startPackages(packagesDir) {
  */
 const LAZY_BUILTIN = /^const (\w+) = require\((['"])(?:node:)?(https|http2|tls|zlib)\2\);?$/gm;
 
+/** `createRequire(import.meta.url)('<package>')`, a package by name (not a relative path). */
+const CREATE_REQUIRE_BY_NAME = /\bcreateRequire\(import\.meta\.url\)\((['"])([@a-z][\w./@-]*)\1\)/g;
+
 /**
  * Each bundled module as it goes into the bundle: its `import.meta.url` (as code: esbuild's `define`, so
  * text such as a banner written for another bundle is left alone) the URL of the file it came from; the
@@ -84,6 +87,10 @@ function sourcePlugin(outfile) {
         let contents = text;
         if (/[/\\]node_modules[/\\]/.test(args.path))
           contents = contents.replace(LAZY_BUILTIN, "const $1 = __lazyBuiltin('node:$3');");
+        // A package a module loads on use through its own require (core's YAML parser: config.ts), by
+        // name: bundled like an import, still loaded only when that code runs (esbuild's lazy CommonJS
+        // wrapper); an external one stays Node's to load.
+        contents = contents.replace(CREATE_REQUIRE_BY_NAME, 'require($1$2$1)');
         if (contents.includes('import.meta.url')) {
           const rel = JSON.stringify(relative(dirname(outfile), args.path));
           const { code } = await esbuild.transform(contents, {

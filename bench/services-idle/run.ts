@@ -3,10 +3,11 @@
  * runtime — a bare Node process that only opens an HTTP port — measured in the same run. Each service starts as `npm start` starts it (its package.json `toolkit.start`: the demo config,
  * the start file `dist/start.cjs` when built: docs/at-rest.md "One start file"), so the figures are what an operator's machine carries.
  *
- *   npx tsx bench/services-idle/run.ts [--rounds 3] [--idle 30] [--settle 45] [--only punch,timesvc]
+ *   npx tsx bench/services-idle/run.ts [--rounds 3] [--ready-samples 5] [--idle 30] [--settle 45] [--only punch,timesvc]
  *                                      [--simulators]
  *
- * Each round measures the bare process first, then every service: the time to ready of each alone, then
+ * Each round measures the bare process first, then every service: the time to ready of each alone (the median
+ * of --ready-samples starts, taken in turns), then
  * RSS and CPU with all of them at rest together after `--settle` seconds (`round` below). It prints its own
  * table (each ratio beside its anchor, the bare process of that round); with --rounds > 1 a last table gives each figure's
  * median over the rounds. The demo starts in-process simulators for two services (playout-monitor's
@@ -38,11 +39,14 @@ const { values } = parseArgs({
     settle: { type: 'string' },
     only: { type: 'string' },
     rounds: { type: 'string' },
+    'ready-samples': { type: 'string' },
     'no-simulators': { type: 'boolean' },
     simulators: { type: 'boolean' },
   },
 });
 const ROUNDS = Math.max(1, Math.min(10, Number(values.rounds ?? 1)));
+/** Starts per target and round for its time to ready (the median is the round's figure). */
+const READY_SAMPLES = Math.max(1, Math.min(21, Number(values['ready-samples'] ?? 5)));
 const IDLE_S = Number(values.idle ?? 30);
 const SETTLE_S = Number(values.settle ?? 45);
 const ONLY = values.only?.split(',');
@@ -194,12 +198,16 @@ async function stop(child: ChildProcess): Promise<void> {
  * sharing the window costs them little and a round takes about one window instead of one per target.
  */
 async function measureRound(targets: readonly Target[]): Promise<Figures[]> {
-  const readyMs: number[] = [];
-  for (const t of targets) {
-    const s = await start(t);
-    readyMs.push(s.readyMs);
-    await stop(s.child);
-  }
+  // READY_SAMPLES starts of each, taken in turns (the bare process, then each service, again), so a burst
+  // of other work on the machine falls on every target alike; each target's median is its figure.
+  const samples: number[][] = targets.map(() => []);
+  for (let k = 0; k < READY_SAMPLES; k++)
+    for (const [i, t] of targets.entries()) {
+      const s = await start(t);
+      samples[i]!.push(s.readyMs);
+      await stop(s.child);
+    }
+  const readyMs = samples.map((xs) => median(xs));
   const running: Started[] = [];
   try {
     for (const t of targets) running.push(await start(t));

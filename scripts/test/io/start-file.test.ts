@@ -3,7 +3,7 @@
  * dist/main.js into dist/main.bundle.cjs, and dist/start.cjs (scripts/start-launcher.cjs) runs it with V8's
  * code cache of the last start. On a package made here, so each case is the one it names: each module's
  * import.meta.url is its own file's; the cache is written after a start, used by the next, refused when
- * it is not this bundle's and replaced; a dependency's zlib, TLS or HTTP/2 loads on first use, one file per Node.js version; a cache that cannot be written costs
+ * it is not this bundle's and replaced; a package required by name through createRequire is bundled; a dependency's zlib, TLS or HTTP/2 loads on first use, one file per Node.js version; a cache that cannot be written costs
  * nothing; the cache may live elsewhere (BROADCAST_OPS_CODE_CACHE). The services' own start files are run by every test that starts a service through its bin, and
  * npm-start.test.ts checks their caches.
  */
@@ -135,6 +135,20 @@ test('the start file runs the bundle; each module keeps its own import.meta.url;
   assert.equal(bundle(uses).status, 0);
   const l = start(uses);
   assert.equal(l.stdout, 'before: false\nlevel: 9\nafter: true\nround trip: ok\n');
+
+  // A package a module requires by name through createRequire (core's YAML parser) is in the bundle:
+  // the start still finds it with the package gone from node_modules.
+  const own = tempDir('start-file-require-');
+  t.after(() => own.remove());
+  const byName = fixture(
+    own.path,
+    "import { createRequire } from 'node:module';\n" +
+      "console.log(`level: ${createRequire(import.meta.url)('lazy-dep').level()}`);\n",
+  );
+  assert.equal(bundle(byName).status, 0);
+  rmSync(join(byName, 'node_modules', 'lazy-dep'), { recursive: true });
+  const n = start(byName);
+  assert.equal(n.stdout, 'level: 9\n', n.stderr);
 
   const other = tempDir('start-file-meta-');
   t.after(() => other.remove());
