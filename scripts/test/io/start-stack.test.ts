@@ -144,10 +144,12 @@ test('a busy port is named on the console with the way to move it, and nothing s
 
 test('launcher reports a service that dies at start and exits non-zero', async () => {
   const p = await ports();
-  const launcher = launch({ DEMO_PORT: 'not-a-port', DEMO_MARKER: '/dev/null' }, [
-    '--port-offset',
-    String(p.offset),
-  ]);
+  // The demo dies by itself; its port stays a port, so the status service's configuration (its URLs come
+  // from the demo's) stays valid and the status service does not die first of a refused one.
+  const launcher = launch(
+    { DEMO_PORT: String(p.demoBase), DEMO_MARKER: '/dev/null', DEMO_FAIL_AT_START: '1' },
+    ['--port-offset', String(p.offset)],
+  );
   const exit = await launcher.exited;
   assert.equal(exit.code, 1);
   assert.match(launcher.output(), /demo-service exited unexpectedly with 1/);
