@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { silentLogger } from '@broadcast-ops/core';
 import { configSchema } from '../../src/config.ts';
-import { Discipline, median } from '../../src/domain/discipline.ts';
+import { Discipline } from '../../src/domain/discipline.ts';
 import { nextMonthStartUnixMs } from '../../src/domain/leap.ts';
 import type { ReferenceSample } from '../../src/domain/reference-source.ts';
 import { ManualClock } from '@broadcast-ops/core/testing';
@@ -13,7 +13,7 @@ import { ReferenceSelection, type SourceEntry } from '../../src/domain/reference
 import { delayGate, runJitter } from '../../src/domain/sample-run.ts';
 import { GpsdoSource } from '../../src/io/gpsdo.ts';
 import type { Ticker } from '../../src/io/service-tick.ts';
-import { DisciplineBefore } from '../helpers/discipline-before.ts';
+import { DisciplineBefore, median } from '../helpers/discipline-before.ts';
 
 /** runJitter as it was written before: on a copy of the last 8 samples. */
 function runJitterBefore(run: readonly ReferenceSample[], floorS: number): number {

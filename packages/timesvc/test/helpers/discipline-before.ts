@@ -6,7 +6,6 @@ import {
   SGATE,
   UNKNOWN_FREQ_ERROR,
   coverage,
-  median,
   phaseCoverage,
   type AddOutcome,
   type Estimate,
@@ -236,4 +235,12 @@ export class DisciplineBefore {
       this.#points = pts.slice(Math.floor(n / 2));
     }
   }
+}
+
+/** The median of `values` (sorted copy), as the estimator before used it. */
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return 0;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
 }
