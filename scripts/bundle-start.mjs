@@ -10,8 +10,10 @@
  *   from dist/main.js.
  * - Left to Node's own loader (external): packages with native code (better-sqlite3), the ones a service
  *   loads only when it needs them, which would otherwise be read and compiled at every start (core's
- *   schema compilers, the Redis client, the QR encoder, fastify's `inject`, esbuild itself), and
- *   prom-client, whose files core names by path.
+ *   schema compilers, the Redis client, the QR encoder, fastify's `inject`, esbuild itself). A package a
+ *   module requires by name with its own `createRequire` (core's YAML parser, prom-client's files) is
+ *   bundled, and still runs only when that code runs.
+ * - ASCII text in its own CommonJS wrapper, so the launcher reads it as Latin-1 and compiles it as read.
  * - Whitespace and syntax are minified, names are not: a stack trace still names its functions, and
  *   `node --enable-source-maps` maps it back to the compiled files through the map (at-rest.md says why
  *   minifying at all: V8 reads a smaller cache faster).
@@ -36,7 +38,6 @@ const here = dirname(fileURLToPath(import.meta.url));
 export const EXTERNAL = [
   'better-sqlite3',
   'ioredis',
-  'prom-client',
   'fast-json-stringify',
   '@fastify/ajv-compiler',
   'ajv',
@@ -69,6 +70,13 @@ export function startPackages(packagesDir) {
  */
 const LAZY_BUILTIN = /^const (\w+) = require\((['"])(?:node:)?(https|http2|tls|zlib)\2\);?$/gm;
 
+/**
+ * zod's index of its error messages' languages (`z.locales`): 300 kB of every bundle, of which the toolkit,
+ * whose messages are English, uses only zod's default, `en`; no code of ours names another. In the bundle
+ * the index holds `en` alone.
+ */
+const ZOD_LOCALES = /[/\\]node_modules[/\\]zod[/\\]v4[/\\]locales[/\\]index\.js$/;
+
 /** `createRequire(import.meta.url)('<package>')`, a package by name (not a relative path). */
 const CREATE_REQUIRE_BY_NAME = /\bcreateRequire\(import\.meta\.url\)\((['"])([@a-z][\w./@-]*)\1\)/g;
 
@@ -83,6 +91,12 @@ function sourcePlugin(outfile) {
     name: 'start-file-sources',
     setup(build) {
       build.onLoad({ filter: /\.[mc]?js$/ }, async (args) => {
+        if (ZOD_LOCALES.test(args.path))
+          return {
+            contents: "export { default as en } from './en.js';",
+            loader: 'js',
+            resolveDir: dirname(args.path),
+          };
         const text = readFileSync(args.path, 'utf8');
         let contents = text;
         if (/[/\\]node_modules[/\\]/.test(args.path))
@@ -106,12 +120,34 @@ function sourcePlugin(outfile) {
   };
 }
 
-const BANNER = [
-  "const __moduleUrl = (rel) => require('node:url').pathToFileURL(require('node:path').join(__dirname, rel)).href;",
-  'const __lazyBuiltin = (id) => { let m; const load = () => (m ??= require(id));',
+/**
+ * The launcher reads the bundle as Latin-1 (scripts/start-launcher.cjs): a one-byte string copied once,
+ * where UTF-8 decoding costs a second copy (docs/at-rest.md "One start file"). Both read ASCII alike, and
+ * esbuild writes ASCII (`charset: 'ascii'`); a byte above 0x7f would be read wrong, so it fails the build.
+ */
+export function assertAscii(file) {
+  const bytes = readFileSync(file);
+  const at = bytes.findIndex((b) => b > 0x7f);
+  if (at >= 0) throw new Error(`${file}: byte 0x${bytes[at].toString(16)} at ${at} is not ASCII`);
+}
+
+/**
+ * The bundle is its own CommonJS wrapper (`Module.wrap`'s): the banner opens it, and the footer closes it.
+ * The banner's `"use strict"` keeps the bundled ES modules strict, as they are when Node loads them (esbuild
+ * writes CommonJS without one unless its input has one; the services' bundles always had its own, which
+ * counts only as the first statement, hence here). The two
+ * helpers each module's code may call are function declarations in the footer, in scope (hoisted) from the
+ * first line: `__moduleUrl` (the `import.meta.url` of the file a module came from) and `__lazyBuiltin`
+ * (a builtin loaded on its first property read).
+ */
+const BANNER = "(function (exports, require, module, __filename, __dirname) { 'use strict';";
+const FOOTER = [
+  "function __moduleUrl(rel) { return require('node:url').pathToFileURL(require('node:path').join(__dirname, rel)).href; }",
+  'function __lazyBuiltin(id) { let m; const load = () => (m ??= require(id));',
   '  return new Proxy({}, { get: (_, k) => load()[k], has: (_, k) => k in load(),',
   '    ownKeys: () => Reflect.ownKeys(load()),',
-  '    getOwnPropertyDescriptor: (_, k) => ({ ...Reflect.getOwnPropertyDescriptor(load(), k), configurable: true }) }); };',
+  '    getOwnPropertyDescriptor: (_, k) => ({ ...Reflect.getOwnPropertyDescriptor(load(), k), configurable: true }) }); }',
+  '});',
 ].join('\n');
 
 /**
@@ -156,7 +192,12 @@ export async function bundleStart(pkgDir) {
     minifyWhitespace: true,
     minifySyntax: true,
     sourcemap: 'linked',
+    // The bundle is its own CommonJS wrapper (BANNER, FOOTER): the launcher compiles the file's text as
+    // read, one flat string, where `Module.wrap` would make V8 copy it (1.5 MB) into a new one first.
     banner: { js: BANNER },
+    footer: { js: FOOTER },
+    // Non-ASCII characters escaped, so the launcher may read the file as Latin-1 (checked below).
+    charset: 'ascii',
     plugins: [sourcePlugin(outfile)],
     // No `import()` left to Node's ES module loader, which a script run by vm.Script resolves from
     // elsewhere: an external one becomes a `require` (every external is CommonJS).
@@ -165,6 +206,7 @@ export async function bundleStart(pkgDir) {
     logLevel: 'error',
     metafile: true,
   });
+  assertAscii(outfile);
   copyFileSync(join(here, 'start-launcher.cjs'), join(dist, 'start.cjs'));
   const inputs = Object.keys(result.metafile.inputs).map((f) => resolve(f));
   writeFileSync(stamp, JSON.stringify({ key: inputsKey(inputs), inputs }));

@@ -42,7 +42,9 @@ try {
 } catch {
   cachedData = undefined;
 }
-const script = new vm.Script(Module.wrap(readFileSync(bundle, 'utf8')), {
+// The bundle is ASCII and carries its own CommonJS wrapper (scripts/bundle-start.mjs): read as Latin-1,
+// its text is one flat string copied once, as V8 compiles it.
+const script = new vm.Script(readFileSync(bundle, 'latin1'), {
   filename: bundle,
   cachedData,
   importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,

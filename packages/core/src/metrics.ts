@@ -9,22 +9,31 @@ import type * as PromClient from 'prom-client';
  * `lib/counter.js`, ...), so the classes are the same objects either way; the core test
  * test/app/metrics.test.ts checks that.
  */
-const fromPromClient = createRequire(import.meta.url);
-export const Registry = fromPromClient('prom-client/lib/registry') as typeof PromClient.Registry;
+// Each required by name with the module's own `createRequire`, written out in full: the start file bundles
+// a package required that way (scripts/bundle-start.mjs, docs/at-rest.md "One start file").
+export const Registry = createRequire(import.meta.url)(
+  'prom-client/lib/registry',
+) as typeof PromClient.Registry;
 export type Registry<T extends PromClient.RegistryContentType = PromClient.PrometheusContentType> =
   PromClient.Registry<T>;
-export const Counter = fromPromClient('prom-client/lib/counter') as typeof PromClient.Counter;
+export const Counter = createRequire(import.meta.url)('prom-client/lib/counter') as typeof PromClient.Counter;
 export type Counter<T extends string = string> = PromClient.Counter<T>;
-export const Gauge = fromPromClient('prom-client/lib/gauge') as typeof PromClient.Gauge;
+export const Gauge = createRequire(import.meta.url)('prom-client/lib/gauge') as typeof PromClient.Gauge;
 export type Gauge<T extends string = string> = PromClient.Gauge<T>;
-export const Histogram = fromPromClient('prom-client/lib/histogram') as typeof PromClient.Histogram;
+export const Histogram = createRequire(import.meta.url)(
+  'prom-client/lib/histogram',
+) as typeof PromClient.Histogram;
 export type Histogram<T extends string = string> = PromClient.Histogram<T>;
 
 /** prom-client's default metrics, loaded by the first registry that asks for them. */
 function collectDefaultMetrics(
   config: PromClient.DefaultMetricsCollectorConfiguration<PromClient.PrometheusContentType>,
 ): void {
-  (fromPromClient('prom-client/lib/defaultMetrics') as typeof PromClient.collectDefaultMetrics)(config);
+  (
+    createRequire(import.meta.url)(
+      'prom-client/lib/defaultMetrics',
+    ) as typeof PromClient.collectDefaultMetrics
+  )(config);
 }
 
 /**

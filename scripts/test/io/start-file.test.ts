@@ -3,7 +3,7 @@
  * dist/main.js into dist/main.bundle.cjs, and dist/start.cjs (scripts/start-launcher.cjs) runs it with V8's
  * code cache of the last start. On a package made here, so each case is the one it names: each module's
  * import.meta.url is its own file's; the cache is written after a start, used by the next, refused when
- * it is not this bundle's and replaced; a package required by name through createRequire is bundled; a dependency's zlib, TLS or HTTP/2 loads on first use, one file per Node.js version; a cache that cannot be written costs
+ * it is not this bundle's and replaced; the bundle is strict code, ASCII, and its own CommonJS wrapper; a package required by name through createRequire is bundled; a dependency's zlib, TLS or HTTP/2 loads on first use, one file per Node.js version; a cache that cannot be written costs
  * nothing; the cache may live elsewhere (BROADCAST_OPS_CODE_CACHE). The services' own start files are run by every test that starts a service through its bin, and
  * npm-start.test.ts checks their caches.
  */
@@ -156,6 +156,41 @@ test('the start file runs the bundle; each module keeps its own import.meta.url;
   const rb = bundle(refused);
   assert.notEqual(rb.status, 0);
   assert.match(rb.stderr, /\[empty-import-meta\]/);
+});
+
+test('the bundle runs as its modules were written: strict, its text as written, its own CommonJS wrapper', async (t) => {
+  const tmp = tempDir('start-file-strict-');
+  t.after(() => tmp.remove());
+  const pkg = fixture(
+    tmp.path,
+    [
+      // An ES module is strict: a write to a frozen object throws (in sloppy code it is ignored).
+      'const frozen = Object.freeze({ a: 1 });',
+      'let threw = false;',
+      'try { frozen.a = 2; } catch { threw = true; }',
+      'console.log(`strict: ${threw}`);',
+      "console.log(`text: ${'caf\u00e9 \u2713'} café ✓`);",
+    ].join('\n'),
+  );
+  assert.equal(bundle(pkg).status, 0);
+  const text = readFileSync(join(pkg, 'dist', 'main.bundle.cjs'));
+  // ASCII throughout (the launcher reads it as Latin-1), and its own wrapper on the first line.
+  assert.equal(
+    text.findIndex((b) => b > 0x7f),
+    -1,
+  );
+  assert.match(
+    text.toString('latin1'),
+    /^\(function \(exports, require, module, __filename, __dirname\) \{ 'use strict';\n/,
+  );
+  const r = start(pkg);
+  assert.equal(r.stdout, 'strict: true\ntext: café ✓ café ✓\n', r.stderr);
+
+  // A file that is not ASCII is refused by the build's check, not read wrong by the launcher.
+  const { assertAscii } = (await import(bundleStart)) as { assertAscii: (file: string) => void };
+  const bad = join(tmp.path, 'not-ascii.cjs');
+  writeFileSync(bad, "console.log('café');\n");
+  assert.throws(() => assertAscii(bad), /byte 0xc3 at 16 is not ASCII/);
 });
 
 test('the code cache: written after a start, used by the next, refused and replaced when not this bundle’s, one per Node.js version', (t) => {

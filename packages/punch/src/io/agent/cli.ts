@@ -1,5 +1,4 @@
 import { createLogger, type CliCommand } from '@broadcast-ops/core';
-import { PunchAgent, parseJoinLink, streamOfToken } from './agent.ts';
 
 /** The agent's last line for a `session_closed` reason (spec: admin_closed, ttl_expired, error). */
 function closedText(reason: string): string {
@@ -15,6 +14,9 @@ function closedText(reason: string): string {
 
 /** `punch agent`: one end of an SRT link, driven by the broker (docs/agent.md). */
 async function agent(values: Record<string, unknown>): Promise<void> {
+  // Loaded when the sub-command runs: `punch serve` names this command at every start and uses none of it
+  // (docs/at-rest.md "What was cut").
+  const { PunchAgent, parseJoinLink, streamOfToken } = await import('./agent.ts');
   const str = (k: string): string | undefined => (typeof values[k] === 'string' ? values[k] : undefined);
   const fail = (message: string, code = 2): void => {
     process.stderr.write(`punch agent: ${message}\n`);
