@@ -6,6 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { crc32 } from 'node:zlib';
+import fc from 'fast-check';
 import {
   scanRecords,
   encodeRecord,
@@ -29,4 +30,42 @@ test('record framing: length + CRC-32 big endian, body spliced without re-serial
     [7, 8],
   );
   assert.deepEqual(r.records[1]!.m, { é: 'ü' });
+});
+
+test('a zero tail after the records is unused space; any other byte in it is damage, wherever it is', () => {
+  const records = Buffer.concat([
+    encodeRecord({ o: 1, t: 1000, k: 'state', m: { a: 1 } }),
+    encodeRecord({ o: 2, t: 1001, k: 'state', m: { b: 2 } }),
+  ]);
+  // Tails up to past two of the scan's 64 KiB chunks; a non-zero byte anywhere in one, its edges included.
+  const tail = fc.integer({ min: 1, max: 140 * 1024 });
+  fc.assert(
+    fc.property(
+      tail,
+      fc.double({ min: 0, max: 1, noNaN: true }),
+      fc.integer({ min: 1, max: 255 }),
+      (n, where, byte) => {
+        const zeros = Buffer.concat([records, Buffer.alloc(n)]);
+        const clean = scanRecords(zeros);
+        assert.equal(clean.stopReason, 'zero-fill');
+        assert.equal(clean.goodBytes, records.length);
+        assert.equal(clean.records.length, 2);
+        const at = records.length + Math.min(n - 1, Math.floor(where * n));
+        zeros[at] = byte;
+        const damaged = scanRecords(zeros);
+        assert.notEqual(damaged.stopReason, 'zero-fill', `byte ${byte} at ${at - records.length} of ${n}`);
+        assert.notEqual(damaged.stopReason, undefined);
+        assert.equal(damaged.goodBytes, records.length);
+      },
+    ),
+    {
+      numRuns: 200,
+      examples: [
+        [64 * 1024, 1, 1],
+        [64 * 1024 + 1, 1, 7],
+        [1, 0, 255],
+        [128 * 1024, 0.5, 3],
+      ],
+    },
+  );
 });
