@@ -49,6 +49,10 @@
 #define ADDR_BYTES 24
 /* Replies per sendmmsg() between two readings of the clock (bounds the T3 error, docs/performance.md). */
 #define TX_CHUNK 8
+/* Sealed NTS replies sent together: each one's T3 is read just before its own seal, then at most
+ * NTS_TX_CHUNK - 1 further seals, and at most TX_CHUNK - 1 sends, come before it reaches the kernel
+ * (docs/performance.md "The batched socket path"). */
+#define NTS_TX_CHUNK 4
 #define CTRL_BYTES 64
 /* Datagrams the native thread may queue for JavaScript; more are dropped and counted (bounded memory). */
 #define RING 512
@@ -627,7 +631,7 @@ static int native_batch(endpoint_t *ep, native_t *nv) {
   STAT_ADD(nv, ST_DATAGRAMS, n);
   if ((uint64_t)n > nv->stats[ST_LARGEST]) __atomic_store_n(&nv->stats[ST_LARGEST], (uint64_t)n, __ATOMIC_RELAXED);
   STAT_ADD(nv, ST_REQUESTS, n);
-  int out = 0, forwarded = 0;
+  int out = 0, forwarded = 0, sealed_queued = 0;
   for (int i = 0; i < n; i++) {
     struct msghdr *h = &nv->msgs[i].msg_hdr;
     if (h->msg_flags & MSG_TRUNC) {
@@ -691,9 +695,13 @@ static int native_batch(endpoint_t *ep, native_t *nv) {
           STAT_ADD(nv, ST_RESPONSES, 1);
           STAT_ADD(nv, ST_NTS_AUTHENTIC, 1);
           queue_reply(nv, out++, i, big, sealed, 0);
-          /* Sent at once with what is queued before it: one seal between T3 and the kernel. */
-          flush(ep, nv, &sv, out);
-          out = 0;
+          /* Sent with what is queued before it once NTS_TX_CHUNK are sealed (or the batch ends): at most
+           * NTS_TX_CHUNK - 1 seals after this one's T3, one sendmmsg() for them instead of one each. */
+          if (++sealed_queued >= NTS_TX_CHUNK) {
+            flush(ep, nv, &sv, out);
+            out = 0;
+            sealed_queued = 0;
+          }
           continue;
         }
         plain = 0; /* the piece ended, or sealing failed: JavaScript answers */
@@ -716,6 +724,12 @@ static int native_batch(endpoint_t *ep, native_t *nv) {
     nf_served_write(&sv, at, nv->out[out] + 32); /* receive timestamp */
     queue_reply(nv, out, i, nv->out[out], 48, 1);
     out++;
+    if (sealed_queued > 0 && out >= TX_CHUNK) {
+      /* A sealed reply waits behind at most TX_CHUNK - 1 others, as a plain one of a chunk does. */
+      flush(ep, nv, &sv, out);
+      out = 0;
+      sealed_queued = 0;
+    }
   }
   if (forwarded > 0) uv_async_send(&ep->async_wake);
   flush(ep, nv, &sv, out);

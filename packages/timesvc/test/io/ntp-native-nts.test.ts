@@ -112,6 +112,43 @@ test('an authentic NTS request is answered on the native thread, the reply authe
   }
 });
 
+test('bursts of NTS and plain requests: every reply arrives, each authentic one for its own request', async () => {
+  // The thread sends sealed replies NTS_TX_CHUNK at a time and at the end of a batch (native/mmsg.c,
+  // docs/performance.md "The batched socket path"); bursts make batches of several datagrams, so replies
+  // leave in chunks, at the batch's end and after plain ones.
+  const { sock, next } = await client();
+  try {
+    const f0 = forwarded();
+    for (let burst = 0; burst < 20; burst++) {
+      const sessions = Array.from({ length: 12 }, () => session());
+      const sent = new Map<number, NtsClientSession | undefined>();
+      for (let i = 0; i < 18; i++) {
+        const seq = burst * 100 + i;
+        // Every third a plain request between the NTS ones.
+        const s = i % 3 === 2 ? undefined : sessions[i - Math.floor(i / 3)];
+        sent.set(seq, s);
+        sock.send(s ? s.wrap(header(seq))! : header(seq), port, '127.0.0.1');
+      }
+      for (let k = 0; k < 18; k++) {
+        const reply = await next();
+        assert.ok(reply, `burst ${burst}: reply ${k} of 18`);
+        const seq = reply.readUInt32BE(28);
+        assert.ok(sent.has(seq), `burst ${burst}: a reply to a request sent (${seq})`);
+        const s = sent.get(seq);
+        sent.delete(seq);
+        if (s === undefined) assert.equal(reply.length, 48, 'a plain reply to a plain request');
+        else assert.equal(s.unwrap(reply).kind, 'authentic', `burst ${burst}: ${seq}`);
+      }
+      assert.equal(sent.size, 0);
+    }
+    assert.equal(forwarded() - f0, 0, 'none went to JavaScript');
+    const largest = server.batchStats.largest;
+    assert.ok(largest >= 5, `the bursts made batches of several datagrams (largest ${largest})`);
+  } finally {
+    sock.close();
+  }
+});
+
 test('a tampered authenticator goes to JavaScript, which answers NTSN; a cookie under an unknown key too', async () => {
   const s = session();
   const { sock, next } = await client();
