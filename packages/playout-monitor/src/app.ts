@@ -5,11 +5,7 @@
  * loopback address (demo).
  */
 import { ConfigError, type Service, type ServiceContext } from '@broadcast-ops/core';
-import {
-  startDemoSimulators,
-  type DemoDevice,
-  type SimulatorHandle,
-} from '@broadcast-ops/simulators/playout';
+import type { DemoDevice, SimulatorHandle } from '@broadcast-ops/simulators/playout';
 import { loadMonitorConfig, serverPort, type MonitorConfig } from './config.ts';
 import { loadAdminToken, type AdminTokenResult } from './io/access.ts';
 import { PlayoutService, type StartedService } from './playout-service.ts';
@@ -65,6 +61,8 @@ export function playoutApp(ctx: ServiceContext<PlayoutSetup>): Service {
         );
       }
       if (ctx.values['with-simulators'] === true) {
+        // The simulators load only for the demo (docs/at-rest.md at the repository root, "What was cut").
+        const { startDemoSimulators } = await import('@broadcast-ops/simulators/playout');
         sims = await startDemoSimulators(demoDevices(config), started.oscPorts);
         stops = sims.map((s) => s.demo());
         for (const s of sims) ctx.logger.info({ simulator: s.describe() }, 'demo simulator running');

@@ -10,7 +10,7 @@ import '@broadcast-ops/core/start-heap';
 void Promise.all([
   import('@broadcast-ops/core'),
   import('./app.ts'),
-  import('@broadcast-ops/simulators/playout'),
+  import('@broadcast-ops/simulators/playout/cli'),
   import('./config.ts'),
 ]).then(
   async ([{ runService }, { loadPlayoutSetup, playoutApp }, { simulateCommand }, { DEFAULT_PORTS }]) => {

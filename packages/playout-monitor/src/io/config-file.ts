@@ -5,11 +5,12 @@
  * vMix passwords).
  */
 import { constants } from 'node:fs';
-import { open, rename, rm, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import type { MonitorConfig } from '../config.ts';
 
 export async function writeConfigAtomically(path: string, config: MonitorConfig): Promise<void> {
+  // node:fs/promises loads with the first save, not at every start (docs/at-rest.md "What was cut").
+  const { open, rename, rm, stat } = await import('node:fs/promises');
   const text = JSON.stringify(config, null, 2) + '\n';
   let mode = 0o600;
   try {

@@ -15,7 +15,6 @@
  * but not as the device kind does), `http` (another HTTP status), `no_data` (OSC: nothing arrived).
  */
 import { connect } from 'node:net';
-import { connect as tlsConnect } from 'node:tls';
 import type { OutputView } from '../domain/output-view.ts';
 
 export interface ConnectionTarget {
@@ -80,7 +79,9 @@ export function networkCause(
 }
 
 /** Does the peer complete a TLS handshake? (Certificate not checked: this only names the mismatch.) */
-function speaksTls(t: ConnectionTarget): Promise<boolean> {
+async function speaksTls(t: ConnectionTarget): Promise<boolean> {
+  // node:tls loads with the first test that needs it, not at every start (docs/at-rest.md "What was cut").
+  const { connect: tlsConnect } = await import('node:tls');
   return new Promise((resolve) => {
     const socket = tlsConnect({
       host: t.ip,

@@ -3,10 +3,7 @@
  * monitor's README "Simulators"). A tool for tests and demos, beside the simulators it runs; the monitor's CLI
  * mounts it with its own default ports (the port a CasparCG sends OSC to is the monitor's, not the device's).
  */
-import { createInterface } from 'node:readline';
 import type { CliCommand } from '@broadcast-ops/core';
-import { CASPAR_LAYOUTS } from './casparcg-sim.ts';
-import { simulatorKind, startSimulator } from './handle.ts';
 
 /** Default port per device type: the monitor's `settings.defaultPorts`. */
 export type SimulatorDefaultPorts = Readonly<Record<'osc_player' | 'http_mixer' | 'tcp_recorder', number>>;
@@ -16,6 +13,13 @@ async function simulate(
   values: Record<string, unknown>,
   positionals: string[],
 ): Promise<void> {
+  // The simulators load when the sub-command runs: the monitor names this command at every start
+  // (docs/at-rest.md at the repository root, "What was cut").
+  const [{ createInterface }, { CASPAR_LAYOUTS }, { simulatorKind, startSimulator }] = await Promise.all([
+    import('node:readline'),
+    import('./casparcg-sim.ts'),
+    import('./handle.ts'),
+  ]);
   const kind = simulatorKind(positionals[0] ?? '');
   if (!kind) {
     process.stderr.write(
