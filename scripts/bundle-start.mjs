@@ -134,8 +134,8 @@ export function assertAscii(file) {
 /**
  * The bundle is its own CommonJS wrapper (`Module.wrap`'s): the banner opens it, and the footer closes it.
  * The banner's `"use strict"` keeps the bundled ES modules strict, as they are when Node loads them (esbuild
- * writes CommonJS without one unless its input has one; the services' bundles always had its own, which
- * counts only as the first statement, hence here). The two
+ * writes CommonJS without one unless told, here by tsconfig's `strict`, and then as the file's first
+ * statement, which a banner before it would turn into an expression; docs/at-rest.md "One start file"). The two
  * helpers each module's code may call are function declarations in the footer, in scope (hoisted) from the
  * first line: `__moduleUrl` (the `import.meta.url` of the file a module came from) and `__lazyBuiltin`
  * (a builtin loaded on its first property read).
