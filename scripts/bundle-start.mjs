@@ -8,9 +8,10 @@
  * - Each module's `import.meta.url` becomes its own compiled file's URL (dist/ and node_modules stay where
  *   they are), so a path built from it (pages, package.json, the native addon) names the same file as
  *   from dist/main.js.
- * - Left to Node's own loader (external): packages with native code (better-sqlite3), the ones a service
- *   loads only when it needs them, which would otherwise be read and compiled at every start (core's
- *   schema compilers, the Redis client, the QR encoder, fastify's `inject`, esbuild itself). A package a
+ * - Left to Node's own loader (external): native addons (`*.node`; better-sqlite3's is named by its path,
+ *   punch's io/sqlite-driver.ts), and the packages a service loads only when it needs them, which would
+ *   otherwise be read and compiled at every start (core's schema compilers, the Redis client, the QR
+ *   encoder, fastify's `inject`, esbuild itself). A package a
  *   module requires by name with its own `createRequire` (core's YAML parser, prom-client's files) is
  *   bundled, and still runs only when that code runs.
  * - ASCII text in its own CommonJS wrapper, so the launcher reads it as Latin-1 and compiles it as read.
@@ -36,7 +37,6 @@ const here = dirname(fileURLToPath(import.meta.url));
 
 /** Loaded by Node when used, not read into the start file (see above). */
 export const EXTERNAL = [
-  'better-sqlite3',
   'ioredis',
   'fast-json-stringify',
   '@fastify/ajv-compiler',

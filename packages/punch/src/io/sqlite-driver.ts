@@ -73,13 +73,16 @@ interface NodeSqliteModule {
     close(): void;
   };
 }
-type BetterSqliteCtor = new (path: string) => {
+type BetterSqliteCtor = new (
+  path: string,
+  options?: { nativeBinding?: string | undefined },
+) => {
   exec(sql: string): void;
   prepare(sql: string): SqliteStatement;
   close(): void;
 };
 
-const require = createRequire(import.meta.url);
+const requireHere = createRequire(import.meta.url);
 let nodeSqlite: NodeSqliteModule | null | undefined;
 let betterSqlite: BetterSqliteCtor | null | undefined;
 
@@ -92,7 +95,7 @@ function loadNodeSqlite(): NodeSqliteModule | null {
     Reflect.apply(original, process, [warning, ...rest]);
   });
   try {
-    nodeSqlite = require('node:sqlite') as NodeSqliteModule;
+    nodeSqlite = requireHere('node:sqlite') as NodeSqliteModule;
   } catch {
     nodeSqlite = null; // Node 20, or 22 before 22.13 without --experimental-sqlite
   } finally {
@@ -102,6 +105,14 @@ function loadNodeSqlite(): NodeSqliteModule | null {
 }
 
 /**
+ * better-sqlite3's compiled addon, named by its path (`nativeBinding`): its own lookup (the `bindings`
+ * package) finds it from the caller's file, which in the start file (docs/at-rest.md "One start file",
+ * where better-sqlite3's JavaScript is bundled) is the bundle, not the package; and named, it costs no
+ * search (about 5 ms of the broker's start).
+ */
+let betterSqliteAddon: string | undefined;
+
+/**
  * better-sqlite3 if its addon loads: the package's JavaScript loads without it and finds the compiled addon
  * only when a database is opened, so one in-memory database is opened here. An install that never built it
  * (scripts skipped, no compiler) counts as absent instead of failing at the first open.
@@ -109,8 +120,10 @@ function loadNodeSqlite(): NodeSqliteModule | null {
 function loadBetterSqlite(): BetterSqliteCtor | null {
   if (betterSqlite !== undefined) return betterSqlite;
   try {
-    const ctor = require('better-sqlite3') as BetterSqliteCtor;
-    new ctor(':memory:').close();
+    // Required by name with this module's createRequire, written out, so the start file bundles it.
+    const ctor = createRequire(import.meta.url)('better-sqlite3') as BetterSqliteCtor;
+    betterSqliteAddon = requireHere.resolve('better-sqlite3/build/Release/better_sqlite3.node');
+    new ctor(':memory:', { nativeBinding: betterSqliteAddon }).close();
     betterSqlite = ctor;
   } catch {
     betterSqlite = null;
@@ -165,7 +178,7 @@ export function openSqlite(
   } else {
     const Ctor = loadBetterSqlite();
     if (!Ctor) throw new Error('better-sqlite3 is not installed or did not build');
-    raw = new Ctor(file);
+    raw = new Ctor(file, { nativeBinding: betterSqliteAddon });
   }
   let open = true;
   return {
