@@ -210,8 +210,12 @@ export const configSchema = z.strictObject({
 
 export type BridgeConfig = z.output<typeof configSchema>;
 
-/** The fully defaulted configuration (used to derive environment names and types). */
-export const DEFAULT_CONFIG: BridgeConfig = configSchema.parse({});
+/**
+ * The fully defaulted configuration (used to derive environment names and types). Parsed once, at load,
+ * without zod's compiled fast path, which would be built for this one parse (about 10 ms of every start;
+ * core's loadConfig parses the same way, docs/at-rest.md at the repository root, "What was cut").
+ */
+export const DEFAULT_CONFIG: BridgeConfig = configSchema.parse({}, { jitless: true });
 
 function snake(key: string): string {
   return key.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toUpperCase();
