@@ -1,6 +1,5 @@
 import { execFile } from 'node:child_process';
 import { closeSync, constants as fsConstants, openSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { ReadStream } from 'node:tty';
@@ -20,6 +19,12 @@ import { NmeaLineBuffer, parseNmea } from '../protocol/nmea.ts';
 import { parseGpsdLine, type GpsdMessage } from '../protocol/gpsd.ts';
 import { parsePpsAssert, ppsSysfsPath } from '../protocol/pps.ts';
 import type { Ticker } from './service-tick.ts';
+
+/** node:fs/promises, loaded by the first PPS read rather than at every start (docs/at-rest.md). */
+let fsPromisesModule: typeof import('node:fs/promises') | undefined;
+async function fsPromises(): Promise<typeof import('node:fs/promises')> {
+  return (fsPromisesModule ??= await import('node:fs/promises'));
+}
 
 /**
  * GPSDO reference sources (docs/gpsdo.md): the receiver model (domain/gpsdo.ts) fed by a driver — dummy,
@@ -314,7 +319,7 @@ export class GpsdoSource implements ReferenceSource {
     const path = ppsSysfsPath(this.#o.config.pps_device);
     let text: string;
     try {
-      text = await readFile(path, 'latin1');
+      text = await (await fsPromises()).readFile(path, 'latin1');
     } catch {
       this.model.error('pps_read');
       return;

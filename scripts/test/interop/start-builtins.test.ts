@@ -1,0 +1,115 @@
+/**
+ * What each service's start file has loaded of Node's own modules when it starts listening, in its demo
+ * configuration without the simulators (docs/at-rest.md "What was cut" and "One start file"): Node's TLS,
+ * HTTP/2, HTTPS, readline and the promise-based fs load on first use, not at every start. A dependency or a
+ * module of ours that loads one at start again fails this test, with the service named.
+ *
+ * Each service runs its own `dist/start.cjs` (the runner builds first) in a network namespace of its own
+ * (`unshare`), so its demo ports collide with nothing, from a temporary working directory holding a copy of
+ * the repository's config/, so its data/ is not the checkout's. A preload records `process.moduleLoadList`
+ * when the service's ready port starts listening, and the process exits there.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { cpSync, existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { repoRoot, requireTool, tempDir } from '@broadcast-ops/core/testing';
+import { UNSHARE_FLAGS } from '../npm-start-helpers.ts';
+
+/** Loaded by a service only when a feature that needs it is used. */
+const NOT_AT_START = ['tls', 'https', 'http2', 'readline', 'fs/promises'];
+
+/** The flags that start a demo's in-process simulators (devices talking to the service: not at rest). */
+const SIMULATOR_FLAGS = ['--with-simulators', '--companion-sim'];
+
+interface Start {
+  name: string;
+  dir: string;
+  args: string[];
+  env: Record<string, string>;
+  port: number;
+}
+
+function starts(): Start[] {
+  const out: Start[] = [];
+  for (const name of readdirSync(join(repoRoot, 'packages')).sort()) {
+    const dir = join(repoRoot, 'packages', name);
+    if (name === 'status' || !existsSync(join(dir, 'dist', 'start.cjs'))) continue;
+    const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as {
+      toolkit?: { start?: { args?: string[]; env?: Record<string, string>; ready?: string } };
+    };
+    const start = pkg.toolkit?.start;
+    if (!start?.ready) continue;
+    out.push({
+      name,
+      dir,
+      args: (start.args ?? []).filter((a) => !SIMULATOR_FLAGS.includes(a)),
+      env: start.env ?? {},
+      port: Number(new URL(start.ready).port),
+    });
+  }
+  return out;
+}
+
+const PRELOAD = `
+const net = require('node:net');
+const listen = net.Server.prototype.listen;
+net.Server.prototype.listen = function (...args) {
+  this.once('listening', () => {
+    if (this.address()?.port !== Number(process.env.START_PORT)) return;
+    require('node:fs').writeFileSync(process.env.START_OUT, process.moduleLoadList.join('\\n'));
+    process.exit(0);
+  });
+  return listen.apply(this, args);
+};
+`;
+
+test("each service's start file loads no TLS, HTTP/2, HTTPS, readline or fs/promises before it listens", () => {
+  for (const tool of ['unshare', 'ip']) requireTool(tool);
+  const services = starts();
+  assert.deepEqual(
+    services.map((s) => s.name),
+    ['playout-monitor', 'punch', 'telemetry-bridge', 'timesvc'],
+  );
+  const tmp = tempDir('start-builtins-');
+  try {
+    cpSync(join(repoRoot, 'config'), join(tmp.path, 'config'), { recursive: true });
+    const preload = join(tmp.path, 'preload.cjs');
+    writeFileSync(preload, PRELOAD);
+    for (const s of services) {
+      const out = join(tmp.path, `${s.name}.loaded`);
+      const r = spawnSync(
+        'unshare',
+        [
+          ...UNSHARE_FLAGS.filter((f) => f !== '--mount'),
+          'sh',
+          '-c',
+          'ip link set lo up && exec "$@"',
+          'sh',
+          process.execPath,
+          '-r',
+          preload,
+          join(s.dir, 'dist', 'start.cjs'),
+          ...s.args,
+        ],
+        {
+          cwd: tmp.path,
+          encoding: 'utf8',
+          timeout: 60_000,
+          env: { ...process.env, NODE_OPTIONS: '', ...s.env, START_PORT: String(s.port), START_OUT: out },
+        },
+      );
+      assert.equal(r.status, 0, `${s.name}: ${r.stderr}`);
+      const loaded = readFileSync(out, 'utf8')
+        .split('\n')
+        .filter((l) => l.startsWith('NativeModule '))
+        .map((l) => l.slice('NativeModule '.length));
+      assert.ok(loaded.includes('http'), `${s.name}: the record is of a started service`);
+      const early = NOT_AT_START.filter((m) => loaded.includes(m));
+      assert.deepEqual(early, [], `${s.name} loaded ${early.join(', ')} before listening`);
+    }
+  } finally {
+    tmp.remove();
+  }
+});
