@@ -239,3 +239,30 @@ for (const k of [0, 8]) {
     );
   });
 }
+
+for (const ppm of [0, 5, 20]) {
+  test(`a raw clock ${ppm} ppm off the receiver, through the filter: served within 1 µs, every reply within its bound`, () => {
+    const { m, rx, run, replies } = setup();
+    // The receiver measures the raw clock's frequency error: its level moves by `ppm` a second.
+    const step = (seconds: number): void => {
+      for (let i = 0; i < seconds; i++) {
+        rx.level = ppm * 1e-6 * (replies.length + 1);
+        run(1);
+      }
+    };
+    step(600);
+    const from = replies.length;
+    step(600);
+    const window = replies
+      .slice(from)
+      .map((r, i) => ({ ...r, errorS: r.errorS - ppm * 1e-6 * (from + i + 1) }));
+    assert.equal(m.state, 'LOCKED');
+    assert.deepEqual(bad(window, 1e-6), [], 'within 1 µs and within the advertised bound');
+    const bounds = window.map((r) => r.boundS).sort((a, b) => a - b);
+    const errs = window.map((r) => Math.abs(r.errorS)).sort((a, b) => a - b);
+    console.log(
+      `# ${ppm} ppm, 600-1200 s: error p50 ${(errs[errs.length >> 1]! * 1e6).toFixed(2)} µs, ` +
+        `advertised bound p50 ${(bounds[bounds.length >> 1]! * 1e6).toFixed(1)} µs, max ${(bounds.at(-1)! * 1e6).toFixed(1)} µs`,
+    );
+  });
+}
