@@ -62,8 +62,13 @@ export const hiresClock: Clock = servedBaseClock(systemClock);
 const TWO32 = 4_294_967_296;
 /** A millisecond-edge bracket this narrow is good enough (normally reached at the first edges). */
 const GOOD_EDGE_MS = 0.02;
-/** How often offset measurements are refreshed (they change only when the host clock steps). */
-const REMEASURE_MS = 64_000;
+/**
+ * How often good offset measurements are refreshed. They change only when the host clock steps (the kernel
+ * slews CLOCK_REALTIME and CLOCK_MONOTONIC alike), and a step is found by the once-a-second check, which
+ * measures again at once; so this is a safety net. Each refresh spins for a millisecond edge (up to 3 ms):
+ * at 64 s it was a third of the idle tick's JavaScript (docs/performance.md "Fifth pass"), hence 1024 s.
+ */
+const REMEASURE_MS = 1_024_000;
 
 /**
  * Find a millisecond edge of `wallMs`: the previous reading (between prevBefore and prevAfter on the
