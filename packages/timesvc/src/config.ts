@@ -239,6 +239,14 @@ const gpsdoSchema = z.strictObject({
   pps_device: z.string().default(''),
   network_address: z.string().default(''),
   poll_interval: duration.default(1),
+  /**
+   * The median filter's poll (docs/gpsdo.md "Samples: a median filter per poll"): the receiver's samples of
+   * one poll reach the clock manager as one, as chrony's `refclock … poll 4` (16 s, its default). A power of
+   * two, 1 s (every sample on its own) to 1024 s.
+   */
+  filter_poll: duration
+    .refine((v) => v >= 1 && v <= 1024 && Number.isInteger(Math.log2(v)), 'a power of two from 1s to 1024s')
+    .default(16),
   nmea_sentences: z.array(z.string().regex(/^[A-Z]{5}$/)).default(['GPRMC', 'GPGGA']),
   /**
    * Fixed latency of serial-time samples (gpsd TOFF) to remove, like chrony's refclock `offset` option:

@@ -45,6 +45,18 @@ export interface AdvertiserOptions {
   servedUnixMs: (monoMs: number) => number;
 }
 
+/** The inputs of the reply fields besides time (Advertiser #inputs). */
+interface Inputs {
+  advert: Advert;
+  state: ClockState;
+  suspectS: number;
+  selectionJitterS: number;
+  disagreementS: number;
+  leap: number;
+  phaseTermS: number;
+  growth: number;
+}
+
 /** What the orchestrator knows at an evaluation that the advertised state depends on. */
 export interface AdvertFacts {
   state: ClockState;
@@ -66,6 +78,13 @@ export class Advertiser {
   #lastSampleMs: number | undefined;
   #lastUpdateMs: number | undefined;
   #lastUpdateWallMs: number | undefined;
+  /**
+   * What the current reply fields were computed from, when that was all that can change them other than
+   * their growth with time (no slew, no smear): an update with the same inputs would give the same fields
+   * grown at `dispersionRateS` from `updatedAtMs`, which is what every reply computes from them already
+   * (ntp-responder.ts), so the fields are kept (docs/performance.md "Fifth pass").
+   */
+  #inputs: Inputs | undefined;
 
   constructor(options: AdvertiserOptions) {
     this.#o = options;
@@ -151,10 +170,12 @@ export class Advertiser {
    * while unsynchronised): the hysteresis of LOCKED. A suspect sample widens the bound only until the next
    * sample decides; a level change it announced must still leave LOCKED.
    */
-  advertisedBoundS(): number {
+  advertisedBoundS(now: number): number {
     const s = this.#serverState;
     if (s.leap === LEAP.UNSYNCHRONISED) return 0;
-    return Math.max(0, s.rootDelayS / 2 + s.rootDispersionS - this.#advertisedSuspectS);
+    // Grown to `now` as the replies grow it: the fields are kept while only time changes them (update).
+    const grown = ((s.dispersionRateS ?? PHI) * Math.max(0, now - s.updatedAtMs)) / 1000;
+    return Math.max(0, s.rootDelayS / 2 + s.rootDispersionS + grown - this.#advertisedSuspectS);
   }
 
   /** Recompute the reply fields at `now`; true when they were replaced. */
@@ -165,13 +186,45 @@ export class Advertiser {
     // A stratum-15 reference would make us 16, which RFC 5905 §7.3 defines as unsynchronised.
     const tooDeep = adv !== undefined && adv.status.stratum + 1 >= MAXSTRAT;
     if (!servesSynchronised(f.state, this.#o.served.synced) || tooDeep || !adv || !est) {
+      this.#inputs = undefined;
       if (this.#serverState.leap !== LEAP.UNSYNCHRONISED) this.#serverState = this.#unsynchronised();
       return this.#serverState !== before;
     }
+    // Only time changes the fields when nothing else did and no slew or smear is under way: kept.
+    const leap = this.#o.leap.indicator(now);
+    const phaseTermS = est.kPhase * est.phaseErrorS;
+    const growth = this.growthRate(est, f.state);
+    const moving = this.#o.served.remaining(now) !== 0 || this.#o.leap.smearDeviation(now) !== 0;
+    const i = this.#inputs;
+    if (
+      !moving &&
+      i !== undefined &&
+      i.advert === adv &&
+      i.state === f.state &&
+      i.suspectS === f.suspectS &&
+      i.selectionJitterS === f.selectionJitterS &&
+      i.disagreementS === f.disagreementS &&
+      i.leap === leap &&
+      i.phaseTermS === phaseTermS &&
+      i.growth === growth
+    )
+      return false;
+    this.#inputs = moving
+      ? undefined
+      : {
+          advert: adv,
+          state: f.state,
+          suspectS: f.suspectS,
+          selectionJitterS: f.selectionJitterS,
+          disagreementS: f.disagreementS,
+          leap,
+          phaseTermS,
+          growth,
+        };
     const wall = this.#lastUpdateWallMs ?? this.#o.servedUnixMs(now);
     this.#serverState = {
       // The leap bits are ours (docs/leap-seconds.md): the vote or the list, announced in the last day.
-      leap: this.#o.leap.indicator(now),
+      leap,
       stratum: Math.min(MAXSTRAT, adv.status.stratum + 1),
       precision: this.#o.precision,
       referenceId: adv.status.referenceId,
@@ -187,11 +240,22 @@ export class Advertiser {
         this.ownErrorS(now, f.state, f.suspectS) +
         this.#o.leap.smearDeviation(now) +
         f.disagreementS,
-      dispersionRateS: this.growthRate(est, f.state),
+      dispersionRateS: growth,
       updatedAtMs: now,
     };
     this.#advertisedSuspectS = f.suspectS + f.disagreementS;
     return true;
+  }
+
+  /** root delay / 2 + root dispersion grown at the advertised rate to `now`; infinite while unsynchronised. */
+  estimatedErrorS(now: number): number {
+    const s = this.#serverState;
+    if (s.leap === LEAP.UNSYNCHRONISED) return Number.POSITIVE_INFINITY;
+    return (
+      s.rootDelayS / 2 +
+      s.rootDispersionS +
+      ((s.dispersionRateS ?? PHI) * Math.max(0, now - s.updatedAtMs)) / 1000
+    );
   }
 
   /**
@@ -208,11 +272,7 @@ export class Advertiser {
     const synced = s.leap !== LEAP.UNSYNCHRONISED;
     return {
       offsetS: this.#lastResidual,
-      estimatedErrorS: synced
-        ? s.rootDelayS / 2 +
-          s.rootDispersionS +
-          ((s.dispersionRateS ?? PHI) * Math.max(0, now - s.updatedAtMs)) / 1000
-        : Number.POSITIVE_INFINITY,
+      estimatedErrorS: this.estimatedErrorS(now),
       stratum: synced ? s.stratum : MAXSTRAT,
       jitterS: this.jitterS,
       lastUpdateMs: this.#lastUpdateMs,

@@ -1,5 +1,5 @@
 import type { Clock, TimerHandle } from '@broadcast-ops/core';
-import type { ServerSystemState } from './ntp-responder.ts';
+import { rootDispersionAt, type ServerSystemState } from './ntp-responder.ts';
 import { Discipline } from './discipline.ts';
 import { delayGate, runJitter } from './sample-run.ts';
 import type {
@@ -65,6 +65,12 @@ const MAX_DELAY_REJECTS = 4;
  * selection and the evaluation ran twice a second at the same instant.
  */
 const TICK_AFTER_EVALUATION_MS = 1;
+/**
+ * The longest the once-a-second tick skips its selection and evaluation while nothing but time changes
+ * (`#quiet`): a safety net, not what keeps the transitions on time (docs/clock-discipline.md "Per second
+ * and per sample").
+ */
+const QUIET_MAX_MS = 16_000;
 
 export class ClockManager {
   readonly #clock: Clock;
@@ -95,6 +101,8 @@ export class ClockManager {
    * piece per sample (docs/performance.md "Fourth pass").
    */
   #correctionChanged = false;
+  /** The last tick found nothing but time changed (`#quiet`), and nothing has been evaluated since. */
+  #quietTick = false;
 
   constructor(options: ClockManagerOptions) {
     this.#clock = options.clock;
@@ -141,6 +149,26 @@ export class ClockManager {
   /** The reply fields the NTP server sends; replaced (not mutated) on every change (advertiser.ts). */
   get serverState(): ServerSystemState {
     return this.#advertiser.serverState(this.#clock.monotonicMs());
+  }
+
+  /**
+   * The last tick found that nothing but time had changed (no sample, no source's usability, LOCKED with no
+   * slew: `#quiet`) and skipped its selection and evaluation, and nothing has been evaluated since: the
+   * snapshot's sources, selection, state and stratum are what they were at the last evaluation (the web
+   * layer's once-a-second reads skip the snapshot then, web-layer.ts).
+   */
+  get quietTick(): boolean {
+    return this.#quietTick;
+  }
+
+  /** The advertised error bound now (the snapshot's `estimatedErrorS`) without the rest of the snapshot. */
+  estimatedErrorS(): number {
+    return this.#advertiser.estimatedErrorS(this.#clock.monotonicMs());
+  }
+
+  /** The root dispersion a reply sent now carries (the reply fields' value grown since `updatedAtMs`). */
+  rootDispersionS(): number {
+    return rootDispersionAt(this.serverState, this.#clock.monotonicMs());
   }
 
   /** The served clock's correction (correction.ts), with the leap-second terms. */
@@ -252,8 +280,33 @@ export class ClockManager {
     }
     const now = this.#clock.monotonicMs();
     if (this.#evaluatedMs !== undefined && now - this.#evaluatedMs < TICK_AFTER_EVALUATION_MS) return;
+    if (this.#quiet(now)) {
+      this.#quietTick = true;
+      return;
+    }
     this.#select();
     this.#evaluate();
+  }
+
+  /**
+   * Nothing the tick would do can change anything at `now` (docs/clock-discipline.md "Per second and per
+   * sample"): LOCKED on a reference whose selection cannot change with time alone (ReferenceSelection
+   * quiet: still usable, its run not lapsed, no other source with a current run, nothing held back), no
+   * slew under way (the LOCKED → SYNCING rule reads the remaining slew), no sample held back as a spike, no
+   * leap second planned (its announcement and smear are time-driven). The reply fields then only grow at
+   * their rate from `updatedAtMs`, which every reply computes already (advertiser.ts update keeps them
+   * likewise). Reads numbers only: allocates nothing.
+   */
+  #quiet(now: number): boolean {
+    return (
+      this.#state === 'LOCKED' &&
+      this.#suspectS === 0 &&
+      this.#evaluatedMs !== undefined &&
+      now - this.#evaluatedMs < QUIET_MAX_MS &&
+      this.#served.remaining(now) === 0 &&
+      this.#leap.instant() === undefined &&
+      this.#selection.quiet(now)
+    );
   }
 
   /** The references held back at a level beyond the step threshold, with a recent sample. */
@@ -412,6 +465,7 @@ export class ClockManager {
   #evaluate(): void {
     const now = this.#clock.monotonicMs();
     this.#evaluatedMs = now;
+    this.#quietTick = false;
     for (let i = 0; i < 4; i++) {
       const t = nextState(this.#state, {
         selected: this.#selection.selected !== undefined,
@@ -419,7 +473,7 @@ export class ClockManager {
         remainingS: Math.abs(this.#served.remaining(now)),
         suspect: this.#suspectS > 0,
         lockThresholdS: this.#lockThreshold(),
-        advertisedBoundS: this.#advertiser.advertisedBoundS(),
+        advertisedBoundS: this.#advertiser.advertisedBoundS(now),
         holdoverExpired:
           this.#holdoverStartedMs !== undefined && now - this.#holdoverStartedMs > this.#o.holdoverTimeoutMs,
       });

@@ -143,6 +143,8 @@ export class GpsReceiverModel {
   readonly #cycles = new Map<string, GsvCycle>();
   readonly #views = new Map<string, { sats: Satellite[]; at: number }>();
   readonly #used = new Map<string, { prns: Set<number>; epoch: number | undefined; at: number }>();
+  /** The distinct PRNs of `#used` (−1: to be counted again). */
+  #usedCount = -1;
   #epoch: number | undefined;
   readonly counters: GpsdoCounters = { sentences: 0, errors: {}, pps: 0, paired: 0, events: {} };
 
@@ -264,6 +266,15 @@ export class GpsReceiverModel {
 
   /** A whole satellite list (gpsd SKY, the dummy): replaces the view. */
   satellitesSeen(sats: Satellite[], monoMs: number): void {
+    const view = this.#views.get('all');
+    const used = this.#used.get('all');
+    // The same list again (the dummy's, each second): only its age changes.
+    if (view?.sats === sats && used !== undefined && this.#views.size === 1 && this.#used.size === 1) {
+      view.at = monoMs;
+      used.at = monoMs;
+      return;
+    }
+    this.#usedCount = -1;
     this.#views.clear();
     this.#used.clear();
     this.#views.set('all', { sats, at: monoMs });
@@ -279,6 +290,7 @@ export class GpsReceiverModel {
     if (s.hdop !== undefined && s.fix > 1) this.#hdop = s.hdop;
     const key = `${s.talker}:${s.systemId ?? ''}`;
     const prev = this.#used.get(key);
+    this.#usedCount = -1;
     // Receivers without a system id send one GSA per constellation in the same epoch: merge those.
     if (prev && prev.epoch === this.#epoch && this.#epoch !== undefined && monoMs - prev.at < 900) {
       for (const p of s.prns) prev.prns.add(p);
@@ -425,14 +437,27 @@ export class GpsReceiverModel {
   }
 
   #fixValid(now: number): boolean {
-    const fresh = (t: number | undefined): boolean => t !== undefined && now - t <= this.#o.fixTimeoutMs;
-    return this.#rmcValid && fresh(this.#rmcAt) && this.#quality > 0 && fresh(this.#ggaAt);
+    const limit = this.#o.fixTimeoutMs;
+    const rmc = this.#rmcAt;
+    const gga = this.#ggaAt;
+    return (
+      this.#rmcValid &&
+      rmc !== undefined &&
+      now - rmc <= limit &&
+      this.#quality > 0 &&
+      gga !== undefined &&
+      now - gga <= limit
+    );
   }
 
+  /** Satellites used (the lock rule reads it at every evaluation): counted again only when the lists change. */
   #satellitesUsed(): number {
-    const used = new Set<number>();
-    for (const u of this.#used.values()) for (const p of u.prns) used.add(p);
-    return Math.max(used.size, this.#satsUsedGga ?? 0);
+    if (this.#usedCount < 0) {
+      const used = new Set<number>();
+      for (const u of this.#used.values()) for (const p of u.prns) used.add(p);
+      this.#usedCount = used.size;
+    }
+    return Math.max(this.#usedCount, this.#satsUsedGga ?? 0);
   }
 
   /** Re-evaluate lock (R11 lock rule in docs/gpsdo.md); returns the new lock state. */
@@ -474,7 +499,11 @@ export class GpsReceiverModel {
   /** Periodic check (1 s): timeouts, pruning. */
   tick(now: number): void {
     for (const [k, v] of this.#views) if (now - v.at > SAT_PRUNE_MS) this.#views.delete(k);
-    for (const [k, v] of this.#used) if (now - v.at > SAT_PRUNE_MS) this.#used.delete(k);
+    for (const [k, v] of this.#used) {
+      if (now - v.at <= SAT_PRUNE_MS) continue;
+      this.#used.delete(k);
+      this.#usedCount = -1;
+    }
     this.#evaluate(now);
   }
 

@@ -176,8 +176,7 @@ export function respondInto(
   out[o + 2] = msg[offset + 2] ?? 0; // poll echoed, as chrony and ntpd-rs do
   out[o + 3] = state.precision & 0xff;
   writeU32(out, o + 4, secondsToShort(state.rootDelayS));
-  const sinceUpdate = Math.max(0, nowMs - state.updatedAtMs) / 1000;
-  writeU32(out, o + 8, secondsToShort(state.rootDispersionS + (state.dispersionRateS ?? PHI) * sinceUpdate));
+  writeU32(out, o + 8, secondsToShort(rootDispersionAt(state, nowMs)));
   writeU32(out, o + 12, state.referenceId);
   writeU32(out, o + 16, state.referenceTimestamp.seconds);
   writeU32(out, o + 20, state.referenceTimestamp.fraction);
@@ -208,4 +207,14 @@ function kissInto(
   out[o + 2] = msg[offset + 2] ?? 0;
   writeU32(out, o + 12, code);
   for (let i = 0; i < 8; i++) out[o + 24 + i] = msg[offset + 40 + i] ?? 0;
+}
+
+/**
+ * The root dispersion a reply sent at monotonic `nowMs` carries: the fields' value at `updatedAtMs` grown at
+ * `dispersionRateS` since (the fields are replaced only when more than time changed them, advertiser.ts).
+ */
+export function rootDispersionAt(state: ServerSystemState, nowMs: number): number {
+  return (
+    state.rootDispersionS + ((state.dispersionRateS ?? PHI) * Math.max(0, nowMs - state.updatedAtMs)) / 1000
+  );
 }

@@ -55,6 +55,8 @@ export interface SourceEntry {
   levelSinceMs: number;
   /** Counts the samples added (ReferenceSelection.addSample): what the cached run was cut from. */
   added: number;
+  /** The source's `usable` at the last selection (ReferenceSelection quiet). */
+  usableAtSelect: boolean;
 }
 
 /** A source's run as last cut (ReferenceSelection.runSamples), with what it was cut from. */
@@ -153,6 +155,8 @@ export class ReferenceSelection {
   #jitterS = 0;
   /** Each source's run, cut again only when its samples, its level or its gap limit changed. */
   readonly #runs = new WeakMap<SourceEntry, CutRun>();
+  /** Until when (monotonic ms) the last selection's outcome cannot change with time alone (`quiet`). */
+  #quietUntilMs = Number.NEGATIVE_INFINITY;
 
   constructor(options: ReferenceSelectionOptions) {
     this.#o = options;
@@ -194,6 +198,7 @@ export class ReferenceSelection {
       away: undefined,
       levelSinceMs: Number.NEGATIVE_INFINITY,
       added: 0,
+      usableAtSelect: false,
     });
   }
 
@@ -229,8 +234,7 @@ export class ReferenceSelection {
    * the newest sample is recent enough for there to be a run at all. Shared: callers do not change it.
    */
   runSamples(entry: SourceEntry, now: number): readonly ReferenceSample[] {
-    const pollS = 2 ** (entry.source.status().pollLog2 ?? 0);
-    const gapMs = Math.max(8000, 4 * pollS * 1000);
+    const gapMs = this.#gapMs(entry);
     const s = entry.samples;
     const newest = s[s.length - 1];
     if (newest === undefined || now - newest.atMs > gapMs) return [];
@@ -248,6 +252,49 @@ export class ReferenceSelection {
     const run = s.slice(i).filter((x) => x.atMs >= entry.levelSinceMs);
     this.#runs.set(entry, { added: entry.added, levelSinceMs: entry.levelSinceMs, gapMs, run });
     return run;
+  }
+
+  /** The longest silence within a run: max(8 s, 4 polls) (docs/clock-discipline.md "Selection"). */
+  #gapMs(entry: SourceEntry): number {
+    return Math.max(8000, 4 * 2 ** (entry.source.status().pollLog2 ?? 0) * 1000);
+  }
+
+  /**
+   * Whether selecting again at `now` (with no sample since the last selection) would come to the same
+   * outcome for certain: the selected reference is still usable and its run has not lapsed, no other
+   * source has a current run (among several, the correctness intervals widen with the samples' age and the
+   * intersection can move with time alone), no source became usable or unusable, nothing is held back at a
+   * new level, no burst is waited for and no GPSDO loss is being bridged. The clock manager then skips its once-a-second selection
+   * (docs/clock-discipline.md "Per second and per sample"). Allocates nothing.
+   */
+  quiet(now: number): boolean {
+    if (now > this.#quietUntilMs) return false;
+    // No source became usable or unusable since (the selected one losing its lock above all).
+    for (const e of this.#sources.values()) if (e.source.status().usable !== e.usableAtSelect) return false;
+    return true;
+  }
+
+  /** Set at each selection: until when its outcome stands with time alone (`quiet`), else −∞. */
+  #quietDeadline(now: number): number {
+    if (
+      this.#selected === undefined ||
+      this.#waitingSinceMs !== undefined ||
+      this.#primaryLostMs !== undefined
+    )
+      return Number.NEGATIVE_INFINITY;
+    let until = Number.POSITIVE_INFINITY;
+    for (const e of this.#sources.values()) {
+      if (e.away !== undefined && !e.away.accepted) return Number.NEGATIVE_INFINITY;
+      const newest = e.samples[e.samples.length - 1];
+      const current = this.runSamples(e, now).length > 0;
+      if (e.source.id === this.#selected) {
+        if (!current || newest === undefined) return Number.NEGATIVE_INFINITY;
+        until = Math.min(until, newest.atMs + this.#gapMs(e));
+      } else if (current || e.source.kind === 'local') {
+        return Number.NEGATIVE_INFINITY;
+      }
+    }
+    return until;
   }
 
   /** The run of `entry` at `now`, delay-gated, with its jitter: what seeds a newly selected reference. */
@@ -372,6 +419,7 @@ export class ReferenceSelection {
     const inputs: SelectionInput[] = [];
     for (const entry of this.#sources.values()) {
       const st = entry.source.status();
+      entry.usableAtSelect = st.usable;
       const last = entry.samples[entry.samples.length - 1];
       const run = this.runSamples(entry, now);
       inputs.push({
@@ -409,9 +457,13 @@ export class ReferenceSelection {
       entry.rootDistanceS = result.rootDistances.get(entry.source.id);
     }
     const id = result.selected;
-    if (id === this.#selected) return undefined;
+    if (id === this.#selected) {
+      this.#quietUntilMs = this.#quietDeadline(now);
+      return undefined;
+    }
     const from = this.#selected;
     this.#selected = id;
+    this.#quietUntilMs = this.#quietDeadline(now);
     const entry = this.entry(id);
     // The frequency measured against the host clock (local stratum) says nothing about a real reference.
     const priorValid =

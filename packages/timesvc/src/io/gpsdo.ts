@@ -15,6 +15,7 @@ import {
   type Satellite,
 } from '../domain/gpsdo.ts';
 import type { ReferenceSource, ReferenceStatus } from '../domain/reference-source.ts';
+import { RefclockFilter } from '../domain/refclock-filter.ts';
 import { NmeaLineBuffer, parseNmea } from '../protocol/nmea.ts';
 import { parseGpsdLine, type GpsdMessage } from '../protocol/gpsd.ts';
 import { parsePpsAssert, ppsSysfsPath } from '../protocol/pps.ts';
@@ -39,6 +40,8 @@ export interface GpsdoConfig {
   pps_device: string;
   network_address: string;
   poll_interval: number;
+  /** The median filter's poll, seconds (a power of two; docs/gpsdo.md "Samples: a median filter per poll"). */
+  filter_poll: number;
   nmea_delay: number;
   dummy: {
     locked: boolean;
@@ -53,8 +56,21 @@ export interface GpsdoSourceOptions {
   config: GpsdoConfig;
   referenceId: number;
   logger: Logger;
-  /** Receives samples: offset = reference − host realtime (the service adds host − raw). */
+  /**
+   * Receives the filtered samples, one per `filter_poll` (one per receiver sample during acquisition):
+   * offset = reference − host realtime + `hostOffsetS()`.
+   */
   onSample: (id: string, sample: GpsSample & { jitterS: number }) => void;
+  /**
+   * Host realtime − the clock the samples are for (the service's raw clock), added to each receiver sample
+   * as it is stored: a host clock step within a poll does not mix two scales in one filtered sample.
+   */
+  hostOffsetS?: () => number;
+  /**
+   * A poll whose kept samples span more than this gives no sample (the clock manager's step threshold,
+   * `ntp.discipline.step_threshold`; domain/refclock-filter.ts `maxSpanS`). Default 128 ms.
+   */
+  stepThresholdS?: number;
   onEvent?: (e: GpsdoEvent) => void;
   monoMs?: () => number;
   wallMs?: () => number;
@@ -68,6 +84,12 @@ const IDS: Record<GpsdoType, string> = {
 
 const RECONNECT_MS = 2000;
 const PPS_POLL_MS = 250;
+/**
+ * Receiver samples handed on one by one after the filter starts (at start and at each lock): as many as the
+ * clock manager needs before it may select a source (`min_samples`' default, an iburst's four), so a GPSDO
+ * is selected seconds after it locks rather than four polls later (docs/gpsdo.md "Samples").
+ */
+export const GPSDO_BURST = 4;
 
 export class GpsdoSource implements ReferenceSource {
   readonly id: string;
@@ -80,6 +102,15 @@ export class GpsdoSource implements ReferenceSource {
   readonly #log: Logger;
   readonly #offsets: number[] = [];
   readonly #diffs = new Float64Array(7);
+  readonly #filter: RefclockFilter;
+  readonly #pollMs: number;
+  readonly #hostOffsetS: () => number;
+  /** Receiver samples still to hand on one by one (GPSDO_BURST after each lock). */
+  #burstLeft = GPSDO_BURST;
+  /** Monotonic ms of the receiver sample that closed the last poll (or the burst's last). */
+  #pollStartMs: number | undefined;
+  /** The reference status, replaced only when the lock changes (the clock manager reads it every second). */
+  #status: ReferenceStatus | undefined;
   #timers: NodeJS.Timeout[] = [];
   #tick: Ticker | undefined;
   #offTicks: (() => void)[] = [];
@@ -95,6 +126,9 @@ export class GpsdoSource implements ReferenceSource {
     this.#mono = options.monoMs ?? (() => performance.now());
     this.#wall = options.wallMs ?? (() => Date.now());
     this.#log = options.logger;
+    this.#pollMs = options.config.filter_poll * 1000;
+    this.#filter = new RefclockFilter({ maxSpanS: options.stepThresholdS ?? 0.128 });
+    this.#hostOffsetS = options.hostOffsetS ?? (() => 0);
     const type = options.config.type;
     this.model = new GpsReceiverModel({
       type,
@@ -104,6 +138,10 @@ export class GpsdoSource implements ReferenceSource {
         this.#sample(s);
       },
       onEvent: (e) => {
+        // A lock lost or (re)gained: what is stored does not reach the manager, and the next samples are
+        // handed on one by one until it can select the source again (chrony drops its filter likewise when
+        // a refclock's samples stop being valid).
+        if (e.type === 'locked' || e.type === 'lock_lost') this.#restartFilter();
         this.#log.info({ gpsdo: this.id, event: e }, 'gpsdo event');
         options.onEvent?.(e);
       },
@@ -112,15 +150,19 @@ export class GpsdoSource implements ReferenceSource {
 
   status(): ReferenceStatus {
     const locked = this.model.locked;
-    return {
-      usable: locked,
-      stratum: 0,
-      referenceId: this.#o.referenceId,
-      leap: 0,
-      rootDelayS: 0,
-      rootDispersionS: 0,
-      pollLog2: 0,
-    };
+    if (this.#status?.usable !== locked) {
+      this.#status = {
+        usable: locked,
+        stratum: 0,
+        referenceId: this.#o.referenceId,
+        leap: 0,
+        rootDelayS: 0,
+        rootDispersionS: 0,
+        // The filter's poll: the manager's run gap limit (4 polls) and the poll shown for the source.
+        pollLog2: Math.round(Math.log2(this.#o.config.filter_poll)),
+      };
+    }
+    return this.#status;
   }
 
   /** The receiver's full status (lock, satellites, position, PPS, identity, errors). */
@@ -143,12 +185,42 @@ export class GpsdoSource implements ReferenceSource {
     return satellitesApiBody(this.gpsdoStatus());
   }
 
+  #restartFilter(): void {
+    this.#filter.drop();
+    this.#pollStartMs = undefined;
+    this.#burstLeft = GPSDO_BURST;
+  }
+
+  /**
+   * A receiver sample: stored in the median filter (no allocation); handed on alone during the burst after
+   * a lock, otherwise once a poll as the filter's combination of the poll's samples (docs/gpsdo.md
+   * "Samples: a median filter per poll"; chrony's refclock.c `poll_timeout`).
+   */
   #sample(s: GpsSample): void {
+    const filter = this.#filter;
+    if (!filter.add(s.atMonoMs, s.offsetS + this.#hostOffsetS(), s.dispersionS)) return;
+    if (this.#burstLeft > 0 || this.#pollStartMs === undefined) {
+      this.#burstLeft = Math.max(0, this.#burstLeft - 1);
+      this.#pollStartMs = s.atMonoMs;
+      const f = filter.take();
+      if (f) this.#handOn(f.offsetS, f.atMs, f.dispersionS);
+      return;
+    }
+    // The poll is closed by the first sample at or after its end, half a second of arrival jitter allowed
+    // (the samples come once a second or so; with no sample there is nothing to hand on, and a lock loss
+    // has emptied the filter already). So a 16 s poll combines the 16 samples after the last hand-on.
+    if (s.atMonoMs - this.#pollStartMs < this.#pollMs - 500) return;
+    this.#pollStartMs = s.atMonoMs;
+    const f = filter.take();
+    if (f) this.#handOn(f.offsetS, f.atMs, f.dispersionS);
+  }
+
+  #handOn(offsetS: number, atMonoMs: number, dispersionS: number): void {
     const offsets = this.#offsets;
-    offsets.push(s.offsetS);
+    offsets.push(offsetS);
     if (offsets.length > 8) offsets.shift();
-    // Jitter: the upper median of the successive differences of the last 8 offsets, at least the sample's
-    // dispersion. Sorted in place in a kept array: this runs every second (docs/performance.md "At rest").
+    // Jitter: the upper median of the successive differences of the last 8 handed-on offsets, at least the
+    // sample's dispersion. Sorted in place in a kept array (docs/performance.md "At rest").
     const diffs = this.#diffs;
     const n = offsets.length - 1;
     for (let i = 0; i < n; i++) {
@@ -157,8 +229,8 @@ export class GpsdoSource implements ReferenceSource {
       for (; j > 0 && (diffs[j - 1] ?? 0) > d; j--) diffs[j] = diffs[j - 1] ?? 0;
       diffs[j] = d;
     }
-    const jitterS = n > 0 ? Math.max(s.dispersionS, diffs[n >> 1] ?? 0) : s.dispersionS;
-    this.#o.onSample(this.id, { ...s, jitterS });
+    const jitterS = n > 0 ? Math.max(dispersionS, diffs[n >> 1] ?? 0) : dispersionS;
+    this.#o.onSample(this.id, { offsetS, atMonoMs, dispersionS, jitterS });
   }
 
   #every(ms: number, fn: () => void): void {
@@ -226,6 +298,16 @@ export class GpsdoSource implements ReferenceSource {
         used: i < Math.max(4, d.satellites - 2),
       });
     }
+    // Kept and updated in place: the dummy's fix each second allocates nothing (docs/performance.md "Fifth pass").
+    const fix = {
+      mode: 3,
+      latitude: 51.4779,
+      longitude: -0.0015,
+      altitudeM: 45,
+      hdop: 0.9,
+      timeUnixMs: 0,
+    };
+    const unlockedSats = sats.map((s) => ({ ...s, snr: undefined, used: false }));
     const tick = (): void => {
       const now = this.#mono();
       const elapsedS = (now - this.#startedMs) / 1000;
@@ -233,21 +315,10 @@ export class GpsdoSource implements ReferenceSource {
       if (d.lose_lock_after > 0 && elapsedS >= d.lose_lock_after) {
         locked = d.regain_lock_after > 0 && elapsedS >= d.lose_lock_after + d.regain_lock_after;
       }
-      this.model.satellitesSeen(
-        locked ? sats : sats.map((s) => ({ ...s, snr: undefined, used: false })),
-        now,
-      );
-      this.model.fix(
-        {
-          mode: locked ? 3 : 1,
-          latitude: 51.4779,
-          longitude: -0.0015,
-          altitudeM: 45,
-          hdop: 0.9,
-          timeUnixMs: Math.floor(this.#wall() / 1000) * 1000,
-        },
-        now,
-      );
+      this.model.satellitesSeen(locked ? sats : unlockedSats, now);
+      fix.mode = locked ? 3 : 1;
+      fix.timeUnixMs = Math.floor(this.#wall() / 1000) * 1000;
+      this.model.fix(fix, now);
       if (locked) this.model.timeSample(d.offset_ns / 1e9, now, 1e-6, true);
       else this.model.tick(now);
     };

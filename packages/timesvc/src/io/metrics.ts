@@ -200,7 +200,7 @@ export function createTimesvcMetrics(sources: {
     registers: [registry],
     collect() {
       const s = manager.serverState;
-      this.set(s.leap === 3 ? 0 : s.rootDispersionS);
+      this.set(s.leap === 3 ? 0 : manager.rootDispersionS());
     },
   });
   new Gauge({

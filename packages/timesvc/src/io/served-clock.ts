@@ -62,8 +62,13 @@ export const hiresClock: Clock = servedBaseClock(systemClock);
 const TWO32 = 4_294_967_296;
 /** A millisecond-edge bracket this narrow is good enough (normally reached at the first edges). */
 const GOOD_EDGE_MS = 0.02;
-/** How often offset measurements are refreshed (they change only when the host clock steps). */
-const REMEASURE_MS = 64_000;
+/**
+ * How often good offset measurements are refreshed. They change only when the host clock steps (the kernel
+ * slews CLOCK_REALTIME and CLOCK_MONOTONIC alike), and a step is found by the once-a-second check, which
+ * measures again at once; so this is a safety net. Each refresh spins for a millisecond edge (up to 3 ms):
+ * at 64 s it was a third of the idle tick's JavaScript (docs/performance.md "Fifth pass"), hence 1024 s.
+ */
+const REMEASURE_MS = 1_024_000;
 
 /**
  * Find a millisecond edge of `wallMs`: the previous reading (between prevBefore and prevAfter on the
@@ -210,27 +215,36 @@ export class ServedClock {
    * the two reads can fake that, so it must show twice; then the offset is measured precisely.
    */
   checkHostClock(): void {
-    // The margin widens with the uncertainty of the offset being checked (its edge bracket).
-    const outside = (src: TimeSource, offsetMs: number, widthMs: number): boolean => {
-      const diffMs = this.rawUnixMs(src.monoMs()) + offsetMs - src.wallMs();
-      const margin = 0.25 + Math.min(widthMs, 5);
-      return diffMs < -margin || diffMs > 1 + margin;
-    };
-    const host = (): boolean => outside(this.#src, this.#hostOffsetMs, this.#hostWidthMs);
-    if (host() && host()) {
+    // Two reads of each clock a second, no closure or object (docs/performance.md "Fifth pass").
+    if (this.#hostOutside() && this.#hostOutside()) {
       const before = this.#hostOffsetMs;
       this.#remeasure(true);
       this.#steps++;
       this.#onStep?.(this.#hostOffsetMs - before);
       return;
     }
-    const kernel = (): boolean => outside(this.#kernelSrc, this.#kernelOffsetMs, this.#kernelWidthMs);
-    if (this.#src !== hostTimeSource && !this.#src.kernelStampMs && kernel() && kernel()) {
+    if (
+      this.#src !== hostTimeSource &&
+      !this.#src.kernelStampMs &&
+      this.#outside(this.#kernelSrc, this.#kernelOffsetMs, this.#kernelWidthMs) &&
+      this.#outside(this.#kernelSrc, this.#kernelOffsetMs, this.#kernelWidthMs)
+    ) {
       this.#remeasure(true);
       return;
     }
     // A measurement taken on a busy machine may bracket the edge widely: improve it while it is.
     this.#remeasure(false);
+  }
+
+  #hostOutside(): boolean {
+    return this.#outside(this.#src, this.#hostOffsetMs, this.#hostWidthMs);
+  }
+
+  /** The clock `src` is off raw + `offsetMs` beyond its truncation; the margin widens with the edge bracket. */
+  #outside(src: TimeSource, offsetMs: number, widthMs: number): boolean {
+    const diffMs = this.rawUnixMs(src.monoMs()) + offsetMs - src.wallMs();
+    const margin = 0.25 + Math.min(widthMs, 5);
+    return diffMs < -margin || diffMs > 1 + margin;
   }
 
   stop(): void {

@@ -221,10 +221,13 @@ export async function createTimesvc(
         // The receiver's edges and ages on the clock app.ts passes down, as the manager's samples are.
         monoMs: () => clock.monotonicMs(),
         wallMs: () => clock.now(),
-        // Receiver − host realtime, plus host realtime − raw: what the manager's samples measure.
+        // Receiver − host realtime, plus host realtime − raw (added as each receiver sample is stored):
+        // what the manager's samples measure.
+        hostOffsetS: () => served.hostOffsetS(),
+        stepThresholdS: d.step_threshold,
         onSample: (id, s) => {
           manager.addSample(id, {
-            offsetS: s.offsetS + served.hostOffsetS(),
+            offsetS: s.offsetS,
             delayS: 0,
             dispersionS: s.dispersionS,
             jitterS: s.jitterS,

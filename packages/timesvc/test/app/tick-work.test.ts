@@ -53,7 +53,8 @@ test('runJitter reads the last 8 samples in place and answers as it did on a cop
 });
 
 test("the GPSDO's sample jitter (upper median of the last 7 differences) is what it was", () => {
-  const config = configSchema.parse({ gpsdo: { enabled: true, type: 'dummy' } }).gpsdo;
+  // A 1 s filter poll with a sample a second: each sample is handed on alone (docs/gpsdo.md "Samples").
+  const config = configSchema.parse({ gpsdo: { enabled: true, type: 'dummy', filter_poll: 1 } }).gpsdo;
   fc.assert(
     fc.property(fc.array(fc.double({ min: -1e-3, max: 1e-3, noNaN: true }), { maxLength: 30 }), (offsets) => {
       let now = 0;
@@ -76,8 +77,12 @@ test("the GPSDO's sample jitter (upper median of the last 7 differences) is what
       // The dummy receiver locks at start (its first sample at offset_ns, 0); then samples at `offsets`.
       source.start(tick);
       const fed = [config.dummy.offset_ns / 1e9];
+      const sats = [2, 5, 7, 9].map((prn) => ({ prn, elevation: 40, azimuth: 90, snr: 40, used: true }));
       for (const offsetS of offsets) {
-        now += 100;
+        now += 1000;
+        // The receiver's fix and satellites kept fresh (its own tick is not run here).
+        source.model.satellitesSeen(sats, now);
+        source.model.fix({ mode: 3, timeUnixMs: 1_800_000_000_000 + now }, now);
         source.model.timeSample(offsetS, now, 1e-6, true);
         fed.push(offsetS);
       }

@@ -73,7 +73,7 @@ test('the root dispersion holds the selection jitter, a held-back level and the 
   assert.ok(Math.abs(adv.serverState(0).rootDispersionS - base - 0.503) < 1e-12);
   // The held-back level is not part of the LOCKED hysteresis bound.
   const st = adv.serverState(0);
-  assert.ok(Math.abs(adv.advertisedBoundS() - (st.rootDelayS / 2 + st.rootDispersionS - 0.5)) < 1e-12);
+  assert.ok(Math.abs(adv.advertisedBoundS(0) - (st.rootDelayS / 2 + st.rootDispersionS - 0.5)) < 1e-12);
   adv.update(10_000, facts);
   const locked = adv.serverState(10_000);
   adv.update(10_000, { ...facts, state: 'HOLDOVER' });

@@ -39,6 +39,12 @@ async function withReceiver(
     stepout?: string;
     lateForMs: number;
     afterMs: number;
+    /**
+     * The GPSDO's median-filter poll (docs/gpsdo.md "Samples"). `1s` (the default here) hands on every
+     * sample, so these tests follow the receiver model and the stepout second by second; the filter's own
+     * effect is the last test's and test/app/gpsdo-filter.test.ts's.
+     */
+    filterPoll?: string;
     until?: (r: Run) => boolean;
   },
   check: (r: Run) => Promise<void> | void,
@@ -71,7 +77,7 @@ async function withReceiver(
       upstream_peers: peers,
       ...(options.stepout ? { discipline: { stepout: options.stepout } } : {}),
     },
-    gpsdo: serialPpsConfig(receiver.device, receiver.ppsFile),
+    gpsdo: { ...serialPpsConfig(receiver.device, receiver.ppsFile), filter_poll: options.filterPoll ?? '1s' },
     web: { port: 0, bind_address: '127.0.0.1' },
   });
   const logs: string[] = [];
@@ -282,6 +288,40 @@ test(
         assert.ok(r.logs.some((l) => l.includes('reference level change followed')));
         const last = r.replies[r.replies.length - 1];
         assert.ok(last && last.leap === 0 && Math.abs(last.offsetS + 1) < 1e-3, JSON.stringify(last));
+      },
+    );
+  },
+);
+
+test(
+  'with the default 16 s filter poll, a receiver 1 s late for 20 s, alone: never served, no step, counted',
+  { timeout: 240_000 },
+  async () => {
+    await withReceiver(
+      {
+        peer: false,
+        lateForMs: 20_000,
+        afterMs: 100_000,
+        filterPoll: '16s',
+        until: (r) =>
+          r.service.manager.state === 'LOCKED' && r.service.manager.snapshot().selected !== undefined,
+      },
+      async (r) => {
+        const snap = r.service.manager.snapshot();
+        assert.ok(r.replies.length > 40, `replies: ${r.replies.length}`);
+        assert.deepEqual(
+          outside(r.replies, 0, 1e-3),
+          [],
+          'no synchronised reply 1 ms from true time or beyond its bound',
+        );
+        assert.equal(snap.steps, 1, 'only the acquisition step: the jump was never served');
+        const counters = r.service.gpsdo()?.gpsdoStatus().counters.errors ?? {};
+        assert.equal(counters['pps_label_jump'], 2, `counted: ${JSON.stringify(counters)}`);
+        // Whether the late level reached the clock manager depends on where the 20 s fell against the polls
+        // (docs/gpsdo.md "Samples"): when it did, it was held back, never followed.
+        assert.ok(!r.logs.some((l) => l.includes('reference level change followed')));
+        assert.equal(snap.selected, 'GPSDO:SerialPPS');
+        await Promise.resolve();
       },
     );
   },

@@ -162,6 +162,14 @@ export class ReferenceEventWatcher {
       this.#emit({ type: 'leap_cleared', message: 'leap second no longer pending' });
     }
     this.#leap = leap;
+    this.checkSignal();
+  }
+
+  /**
+   * The GPSDO's fix and PPS alone (time-driven: they lapse without a sentence or an edge): `check` reads
+   * them too; the web layer calls this alone on the seconds the clock manager found quiet (web-layer.ts).
+   */
+  checkSignal(): void {
     const g = this.#gpsdo?.signal ? this.#gpsdo.signal() : this.#gpsdo?.status();
     if (g) {
       if (this.#fix !== undefined && g.fix !== this.#fix) {

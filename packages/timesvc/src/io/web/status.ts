@@ -1,4 +1,5 @@
 import type { ClockManager } from '../../domain/clock-manager.ts';
+import { rootDispersionAt } from '../../domain/ntp-responder.ts';
 import type { ClockSnapshot } from '../../domain/reference-source.ts';
 import type { SourceStatsTracker } from '../../domain/source-stats.ts';
 import { ntpToUnixMs, refIdToAscii, refIdToIpv4 } from '../../protocol/ntp-packet.ts';
@@ -100,7 +101,7 @@ export function ntpStatus(s: StatusSources) {
     ref_id: synced ? refIdText(st.referenceId, st.stratum) : 'INIT',
     ref_id_hex: st.referenceId.toString(16).toUpperCase().padStart(8, '0'),
     root_delay_ms: st.rootDelayS * 1000,
-    root_dispersion_ms: st.rootDispersionS * 1000,
+    root_dispersion_ms: rootDispersionAt(st, s.monotonicMs()) * 1000,
     precision: st.precision,
     peer_count: s.peers().length,
     last_sync: iso(snap.lastUpdateWallMs),

@@ -207,6 +207,16 @@ export class Streams {
     this.#pushStatus(snap);
   }
 
+  /**
+   * The tick on a second the clock manager found quiet: with nobody watching, the chart's point from
+   * `chart` (the last snapshot's fields, the estimated error read now) without a snapshot; else as
+   * `statusTick`.
+   */
+  chartTick(chart: ReturnType<typeof chartClock>): void {
+    if (this.#status.size === 0) this.history.add(historyPoint(this.#o.ctx.servedNowMs(), chart));
+    else this.#pushStatus();
+  }
+
   #pushStatus(snap?: ClockSnapshot): void {
     if (this.#status.size === 0) {
       // Nobody watching: only the chart's point (the clock fields it draws), so a page opened later still

@@ -15,6 +15,7 @@ import { LogRing } from './log-ring.ts';
 import { registerPages } from './pages.ts';
 import type { GpsdoProvider, PtpProvider } from './providers.ts';
 import { REFERENCE_EVENT_TYPES, ReferenceEventWatcher } from './reference-events.ts';
+import { chartClock } from './status.ts';
 import { Streams } from './streams.ts';
 import type { Ticker } from '../service-tick.ts';
 
@@ -212,10 +213,27 @@ export function createWebLayer(o: WebLayerOptions): WebLayer {
       updateStats();
       offStats = o.manager.on(() => updateStats());
       if (tick) {
+        // The chart's fields of the last snapshot, for the seconds the clock manager finds quiet.
+        let chart: ReturnType<typeof chartClock> | undefined;
         offTick = tick.every(() => {
+          // Nothing but time changed since the last snapshot (clock-manager.ts quietTick: no sample, no
+          // source's usability, no event): the sources, selection, state and stratum are as they were, so
+          // the events need only the GPSDO's fix and PPS (time-driven), the statistics nothing (they record
+          // new samples), and the chart's point the estimated error read now (docs/performance.md "Fifth
+          // pass").
+          if (chart !== undefined && o.manager.quietTick) {
+            events.checkSignal();
+            if (statusOnTick) {
+              const e = o.manager.estimatedErrorS();
+              chart.estimated_error_ns = Number.isFinite(e) ? Math.round(e * 1e9) : null;
+              streams.chartTick(chart);
+            }
+            return;
+          }
           const snap = o.manager.snapshot();
           events.check(snap);
           o.stats.update(snap.sources, o.manager.correction);
+          chart = chartClock(snap);
           if (statusOnTick) streams.statusTick(snap);
         });
         return;
