@@ -26,11 +26,12 @@
  * bare process's time to listen. The load average is printed: figures from a busy machine say little.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
+import { readService } from '../../scripts/stack/services.ts';
 
 const root = join(import.meta.dirname, '../..');
 const { values } = parseArgs({
@@ -63,28 +64,20 @@ interface Target {
   ready: string;
 }
 
+/** The services `npm start` runs, as it reads them (scripts/stack/services.ts), each from its start file. */
 function services(): Target[] {
   const out: Target[] = [];
   for (const dir of readdirSync(join(root, 'packages')).sort()) {
-    const file = join(root, 'packages', dir, 'package.json');
-    if (!existsSync(file)) continue;
-    const pkg = JSON.parse(readFileSync(file, 'utf8')) as {
-      bin?: Record<string, string>;
-      toolkit?: { start?: { args?: string[]; env?: Record<string, string>; ready?: string } };
-    };
-    const start = pkg.toolkit?.start;
-    const bin = pkg.bin ? Object.entries(pkg.bin)[0] : undefined;
+    const service = readService(join(root, 'packages', dir), process.env, false);
     // The status service's config is written by the launcher (the landing page's port), not its own.
-    if (!start?.ready || !bin || dir === 'status') continue;
-    const built = join(root, 'packages', dir, 'dist', 'start.cjs');
-    const entry = existsSync(built) ? built : join(root, 'packages', dir, bin[1]);
-    const args = start.args ?? [];
+    if (!service?.start.ready || dir === 'status') continue;
+    const args = service.start.args ?? [];
     out.push({
-      name: bin[0],
+      name: service.name,
       simulators: !NO_SIMULATORS && args.some((a) => SIMULATOR_FLAGS.includes(a)),
-      command: [entry, ...(start.args ?? []).filter((a) => !(NO_SIMULATORS && SIMULATOR_FLAGS.includes(a)))],
-      env: start.env ?? {},
-      ready: start.ready,
+      command: [service.bin, ...args.filter((a) => !(NO_SIMULATORS && SIMULATOR_FLAGS.includes(a)))],
+      env: service.start.env ?? {},
+      ready: service.start.ready,
     });
   }
   return out;

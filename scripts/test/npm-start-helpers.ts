@@ -1,9 +1,9 @@
 // Shared by the npm-start*.test.ts files (no tests here).
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { repoRoot, requireTool, startProcess } from '@broadcast-ops/core/testing';
 import { childEnv } from '../node-matrix.ts';
+import { discover } from '../stack/services.ts';
 
 /**
  * Fetches each URL given; exits 1 naming those that did not answer, or answered with a server error other than
@@ -26,18 +26,10 @@ console.log('probed ' + (process.argv.length - 1) + ' URLs');
 
 /** Names of the services `npm start` launches: the packages declaring toolkit.start (see start-stack.ts). */
 export function declaredServices(): string[] {
-  const names: string[] = [];
-  for (const dir of readdirSync(join(repoRoot, 'packages'))) {
-    const file = join(repoRoot, 'packages', dir, 'package.json');
-    if (!existsSync(file)) continue;
-    const pkg = JSON.parse(readFileSync(file, 'utf8')) as {
-      bin?: Record<string, string>;
-      toolkit?: { start?: unknown };
-    };
-    const bin = Object.keys(pkg.bin ?? {})[0];
-    if (pkg.toolkit?.start && bin) names.push(bin);
-  }
-  return names.sort();
+  const packages = join(repoRoot, 'packages');
+  return discover(packages, join(packages, 'status'), process.env, false)
+    .map((s) => s.name)
+    .sort();
 }
 
 /** The environment `npm start` gets: this Node first on PATH, no `source` condition from the test runner. */

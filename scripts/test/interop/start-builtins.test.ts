@@ -11,10 +11,11 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { cpSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { repoRoot, requireTool, tempDir } from '@broadcast-ops/core/testing';
+import { readService } from '../../stack/services.ts';
 import { UNSHARE_FLAGS } from '../npm-start-helpers.ts';
 
 /** Loaded by a service only when a feature that needs it is used. */
@@ -31,22 +32,19 @@ interface Start {
   port: number;
 }
 
+/** The services with a ready URL, as `npm start` reads them (scripts/stack/services.ts), status aside. */
 function starts(): Start[] {
   const out: Start[] = [];
   for (const name of readdirSync(join(repoRoot, 'packages')).sort()) {
     const dir = join(repoRoot, 'packages', name);
-    if (name === 'status' || !existsSync(join(dir, 'dist', 'start.cjs'))) continue;
-    const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as {
-      toolkit?: { start?: { args?: string[]; env?: Record<string, string>; ready?: string } };
-    };
-    const start = pkg.toolkit?.start;
-    if (!start?.ready) continue;
+    const service = name === 'status' ? undefined : readService(dir, process.env, false);
+    if (!service?.start.ready || !service.bin.endsWith('start.cjs')) continue;
     out.push({
       name,
       dir,
-      args: (start.args ?? []).filter((a) => !SIMULATOR_FLAGS.includes(a)),
-      env: start.env ?? {},
-      port: Number(new URL(start.ready).port),
+      args: (service.start.args ?? []).filter((a) => !SIMULATOR_FLAGS.includes(a)),
+      env: service.start.env ?? {},
+      port: Number(new URL(service.start.ready).port),
     });
   }
   return out;

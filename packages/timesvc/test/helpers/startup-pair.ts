@@ -20,6 +20,11 @@ export interface StartupPair {
   probes: { timesvc: Probe; chronyd: Probe };
   /** [monotonic ms, timesvc update age s, its poll interval s] every second. */
   updateAge: [number, number, number][];
+  /**
+   * timesvc's reply fields each time they were replaced, read every second: [s since t0, root delay µs,
+   * root dispersion µs at the replacement, its growth in ppm]. What a failed comparison with chronyd prints.
+   */
+  fields: [number, number, number, number][];
   stop: () => Promise<void>;
 }
 
@@ -52,9 +57,22 @@ export async function startupPair(dir: string, noiseS: number, probeMs = 1000): 
   // stood, read every second.
   let lastUpdate: number | undefined;
   let changedAt = performance.now();
+  const fields: [number, number, number, number][] = [];
+  let lastFields: unknown;
   const ages = setInterval(() => {
     const snap = service.manager.snapshot();
     const now = performance.now();
+    const s = service.manager.serverState;
+    if (s !== lastFields && s.leap !== 3) {
+      const r = (x: number): number => Math.round(x * 10) / 10;
+      fields.push([
+        r((now - t0) / 1000),
+        r(s.rootDelayS * 1e6),
+        r(s.rootDispersionS * 1e6),
+        r((s.dispersionRateS ?? 0) * 1e6),
+      ]);
+    }
+    lastFields = s;
     if (snap.lastUpdateMs !== lastUpdate) {
       lastUpdate = snap.lastUpdateMs;
       changedAt = now;
@@ -70,6 +88,7 @@ export async function startupPair(dir: string, noiseS: number, probeMs = 1000): 
     chrony,
     probes,
     updateAge,
+    fields,
     stop: async () => {
       clearInterval(ages);
       await Promise.all([probes.timesvc.stop(), probes.chronyd.stop()]);
@@ -84,6 +103,8 @@ export interface ServerFigures {
   replies: number;
   synchronised: number;
   medianRootDispersionMs: number;
+  /** The served root dispersion's 10th, 25th, 75th and 90th percentiles, ms. */
+  rootDispersionPercentilesMs: [number, number, number, number];
   maxRootDispersionAfter10sMs: number;
   outsideBound: number;
   errorP50Ms: number;
@@ -99,6 +120,9 @@ function serverFigures(all: readonly ProbeRecord[], t0: number, untilS: number):
     replies: records.length,
     synchronised: synced.length,
     medianRootDispersionMs: (disp[disp.length >> 1] ?? Number.NaN) * 1e3,
+    rootDispersionPercentilesMs: [0.1, 0.25, 0.75, 0.9].map(
+      (q) => Math.round((disp[Math.floor(q * disp.length)] ?? Number.NaN) * 1e6) / 1e3,
+    ) as [number, number, number, number],
     maxRootDispersionAfter10sMs: Math.max(0, ...after10) * 1e3,
     outsideBound: synced.filter(
       (r) => r.knowable && Math.abs(r.errorS) > r.rootDelayS / 2 + r.rootDispersionS + r.delayS / 2,

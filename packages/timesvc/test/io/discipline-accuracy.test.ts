@@ -92,7 +92,8 @@ async function scenario(name: string, noiseS: number, limits: { p50: number; p95
         `over the ${f.gated.replies} exchanges within the delay gate p50 ${(f.gated.p50 * 1e3).toFixed(3)} ms, ` +
         `p95 ${(f.gated.p95 * 1e3).toFixed(3)} ms; ` +
         `polls ${polls.join('→')}; states ${states.join('→')}; worst |error| − bound ${(c.worstBeyondBoundS * 1e6).toFixed(1)} µs; ` +
-        `first ${STARTUP_S} s beside chronyd -x: ${JSON.stringify(start)}`,
+        `first ${STARTUP_S} s beside chronyd -x: ${JSON.stringify(start)}; ` +
+        `timesvc's reply fields [s, root delay µs, root dispersion µs, ppm] ${JSON.stringify(pair.fields)}`,
     );
     assert.deepEqual(states, ['SYNCING', 'LOCKED'], `${name}: the state flapped`);
     assert.equal(c.worstBackwardS, 0, `${name}: served time went backwards`);
@@ -108,7 +109,9 @@ async function scenario(name: string, noiseS: number, limits: { p50: number; p95
       const ch = start.chronyd;
       assert.ok(
         t.medianRootDispersionMs <= 2 * ch.medianRootDispersionMs,
-        `${name}: median root dispersion ${t.medianRootDispersionMs} ms > 2 × chronyd's ${ch.medianRootDispersionMs} ms`,
+        `${name}: median root dispersion ${t.medianRootDispersionMs} ms > 2 × chronyd's ${ch.medianRootDispersionMs} ms; ` +
+          `figures ${JSON.stringify(start)}; timesvc's reply fields [s, root delay µs, root dispersion µs, ppm] ` +
+          JSON.stringify(pair.fields),
       );
       assert.ok(
         t.maxRootDispersionAfter10sMs <= 50,
