@@ -70,13 +70,6 @@ export function startPackages(packagesDir) {
  */
 const LAZY_BUILTIN = /^const (\w+) = require\((['"])(?:node:)?(https|http2|tls|zlib)\2\);?$/gm;
 
-/**
- * zod's index of its error messages' languages (`z.locales`): 300 kB of every bundle, of which the toolkit,
- * whose messages are English, uses only zod's default, `en`; no code of ours names another. In the bundle
- * the index holds `en` alone.
- */
-const ZOD_LOCALES = /[/\\]node_modules[/\\]zod[/\\]v4[/\\]locales[/\\]index\.js$/;
-
 /** `createRequire(import.meta.url)('<package>')`, a package by name (not a relative path). */
 const CREATE_REQUIRE_BY_NAME = /\bcreateRequire\(import\.meta\.url\)\((['"])([@a-z][\w./@-]*)\1\)/g;
 
@@ -91,12 +84,6 @@ function sourcePlugin(outfile) {
     name: 'start-file-sources',
     setup(build) {
       build.onLoad({ filter: /\.[mc]?js$/ }, async (args) => {
-        if (ZOD_LOCALES.test(args.path))
-          return {
-            contents: "export { default as en } from './en.js';",
-            loader: 'js',
-            resolveDir: dirname(args.path),
-          };
         const text = readFileSync(args.path, 'utf8');
         let contents = text;
         if (/[/\\]node_modules[/\\]/.test(args.path))

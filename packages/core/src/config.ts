@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { extname } from 'node:path';
-import type { z } from 'zod';
+import type * as z from 'zod';
 
 /**
  * Configuration = defaults in the schema, then the file, then environment overrides, validated once.

@@ -5,7 +5,7 @@
  */
 import { isIP } from 'node:net';
 import { ConfigError, loadConfig } from '@broadcast-ops/core';
-import { z } from 'zod';
+import * as z from 'zod';
 import { casparcgFormat } from './domain/video-format.ts';
 
 const port = z.number().int().min(0).max(65535);

@@ -1,5 +1,5 @@
 import { ConfigError, loadConfig, type EnvOverride, type LoggerConfig } from '@broadcast-ops/core';
-import { z } from 'zod';
+import * as z from 'zod';
 import { AddressPolicy } from './domain/relay-address-policy.ts';
 import { parseTrustPolicy } from './io/client-address.ts';
 

@@ -3,7 +3,7 @@
  * never in the file: a service that needs one names the environment variable holding it (`tokenEnv`).
  */
 import { loadConfig } from '@broadcast-ops/core';
-import { z } from 'zod';
+import * as z from 'zod';
 import { SERVICE_KINDS } from './domain/service.ts';
 
 export { SERVICE_KINDS, type ServiceKind } from './domain/service.ts';

@@ -6,7 +6,7 @@
  * coerced by the type of the default (arrays comma-separated).
  */
 import { ConfigError, coerceEnvValue, loadConfig, type EnvOverride } from '@broadcast-ops/core';
-import { z } from 'zod';
+import * as z from 'zod';
 
 const port = z.number().int().min(0).max(65535);
 

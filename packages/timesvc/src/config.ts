@@ -1,7 +1,7 @@
 import { networkInterfaces } from 'node:os';
 import { isIP } from 'node:net';
 import { ConfigError, loadConfig } from '@broadcast-ops/core';
-import { z } from 'zod';
+import * as z from 'zod';
 import { parseNetwork } from './domain/access-list.ts';
 import { PTP_PROFILES, resolveProfile } from './domain/ptp-profiles.ts';
 import { isPasswordHash } from './io/web/passwords.ts';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { z } from 'zod';
+import * as z from 'zod';
 import { ConfigError, loadConfig, substituteEnv } from '../../src/config.ts';
 
 const fixture = join(fileURLToPath(new URL('../', import.meta.url)), 'fixtures', 'example.yaml');

@@ -4,7 +4,7 @@
  * same schema as the file, saved atomically, and applied without a restart before it is acknowledged.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { z } from 'zod';
+import * as z from 'zod';
 import {
   addressInUse,
   deviceAddressKey,

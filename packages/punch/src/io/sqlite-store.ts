@@ -11,7 +11,7 @@ import type {
   StreamState,
 } from '../domain/session.ts';
 import type { SessionStore } from '../domain/store.ts';
-import { z } from 'zod';
+import * as z from 'zod';
 import {
   openSqlite,
   sqliteErrorKind,

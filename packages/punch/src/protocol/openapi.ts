@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 import { MAX_NAME_LENGTH, PUNCH_VERSION, errorBody } from './schemas.ts';
 
 /**

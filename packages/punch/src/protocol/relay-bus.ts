@@ -1,5 +1,5 @@
 import { decoded, reject, type Decoded } from '@broadcast-ops/core/decoded';
-import { z } from 'zod';
+import * as z from 'zod';
 
 /**
  * Wire format between brokers and relays on Redis (docs/relay.md "Relays on Redis"). Everything here is

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod';
 
 /**
  * Request and response schemas of the HTTP API. The same zod objects validate requests and generate the

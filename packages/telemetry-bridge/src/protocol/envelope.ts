@@ -2,7 +2,7 @@
  * Bridge protocol 0.1: the message envelope (docs/protocol.md "Envelope") and the payload shapes the spec
  * leaves "not shown", filled as docs/protocol.md describes (after the original telemetry-bridge's protocol 0.1). Pure: text in, typed values or typed errors out.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import { decoded, rejected, type DecodeError, type Decoded } from '@broadcast-ops/core/decoded';
 
 export const PROTOCOL_VERSION = '0.1';

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { z } from 'zod';
+import type * as z from 'zod';
 import type { LimitGroup } from '../../domain/rate-limiter.ts';
 import type { SessionRecord } from '../../domain/session.ts';
 import { jsonSchemaOf, type RouteDoc } from '../../protocol/openapi.ts';

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { z } from 'zod';
+import * as z from 'zod';
 import { ConfigError, bearerToken, installHostGuard, sendError, type Logger } from '@broadcast-ops/core';
 import { fail } from '../../errors.ts';
 import { allowed, ROUTES, type Permission, type Role, type RouteSpec } from '../../domain/permissions.ts';
