@@ -129,6 +129,14 @@ const errorBodySyntax = [
     message: `An HTTP error body is built by core only: throw fail(...)/an AppError or call sendError(reply, err) (${DOC}; "The HTTP edge").`,
   },
 ];
+// 5. zod as a namespace: `import * as z from 'zod'` (zod's documented form), never its `z` export, through
+// which the start bundles carried all of zod instead of what is read (docs/at-rest.md "One start file").
+const zodSyntax = [
+  {
+    selector: "ImportDeclaration[source.value=/^zod/] > ImportSpecifier[imported.name='z']",
+    message: `Import zod as a namespace: import * as z from 'zod' (${DOC}).`,
+  },
+];
 const layerFiles = (layer, depth) =>
   SERVICES.map((p) => `packages/${p}/src/${layer}/${'*/'.repeat(depth - 1)}*.ts`);
 
@@ -137,7 +145,7 @@ export const enforced = [
   {
     files: ['**/*.ts'],
     ignores: ['packages/core/src/errors.ts', 'packages/core/src/http.ts'],
-    rules: { 'no-restricted-syntax': [LEVEL, ...errorBodySyntax] },
+    rules: { 'no-restricted-syntax': [LEVEL, ...errorBodySyntax, ...zodSyntax] },
   },
   ...['protocol', 'domain'].flatMap((layer) =>
     [1, 2, 3].map((depth) => ({
@@ -145,7 +153,7 @@ export const enforced = [
       rules: {
         '@typescript-eslint/no-restricted-imports': layerImports(layer, depth),
         ...timeRules,
-        'no-restricted-syntax': [LEVEL, ...errorBodySyntax, ...timeSyntax],
+        'no-restricted-syntax': [LEVEL, ...errorBodySyntax, ...timeSyntax, ...zodSyntax],
       },
     })),
   ),
