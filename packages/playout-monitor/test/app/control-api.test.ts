@@ -4,50 +4,56 @@
  * save the configuration and reach a device are in test/io/outputs-control-api.test.ts.
  */
 import assert from 'node:assert/strict';
-import { after, test } from 'node:test';
+import { after, describe, test } from 'node:test';
 import { silentLogger } from '@broadcast-ops/core';
 import { PlayoutService } from '../../src/playout-service.ts';
 import { apiHeaders, deckEntry, makeConfig, unstartedService } from '../pure-helpers.ts';
 
 const TOKEN = 'test-admin-token-0123456789';
-const service = unstartedService(TOKEN);
-after(() => service.close());
 
-async function call(
-  method: 'GET' | 'POST' | 'PUT',
-  path: string,
-  body?: unknown,
-  token: string | null = TOKEN,
-): Promise<{ status: number; json: Record<string, unknown> | undefined }> {
-  const res = await service.app.inject({
-    method,
-    url: path,
-    headers: apiHeaders(body, token),
-    ...(body !== undefined ? { payload: JSON.stringify(body) } : {}),
-  });
-  return {
-    status: res.statusCode,
-    json: res.body ? (JSON.parse(res.body) as Record<string, unknown>) : undefined,
-  };
-}
+// One service for the suite, closed by the suite's own hook once its tests are done. A top-level after()
+// belongs to the whole process, which the quick tier shares between test files (scripts/run-tests.ts
+// quickShards): there it ran while a test of this file was still waiting on an inject.
+describe('one unstarted service', () => {
+  const service = unstartedService(TOKEN);
+  after(() => service.close());
 
-test('mutating endpoints need the admin token; reads do not', async () => {
-  assert.equal((await call('GET', '/api/config', undefined, null)).status, 200);
-  for (const token of [null, 'wrong', TOKEN.slice(0, -1)]) {
-    const r = await call('POST', '/api/devices/1/simulate', { state: 'play' }, token);
-    assert.equal(r.status, 401, String(token));
-    assert.equal(r.json?.['error'], 'UNAUTHORIZED');
+  async function call(
+    method: 'GET' | 'POST' | 'PUT',
+    path: string,
+    body?: unknown,
+    token: string | null = TOKEN,
+  ): Promise<{ status: number; json: Record<string, unknown> | undefined }> {
+    const res = await service.app.inject({
+      method,
+      url: path,
+      headers: apiHeaders(body, token),
+      ...(body !== undefined ? { payload: JSON.stringify(body) } : {}),
+    });
+    return {
+      status: res.statusCode,
+      json: res.body ? (JSON.parse(res.body) as Record<string, unknown>) : undefined,
+    };
   }
-  assert.equal(service.view.get(1)?.simulated, undefined, 'nothing happened');
-  assert.equal((await call('PUT', '/api/config', service.config, null)).status, 401);
-});
 
-test('a thirteenth device is refused', async () => {
-  const cfg = service.config;
-  const servers = Array.from({ length: 12 }, (_, i) => deckEntry(i + 1, 1));
-  const r = await call('PUT', '/api/config', { ...cfg, servers: [...servers, deckEntry(13, 1)] });
-  assert.equal(r.status, 400);
-  assert.match(String(r.json?.['message']), /servers/);
+  test('mutating endpoints need the admin token; reads do not', async () => {
+    assert.equal((await call('GET', '/api/config', undefined, null)).status, 200);
+    for (const token of [null, 'wrong', TOKEN.slice(0, -1)]) {
+      const r = await call('POST', '/api/devices/1/simulate', { state: 'play' }, token);
+      assert.equal(r.status, 401, String(token));
+      assert.equal(r.json?.['error'], 'UNAUTHORIZED');
+    }
+    assert.equal(service.view.get(1)?.simulated, undefined, 'nothing happened');
+    assert.equal((await call('PUT', '/api/config', service.config, null)).status, 401);
+  });
+
+  test('a thirteenth device is refused', async () => {
+    const cfg = service.config;
+    const servers = Array.from({ length: 12 }, (_, i) => deckEntry(i + 1, 1));
+    const r = await call('PUT', '/api/config', { ...cfg, servers: [...servers, deckEntry(13, 1)] });
+    assert.equal(r.status, 400);
+    assert.match(String(r.json?.['message']), /servers/);
+  });
 });
 
 test('without a configuration file the control API refuses changes instead of pretending', async () => {
