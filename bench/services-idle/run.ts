@@ -31,7 +31,7 @@ import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { readService } from '../../scripts/stack/services.ts';
+import { STATUS_BIN, discover } from '../../scripts/stack/services.ts';
 
 const root = join(import.meta.dirname, '../..');
 const { values } = parseArgs({
@@ -64,23 +64,22 @@ interface Target {
   ready: string;
 }
 
-/** The services `npm start` runs, as it reads them (scripts/stack/services.ts), each from its start file. */
+/** The services `npm start` runs, as it finds them (scripts/stack/services.ts), each from its start file. */
 function services(): Target[] {
-  const out: Target[] = [];
-  for (const dir of readdirSync(join(root, 'packages')).sort()) {
-    const service = readService(join(root, 'packages', dir), process.env, false);
-    // The status service's config is written by the launcher (the landing page's port), not its own.
-    if (!service?.start.ready || dir === 'status') continue;
-    const args = service.start.args ?? [];
-    out.push({
-      name: service.name,
-      simulators: !NO_SIMULATORS && args.some((a) => SIMULATOR_FLAGS.includes(a)),
-      command: [service.bin, ...args.filter((a) => !(NO_SIMULATORS && SIMULATOR_FLAGS.includes(a)))],
-      env: service.start.env ?? {},
-      ready: service.start.ready,
+  const packages = join(root, 'packages');
+  // The status service's config is written by the launcher (the landing page's port), not its own.
+  return discover(packages, join(packages, 'status'), process.env, false)
+    .filter((s) => s.name !== STATUS_BIN && s.start.ready)
+    .map((s) => {
+      const args = s.start.args ?? [];
+      return {
+        name: s.name,
+        simulators: !NO_SIMULATORS && args.some((a) => SIMULATOR_FLAGS.includes(a)),
+        command: [s.bin, ...args.filter((a) => !(NO_SIMULATORS && SIMULATOR_FLAGS.includes(a)))],
+        env: s.start.env ?? {},
+        ready: s.start.ready ?? '',
+      };
     });
-  }
-  return out;
 }
 
 const BARE_PORT = 18_999;

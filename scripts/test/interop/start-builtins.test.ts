@@ -11,11 +11,11 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { cpSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { cpSync, readFileSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { test } from 'node:test';
 import { repoRoot, requireTool, tempDir } from '@broadcast-ops/core/testing';
-import { readService } from '../../stack/services.ts';
+import { STATUS_BIN, discover } from '../../stack/services.ts';
 import { UNSHARE_FLAGS } from '../npm-start-helpers.ts';
 
 /** Loaded by a service only when a feature that needs it is used. */
@@ -32,22 +32,18 @@ interface Start {
   port: number;
 }
 
-/** The services with a ready URL, as `npm start` reads them (scripts/stack/services.ts), status aside. */
+/** The services with a ready URL, as `npm start` finds them (scripts/stack/services.ts), status aside. */
 function starts(): Start[] {
-  const out: Start[] = [];
-  for (const name of readdirSync(join(repoRoot, 'packages')).sort()) {
-    const dir = join(repoRoot, 'packages', name);
-    const service = name === 'status' ? undefined : readService(dir, process.env, false);
-    if (!service?.start.ready || !service.bin.endsWith('start.cjs')) continue;
-    out.push({
-      name,
-      dir,
-      args: (service.start.args ?? []).filter((a) => !SIMULATOR_FLAGS.includes(a)),
-      env: service.start.env ?? {},
-      port: Number(new URL(service.start.ready).port),
-    });
-  }
-  return out;
+  const packages = join(repoRoot, 'packages');
+  return discover(packages, join(packages, 'status'), process.env, false)
+    .filter((s) => s.name !== STATUS_BIN && s.start.ready && s.bin.endsWith('start.cjs'))
+    .map((s) => ({
+      name: basename(s.dir),
+      dir: s.dir,
+      args: (s.start.args ?? []).filter((a) => !SIMULATOR_FLAGS.includes(a)),
+      env: s.start.env ?? {},
+      port: Number(new URL(s.start.ready ?? '').port),
+    }));
 }
 
 const PRELOAD = `

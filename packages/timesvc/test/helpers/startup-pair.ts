@@ -114,15 +114,19 @@ function serverFigures(all: readonly ProbeRecord[], t0: number, untilS: number):
   const records = all.filter((r) => r.atMs - t0 <= untilS * 1000);
   const synced = records.filter((r) => r.leap !== 3);
   const disp = synced.map((r) => r.rootDispersionS).sort((a, b) => a - b);
+  const dispAt = (q: number): number => disp[Math.floor(q * disp.length)] ?? Number.NaN;
   const after10 = synced.filter((r) => r.atMs - t0 > 10_000).map((r) => r.rootDispersionS);
   const errs = synced.map((r) => Math.abs(r.errorS)).sort((a, b) => a - b);
   return {
     replies: records.length,
     synchronised: synced.length,
-    medianRootDispersionMs: (disp[disp.length >> 1] ?? Number.NaN) * 1e3,
-    rootDispersionPercentilesMs: [0.1, 0.25, 0.75, 0.9].map(
-      (q) => Math.round((disp[Math.floor(q * disp.length)] ?? Number.NaN) * 1e6) / 1e3,
-    ) as [number, number, number, number],
+    medianRootDispersionMs: dispAt(0.5) * 1e3,
+    rootDispersionPercentilesMs: [0.1, 0.25, 0.75, 0.9].map((q) => Math.round(dispAt(q) * 1e6) / 1e3) as [
+      number,
+      number,
+      number,
+      number,
+    ],
     maxRootDispersionAfter10sMs: Math.max(0, ...after10) * 1e3,
     outsideBound: synced.filter(
       (r) => r.knowable && Math.abs(r.errorS) > r.rootDelayS / 2 + r.rootDispersionS + r.delayS / 2,
