@@ -109,6 +109,15 @@ export function sourcesOf(root: string, file: string, seen = new Set<string>()):
 }
 
 /**
+ * A hook at a quick file's top level (prettier puts a top-level call at the start of a line): the quick tier
+ * runs many files in one process (scripts/run-tests.ts quickShards), and there a top-level `before`, `after`,
+ * `beforeEach` or `afterEach` belongs to the whole process, not to its file: an `after` that closes the
+ * file's service can run while another of its tests still uses it. A quick file keeps its hooks in a
+ * `describe` (or a test's `t.after`). scripts/test/app/test-tiers.test.ts fails on one.
+ */
+export const TOP_LEVEL_HOOK = /^(?:before|after|beforeEach|afterEach)\(/m;
+
+/**
  * Not a quick test: uses a system tool, starts a process, a browser or a network namespace, or opens a
  * socket (a server on loopback, a client connecting to one, the test helpers that start a whole service).
  */

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
-import { before, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import fc from 'fast-check';
 import { AccessList } from '../../src/domain/access-list.ts';
 import { ZERO_CORRECTION } from '../../src/domain/correction.ts';
@@ -207,124 +207,129 @@ test('fast-check: the C access list allows exactly the sources AccessList.allows
   assert.deepEqual([...verdicts].sort(), [0, 1], 'both verdicts were compared');
 });
 
-let pureClock: ServedClock;
+describe('the native responder against the pure functions, on a clock of their own', () => {
+  let pureClock: ServedClock;
 
-before(() => {
-  // A clock of its own for the pure properties: their corrections must not reach a server's listener.
-  pureClock = new ServedClock();
-});
+  before(() => {
+    // A clock of its own for the pure properties: their corrections must not reach a server's listener.
+    pureClock = new ServedClock();
+  });
 
-test('fast-check: testRespond writes the bytes of respondInto + ServedClock.write, with the same outcome', () => {
-  const base = performance.now();
-  const served = new Float64Array(SERVED_FIELDS);
-  const seen = new Set<number>();
-  fc.assert(
-    fc.property(request, stateArb, correctionArb, where, (req, s, k, w) => {
-      const { c, p0 } = correctionOf(k, base);
-      pureClock.setCorrection(c);
-      const piece = pureClock.linearPiece(p0);
-      assert.ok(piece, 'the host clock has pieces');
-      const at = instantIn(piece, w);
-      const state = systemState(s, at);
-      const outC = new Uint8Array(48).fill(0xcc);
-      const code = addon().testRespond(servedArray(served, piece, state), req, REC, at, outC);
-      const outJs = new Uint8Array(48).fill(0xcc);
-      const expected = respondInto(req, 0, req.length, addressText(REC), at, state, {}, outJs, 0);
-      assert.equal(code, expected, `outcome of a ${req.length}-byte request`);
-      seen.add(code);
-      if (expected !== OUTCOME.REPLY) {
-        assert.deepEqual(outC, outJs, 'a drop writes nothing (no policy: no kiss either)');
-        return;
-      }
-      pureClock.write(outJs, 32, true, at);
-      assert.deepEqual(
-        outC.subarray(0, 32),
-        outJs.subarray(0, 32),
-        'header, delay, dispersion, refid, ref, origin',
-      );
-      assert.deepEqual(outC.subarray(40), outJs.subarray(40), 'transmit timestamp left zero');
-      const units = fractionUnits(outC, outJs, 32);
-      assert.ok(
-        units <= TIMESTAMP_TOLERANCE,
-        `receive timestamp ${units} units of 2^-32 s off at ${at} in [${piece.p0}, ${piece.p1})`,
-      );
-    }),
-    { numRuns: 2000, interruptAfterTimeLimit: 10_000, includeErrorInReport: true },
-  );
-  pureClock.setCorrection(ZERO_CORRECTION);
-  // Not vacuous: replies and every drop reason respondInto has without a policy were compared.
-  assert.deepEqual(
-    [...seen].sort((a, b) => a - b),
-    [
-      OUTCOME.REPLY,
-      OUTCOME.DROP_SHORT,
-      OUTCOME.DROP_NOT_CLIENT,
-      OUTCOME.DROP_BAD_VERSION,
-      OUTCOME.DROP_MALFORMED,
-      OUTCOME.DROP_AUTHENTICATED,
-    ],
-  );
-});
-
-test('fast-check: a linear piece never straddles a break (the C piece = ServedClock.write across it)', () => {
-  const base = performance.now();
-  const served = new Float64Array(SERVED_FIELDS);
-  const plain = new Uint8Array(48);
-  plain[0] = 0x23;
-  const state = { ...UNSYNCHRONISED_STATE, leap: 0, stratum: 2 };
-  fc.assert(
-    fc.property(
-      correctionArb,
-      fc.array(fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), { minLength: 3, maxLength: 6 }),
-      (k, fractions) => {
-        const { c, p0, breaks } = correctionOf(k, base);
+  test('fast-check: testRespond writes the bytes of respondInto + ServedClock.write, with the same outcome', () => {
+    const base = performance.now();
+    const served = new Float64Array(SERVED_FIELDS);
+    const seen = new Set<number>();
+    fc.assert(
+      fc.property(request, stateArb, correctionArb, where, (req, s, k, w) => {
+        const { c, p0 } = correctionOf(k, base);
         pureClock.setCorrection(c);
-        const piece = pureClock.linearPiece(p0)!;
-        assert.equal(piece.p0, p0);
-        assert.ok(piece.p1 > piece.p0, `an empty piece [${piece.p0}, ${piece.p1})`);
-        // It ends at the first break after p0 at the latest (then the samples below must agree anywhere in it).
-        const next = Math.min(...breaks.filter((b) => b > p0));
-        assert.ok(piece.p1 <= next, `the piece [${piece.p0}, ${piece.p1}) runs past the break at ${next}`);
-        servedArray(served, piece, state);
-        const samples: (number | 'start' | 'end')[] = ['start', 'end', ...fractions];
-        for (const w of samples) {
-          const at = instantIn(piece, w);
-          const outC = new Uint8Array(48);
-          assert.equal(addon().testRespond(served, plain, REC, at, outC), OUTCOME.REPLY);
-          const js = new Uint8Array(48);
-          pureClock.write(js, 32, true, at);
-          const units = fractionUnits(outC, js, 32);
-          assert.ok(
-            units <= TIMESTAMP_TOLERANCE,
-            `at ${at} in [${piece.p0}, ${piece.p1}): the piece is ${units} units of 2^-32 s off ServedClock.write`,
-          );
+        const piece = pureClock.linearPiece(p0);
+        assert.ok(piece, 'the host clock has pieces');
+        const at = instantIn(piece, w);
+        const state = systemState(s, at);
+        const outC = new Uint8Array(48).fill(0xcc);
+        const code = addon().testRespond(servedArray(served, piece, state), req, REC, at, outC);
+        const outJs = new Uint8Array(48).fill(0xcc);
+        const expected = respondInto(req, 0, req.length, addressText(REC), at, state, {}, outJs, 0);
+        assert.equal(code, expected, `outcome of a ${req.length}-byte request`);
+        seen.add(code);
+        if (expected !== OUTCOME.REPLY) {
+          assert.deepEqual(outC, outJs, 'a drop writes nothing (no policy: no kiss either)');
+          return;
         }
-      },
-    ),
-    { numRuns: 1500, interruptAfterTimeLimit: 10_000, includeErrorInReport: true },
-  );
-  pureClock.setCorrection(ZERO_CORRECTION);
-});
+        pureClock.write(outJs, 32, true, at);
+        assert.deepEqual(
+          outC.subarray(0, 32),
+          outJs.subarray(0, 32),
+          'header, delay, dispersion, refid, ref, origin',
+        );
+        assert.deepEqual(outC.subarray(40), outJs.subarray(40), 'transmit timestamp left zero');
+        const units = fractionUnits(outC, outJs, 32);
+        assert.ok(
+          units <= TIMESTAMP_TOLERANCE,
+          `receive timestamp ${units} units of 2^-32 s off at ${at} in [${piece.p0}, ${piece.p1})`,
+        );
+      }),
+      { numRuns: 2000, interruptAfterTimeLimit: 10_000, includeErrorInReport: true },
+    );
+    pureClock.setCorrection(ZERO_CORRECTION);
+    // Not vacuous: replies and every drop reason respondInto has without a policy were compared.
+    assert.deepEqual(
+      [...seen].sort((a, b) => a - b),
+      [
+        OUTCOME.REPLY,
+        OUTCOME.DROP_SHORT,
+        OUTCOME.DROP_NOT_CLIENT,
+        OUTCOME.DROP_BAD_VERSION,
+        OUTCOME.DROP_MALFORMED,
+        OUTCOME.DROP_AUTHENTICATED,
+      ],
+    );
+  });
 
-/**
- * A rounding edge found by the fast-check above: secondsToShort (ntp-packet.ts) rounds with Math.round;
- * floor(x + 0.5) would round the largest double below 0.5 up (x + 0.5 rounds to 1), so ntp-fast.c uses
- * round(), which is exact.
- */
-test('root delay and dispersion of (0.5 − 2⁻⁵⁴)/65536 s: the C short format agrees with secondsToShort', () => {
-  const tricky = (0.5 - 2 ** -54) / 65536;
-  const state: ServerSystemState = {
-    ...UNSYNCHRONISED_STATE,
-    rootDelayS: tricky,
-    rootDispersionS: tricky,
-    dispersionRateS: 0,
-  };
-  const req = new Uint8Array(48);
-  req[0] = 0x23;
-  const piece = { p0: 0, p1: Number.POSITIVE_INFINITY, sec0: 1, ns0: 0, rate: 1 };
-  const outC = new Uint8Array(48);
-  addon().testRespond(servedArray(new Float64Array(SERVED_FIELDS), piece, state), req, REC, 1, outC);
-  const outJs = new Uint8Array(48);
-  respondInto(req, 0, 48, '', 1, state, {}, outJs, 0);
-  assert.deepEqual(outC.subarray(4, 12), outJs.subarray(4, 12), 'root delay and root dispersion');
+  test('fast-check: a linear piece never straddles a break (the C piece = ServedClock.write across it)', () => {
+    const base = performance.now();
+    const served = new Float64Array(SERVED_FIELDS);
+    const plain = new Uint8Array(48);
+    plain[0] = 0x23;
+    const state = { ...UNSYNCHRONISED_STATE, leap: 0, stratum: 2 };
+    fc.assert(
+      fc.property(
+        correctionArb,
+        fc.array(fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), {
+          minLength: 3,
+          maxLength: 6,
+        }),
+        (k, fractions) => {
+          const { c, p0, breaks } = correctionOf(k, base);
+          pureClock.setCorrection(c);
+          const piece = pureClock.linearPiece(p0)!;
+          assert.equal(piece.p0, p0);
+          assert.ok(piece.p1 > piece.p0, `an empty piece [${piece.p0}, ${piece.p1})`);
+          // It ends at the first break after p0 at the latest (then the samples below must agree anywhere in it).
+          const next = Math.min(...breaks.filter((b) => b > p0));
+          assert.ok(piece.p1 <= next, `the piece [${piece.p0}, ${piece.p1}) runs past the break at ${next}`);
+          servedArray(served, piece, state);
+          const samples: (number | 'start' | 'end')[] = ['start', 'end', ...fractions];
+          for (const w of samples) {
+            const at = instantIn(piece, w);
+            const outC = new Uint8Array(48);
+            assert.equal(addon().testRespond(served, plain, REC, at, outC), OUTCOME.REPLY);
+            const js = new Uint8Array(48);
+            pureClock.write(js, 32, true, at);
+            const units = fractionUnits(outC, js, 32);
+            assert.ok(
+              units <= TIMESTAMP_TOLERANCE,
+              `at ${at} in [${piece.p0}, ${piece.p1}): the piece is ${units} units of 2^-32 s off ServedClock.write`,
+            );
+          }
+        },
+      ),
+      { numRuns: 1500, interruptAfterTimeLimit: 10_000, includeErrorInReport: true },
+    );
+    pureClock.setCorrection(ZERO_CORRECTION);
+  });
+
+  /**
+   * A rounding edge found by the fast-check above: secondsToShort (ntp-packet.ts) rounds with Math.round;
+   * floor(x + 0.5) would round the largest double below 0.5 up (x + 0.5 rounds to 1), so ntp-fast.c uses
+   * round(), which is exact.
+   */
+  test('root delay and dispersion of (0.5 − 2⁻⁵⁴)/65536 s: the C short format agrees with secondsToShort', () => {
+    const tricky = (0.5 - 2 ** -54) / 65536;
+    const state: ServerSystemState = {
+      ...UNSYNCHRONISED_STATE,
+      rootDelayS: tricky,
+      rootDispersionS: tricky,
+      dispersionRateS: 0,
+    };
+    const req = new Uint8Array(48);
+    req[0] = 0x23;
+    const piece = { p0: 0, p1: Number.POSITIVE_INFINITY, sec0: 1, ns0: 0, rate: 1 };
+    const outC = new Uint8Array(48);
+    addon().testRespond(servedArray(new Float64Array(SERVED_FIELDS), piece, state), req, REC, 1, outC);
+    const outJs = new Uint8Array(48);
+    respondInto(req, 0, 48, '', 1, state, {}, outJs, 0);
+    assert.deepEqual(outC.subarray(4, 12), outJs.subarray(4, 12), 'root delay and root dispersion');
+  });
 });
