@@ -10,7 +10,10 @@
  * of --ready-samples starts, taken in turns), then
  * RSS and CPU with all of them at rest together after `--settle` seconds (`round` below). It prints its own
  * table (each ratio beside its anchor, the bare process of that round); with --rounds > 1 a last table gives each figure's
- * median over the rounds. The demo starts in-process simulators for two services (playout-monitor's
+ * median over the rounds. A service's ready ratio is the median, over its starts, of its time to ready over the
+ * mean of the bare process's starts just before and just after it: this VM's CPU runs at speeds some 1.3-1.5×
+ * apart for seconds at a time (docs/at-rest.md "Measuring a start here"), and a ratio of starts taken
+ * seconds apart measured that as much as the service. The demo starts in-process simulators for two services (playout-monitor's
  * CasparCG/vMix/HyperDeck, telemetry-bridge's Companion), which keep them busy as live devices would: that
  * is load, not rest. So by default those flags are dropped (the service waits for devices that are not
  * there: the service itself at rest, docs/at-rest.md "The bench and its anchors") and that table is the
@@ -129,6 +132,8 @@ interface Figures {
   name: string;
   simulators?: boolean;
   readyMs: number;
+  /** Median of the paired ratios against the bare process (1 for the bare process itself). */
+  readyX: number;
   rssMb: number;
   idleCpuMsPerS: number;
 }
@@ -189,17 +194,34 @@ async function stop(child: ChildProcess): Promise<void> {
  * window of `--idle` seconds, over which each one's RSS and CPU are read. At rest they wake rarely, so
  * sharing the window costs them little and a round takes about one window instead of one per target.
  */
-async function measureRound(targets: readonly Target[]): Promise<Figures[]> {
-  // READY_SAMPLES starts of each, taken in turns (the bare process, then each service, again), so a burst
-  // of other work on the machine falls on every target alike; each target's median is its figure.
+async function measureRound(targets: readonly [Target, ...Target[]]): Promise<Figures[]> {
+  // READY_SAMPLES starts of each, taken in turns, with the bare process (targets[0]) started before every
+  // service and once more after the last: bare, s1, bare, s2, ..., bare. Each service start is paired with
+  // the mean of the bare starts on either side of it, a few hundred milliseconds away, so a change of the
+  // machine's speed between starts falls on both sides of its ratio (docs/at-rest.md "Measuring a start
+  // here"). A target's figure is the median of its starts, and of its paired ratios.
+  const [floor, ...services] = targets;
+  const readyOf = async (t: Target): Promise<number> => {
+    const s = await start(t);
+    await stop(s.child);
+    return s.readyMs;
+  };
   const samples: number[][] = targets.map(() => []);
-  for (let k = 0; k < READY_SAMPLES; k++)
-    for (const [i, t] of targets.entries()) {
-      const s = await start(t);
-      samples[i]!.push(s.readyMs);
-      await stop(s.child);
+  const ratios: number[][] = targets.map(() => []);
+  for (let k = 0; k < READY_SAMPLES; k++) {
+    let before = await readyOf(floor);
+    samples[0]!.push(before);
+    for (const [j, t] of services.entries()) {
+      const ms = await readyOf(t);
+      const after = await readyOf(floor);
+      samples[0]!.push(after);
+      samples[j + 1]!.push(ms);
+      ratios[j + 1]!.push(ms / ((before + after) / 2));
+      before = after;
     }
+  }
   const readyMs = samples.map((xs) => median(xs));
+  const readyX = ratios.map((xs, i) => (i === 0 ? 1 : median(xs)));
   const running: Started[] = [];
   try {
     for (const t of targets) running.push(await start(t));
@@ -213,6 +235,7 @@ async function measureRound(targets: readonly Target[]): Promise<Figures[]> {
       name: t.name,
       ...(t.simulators ? { simulators: true } : {}),
       readyMs: readyMs[i]!,
+      readyX: readyX[i]!,
       rssMb: rssKb(running[i]!.pid) / 1024,
       idleCpuMsPerS: (b[i]! - a[i]!) / 1e6 / seconds,
     }));
@@ -233,17 +256,17 @@ function mark(ok: boolean, info = false): string {
 
 function table(rows: Figures[], floor: Figures): void {
   console.log(
-    `| process | ready ms | × bare (≤ ${READY_X.toFixed(2)}) | RSS MB | × bare (≤ ${RSS_X.toFixed(2)}) | ` +
-      `idle CPU ms/s (≤ ${CPU_MS_PER_S.toFixed(2)}) |`,
+    `| process | ready ms | × bare, paired (≤ ${READY_X.toFixed(2)}) | ready ms ÷ bare's | RSS MB | ` +
+      `× bare (≤ ${RSS_X.toFixed(2)}) | idle CPU ms/s (≤ ${CPU_MS_PER_S.toFixed(2)}) |`,
   );
-  console.log('|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|');
   for (const r of rows) {
-    const readyX = r.readyMs / floor.readyMs;
     const rssX = r.rssMb / floor.rssMb;
     const info = r.simulators === true;
     console.log(
       `| ${r.name}${info ? ' (with simulators)' : ''} | ${r.readyMs.toFixed(0)} | ` +
-        `${readyX.toFixed(2)} ${mark(readyX <= READY_X, info)} | ` +
+        `${r.readyX.toFixed(2)} ${mark(r.readyX <= READY_X, info)} | ` +
+        `${(r.readyMs / floor.readyMs).toFixed(2)} | ` +
         `${r.rssMb.toFixed(1)} | ${rssX.toFixed(2)} ${mark(rssX <= RSS_X, info)} | ` +
         `${r.idleCpuMsPerS.toFixed(2)} ${mark(r.idleCpuMsPerS <= CPU_MS_PER_S, info)} |`,
     );
@@ -278,12 +301,13 @@ for (let round = 1; round <= ROUNDS; round++) {
 }
 if (ROUNDS > 1) {
   console.log(
-    `\n# median of ${ROUNDS} rounds (each figure's median; the ratios against the bare process's medians)`,
+    `\n# median of ${ROUNDS} rounds (each figure's median, the paired ratio's too; ÷ bare's: of the medians)`,
   );
   const med = rounds[0]!.map((_, i) => ({
     name: rounds[0]![i]!.name,
     ...(rounds[0]![i]!.simulators ? { simulators: true } : {}),
     readyMs: median(rounds.map((r) => r[i]!.readyMs)),
+    readyX: median(rounds.map((r) => r[i]!.readyX)),
     rssMb: median(rounds.map((r) => r[i]!.rssMb)),
     idleCpuMsPerS: median(rounds.map((r) => r[i]!.idleCpuMsPerS)),
   }));
