@@ -62,6 +62,8 @@ export const hiresClock: Clock = servedBaseClock(systemClock);
 const TWO32 = 4_294_967_296;
 /** A millisecond-edge bracket this narrow is good enough (normally reached at the first edges). */
 const GOOD_EDGE_MS = 0.02;
+/** A bracket this narrow ends a search at once: no later edge would be worth the spin. */
+const NARROW_EDGE_MS = 0.002;
 /**
  * How often good offset measurements are refreshed. They change only when the host clock steps (the kernel
  * slews CLOCK_REALTIME and CLOCK_MONOTONIC alike), and a step is found by the once-a-second check, which
@@ -98,7 +100,7 @@ export function findEdge(src: TimeSource, maxMs = 12): { wallMs: number; monoMs:
         bestPerf = (prevBefore + after) / 2;
       }
       edges++;
-      if (width < 0.002) break; // 2 µs: good enough, stop spinning
+      if (width < NARROW_EDGE_MS) break; // 2 µs: good enough, stop spinning
     }
     prevBefore = before;
     prev = d;
@@ -140,15 +142,32 @@ export class ServedClock {
     const src = this.#src;
     this.#kernelSrc = src === hostTimeSource || src.kernelStampMs === undefined ? hostTimeSource : src;
     this.#onStep = options.onStep;
-    // Two searches, the narrower wins: the first may run cold (JIT) and bracket the edge widely.
+    // The first search may run cold (JIT) or be preempted and bracket the edge widely: then a second, and
+    // the narrower wins. A narrow first bracket is kept; each search spins until a millisecond edge (up to a
+    // millisecond, several on a busy machine), which a start pays (docs/performance.md "At rest").
     const first = findEdge(this.#src, 50);
-    const second = findEdge(this.#src, 50);
-    const edge = second.widthMs <= first.widthMs ? second : first;
+    let edge = first;
+    if (first.widthMs >= NARROW_EDGE_MS) {
+      const second = findEdge(this.#src, 50);
+      if (second.widthMs <= first.widthMs) edge = second;
+    }
     this.#anchorWidthMs = edge.widthMs;
     this.#anchorSec = Math.floor(edge.wallMs / 1000);
     this.#anchorNs = (edge.wallMs - this.#anchorSec * 1000) * 1e6;
     this.#anchorPerf = edge.monoMs;
-    this.#remeasure(true);
+    // Raw is this source's wall clock at the anchor's edge, so the source's offset from raw is 0 within the
+    // anchor's bracket: what a search of the next edge would measure, without its spin.
+    this.#hostOffsetMs = 0;
+    this.#hostWidthMs = edge.widthMs;
+    if (this.#src === hostTimeSource || this.#src.kernelStampMs) {
+      this.#kernelOffsetMs = 0;
+      this.#kernelWidthMs = edge.widthMs;
+    } else {
+      const kernel = measureOffset(hostTimeSource, this, 50);
+      this.#kernelOffsetMs = kernel.offsetMs;
+      this.#kernelWidthMs = kernel.widthMs;
+    }
+    this.#measuredAt = performance.now();
   }
 
   /**

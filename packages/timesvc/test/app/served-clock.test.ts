@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { test } from 'node:test';
 import { stepTo } from '../../src/domain/correction.ts';
-import { ServedClock, hostTimeSource } from '../../src/io/served-clock.ts';
+import { ServedClock, findEdge, hostTimeSource, type TimeSource } from '../../src/io/served-clock.ts';
 import { ntpToUnixMs } from '../../src/protocol/ntp-packet.ts';
 
 test('raw clock agrees with Date.now() to its millisecond; the correction adds phase + freq·Δt', () => {
@@ -56,4 +56,59 @@ test('a host clock step changes nothing served: detected, counted, measured as t
   assert.ok(Math.abs(clock.kernelRealtimeMs() - Date.now()) < 2);
   clock.checkHostClock();
   assert.equal(clock.steps, 1, 'counted once');
+});
+
+/**
+ * A time source made of counters: every monotonic read advances it by `stepUs`, and its wall clock is that
+ * time truncated to the millisecond (as Date.now() is), starting half a millisecond before an edge. Its
+ * brackets are four reads wide, so `stepUs` sets how narrow a search can find an edge.
+ */
+function counterSource(stepUs: number): { source: TimeSource; wallReads: () => number } {
+  let mono = 0;
+  let reads = 0;
+  return {
+    source: {
+      monoMs: () => (mono += stepUs / 1000),
+      wallMs: () => {
+        reads++;
+        return Math.floor(1_700_000_000_000.5 + mono);
+      },
+    },
+    wallReads: () => reads,
+  };
+}
+
+test('a start searches one millisecond edge when its bracket is narrow; the offset from raw is the anchor’s', () => {
+  const one = counterSource(0.1);
+  const alone = findEdge(one.source, 50);
+  assert.ok(alone.widthMs < 0.002, `a search of this source brackets ${alone.widthMs} ms`);
+  const perSearch = one.wallReads();
+
+  const narrow = counterSource(0.1);
+  const clock = new ServedClock({ source: narrow.source });
+  // One search, not the three of before (two for the anchor, one more for the source's offset).
+  assert.ok(
+    narrow.wallReads() <= perSearch * 1.5,
+    `${narrow.wallReads()} wall reads against ${perSearch} for one search`,
+  );
+  assert.equal(clock.anchorUncertaintyMs, alone.widthMs);
+  assert.equal(clock.hostOffsetS(), 0);
+  // The offset holds: no step is seen on the same source.
+  clock.checkHostClock();
+  assert.equal(clock.steps, 0);
+});
+
+test('a wide first bracket (a cold or preempted search) is searched again', () => {
+  const one = counterSource(5);
+  const alone = findEdge(one.source, 50);
+  assert.ok(alone.widthMs >= 0.002, `a search of this source brackets ${alone.widthMs} ms`);
+  const perSearch = one.wallReads();
+
+  const wide = counterSource(5);
+  const clock = new ServedClock({ source: wide.source });
+  assert.ok(
+    wide.wallReads() >= perSearch * 1.5 && wide.wallReads() <= perSearch * 2.5,
+    `${wide.wallReads()} wall reads against ${perSearch} for one search: two searches`,
+  );
+  assert.ok(clock.anchorUncertaintyMs <= alone.widthMs);
 });
