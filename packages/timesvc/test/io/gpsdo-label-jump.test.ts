@@ -219,10 +219,11 @@ async function assertJumpNotServed(r: Run): Promise<void> {
   );
   const unhealthy = r.health.filter((h) => h.status === 'unhealthy');
   assert.ok(unhealthy.length > 0, 'health names the disagreement');
-  assert.match(
-    unhealthy[0]?.reason ?? '',
-    /references disagree: GPSDO:SerialPPS is -1\.\d+ s from the served clock/,
-  );
+  const reason = unhealthy[0]?.reason ?? '';
+  const named = /references disagree: GPSDO:SerialPPS is (-?\d+\.\d+) s from the served clock/.exec(reason);
+  // The receiver's second off by one, as the served clock sees it: the served clock follows the peer to a
+  // few microseconds on a loaded machine, on either side (-0.999996 s was read once under the full suite).
+  assert.ok(named && Math.abs(Number(named[1]) + 1) < 0.001, `the disagreement named: ${reason}`);
   assert.equal(r.health[r.health.length - 1]?.status, 'healthy', 'healthy again after the return');
   assert.equal(snap.selected, 'GPSDO:SerialPPS');
 }
