@@ -113,7 +113,10 @@ export function findEdge(src: TimeSource, maxMs = 12): { wallMs: number; monoMs:
 
 export class ServedClock {
   readonly #src: TimeSource;
-  /** The realtime clock kernel timestamps are on: the source itself, or the real host's (see TimeSource). */
+  /**
+   * The realtime clock kernel timestamps are on: the source itself, or the real host's (see TimeSource). When
+   * it is the source, the kernel's offset from raw is the source's own and is not measured apart.
+   */
   readonly #kernelSrc: TimeSource;
   /** Kernel timestamps not used because they lay outside their window (kernel-rx-timestamp.ts). */
   kernelStampsReplaced = 0;
@@ -159,11 +162,11 @@ export class ServedClock {
     // anchor's bracket: what a search of the next edge would measure, without its spin.
     this.#hostOffsetMs = 0;
     this.#hostWidthMs = edge.widthMs;
-    if (this.#src === hostTimeSource || this.#src.kernelStampMs) {
+    if (this.#kernelSrc === this.#src) {
       this.#kernelOffsetMs = 0;
       this.#kernelWidthMs = edge.widthMs;
     } else {
-      const kernel = measureOffset(hostTimeSource, this, 50);
+      const kernel = measureOffset(this.#kernelSrc, this, 50);
       this.#kernelOffsetMs = kernel.offsetMs;
       this.#kernelWidthMs = kernel.widthMs;
     }
@@ -185,9 +188,7 @@ export class ServedClock {
       this.#hostWidthMs = host.widthMs;
     }
     const kernel =
-      this.#src === hostTimeSource || this.#src.kernelStampMs
-        ? host
-        : measureOffset(hostTimeSource, this, force ? 50 : 3);
+      this.#kernelSrc === this.#src ? host : measureOffset(this.#kernelSrc, this, force ? 50 : 3);
     if (force || kernel.widthMs < this.#kernelWidthMs || (stale && kernel.widthMs <= GOOD_EDGE_MS)) {
       this.#kernelOffsetMs = kernel.offsetMs;
       this.#kernelWidthMs = kernel.widthMs;
@@ -243,8 +244,7 @@ export class ServedClock {
       return;
     }
     if (
-      this.#src !== hostTimeSource &&
-      !this.#src.kernelStampMs &&
+      this.#kernelSrc !== this.#src &&
       this.#outside(this.#kernelSrc, this.#kernelOffsetMs, this.#kernelWidthMs) &&
       this.#outside(this.#kernelSrc, this.#kernelOffsetMs, this.#kernelWidthMs)
     ) {
