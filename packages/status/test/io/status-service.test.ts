@@ -58,10 +58,12 @@ test('SIGSTOP of one service: red within two polls with the reason, the others g
       { timeoutMs: 20_000, intervalMs: 100, what: 'punch red' },
     );
     const redAfterMs = Date.now() - stoppedAt;
-    // Exactly two unanswered polls turned it red (the first one is amber).
-    assert.equal((await metric(rig.url, noAnswer)) - missedBefore, 2);
+    // Exactly two unanswered polls turned it red (the first one is amber): the red snapshot's own reason
+    // says so. The counter is read later, and a third poll may have timed out by then on a loaded machine
+    // (one every second, 600 ms each: 3 was read once under the full suite), so it is at least 2.
     const reason = red.services.find((s) => s.name === 'punch')?.reason ?? '';
     assert.match(reason, /^no answer: nothing within 600 ms \(2 polls in a row; last answer \d+ s ago\)$/);
+    assert.ok((await metric(rig.url, noAnswer)) - missedBefore >= 2);
     assert.deepEqual(levels(red), {
       punch: 'red',
       'telemetry-bridge': 'green',
