@@ -129,12 +129,19 @@ const errorBodySyntax = [
     message: `An HTTP error body is built by core only: throw fail(...)/an AppError or call sendError(reply, err) (${DOC}; "The HTTP edge").`,
   },
 ];
-// 5. zod as a namespace: `import * as z from 'zod'` (zod's documented form), never its `z` export, through
-// which the start bundles carried all of zod instead of what is read (docs/at-rest.md "One start file").
+// 5. zod from core only: `import * as z from '@broadcast-ops/core/zod'`, zod's mini API with English messages,
+// one API for every schema; a schema of the classic API costs every start its types' installation
+// (docs/at-rest.md "zod's mini API"). Its namespace form, never a `z` export: esbuild keeps only the parts of a
+// namespace that are read (docs/at-rest.md "One start file").
 const zodSyntax = [
   {
-    selector: "ImportDeclaration[source.value=/^zod/] > ImportSpecifier[imported.name='z']",
-    message: `Import zod as a namespace: import * as z from 'zod' (${DOC}).`,
+    selector: 'ImportDeclaration[source.value=/^zod(\\/|$)/]',
+    message: `zod comes from core: import * as z from '@broadcast-ops/core/zod' (its mini API, English messages; ${DOC}).`,
+  },
+  {
+    selector:
+      "ImportDeclaration[source.value='@broadcast-ops/core/zod'] > ImportSpecifier[imported.name='z']",
+    message: `Import zod as a namespace: import * as z from '@broadcast-ops/core/zod' (${DOC}).`,
   },
 ];
 const layerFiles = (layer, depth) =>
@@ -144,7 +151,7 @@ export const enforced = [
   { files: ['**/*.ts'], rules: { 'no-restricted-imports': deepImports } },
   {
     files: ['**/*.ts'],
-    ignores: ['packages/core/src/errors.ts', 'packages/core/src/http.ts'],
+    ignores: ['packages/core/src/errors.ts', 'packages/core/src/http.ts', 'packages/core/src/zod.ts'],
     rules: { 'no-restricted-syntax': [LEVEL, ...errorBodySyntax, ...zodSyntax] },
   },
   ...['protocol', 'domain'].flatMap((layer) =>

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { extname } from 'node:path';
-import type * as z from 'zod';
+import * as z from './zod.ts';
 
 /**
  * Configuration = defaults in the schema, then the file, then environment overrides, validated once.
@@ -22,7 +22,7 @@ export interface EnvOverride {
   parse?: (raw: string) => unknown;
 }
 
-export interface LoadConfigOptions<S extends z.ZodType> {
+export interface LoadConfigOptions<S extends z.core.$ZodType> {
   schema: S;
   /** Path of a JSON or YAML file; omitted: only defaults and environment. */
   file?: string | undefined;
@@ -126,7 +126,7 @@ export function formatZodIssues(issues: readonly z.core.$ZodIssue[], source: str
     .join('\n');
 }
 
-export function loadConfig<S extends z.ZodType>(options: LoadConfigOptions<S>): z.output<S> {
+export function loadConfig<S extends z.core.$ZodType>(options: LoadConfigOptions<S>): z.output<S> {
   const environment = options.environment ?? process.env;
   const source = options.file ?? 'embedded defaults';
   let raw: unknown =
@@ -149,7 +149,7 @@ export function loadConfig<S extends z.ZodType>(options: LoadConfigOptions<S>): 
   }
   // Parsed once: zod's eval-compiled fast path for objects (`jitless: false`) would be built for this one
   // parse, about half of it at each service's start (docs/at-rest.md "What was cut").
-  const result = options.schema.safeParse(raw, { jitless: true });
+  const result = z.safeParse(options.schema, raw, { jitless: true });
   if (!result.success) {
     const from = overridden.length
       ? `${source} (with ${overridden.join(', ')} from the environment)`

@@ -188,11 +188,25 @@ test('no hand-built error bodies: {error, message} sent or serialised by hand', 
   );
 });
 
-test("zod as a namespace: import * as z from 'zod', never its z export", async () => {
-  for (const path of ['packages/punch/src/config.ts', 'packages/timesvc/src/domain/f.ts', 'bench/x/run.ts'])
-    await fires('no-restricted-syntax', path, "import { z } from 'zod';\nexport const s = z.string();");
-  await fires('no-restricted-syntax', 'packages/punch/src/config.ts', "import { z as zz } from 'zod/v4';");
-  await silent('packages/punch/src/config.ts', "import * as z from 'zod';\nexport const s = z.string();");
-  await silent('packages/core/src/config.ts', "import type * as z from 'zod';\nexport type T = z.ZodType;");
+test("zod from core only: import * as z from '@broadcast-ops/core/zod', as a namespace", async () => {
+  for (const path of ['packages/punch/src/config.ts', 'packages/timesvc/src/domain/f.ts', 'bench/x/run.ts']) {
+    await fires('no-restricted-syntax', path, "import * as z from 'zod';\nexport const s = z.string();");
+    await fires('no-restricted-syntax', path, "import * as z from 'zod/mini';\nexport const s = z.string();");
+    await fires(
+      'no-restricted-syntax',
+      path,
+      "import { z } from '@broadcast-ops/core/zod';\nexport const s = z.string();",
+    );
+  }
+  await fires(
+    'no-restricted-syntax',
+    'packages/punch/src/config.ts',
+    "import type * as z from 'zod/v4/core';",
+  );
+  await silent(
+    'packages/punch/src/config.ts',
+    "import * as z from '@broadcast-ops/core/zod';\nexport const s = z.string();",
+  );
+  await silent('packages/core/src/zod.ts', "import { config } from 'zod/mini';\nconfig({});");
   await silent('packages/punch/src/io/f.ts', "import { z } from './zed.ts';\nexport const s = z;");
 });

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import * as z from 'zod';
+import * as z from '@broadcast-ops/core/zod';
 import { ConfigError, bearerToken, installHostGuard, sendError, type Logger } from '@broadcast-ops/core';
 import { fail } from '../../errors.ts';
 import { allowed, ROUTES, type Permission, type Role, type RouteSpec } from '../../domain/permissions.ts';
@@ -50,18 +50,18 @@ declare module 'fastify' {
 }
 
 const loginBody = z.strictObject({
-  username: z.string().min(1).max(128),
-  password: z.string().min(1).max(1024),
+  username: z.string().check(z.minLength(1), z.maxLength(128)),
+  password: z.string().check(z.minLength(1), z.maxLength(1024)),
 });
 
 const peerBody = z.strictObject({
-  address: z.string().min(1).max(300),
-  prefer: z.boolean().optional(),
-  iburst: z.boolean().optional(),
-  minpoll: z.number().int().optional(),
-  maxpoll: z.number().int().optional(),
-  nts_enabled: z.boolean().optional(),
-  nts_ke_port: z.number().int().optional(),
+  address: z.string().check(z.minLength(1), z.maxLength(300)),
+  prefer: z.optional(z.boolean()),
+  iburst: z.optional(z.boolean()),
+  minpoll: z.optional(z.int()),
+  maxpoll: z.optional(z.int()),
+  nts_enabled: z.optional(z.boolean()),
+  nts_ke_port: z.optional(z.int()),
 });
 
 /**

@@ -1,0 +1,14 @@
+/**
+ * zod for every schema of the repository: its mini API (`z.optional(s)`, `s.check(z.minLength(1))`, functions
+ * instead of methods), with zod's English messages. docs/ARCHITECTURE.md "zod" says why one API and why this
+ * one: a schema of zod's classic API installs each of its types' members the first time one is built, some
+ * 10-14 ms and 0.5 MB of every service's start (docs/at-rest.md "zod's mini API").
+ */
+import { config } from 'zod/mini';
+import en from 'zod/v4/locales/en.js';
+
+// zod/mini registers no locale (the classic API registers English on its first schema): without it every
+// message would read "Invalid input".
+config(en());
+
+export * from 'zod/mini';
