@@ -2,16 +2,22 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import * as z from 'zod';
+import * as z from '../../src/zod.ts';
 import { ConfigError, loadConfig, substituteEnv } from '../../src/config.ts';
 
 const fixture = join(fileURLToPath(new URL('../', import.meta.url)), 'fixtures', 'example.yaml');
 
 const schema = z.strictObject({
-  server: z.strictObject({ port: z.number().int().min(1).max(65535), host: z.string().default('0.0.0.0') }),
-  secret: z.string().min(8),
-  peers: z.array(z.strictObject({ address: z.string(), prefer: z.boolean().default(false) })).default([]),
-  debug: z.boolean().default(false),
+  server: z.strictObject({
+    port: z.int().check(z.minimum(1), z.maximum(65535)),
+    host: z._default(z.string(), '0.0.0.0'),
+  }),
+  secret: z.string().check(z.minLength(8)),
+  peers: z._default(
+    z.array(z.strictObject({ address: z.string(), prefer: z._default(z.boolean(), false) })),
+    [],
+  ),
+  debug: z._default(z.boolean(), false),
 });
 
 test('a valid example config parses, with defaults and ${NAME:-default} substitution', () => {
@@ -54,7 +60,7 @@ test('an unknown key in a file on disk names the file', () => {
   assert.throws(
     () =>
       loadConfig({
-        schema: schema.omit({ peers: true }),
+        schema: z.omit(schema, { peers: true }),
         file: fixture,
         environment: {},
         substitute: true,
@@ -99,4 +105,21 @@ test('a missing file and a broken file give clear errors', () => {
   );
   const broken = join(fileURLToPath(new URL('../', import.meta.url)), 'fixtures', 'slow-server.ts');
   assert.throws(() => loadConfig({ schema, file: broken }), /not valid JSON/);
+});
+
+test("zod from core has English messages without zod's classic API in the process", () => {
+  const r = z.strictObject({ port: z.int().check(z.maximum(65535)), mode: z.enum(['a', 'b']) }).safeParse({
+    port: 70000,
+    mode: 'c',
+    extra: 1,
+  });
+  assert.equal(r.success, false);
+  assert.deepEqual(
+    r.error?.issues.map((i) => i.message),
+    [
+      'Too big: expected number to be <=65535',
+      'Invalid option: expected one of "a"|"b"',
+      'Unrecognized key: "extra"',
+    ],
+  );
 });
