@@ -204,12 +204,16 @@ test('over the socket: the native responder answers, T2/T3 bracket the served cl
 });
 
 test('plain requests are answered while the JavaScript thread is blocked (from a child process)', async () => {
-  // The child sends 20 plain requests 10 ms apart once told to go, and reports when each reply came (wall
-  // clock, shared by both processes). This thread is blocked meanwhile: only the native thread can answer.
+  // The child sends 20 plain requests 10 ms apart once told to go, and reports when it sent each one and when
+  // each reply came (wall clock, shared by both processes). This thread is blocked meanwhile: only the native
+  // thread can answer. What is asserted is that property itself: every request sent while this thread was
+  // blocked, early enough for an answer within the block, was answered within it. How many requests that is
+  // depends on when a loaded machine runs the child, so it is only required to be enough to say something.
   const code = `
     const dgram = require('node:dgram');
     const port = Number(process.env.NTP_PORT);
     const s = dgram.createSocket('udp4');
+    const sent = [];
     const replies = [];
     s.on('message', (m) => replies.push({ seq: m.readUInt32BE(28), wallMs: Date.now() }));
     s.bind(0, '127.0.0.1', () => {
@@ -221,15 +225,16 @@ test('plain requests are answered while the JavaScript thread is blocked (from a
           const b = Buffer.alloc(48);
           b[0] = 0x23;
           b.writeUInt32BE(i, 44);
+          sent.push({ seq: i, wallMs: Date.now() });
           s.send(b, port, '127.0.0.1');
           if (++i < 20) setTimeout(send, 10);
         };
         send();
         setTimeout(() => {
-          process.stdout.write(JSON.stringify({ goMs, replies }) + '\\n');
+          process.stdout.write(JSON.stringify({ goMs, sent, replies }) + '\\n');
           s.close();
           process.exit(0);
-        }, 600);
+        }, 900);
       });
     });`;
   const child = spawn(process.execPath, ['-e', code], {
@@ -246,15 +251,25 @@ test('plain requests are answered while the JavaScript thread is blocked (from a
     const blockStartMs = Date.now();
     // A pipe write reaches the child before write() returns when the pipe is empty (libuv tries it at once).
     child.stdin.write('go\n');
-    block(400);
+    block(600);
     const blockEndMs = Date.now();
     assert.equal(await exited, 0, err);
-    const report = JSON.parse(out.split('\n')[1] ?? '') as { goMs: number; replies: { wallMs: number }[] };
+    const report = JSON.parse(out.split('\n')[1] ?? '') as {
+      goMs: number;
+      sent: { seq: number; wallMs: number }[];
+      replies: { seq: number; wallMs: number }[];
+    };
     assert.ok(report.goMs <= blockEndMs, 'the child went while this thread was blocked');
-    const during = report.replies.filter((r) => r.wallMs >= blockStartMs && r.wallMs <= blockEndMs).length;
-    assert.ok(
-      during >= 15,
-      `${during} of 20 replies came while the JavaScript thread was blocked (${report.replies.length} in all)`,
+    // A request sent 100 ms or more before the block ended: its answer, from the native thread, is due
+    // within the block (loopback answers take well under a millisecond; 100 ms is for a loaded machine).
+    const due = report.sent.filter((q) => q.wallMs >= blockStartMs && q.wallMs <= blockEndMs - 100);
+    assert.ok(due.length >= 5, `only ${due.length} of 20 requests were sent while this thread was blocked`);
+    const late = due.filter((q) => !report.replies.some((r) => r.seq === q.seq && r.wallMs <= blockEndMs));
+    assert.deepEqual(
+      late.map((q) => q.seq),
+      [],
+      `requests sent while the JavaScript thread was blocked and not answered within the block ` +
+        `(${due.length} sent then, ${report.replies.length} replies in all)`,
     );
   } finally {
     child.kill();
