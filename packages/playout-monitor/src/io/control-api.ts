@@ -4,7 +4,7 @@
  * same schema as the file, saved atomically, and applied without a restart before it is acknowledged.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import * as z from 'zod';
+import * as z from '@broadcast-ops/core/zod';
 import {
   addressInUse,
   deviceAddressKey,
@@ -22,20 +22,20 @@ import type { OutputView } from '../domain/output-view.ts';
 
 const simulateSchema = z.strictObject({
   state: z.enum(['play', 'rec', 'stop', 'offline']),
-  timecode: z.string().max(16).optional(),
-  filename: z.string().max(256).optional(),
-  durationSec: z.number().positive().max(86_400).optional(),
+  timecode: z.optional(z.string().check(z.maxLength(16))),
+  filename: z.optional(z.string().check(z.maxLength(256))),
+  durationSec: z.optional(z.number().check(z.positive(), z.maximum(86_400))),
 });
 
 const testSchema = z.strictObject({
-  type: z.enum(['osc_player', 'http_mixer', 'tcp_recorder']).optional(),
-  ip: z.string().min(1).max(253).optional(),
-  port: z.number().int().min(1).max(65535).optional(),
-  username: z.string().max(256).optional(),
-  password: z.string().max(256).optional(),
+  type: z.optional(z.enum(['osc_player', 'http_mixer', 'tcp_recorder'])),
+  ip: z.optional(z.string().check(z.minLength(1), z.maxLength(253))),
+  port: z.optional(z.int().check(z.minimum(1), z.maximum(65535))),
+  username: z.optional(z.string().check(z.maxLength(256))),
+  password: z.optional(z.string().check(z.maxLength(256))),
 });
 
-function parse<T>(schema: z.ZodType<T>, body: unknown): T {
+function parse<T>(schema: z.ZodMiniType<T>, body: unknown): T {
   const r = schema.safeParse(body ?? {});
   if (!r.success) {
     const i = r.error.issues[0];
