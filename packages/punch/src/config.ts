@@ -1,5 +1,5 @@
 import { ConfigError, loadConfig, type EnvOverride, type LoggerConfig } from '@broadcast-ops/core';
-import * as z from 'zod';
+import * as z from '@broadcast-ops/core/zod';
 import { AddressPolicy } from './domain/relay-address-policy.ts';
 import { parseTrustPolicy } from './io/client-address.ts';
 
@@ -9,203 +9,227 @@ import { parseTrustPolicy } from './io/client-address.ts';
  * PUNCH_MAX_STREAMS, PUNCH_DEFAULT_TTL, PUNCH_RATE_LIMIT, TURNSTILE_SECRET). Strict: an unknown key is an
  * error.
  */
-const onOff = z
-  .union([z.boolean(), z.literal(1), z.literal(0), z.enum(['on', 'off', 'yes', 'no'])])
-  .transform((v) => v === true || v === 1 || v === 'on' || v === 'yes');
+const onOff = z.pipe(
+  z.union([z.boolean(), z.literal(1), z.literal(0), z.enum(['on', 'off', 'yes', 'no'])]),
+  z.transform((v) => v === true || v === 1 || v === 'on' || v === 'yes'),
+);
+
+/** An integer of at least `min` (and at most `max` when given). */
+const int = (min: number, max?: number) =>
+  max === undefined ? z.int().check(z.minimum(min)) : z.int().check(z.minimum(min), z.maximum(max));
+
+/** A string of at least one character. */
+const nonEmpty = () => z.string().check(z.minLength(1));
 
 export const punchConfigSchema = z.strictObject({
   /** HMAC key of the tokens; required by `serve`, at least 32 characters (64+ advised). */
-  secret: z.string().min(32, { error: 'must be at least 32 characters' }).optional(),
-  host: z.string().min(1).default('0.0.0.0'),
-  port: z.number().int().min(0).max(65535).default(8787),
+  secret: z.optional(z.string().check(z.minLength(32, { error: 'must be at least 32 characters' }))),
+  host: z._default(nonEmpty(), '0.0.0.0'),
+  port: z._default(int(0, 65535), 8787),
   /** Origin used in `url` and `qr`; default from host and port. */
-  baseUrl: z.url().optional(),
+  baseUrl: z.optional(z.url()),
   /** SQLite file of the embedded store. */
-  db: z.string().min(1).default('data/punch/punch.db'),
+  db: z._default(nonEmpty(), 'data/punch/punch.db'),
   /**
    * Which `X-Forwarded-For` entries to believe (src/io/client-address.ts): off/0 (the socket's address),
    * a number of proxy hops (`on` = 1), or a comma-separated list of trusted proxy networks.
    */
-  trustProxy: z
-    .union([z.boolean(), z.number().int().min(0).max(10), z.string()])
-    .default(false)
-    .superRefine((v, ctx) => {
+  trustProxy: z._default(z.union([z.boolean(), int(0, 10), z.string()]), false).check(
+    z.superRefine((v, ctx) => {
       try {
         parseTrustPolicy(v);
       } catch (err) {
         ctx.addIssue({ code: 'custom', message: (err as Error).message });
       }
     }),
+  ),
   /**
    * Several instances on one Redis (docs/multi-instance.md): the Redis URL (`redis://[:password@]host:port/db`
    * or `rediss://` for TLS) replaces the SQLite store; the prefix separates deployments sharing a Redis;
    * the owner lease bounds how long a dead owner's sessions wait for another instance.
    */
-  redis: z
-    .strictObject({
-      url: z
-        .string()
-        .regex(/^rediss?:\/\//, { error: 'must be a redis:// or rediss:// URL' })
-        .optional(),
-      prefix: z.string().min(1).max(64).default('punch:'),
-      leaseMs: z.number().int().min(1_000).max(120_000).default(10_000),
-    })
-    .prefault({}),
+  redis: z.prefault(
+    z.strictObject({
+      url: z.optional(
+        z.string().check(z.regex(/^rediss?:\/\//, { error: 'must be a redis:// or rediss:// URL' })),
+      ),
+      prefix: z._default(z.string().check(z.minLength(1), z.maxLength(64)), 'punch:'),
+      leaseMs: z._default(int(1_000, 120_000), 10_000),
+    }),
+    {},
+  ),
   /** PEM certificate chain and key files: with both, the broker serves HTTPS (and WSS) itself. */
   tls: z
-    .strictObject({
-      cert: z.string().min(1).optional(),
-      key: z.string().min(1).optional(),
-    })
-    .prefault({})
-    .refine((t) => (t.cert === undefined) === (t.key === undefined), {
-      message: 'PUNCH_TLS_CERT and PUNCH_TLS_KEY must be set together',
-    }),
-  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    .prefault(
+      z.strictObject({
+        cert: z.optional(nonEmpty()),
+        key: z.optional(nonEmpty()),
+      }),
+      {},
+    )
+    .check(
+      z.refine((t) => (t.cert === undefined) === (t.key === undefined), {
+        message: 'PUNCH_TLS_CERT and PUNCH_TLS_KEY must be set together',
+      }),
+    ),
+  logLevel: z._default(z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), 'info'),
   limits: z
-    .strictObject({
-      /** Master switch for the per-client HTTP limits (off only for benchmarks and load tests). */
-      rateLimits: onOff.default(true),
-      /** POST /api/session per minute per client (spec "Limits"). */
-      createPerMinute: z.number().int().min(1).default(10),
-      /** GET /api/session/:name per minute per client (spec "Limits"). */
-      getPerMinute: z.number().int().min(1).default(60),
-      /** DELETE, /connect and /token per minute per client (a bucket of their own). */
-      adminPerMinute: z.number().int().min(1).default(60),
-      /** The pages /s/:name and /s/:name/qr per minute per client (a bucket of their own). */
-      pagePerMinute: z.number().int().min(1).default(60),
-      /** WebSocket connects per minute per IP (used by the WebSocket layer). */
-      wsConnectPerMinute: z.number().int().min(1).default(20),
-      /** WebSocket messages per second per connection (used by the WebSocket layer). */
-      wsMessagesPerSecond: z.number().int().min(1).default(100),
-      /** Distinct clients tracked per bucket; beyond this the least recently seen is forgotten. */
-      rateLimitKeys: z.number().int().min(100).default(100_000),
-      /** IPv6 clients are counted per prefix of this length (64: one LAN or subscriber). */
-      ipv6PrefixBits: z.number().int().min(32).max(128).default(64),
-      /** Streams per session (the original deployment's PUNCH_MAX_STREAMS=16). */
-      maxStreams: z.number().int().min(1).max(256).default(16),
-      /** Live sessions per server; 0 = unlimited. */
-      maxSessions: z.number().int().min(0).default(100_000),
-      defaultTtl: z.number().int().min(1).default(1800),
-      maxTtl: z.number().int().min(1).default(86_400),
-      defaultLatency: z.number().int().min(20).max(8000).default(200),
-      /** Largest request body, bytes. */
-      bodyLimit: z.number().int().min(256).max(1_048_576).default(16_384),
-      /** Seconds a closed session answers 410 before its name is forgotten. */
-      tombstoneTtl: z.number().int().min(0).default(600),
-      /** Closed sessions kept as tombstones at most; the oldest is forgotten first. */
-      maxTombstones: z.number().int().min(0).default(10_000),
-    })
-    .prefault({})
-    .refine((l) => l.maxTtl >= l.defaultTtl, {
-      message: 'maxTtl (PUNCH_MAX_TTL) must be at least defaultTtl (PUNCH_DEFAULT_TTL)',
-      path: ['maxTtl'],
-    }),
-  turnstile: z
-    .strictObject({
+    .prefault(
+      z.strictObject({
+        /** Master switch for the per-client HTTP limits (off only for benchmarks and load tests). */
+        rateLimits: z._default(onOff, true),
+        /** POST /api/session per minute per client (spec "Limits"). */
+        createPerMinute: z._default(int(1), 10),
+        /** GET /api/session/:name per minute per client (spec "Limits"). */
+        getPerMinute: z._default(int(1), 60),
+        /** DELETE, /connect and /token per minute per client (a bucket of their own). */
+        adminPerMinute: z._default(int(1), 60),
+        /** The pages /s/:name and /s/:name/qr per minute per client (a bucket of their own). */
+        pagePerMinute: z._default(int(1), 60),
+        /** WebSocket connects per minute per IP (used by the WebSocket layer). */
+        wsConnectPerMinute: z._default(int(1), 20),
+        /** WebSocket messages per second per connection (used by the WebSocket layer). */
+        wsMessagesPerSecond: z._default(int(1), 100),
+        /** Distinct clients tracked per bucket; beyond this the least recently seen is forgotten. */
+        rateLimitKeys: z._default(int(100), 100_000),
+        /** IPv6 clients are counted per prefix of this length (64: one LAN or subscriber). */
+        ipv6PrefixBits: z._default(int(32, 128), 64),
+        /** Streams per session (the original deployment's PUNCH_MAX_STREAMS=16). */
+        maxStreams: z._default(int(1, 256), 16),
+        /** Live sessions per server; 0 = unlimited. */
+        maxSessions: z._default(int(0), 100_000),
+        defaultTtl: z._default(int(1), 1800),
+        maxTtl: z._default(int(1), 86_400),
+        defaultLatency: z._default(int(20, 8000), 200),
+        /** Largest request body, bytes. */
+        bodyLimit: z._default(int(256, 1_048_576), 16_384),
+        /** Seconds a closed session answers 410 before its name is forgotten. */
+        tombstoneTtl: z._default(int(0), 600),
+        /** Closed sessions kept as tombstones at most; the oldest is forgotten first. */
+        maxTombstones: z._default(int(0), 10_000),
+      }),
+      {},
+    )
+    .check(
+      z.refine((l) => l.maxTtl >= l.defaultTtl, {
+        message: 'maxTtl (PUNCH_MAX_TTL) must be at least defaultTtl (PUNCH_DEFAULT_TTL)',
+        path: ['maxTtl'],
+      }),
+    ),
+  turnstile: z.prefault(
+    z.strictObject({
       /** Turnstile verification is on only when a secret is set. */
-      secret: z.string().min(1).optional(),
-      siteKey: z.string().min(1).optional(),
-      verifyUrl: z.url().default('https://challenges.cloudflare.com/turnstile/v0/siteverify'),
-    })
-    .prefault({}),
+      secret: z.optional(nonEmpty()),
+      siteKey: z.optional(nonEmpty()),
+      verifyUrl: z._default(z.url(), 'https://challenges.cloudflare.com/turnstile/v0/siteverify'),
+    }),
+    {},
+  ),
   /**
    * Health alarms (README "Health", src/io/alarm-webhook.ts): a webhook POSTed on every alarm change. The
    * URL must not carry a secret (no user:password, no query string: URLs end up in proxy logs); a secret,
    * if the receiver wants one, signs the body instead.
    */
-  alarms: z
-    .strictObject({
-      webhook: z
-        .strictObject({
-          url: z
-            .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
-            .refine((u) => !/^[a-z]+:\/\/[^/]*@/i.test(u), {
-              error: 'must not contain user or password (use secret)',
-            })
-            .refine((u) => !u.includes('?') && !u.includes('#'), {
-              error:
-                'must not contain a query string or fragment (secrets in URLs end up in logs; use secret)',
-            })
-            .optional(),
-          secret: z.string().min(16, { error: 'must be at least 16 characters' }).optional(),
-          retries: z.number().int().min(0).max(5).default(3),
-          timeoutMs: z.number().int().min(100).max(30_000).default(5_000),
-        })
-        .prefault({}),
-    })
-    .prefault({}),
+  alarms: z.prefault(
+    z.strictObject({
+      webhook: z.prefault(
+        z.strictObject({
+          url: z.optional(
+            z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }).check(
+              z.refine((u) => !/^[a-z]+:\/\/[^/]*@/i.test(u), {
+                error: 'must not contain user or password (use secret)',
+              }),
+              z.refine((u) => !u.includes('?') && !u.includes('#'), {
+                error:
+                  'must not contain a query string or fragment (secrets in URLs end up in logs; use secret)',
+              }),
+            ),
+          ),
+          secret: z.optional(z.string().check(z.minLength(16, { error: 'must be at least 16 characters' }))),
+          retries: z._default(int(0, 5), 3),
+          timeoutMs: z._default(int(100, 30_000), 5_000),
+        }),
+        {},
+      ),
+    }),
+    {},
+  ),
   /**
    * The in-process relay (docs/relay.md): where a stream goes when direct rendezvous does not connect
    * within `fallbackAfterMs` of `start`. `publicAddress` is what the peers are told to send to; without it
    * the base URL's host is used unless that is a loopback name (then every fallback is refused with
    * `no_public_address`, shown in the view).
    */
-  relay: z
-    .strictObject({
-      enabled: onOff.default(true),
-      host: z.string().min(1).default('0.0.0.0'),
-      publicAddress: z.string().min(1).optional(),
+  relay: z.prefault(
+    z.strictObject({
+      enabled: z._default(onOff, true),
+      host: z._default(nonEmpty(), '0.0.0.0'),
+      publicAddress: z.optional(nonEmpty()),
       /** UDP ports of the allocations, inclusive (`0-0`: ephemeral ports), e.g. `40000-40999`. */
       ports: z
-        .string()
-        .regex(/^\d{1,5}-\d{1,5}$/, {
-          error: 'must be two ports, low-high (e.g. 40000-40999; 0-0 ephemeral)',
-        })
-        .default('0-0')
-        .refine(
-          (v) => {
-            const [lo, hi] = v.split('-').map(Number) as [number, number];
-            return (lo === 0 && hi === 0) || (lo >= 1024 && hi <= 65535 && lo <= hi);
-          },
-          { error: 'must be 0-0 or a range within 1024-65535, low first' },
+        ._default(
+          z.string().check(
+            z.regex(/^\d{1,5}-\d{1,5}$/, {
+              error: 'must be two ports, low-high (e.g. 40000-40999; 0-0 ephemeral)',
+            }),
+          ),
+          '0-0',
+        )
+        .check(
+          z.refine(
+            (v) => {
+              const [lo, hi] = v.split('-').map(Number) as [number, number];
+              return (lo === 0 && hi === 0) || (lo >= 1024 && hi <= 65535 && lo <= hi);
+            },
+            { error: 'must be 0-0 or a range within 1024-65535, low first' },
+          ),
         ),
-      fallbackAfterMs: z.number().int().min(2_000).max(120_000).default(8_000),
+      fallbackAfterMs: z._default(int(2_000, 120_000), 8_000),
       /** CIDRs allowed as peer addresses although loopback or private-use (a lab, one private network). */
       allow: z
-        .union([z.array(z.string().min(1)), z.string()])
-        .default([])
-        .transform((v) =>
-          typeof v === 'string'
-            ? v
-                .split(',')
-                .map((x) => x.trim())
-                .filter(Boolean)
-            : v,
+        .pipe(
+          z._default(z.union([z.array(nonEmpty()), z.string()]), []),
+          z.transform((v) =>
+            typeof v === 'string'
+              ? v
+                  .split(',')
+                  .map((x) => x.trim())
+                  .filter(Boolean)
+              : v,
+          ),
         )
-        .superRefine((v, ctx) => {
-          try {
-            new AddressPolicy(v);
-          } catch (err) {
-            ctx.addIssue({ code: 'custom', message: (err as Error).message });
-          }
-        }),
-      maxAllocations: z.number().int().min(1).max(10_000).default(100),
+        .check(
+          z.superRefine((v, ctx) => {
+            try {
+              new AddressPolicy(v);
+            } catch (err) {
+              ctx.addIssue({ code: 'custom', message: (err as Error).message });
+            }
+          }),
+        ),
+      maxAllocations: z._default(int(1, 10_000), 100),
       /** Byte rate per direction per allocation (20 Mbit/s by default). */
-      bytesPerSecond: z.number().int().min(12_500).max(12_500_000).default(2_500_000),
+      bytesPerSecond: z._default(int(12_500, 12_500_000), 2_500_000),
       /**
        * An allocation's lifetime (6 h); the owning broker renews it at three quarters of it while the
        * session is live (docs/relay.md "Renewal"). Short values are for tests.
        */
-      lifetimeMs: z
-        .number()
-        .int()
-        .min(4_000)
-        .max(24 * 60 * 60 * 1000)
-        .default(6 * 60 * 60 * 1000),
+      lifetimeMs: z._default(int(4_000, 24 * 60 * 60 * 1000), 6 * 60 * 60 * 1000),
       /**
        * `punch relay`'s own `/health` and `/metrics` (docs/relay.md "Deploying a separate relay"): off
        * unless a port is set (0: an ephemeral port, printed at start); the broker ignores it (its relay's
        * counters are on the broker's `/metrics`).
        */
-      http: z
-        .strictObject({
-          host: z.string().min(1).default('127.0.0.1'),
-          port: z.number().int().min(0).max(65535).optional(),
-        })
-        .prefault({}),
-    })
-    .prefault({}),
+      http: z.prefault(
+        z.strictObject({
+          host: z._default(nonEmpty(), '127.0.0.1'),
+          port: z.optional(int(0, 65535)),
+        }),
+        {},
+      ),
+    }),
+    {},
+  ),
 });
 
 export type PunchConfig = z.output<typeof punchConfigSchema>;

@@ -11,7 +11,7 @@ import type {
   StreamState,
 } from '../domain/session.ts';
 import type { SessionStore } from '../domain/store.ts';
-import * as z from 'zod';
+import * as z from '@broadcast-ops/core/zod';
 import {
   openSqlite,
   sqliteErrorKind,
@@ -75,43 +75,43 @@ export class SessionStoreError extends ConfigError {
 
 const peerClaimSchema = z.object({
   ip: z.string(),
-  port: z.number().int(),
+  port: z.int(),
   label: z.string(),
-  role: z.enum(['sender', 'receiver']).nullable(),
+  role: z.nullable(z.enum(['sender', 'receiver'])),
   meta: z.record(z.string(), z.unknown()),
-  clientId: z.string().nullable(),
-  holder: z.string().nullable().optional(),
+  clientId: z.nullable(z.string()),
+  holder: z.optional(z.nullable(z.string())),
   claimedAt: z.number(),
 });
 const storedStreamsSchema = z.array(
   z.object({
     name: z.string(),
     state: z.enum(['waiting', 'ready', 'relaying', 'connected']),
-    peerA: peerClaimSchema.nullable(),
-    peerB: peerClaimSchema.nullable(),
+    peerA: z.nullable(peerClaimSchema),
+    peerB: z.nullable(peerClaimSchema),
   }),
 );
 const rowSchema = z.object({
-  name: z.string().min(1),
-  id: z.string().min(1),
+  name: z.string().check(z.minLength(1)),
+  id: z.string().check(z.minLength(1)),
   state: z.enum(['WAITING', 'READY', 'CONNECTED', 'RELAYING', 'CLOSED']),
-  passphrase: z.string().min(10),
-  latency: z.number().int(),
-  ttl: z.number().int(),
-  created_at: z.number().int(),
-  expires_at: z.number().int(),
-  closed_at: z.number().int().nullable(),
-  close_reason: z.enum(['admin_closed', 'ttl_expired', 'error']).nullable(),
+  passphrase: z.string().check(z.minLength(10)),
+  latency: z.int(),
+  ttl: z.int(),
+  created_at: z.int(),
+  expires_at: z.int(),
+  closed_at: z.nullable(z.int()),
+  close_reason: z.nullable(z.enum(['admin_closed', 'ttl_expired', 'error'])),
   streams: z.string(),
   invites: z.string(),
 });
 const storedInvitesSchema = z.array(
   z.object({
-    id: z.string().min(1),
-    stream: z.string().nullable(),
-    label: z.string().nullable(),
+    id: z.string().check(z.minLength(1)),
+    stream: z.nullable(z.string()),
+    label: z.nullable(z.string()),
     issuedAt: z.number(),
-    revokedAt: z.number().nullable(),
+    revokedAt: z.nullable(z.number()),
   }),
 );
 
@@ -288,7 +288,9 @@ export class SqliteSessionStore implements SessionStore {
         };
       } catch (err) {
         const why =
-          err instanceof z.ZodError ? z.prettifyError(err).replace(/\n/g, '; ') : (err as Error).message;
+          err instanceof z.core.$ZodError
+            ? z.prettifyError(err).replace(/\n/g, '; ')
+            : (err as Error).message;
         throw new SessionStoreError(
           this.#file,
           `session store ${this.#file}: the row of session ${JSON.stringify(name)} is unreadable (${why}). ` +

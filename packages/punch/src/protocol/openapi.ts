@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from '@broadcast-ops/core/zod';
 import { MAX_NAME_LENGTH, PUNCH_VERSION, errorBody } from './schemas.ts';
 
 /**
@@ -22,7 +22,7 @@ export type RouteAuth = 'public' | 'token' | { admin: string };
 export interface ParamDoc {
   name: string;
   in: 'path' | 'query';
-  schema: z.ZodType | Json;
+  schema: z.ZodMiniType | Json;
   required?: boolean;
   description?: string;
 }
@@ -30,7 +30,7 @@ export interface ParamDoc {
 /** A response: a JSON body from a zod schema (`json`), or other content as JSON Schema, and headers. */
 export interface ResponseDoc {
   description: string;
-  json?: z.ZodType;
+  json?: z.ZodMiniType;
   content?: Record<string, { schema: Json }>;
   headers?: Record<string, Json>;
 }
@@ -47,9 +47,9 @@ export interface RouteDoc {
   /** Documented, not validated: path parameters (a token names its session) and lenient query ones. */
   parameters?: readonly ParamDoc[];
   /** The query, validated (400 INVALID_MESSAGE naming the field) and documented one parameter each. */
-  query?: z.ZodObject;
+  query?: z.ZodMiniObject;
   /** The JSON body, validated like the query; `required: false` validates a missing body as `{}`. */
-  body?: { schema: z.ZodType; required: boolean };
+  body?: { schema: z.ZodMiniType; required: boolean };
   /** The statuses this route answers besides those its `auth` implies. */
   responses: Readonly<Record<string, ResponseDoc>>;
   /** fastify answers HEAD from the GET route; documented when set. */
@@ -94,7 +94,11 @@ export const COMMON_RESPONSES: Readonly<Record<string, ResponseDoc>> = {
 };
 
 /** `:name`, a session's name in the path (checked by the token, which names its session). */
-export const NAME_PARAM: ParamDoc = { name: 'name', in: 'path', schema: z.string().max(MAX_NAME_LENGTH) };
+export const NAME_PARAM: ParamDoc = {
+  name: 'name',
+  in: 'path',
+  schema: z.string().check(z.maxLength(MAX_NAME_LENGTH)),
+};
 
 /** fastify's `/a/:b` as OpenAPI's `/a/{b}`. */
 export function openApiPath(path: string): string {
@@ -103,7 +107,7 @@ export function openApiPath(path: string): string {
 
 /** A zod schema as JSON Schema 2020-12 (its named parts collected into `defs` when given). */
 export function jsonSchemaOf(
-  schema: z.ZodType,
+  schema: z.ZodMiniType,
   io: 'input' | 'output',
   defs?: Record<string, unknown>,
 ): Json {
@@ -113,13 +117,14 @@ export function jsonSchemaOf(
   return rest;
 }
 
-function isZod(s: z.ZodType | Json): s is z.ZodType {
-  return s instanceof z.ZodType;
+function isZod(s: z.ZodMiniType | Json): s is z.ZodMiniType {
+  return s instanceof z.ZodMiniType;
 }
 
 export function buildOpenApi(routes: readonly RouteDoc[], options: { serverUrl: string }): Json {
   const components: Record<string, unknown> = {};
-  const convert = (schema: z.ZodType, io: 'input' | 'output'): Json => jsonSchemaOf(schema, io, components);
+  const convert = (schema: z.ZodMiniType, io: 'input' | 'output'): Json =>
+    jsonSchemaOf(schema, io, components);
   const response = (r: ResponseDoc): Json => ({
     description: r.description,
     ...(r.headers ? { headers: r.headers } : {}),

@@ -1,5 +1,5 @@
 import { decoded, reject, type Decoded } from '@broadcast-ops/core/decoded';
-import * as z from 'zod';
+import * as z from '@broadcast-ops/core/zod';
 
 /**
  * Wire format between brokers and relays on Redis (docs/relay.md "Relays on Redis"). Everything here is
@@ -11,16 +11,19 @@ import * as z from 'zod';
 
 /** A relay's id: the first part of its allocation ids (`<relay>.<local id>`). */
 const RELAY_ID = /^[A-Za-z0-9_-]{1,64}$/;
-const port = z.number().int().min(0).max(65535);
+const port = z.int().check(z.minimum(0), z.maximum(65535));
+/** A string of `min` to `max` characters. */
+const text = (min: number, max: number) => z.string().check(z.minLength(min), z.maxLength(max));
+const relayId = () => z.string().check(z.regex(RELAY_ID));
 
 export const relayRegistrationSchema = z.strictObject({
-  id: z.string().regex(RELAY_ID),
+  id: relayId(),
   /** The address the peers send to. */
-  address: z.string().min(1).max(255),
+  address: text(1, 255),
   /** The UDP port range of its allocations, `lo-hi` (`0-0`: ephemeral). */
-  ports: z.string().max(11),
-  capacity: z.number().int().min(0),
-  free: z.number().int().min(0),
+  ports: z.string().check(z.maxLength(11)),
+  capacity: z.int().check(z.minimum(0)),
+  free: z.int().check(z.minimum(0)),
   /** Wall-clock ms of the registration write. */
   at: z.number(),
   /** `process` (`punch relay`) or `broker` (the relay inside a broker instance). */
@@ -32,27 +35,27 @@ export const relayRequestSchema = z.discriminatedUnion('t', [
   z.strictObject({
     t: z.literal('allocate'),
     /** Correlates the answer. */
-    rq: z.string().min(1).max(64),
+    rq: text(1, 64),
     /** The broker instance whose bus takes the answer. */
-    from: z.string().regex(RELAY_ID),
-    sessionId: z.string().min(1).max(128),
-    peers: z.tuple([z.string().min(1).max(64), z.string().min(1).max(64)]),
-    bytesPerSecond: z.number().int().positive().optional(),
-    lifetimeMs: z.number().int().positive().optional(),
+    from: relayId(),
+    sessionId: text(1, 128),
+    peers: z.tuple([text(1, 64), text(1, 64)]),
+    bytesPerSecond: z.optional(z.int().check(z.positive())),
+    lifetimeMs: z.optional(z.int().check(z.positive())),
   }),
-  z.strictObject({ t: z.literal('release'), id: z.string().min(1).max(200) }),
+  z.strictObject({ t: z.literal('release'), id: text(1, 200) }),
   /** Extend an allocation to `lifetimeMs` from now (docs/relay.md "Renewal"); no answer. */
   z.strictObject({
     t: z.literal('renew'),
-    id: z.string().min(1).max(200),
-    lifetimeMs: z.number().int().positive(),
+    id: text(1, 200),
+    lifetimeMs: z.int().check(z.positive()),
   }),
 ]);
 export type RelayRequest = z.output<typeof relayRequestSchema>;
 
 /** Figures as the relay measured them (docs/relay.md "What the relay measures"), per media direction. */
-const count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
-const millis = z.number().min(0).max(3_600_000).nullable();
+const count = z.int().check(z.minimum(0), z.maximum(Number.MAX_SAFE_INTEGER));
+const millis = z.nullable(z.number().check(z.minimum(0), z.maximum(3_600_000)));
 export const relayDirectionSchema = z.strictObject({
   packets: count,
   lost: count,
@@ -62,7 +65,7 @@ export const relayDirectionSchema = z.strictObject({
   rttVarMs: millis,
   senderLegMs: millis,
   receiverLegMs: millis,
-  rttAgeMs: z.number().min(0).max(Number.MAX_SAFE_INTEGER).nullable(),
+  rttAgeMs: z.nullable(z.number().check(z.minimum(0), z.maximum(Number.MAX_SAFE_INTEGER))),
 });
 
 export type RelayDirection = z.output<typeof relayDirectionSchema>;
@@ -74,27 +77,35 @@ export const relayAnswerSchema = z.discriminatedUnion('t', [
   z.strictObject({
     t: z.literal('relay_allocated'),
     rq: z.string(),
-    id: z.string().min(1).max(200),
-    address: z.string().min(1).max(255),
+    id: text(1, 200),
+    address: text(1, 255),
     ports: z.tuple([port, port]),
   }),
-  z.strictObject({ t: z.literal('relay_refused'), rq: z.string(), reason: z.string().max(64) }),
+  z.strictObject({
+    t: z.literal('relay_refused'),
+    rq: z.string(),
+    reason: z.string().check(z.maxLength(64)),
+  }),
   /** The relay ended an allocation by itself (idle, expired), or it was released. */
-  z.strictObject({ t: z.literal('relay_ended'), id: z.string().min(1).max(200), reason: z.string().max(64) }),
+  z.strictObject({
+    t: z.literal('relay_ended'),
+    id: text(1, 200),
+    reason: z.string().check(z.maxLength(64)),
+  }),
   /** Every few seconds, to the owner: what the relay measured on each allocation it holds. */
   z.strictObject({
     t: z.literal('relay_report'),
-    relay: z.string().regex(RELAY_ID),
+    relay: relayId(),
     /** Wall-clock ms of the reading. */
     at: z.number(),
     allocations: z
       .array(
         z.strictObject({
-          id: z.string().min(1).max(200),
+          id: text(1, 200),
           directions: z.tuple([relayDirectionSchema, relayDirectionSchema]),
         }),
       )
-      .max(MAX_REPORTED_ALLOCATIONS),
+      .check(z.maxLength(MAX_REPORTED_ALLOCATIONS)),
   }),
 ]);
 export type RelayAnswer = z.output<typeof relayAnswerSchema>;
@@ -111,14 +122,14 @@ export const relayAllocationRecordSchema = z.strictObject({
 export type RelayAllocationRecord = z.output<typeof relayAllocationRecordSchema>;
 
 /** `raw` checked against `schema`: the value, or `invalid` naming the first field that fails. */
-function checkWith<T>(schema: z.ZodType<T>, raw: unknown): Decoded<T> {
+function checkWith<T>(schema: z.ZodMiniType<T>, raw: unknown): Decoded<T> {
   const r = schema.safeParse(raw);
   if (r.success) return decoded(r.data);
   const issue = r.error.issues[0];
   return reject('invalid', `${issue?.path.join('.') || 'message'}: ${issue?.message ?? 'invalid'}`);
 }
 
-function parseWith<T>(schema: z.ZodType<T>, text: string): Decoded<T> {
+function parseWith<T>(schema: z.ZodMiniType<T>, text: string): Decoded<T> {
   let raw: unknown;
   try {
     raw = JSON.parse(text);

@@ -1,4 +1,4 @@
-import * as z from 'zod';
+import * as z from '@broadcast-ops/core/zod';
 
 /**
  * Request and response schemas of the HTTP API. The same zod objects validate requests and generate the
@@ -33,77 +33,79 @@ export interface SchemaLimits {
   defaultLatency: number;
 }
 
-export const nameSchema = z
-  .string()
-  .max(MAX_NAME_LENGTH, { error: `at most ${MAX_NAME_LENGTH} characters` })
-  .regex(NAME_PATTERN, {
+export const nameSchema = z.string().check(
+  z.maxLength(MAX_NAME_LENGTH, { error: `at most ${MAX_NAME_LENGTH} characters` }),
+  z.regex(NAME_PATTERN, {
     error: 'must start with a letter or digit and contain only letters, digits, ".", "_" and "-"',
-  });
+  }),
+);
+
+/** An integer from `min` to `max`, inclusive. */
+const int = (min: number, max: number) => z.int().check(z.minimum(min), z.maximum(max));
 
 export function makeSchemas(limits: SchemaLimits) {
   const createSessionRequest = z
     .object({
-      name: nameSchema.meta({ description: 'Session name, 1-64 characters, URL-safe' }),
+      name: nameSchema.check(z.meta({ description: 'Session name, 1-64 characters, URL-safe' })),
       streams: z
-        .array(nameSchema)
-        .min(1, { error: 'at least one stream name (omit the field for one default stream)' })
-        .max(limits.maxStreams, { error: `at most ${limits.maxStreams} streams` })
-        .refine((s) => new Set(s).size === s.length, { error: 'stream names must be unique' })
-        .optional()
-        .meta({
-          description: `Named stream slots; default one stream named "${DEFAULT_STREAM}"`,
-          uniqueItems: true,
-        }),
+        .optional(
+          z.array(nameSchema).check(
+            z.minLength(1, { error: 'at least one stream name (omit the field for one default stream)' }),
+            z.maxLength(limits.maxStreams, { error: `at most ${limits.maxStreams} streams` }),
+            z.refine((s) => new Set(s).size === s.length, { error: 'stream names must be unique' }),
+          ),
+        )
+        .check(
+          z.meta({
+            description: `Named stream slots; default one stream named "${DEFAULT_STREAM}"`,
+            uniqueItems: true,
+          }),
+        ),
       latency: z
-        .number()
-        .int()
-        .min(MIN_LATENCY_MS)
-        .max(MAX_LATENCY_MS)
-        .default(limits.defaultLatency)
-        .meta({ description: 'Recommended SRT latency, milliseconds' }),
+        ._default(int(MIN_LATENCY_MS, MAX_LATENCY_MS), limits.defaultLatency)
+        .check(z.meta({ description: 'Recommended SRT latency, milliseconds' })),
       ttl: z
-        .number()
-        .int()
-        .min(1)
-        .max(limits.maxTtl)
-        .default(limits.defaultTtl)
-        .meta({ description: 'Session lifetime, seconds' }),
-      turnstileToken: z.string().max(MAX_TURNSTILE_TOKEN_LENGTH).optional().meta({
-        description: 'Cloudflare Turnstile response; required only when the server has a Turnstile secret',
-      }),
+        ._default(int(1, limits.maxTtl), limits.defaultTtl)
+        .check(z.meta({ description: 'Session lifetime, seconds' })),
+      turnstileToken: z.optional(z.string().check(z.maxLength(MAX_TURNSTILE_TOKEN_LENGTH))).check(
+        z.meta({
+          description: 'Cloudflare Turnstile response; required only when the server has a Turnstile secret',
+        }),
+      ),
     })
-    .meta({ id: 'CreateSessionRequest' });
+    .check(z.meta({ id: 'CreateSessionRequest' }));
 
   const tokenRequest = z
     .object({
-      stream: nameSchema
-        .nullable()
-        .optional()
-        .meta({ description: 'Stream the token is scoped to; omitted: the first stream; null: all streams' }),
-      label: z.string().max(64).optional().meta({ description: 'Operator label carried in the token' }),
+      stream: z.optional(z.nullable(nameSchema)).check(
+        z.meta({
+          description: 'Stream the token is scoped to; omitted: the first stream; null: all streams',
+        }),
+      ),
+      label: z
+        .optional(z.string().check(z.maxLength(64)))
+        .check(z.meta({ description: 'Operator label carried in the token' })),
     })
-    .meta({ id: 'PeerTokenRequest' });
+    .check(z.meta({ id: 'PeerTokenRequest' }));
 
   const connectQuery = z
     .object({
-      stream: nameSchema.optional().meta({ description: "Stream name; default the session's first stream" }),
+      stream: z
+        .optional(nameSchema)
+        .check(z.meta({ description: "Stream name; default the session's first stream" })),
       role: z
-        .enum(SRT_ROLES)
-        .default('sender')
-        .meta({ description: 'SRT role of peer A; peer B gets the other' }),
+        ._default(z.enum(SRT_ROLES), 'sender')
+        .check(z.meta({ description: 'SRT role of peer A; peer B gets the other' })),
     })
-    .meta({ id: 'ConnectQuery' });
+    .check(z.meta({ id: 'ConnectQuery' }));
 
   const extendRequest = z
     .object({
-      ttl: z
-        .number()
-        .int()
-        .min(1)
-        .max(limits.maxTtl)
-        .meta({ description: 'New lifetime from now, seconds: the session expires ttl seconds from now' }),
+      ttl: int(1, limits.maxTtl).check(
+        z.meta({ description: 'New lifetime from now, seconds: the session expires ttl seconds from now' }),
+      ),
     })
-    .meta({ id: 'ExtendSessionRequest' });
+    .check(z.meta({ id: 'ExtendSessionRequest' }));
 
   return { createSessionRequest, tokenRequest, connectQuery, extendRequest };
 }
@@ -112,44 +114,45 @@ export type Schemas = ReturnType<typeof makeSchemas>;
 
 /** `?stream=` of a stream's health (docs/health.md); default the token's stream, else the first. */
 export const healthQuery = z.object({
-  stream: z
-    .string({ error: 'must be a stream name' })
-    .regex(NAME_PATTERN, { error: 'must be a stream name' })
-    .optional(),
+  stream: z.optional(
+    z
+      .string({ error: 'must be a stream name' })
+      .check(z.regex(NAME_PATTERN, { error: 'must be a stream name' })),
+  ),
 });
 
 // Response schemas: used for the OpenAPI document and by the tests to check responses.
 const peerSchema = z
-  .object({ ip: z.string(), port: z.number().int(), label: z.string() })
-  .meta({ id: 'Peer' });
+  .object({ ip: z.string(), port: z.int(), label: z.string() })
+  .check(z.meta({ id: 'Peer' }));
 const healthSchema = z
   .object({ rtt: z.number(), retransmit: z.number(), bitrate: z.number() })
-  .meta({ id: 'StreamHealth' });
+  .check(z.meta({ id: 'StreamHealth' }));
 
 export const createSessionResponse = z
   .object({
     session: z.string(),
-    token: z.string().meta({ description: 'Admin token, prefix p_; returned exactly once' }),
+    token: z.string().check(z.meta({ description: 'Admin token, prefix p_; returned exactly once' })),
     url: z.string(),
     qr: z.string(),
     streams: z.array(z.string()),
-    latency: z.number().int(),
-    ttl: z.number().int(),
+    latency: z.int(),
+    ttl: z.int(),
     state: z.enum(SESSION_STATES),
-    created: z.string().meta({ description: 'ISO 8601 UTC' }),
-    expiresAt: z.number().int().meta({ description: 'Unix epoch milliseconds (extra field)' }),
+    created: z.string().check(z.meta({ description: 'ISO 8601 UTC' })),
+    expiresAt: z.int().check(z.meta({ description: 'Unix epoch milliseconds (extra field)' })),
   })
-  .meta({ id: 'CreateSessionResponse' });
+  .check(z.meta({ id: 'CreateSessionResponse' }));
 
 const relayDirectionView = z.object({
-  packets: z.number().int(),
-  lost_upstream: z.number().int(),
-  retransmitted: z.number().int(),
-  rtt_ms: z.number().nullable(),
-  rtt_var_ms: z.number().nullable(),
-  sender_leg_ms: z.number().nullable(),
-  receiver_leg_ms: z.number().nullable(),
-  rtt_age: z.number().nullable(),
+  packets: z.int(),
+  lost_upstream: z.int(),
+  retransmitted: z.int(),
+  rtt_ms: z.nullable(z.number()),
+  rtt_var_ms: z.nullable(z.number()),
+  sender_leg_ms: z.nullable(z.number()),
+  receiver_leg_ms: z.nullable(z.number()),
+  rtt_age: z.nullable(z.number()),
 });
 const relayMeasuredSchema = z
   .object({
@@ -159,7 +162,7 @@ const relayMeasuredSchema = z
     a_to_b: relayDirectionView,
     b_to_a: relayDirectionView,
   })
-  .meta({ id: 'RelayMeasured' });
+  .check(z.meta({ id: 'RelayMeasured' }));
 
 export const sessionView = z
   .object({
@@ -170,38 +173,47 @@ export const sessionView = z
       z
         .object({
           state: z.enum(STREAM_STATES),
-          peer_a: peerSchema.nullable(),
-          peer_b: peerSchema.nullable(),
-          path: z.enum(['direct', 'relayed']).meta({
-            description: 'Extra field (docs/relay.md): relayed while the stream is on the relay',
-          }),
+          peer_a: z.nullable(peerSchema),
+          peer_b: z.nullable(peerSchema),
+          path: z.enum(['direct', 'relayed']).check(
+            z.meta({
+              description: 'Extra field (docs/relay.md): relayed while the stream is on the relay',
+            }),
+          ),
           relay: z
-            .object({
-              state: z.enum(['allocated', 'refused', 'ended']),
-              reason: z.string().nullable(),
-              address: z.string().nullable(),
-              ports: z.object({ peer_a: z.number().int(), peer_b: z.number().int() }).nullable(),
-              since: z.string(),
-              measured: relayMeasuredSchema.nullable().optional().meta({
-                description:
-                  'While allocated: what the relay measured from SRT headers (docs/relay.md "What the relay measures")',
+            .optional(
+              z.object({
+                state: z.enum(['allocated', 'refused', 'ended']),
+                reason: z.nullable(z.string()),
+                address: z.nullable(z.string()),
+                ports: z.nullable(z.object({ peer_a: z.int(), peer_b: z.int() })),
+                since: z.string(),
+                measured: z.optional(z.nullable(relayMeasuredSchema)).check(
+                  z.meta({
+                    description:
+                      'While allocated: what the relay measured from SRT headers (docs/relay.md "What the relay measures")',
+                  }),
+                ),
               }),
-            })
-            .optional()
-            .meta({ description: 'Extra field, present once the broker tried the relay (docs/relay.md)' }),
-          health: healthSchema.nullable(),
+            )
+            .check(
+              z.meta({ description: 'Extra field, present once the broker tried the relay (docs/relay.md)' }),
+            ),
+          health: z.nullable(healthSchema),
         })
-        .meta({ id: 'Stream' }),
+        .check(z.meta({ id: 'Stream' })),
     ),
-    latency: z.number().int(),
+    latency: z.int(),
     created: z.string(),
-    expiresAt: z.number().int().meta({ description: 'Unix epoch milliseconds' }),
-    overtime: z.literal(true).optional().meta({
-      description:
-        'Extra field, present only past the TTL: kept open while media flows; admits no new peer until extended',
-    }),
+    expiresAt: z.int().check(z.meta({ description: 'Unix epoch milliseconds' })),
+    overtime: z.optional(z.literal(true)).check(
+      z.meta({
+        description:
+          'Extra field, present only past the TTL: kept open while media flows; admits no new peer until extended',
+      }),
+    ),
   })
-  .meta({ id: 'SessionView' });
+  .check(z.meta({ id: 'SessionView' }));
 
 export const connectResponse = z
   .object({
@@ -210,20 +222,22 @@ export const connectResponse = z
     for_peer_a: z.record(z.enum(CONNECT_FORMATS), z.string()),
     for_peer_b: z.record(z.enum(CONNECT_FORMATS), z.string()),
   })
-  .meta({ id: 'ConnectResponse' });
+  .check(z.meta({ id: 'ConnectResponse' }));
 
 export const tokenResponse = z
   .object({
     token: z.string(),
     session: z.string(),
-    stream: z.string().nullable(),
+    stream: z.nullable(z.string()),
     role: z.literal('peer'),
-    exp: z.number().int().meta({ description: 'Unix seconds (the session expiry)' }),
+    exp: z.int().check(z.meta({ description: 'Unix seconds (the session expiry)' })),
     url: z.string(),
     qr: z.string(),
-    invite: z.string().meta({ description: 'Invite id (extra field): list and revoke it under /invites' }),
+    invite: z
+      .string()
+      .check(z.meta({ description: 'Invite id (extra field): list and revoke it under /invites' })),
   })
-  .meta({ id: 'PeerTokenResponse' });
+  .check(z.meta({ id: 'PeerTokenResponse' }));
 
 export const INVITE_STATES = ['unused', 'present', 'away', 'revoked'] as const;
 
@@ -233,23 +247,25 @@ export const inviteList = z
       z
         .object({
           id: z.string(),
-          stream: z.string().nullable(),
-          label: z.string().nullable(),
-          issued: z.string().meta({ description: 'ISO 8601 UTC' }),
-          state: z.enum(INVITE_STATES).meta({
-            description:
-              'unused: no peer registered with it; present: its peer holds a slot and is connected; ' +
-              'away: its peer holds a slot but is disconnected; revoked: its token is refused',
-          }),
-          revoked: z.string().nullable().meta({ description: 'ISO 8601 UTC of the revocation' }),
-          token: z.string().nullable().meta({ description: 'The peer token; null once revoked' }),
-          url: z.string().nullable(),
-          qr: z.string().nullable(),
+          stream: z.nullable(z.string()),
+          label: z.nullable(z.string()),
+          issued: z.string().check(z.meta({ description: 'ISO 8601 UTC' })),
+          state: z.enum(INVITE_STATES).check(
+            z.meta({
+              description:
+                'unused: no peer registered with it; present: its peer holds a slot and is connected; ' +
+                'away: its peer holds a slot but is disconnected; revoked: its token is refused',
+            }),
+          ),
+          revoked: z.nullable(z.string()).check(z.meta({ description: 'ISO 8601 UTC of the revocation' })),
+          token: z.nullable(z.string()).check(z.meta({ description: 'The peer token; null once revoked' })),
+          url: z.nullable(z.string()),
+          qr: z.nullable(z.string()),
         })
-        .meta({ id: 'Invite' }),
+        .check(z.meta({ id: 'Invite' })),
     ),
   })
-  .meta({ id: 'InviteList' });
+  .check(z.meta({ id: 'InviteList' }));
 
 export const healthResponse = z
   .object({
@@ -257,36 +273,43 @@ export const healthResponse = z
     version: z.string(),
     uptime: z.number(),
     store: z.object({
-      kind: z.enum(['sqlite', 'redis']).meta({ description: 'The session store in use' }),
+      kind: z.enum(['sqlite', 'redis']).check(z.meta({ description: 'The session store in use' })),
       state: z.enum(['ok', 'failing']),
-      reachable: z.boolean().optional().meta({ description: 'Redis only: whether Redis answers now' }),
-      instance: z.string().optional().meta({ description: 'Redis only: this instance' }),
+      reachable: z
+        .optional(z.boolean())
+        .check(z.meta({ description: 'Redis only: whether Redis answers now' })),
+      instance: z.optional(z.string()).check(z.meta({ description: 'Redis only: this instance' })),
       role: z
-        .enum(['owner', 'relay'])
-        .optional()
-        .meta({ description: 'Redis only: owner of the sessions, or relay to the owner' }),
-      owner: z.string().nullable().optional().meta({ description: 'Redis only: the owning instance' }),
-      error: z.string().optional().meta({ description: 'Why the last save failed (while failing)' }),
-      since: z.string().optional().meta({ description: 'ISO 8601 time of the first failed save' }),
+        .optional(z.enum(['owner', 'relay']))
+        .check(z.meta({ description: 'Redis only: owner of the sessions, or relay to the owner' })),
+      owner: z
+        .optional(z.nullable(z.string()))
+        .check(z.meta({ description: 'Redis only: the owning instance' })),
+      error: z
+        .optional(z.string())
+        .check(z.meta({ description: 'Why the last save failed (while failing)' })),
+      since: z.optional(z.string()).check(z.meta({ description: 'ISO 8601 time of the first failed save' })),
     }),
   })
-  .meta({ id: 'Health' });
+  .check(z.meta({ id: 'Health' }));
 
 export const errorBody = z
   .object({
     error: z
       .string()
-      .meta({ description: "Stable error code, the toolkit's generic code where one applies" }),
-    code: z.string().meta({
-      description:
-        "The spec's code: INVALID_MESSAGE for INVALID_REQUEST, PAYLOAD_TOO_LARGE and UNSUPPORTED_MEDIA_TYPE; AUTH_FAILED for UNAUTHORIZED and FORBIDDEN; else the same value as error",
-    }),
+      .check(z.meta({ description: "Stable error code, the toolkit's generic code where one applies" })),
+    code: z.string().check(
+      z.meta({
+        description:
+          "The spec's code: INVALID_MESSAGE for INVALID_REQUEST, PAYLOAD_TOO_LARGE and UNSUPPORTED_MEDIA_TYPE; AUTH_FAILED for UNAUTHORIZED and FORBIDDEN; else the same value as error",
+      }),
+    ),
     message: z.string(),
   })
-  .meta({ id: 'Error' });
+  .check(z.meta({ id: 'Error' }));
 
 /** `name: message` lines for a zod error, so a 400 names the offending field. */
-export function describeIssues(error: z.ZodError, root = 'body'): string {
+export function describeIssues(error: z.core.$ZodError, root = 'body'): string {
   return error.issues
     .slice(0, 5)
     .map((i) => {

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type * as z from 'zod';
+import type * as z from '@broadcast-ops/core/zod';
 import type { LimitGroup } from '../../domain/rate-limiter.ts';
 import type { SessionRecord } from '../../domain/session.ts';
 import { jsonSchemaOf, type RouteDoc } from '../../protocol/openapi.ts';
@@ -51,8 +51,8 @@ export interface RouteSpec extends SpecBase {
 }
 
 type Inputs<Q, B> = {
-  query?: z.ZodType<Q> & z.ZodObject;
-  body?: { schema: z.ZodType<B>; required: boolean };
+  query?: z.ZodMiniType<Q> & z.ZodMiniObject;
+  body?: { schema: z.ZodMiniType<B>; required: boolean };
 };
 
 /** Query and body parsed by their declared schemas, or 400 INVALID_MESSAGE naming the field. */
