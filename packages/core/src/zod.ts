@@ -1,8 +1,9 @@
 /**
- * zod for every schema of the repository: its mini API (`z.optional(s)`, `s.check(z.minLength(1))`, functions
- * instead of methods), with zod's English messages. docs/ARCHITECTURE.md "zod" says why one API and why this
- * one: a schema of zod's classic API installs each of its types' members the first time one is built, some
- * 10-14 ms and 0.5 MB of every service's start (docs/at-rest.md "zod's mini API").
+ * zod for every schema of the repository: its mini API (`z.optional(s)`, `s.check(z.minLength(1))`:
+ * functions instead of methods), with zod's English messages. docs/ARCHITECTURE.md "Rules the build
+ * enforces" (rule 5) says why one API and why this one: a schema of zod's classic API installs each of its
+ * types' members the first time one is built, 10-14 ms and about 0.5 MB of every service's start
+ * (docs/at-rest.md "zod's mini API").
  */
 import { config } from 'zod/mini';
 import en from 'zod/v4/locales/en.js';
