@@ -6,206 +6,206 @@
  * coerced by the type of the default (arrays comma-separated).
  */
 import { ConfigError, coerceEnvValue, loadConfig, type EnvOverride } from '@broadcast-ops/core';
-import * as z from 'zod';
+import * as z from '@broadcast-ops/core/zod';
 
-const port = z.number().int().min(0).max(65535);
+/** An integer from min to max, inclusive; without max, unbounded above. */
+const int = (min: number, max?: number) =>
+  max === undefined ? z.int().check(z.minimum(min)) : z.int().check(z.minimum(min), z.maximum(max));
+
+/** A string of min to max characters. */
+const str = (min: number, max: number) => z.string().check(z.minLength(min), z.maxLength(max));
+
+/** A non-empty string. */
+const nonEmpty = () => z.string().check(z.minLength(1));
+
+const port = int(0, 65535);
 
 export const configSchema = z.strictObject({
-  name: z.string().min(1).max(64).default('telemetry-bridge'),
-  environment: z.enum(['development', 'production', 'test']).default('production'),
-  companion: z
-    .strictObject({
+  name: z._default(str(1, 64), 'telemetry-bridge'),
+  environment: z._default(z.enum(['development', 'production', 'test']), 'production'),
+  companion: z.prefault(
+    z.strictObject({
       // Companion Satellite API (docs/companion.md): WebSocket on 16623 (Companion ≥ 3.5) or TCP on 16622.
-      enabled: z.boolean().default(false),
-      host: z.string().min(1).default('127.0.0.1'),
-      port: port.default(16623),
+      enabled: z._default(z.boolean(), false),
+      host: z._default(nonEmpty(), '127.0.0.1'),
+      port: z._default(port, 16623),
       // Hot standby (docs/companion.md "Hot standby"): Companion instances in order of preference, all on
       // the same transport; when set, host/port are not used.
-      hosts: z
-        .array(z.strictObject({ host: z.string().min(1), port: port.refine((p) => p > 0, 'port 0') }))
-        .min(1)
-        .max(8)
-        .optional(),
-      transport: z.enum(['ws', 'tcp']).default('ws'),
+      hosts: z.optional(
+        z
+          .array(z.strictObject({ host: nonEmpty(), port: port.check(z.refine((p) => p > 0, 'port 0')) }))
+          .check(z.minLength(1), z.maxLength(8)),
+      ),
+      transport: z._default(z.enum(['ws', 'tcp']), 'ws'),
       // Companion drops a Satellite client after 5 s without inbound data: keep the PING well inside.
       // A hung Companion is detected within deadAfter + heartbeatInterval (docs/companion.md "Hot standby").
-      heartbeatInterval: z.number().int().min(50).max(2000).default(200),
-      deadAfter: z.number().int().min(100).max(60_000).default(1000),
+      heartbeatInterval: z._default(int(50, 2000), 200),
+      deadAfter: z._default(int(100, 60_000), 1000),
       // Wait before the first try of the next host after a loss (hot standby); later rounds back off.
-      failoverDelay: z.number().int().min(0).max(60_000).default(0),
-      connectionTimeout: z.number().int().min(100).max(60_000).default(5000),
-      replyTimeout: z.number().int().min(50).max(60_000).default(5000),
-      reconnectDelay: z.number().int().min(10).max(60_000).default(1000),
-      maxReconnectDelay: z.number().int().min(10).max(600_000).default(30_000),
-      reconnectJitter: z.number().int().min(0).max(60_000).default(500),
-      maxReconnectAttempts: z.number().int().min(0).default(0),
-      refreshTimeout: z.number().int().min(10).max(60_000).default(1000),
+      failoverDelay: z._default(int(0, 60_000), 0),
+      connectionTimeout: z._default(int(100, 60_000), 5000),
+      replyTimeout: z._default(int(50, 60_000), 5000),
+      reconnectDelay: z._default(int(10, 60_000), 1000),
+      maxReconnectDelay: z._default(int(10, 600_000), 30_000),
+      reconnectJitter: z._default(int(0, 60_000), 500),
+      maxReconnectAttempts: z._default(int(0), 0),
+      refreshTimeout: z._default(int(10, 60_000), 1000),
       // Absolute button locations ("page/row/column") subscribed on every session where Companion offers
       // subscriptions (docs/companion.md "Button state for every app").
-      locations: z
-        .array(z.string().regex(/^[1-9]\d{0,4}\/\d{1,4}\/\d{1,4}$/, 'a location: page/row/column, page ≥ 1'))
-        .max(1024)
-        .default([]),
-      device: z
-        .strictObject({
-          deviceId: z
-            .string()
-            .regex(/^[A-Za-z0-9_.:-]{1,64}$/)
-            .default('telemetry-bridge-001'),
-          productName: z
-            .string()
-            .min(1)
-            .max(64)
-            .regex(/^[^\r\n]*$/)
-            .default('Telemetry Bridge'),
-          serial: z
-            .string()
-            .regex(/^[A-Za-z0-9_.:-]{1,64}$/)
-            .optional(),
-          keysTotal: z.number().int().min(1).max(2000).default(32),
-          keysPerRow: z.number().int().min(1).max(1000).default(8),
-          bitmaps: z.number().int().min(0).max(512).default(0),
+      locations: z._default(
+        z
+          .array(
+            z
+              .string()
+              .check(z.regex(/^[1-9]\d{0,4}\/\d{1,4}\/\d{1,4}$/, 'a location: page/row/column, page ≥ 1')),
+          )
+          .check(z.maxLength(1024)),
+        [],
+      ),
+      device: z.prefault(
+        z.strictObject({
+          deviceId: z._default(z.string().check(z.regex(/^[A-Za-z0-9_.:-]{1,64}$/)), 'telemetry-bridge-001'),
+          productName: z._default(str(1, 64).check(z.regex(/^[^\r\n]*$/)), 'Telemetry Bridge'),
+          serial: z.optional(z.string().check(z.regex(/^[A-Za-z0-9_.:-]{1,64}$/))),
+          keysTotal: z._default(int(1, 2000), 32),
+          keysPerRow: z._default(int(1, 1000), 8),
+          bitmaps: z._default(int(0, 512), 0),
           // Preferred bitmap encoding; used where CAPS BITMAP_FORMATS offers it (1.12.0), raw rgb otherwise.
-          bitmapFormat: z.enum(['rgb', 'png', 'webp']).default('rgb'),
-          colors: z.union([z.enum(['hex', 'rgb']), z.literal(false)]).default('hex'),
-          text: z.boolean().default(true),
-          textStyle: z.boolean().default(false),
-          pincodeLock: z.boolean().default(true),
-          brightness: z.boolean().default(true),
-          variables: z
-            .array(
-              z.strictObject({
-                id: z.string().regex(/^[A-Za-z0-9_:-]{1,64}$/),
-                type: z.enum(['input', 'output']),
-                name: z.string().min(1).max(128),
-                description: z.string().max(256).optional(),
-              }),
-            )
-            .max(256)
-            .default([]),
-        })
-        .prefault({}),
-    })
-    .prefault({}),
-  clientTransport: z
-    .strictObject({
-      host: z.string().min(1).default('0.0.0.0'),
-      port: port.default(8765),
-      requireAuth: z.boolean().default(false),
+          bitmapFormat: z._default(z.enum(['rgb', 'png', 'webp']), 'rgb'),
+          colors: z._default(z.union([z.enum(['hex', 'rgb']), z.literal(false)]), 'hex'),
+          text: z._default(z.boolean(), true),
+          textStyle: z._default(z.boolean(), false),
+          pincodeLock: z._default(z.boolean(), true),
+          brightness: z._default(z.boolean(), true),
+          variables: z._default(
+            z
+              .array(
+                z.strictObject({
+                  id: z.string().check(z.regex(/^[A-Za-z0-9_:-]{1,64}$/)),
+                  type: z.enum(['input', 'output']),
+                  name: str(1, 128),
+                  description: z.optional(z.string().check(z.maxLength(256))),
+                }),
+              )
+              .check(z.maxLength(256)),
+            [],
+          ),
+        }),
+        {},
+      ),
+    }),
+    {},
+  ),
+  clientTransport: z.prefault(
+    z.strictObject({
+      host: z._default(nonEmpty(), '0.0.0.0'),
+      port: z._default(port, 8765),
+      requireAuth: z._default(z.boolean(), false),
       // Origins (scheme://host[:port]) besides the bridge's own whose pages may open a WebSocket to it.
-      allowedOrigins: z
-        .array(
-          z
-            .string()
-            .max(300)
-            .regex(/^https?:\/\/[^/\s?#]+$/i, 'an origin: http(s)://host[:port]'),
-        )
-        .max(32)
-        .default([]),
-      authTokens: z.array(z.string().min(16).max(1024)).default([]),
-      maxClients: z.number().int().min(1).max(10_000).default(100),
-      maxMessageSize: z
-        .number()
-        .int()
-        .min(1024)
-        .max(16 * 1024 * 1024)
-        .default(1024 * 1024),
-      rateLimit: z.number().int().min(1).max(1_000_000).default(100),
-      rateLimitWindow: z.number().int().min(10).max(60_000).default(1000),
-      handshakeTimeout: z.number().int().min(100).max(60_000).default(10_000),
-      idleTimeout: z.number().int().min(1000).max(86_400_000).default(300_000),
-      heartbeatInterval: z.number().int().min(100).max(300_000).default(30_000),
-      maxPatternsPerClient: z.number().int().min(1).max(100_000).default(1000),
+      allowedOrigins: z._default(
+        z
+          .array(
+            z
+              .string()
+              .check(
+                z.maxLength(300),
+                z.regex(/^https?:\/\/[^/\s?#]+$/i, 'an origin: http(s)://host[:port]'),
+              ),
+          )
+          .check(z.maxLength(32)),
+        [],
+      ),
+      authTokens: z._default(z.array(str(16, 1024)), []),
+      maxClients: z._default(int(1, 10_000), 100),
+      maxMessageSize: z._default(int(1024, 16 * 1024 * 1024), 1024 * 1024),
+      rateLimit: z._default(int(1, 1_000_000), 100),
+      rateLimitWindow: z._default(int(10, 60_000), 1000),
+      handshakeTimeout: z._default(int(100, 60_000), 10_000),
+      idleTimeout: z._default(int(1000, 86_400_000), 300_000),
+      heartbeatInterval: z._default(int(100, 300_000), 30_000),
+      maxPatternsPerClient: z._default(int(1, 100_000), 1000),
       // Snapshot keys one client may have waiting to be sent (all its snapshots); a subscribe beyond is
       // refused with SUBSCRIPTION_FAILED, a replay that falls behind the ring beyond it is dropped.
-      maxPendingSnapshotKeys: z.number().int().min(1).max(10_000_000).default(200_000),
+      maxPendingSnapshotKeys: z._default(int(1, 10_000_000), 200_000),
       // Keys one client may hold under app.<ns>.custom; writes of new keys beyond are FORBIDDEN.
-      maxKeysPerClient: z.number().int().min(1).max(1_000_000).default(10_000),
+      maxKeysPerClient: z._default(int(1, 1_000_000), 10_000),
       // A departed client's keys stay (stale) this long in ms, then are deleted unless it came back.
-      departedKeyTtl: z.number().int().min(1000).max(604_800_000).default(600_000),
-      backpressure: z
-        .strictObject({
-          softLimitBytes: z
-            .number()
-            .int()
-            .min(1024)
-            .default(1024 * 1024),
-          hardLimitBytes: z
-            .number()
-            .int()
-            .min(2048)
-            .default(8 * 1024 * 1024),
+      departedKeyTtl: z._default(int(1000, 604_800_000), 600_000),
+      backpressure: z.prefault(
+        z.strictObject({
+          softLimitBytes: z._default(int(1024), 1024 * 1024),
+          hardLimitBytes: z._default(int(2048), 8 * 1024 * 1024),
           // Live backlog only: snapshot and replay pages never enter the queue.
-          maxQueuedMessages: z.number().int().min(1).max(1_000_000).default(10_000),
-        })
-        .prefault({}),
-    })
-    .prefault({}),
-  commands: z
-    .strictObject({
-      defaultTimeout: z.number().int().min(1).max(300_000).default(30_000),
-      idempotencyWindow: z.number().int().min(1000).max(3_600_000).default(60_000),
+          maxQueuedMessages: z._default(int(1, 1_000_000), 10_000),
+        }),
+        {},
+      ),
+    }),
+    {},
+  ),
+  commands: z.prefault(
+    z.strictObject({
+      defaultTimeout: z._default(int(1, 300_000), 30_000),
+      idempotencyWindow: z._default(int(1000, 3_600_000), 60_000),
       // Commands one client may have in flight (each holds its frame until its final ack or ttl).
-      maxInFlightPerClient: z.number().int().min(1).max(100_000).default(100),
-    })
-    .prefault({}),
-  replay: z
-    .strictObject({
-      ringSize: z.number().int().min(1).max(1_000_000).default(10_000),
+      maxInFlightPerClient: z._default(int(1, 100_000), 100),
+    }),
+    {},
+  ),
+  replay: z.prefault(
+    z.strictObject({
+      ringSize: z._default(int(1, 1_000_000), 10_000),
       // Byte budget of the ring (serialised messages), so large values cannot grow memory without bound.
-      maxBytes: z
-        .number()
-        .int()
-        .min(64 * 1024)
-        .max(4 * 1024 * 1024 * 1024)
-        .default(64 * 1024 * 1024),
-    })
-    .prefault({}),
-  eventLog: z
-    .strictObject({
-      enabled: z.boolean().default(true),
-      path: z.string().min(1).default('data/telemetry-bridge/events'),
-      maxFileSize: z
-        .number()
-        .int()
-        .min(4096)
-        .default(16 * 1024 * 1024),
-      maxFiles: z.number().int().min(1).max(10_000).default(8),
+      maxBytes: z._default(int(64 * 1024, 4 * 1024 * 1024 * 1024), 64 * 1024 * 1024),
+    }),
+    {},
+  ),
+  eventLog: z.prefault(
+    z.strictObject({
+      enabled: z._default(z.boolean(), true),
+      path: z._default(nonEmpty(), 'data/telemetry-bridge/events'),
+      maxFileSize: z._default(int(4096), 16 * 1024 * 1024),
+      maxFiles: z._default(int(1, 10_000), 8),
       // Records are fsynced at least this often (ms), and before any ack that promises persistence.
-      syncInterval: z.number().int().min(1).max(1000).default(50),
+      syncInterval: z._default(int(1, 1000), 50),
       // false: never fsync (measuring only; a power cut can then lose acknowledged records).
-      fsync: z.boolean().default(true),
-    })
-    .prefault({}),
+      fsync: z._default(z.boolean(), true),
+    }),
+    {},
+  ),
   // The web console and state API on the client transport's port (docs/console.md).
-  console: z
-    .strictObject({
-      enabled: z.boolean().default(true),
+  console: z.prefault(
+    z.strictObject({
+      enabled: z._default(z.boolean(), true),
       // Names the Host header may carry besides IP literals, localhost and this machine's hostname.
-      allowedHosts: z.array(z.string().min(1).max(253)).max(32).default([]),
-    })
-    .prefault({}),
-  metrics: z
-    .strictObject({
-      enabled: z.boolean().default(true),
-      host: z.string().min(1).default('0.0.0.0'),
-      port: port.default(9090),
-      path: z.string().startsWith('/').default('/metrics'),
-    })
-    .prefault({}),
-  health: z
-    .strictObject({
-      enabled: z.boolean().default(true),
-      host: z.string().min(1).default('0.0.0.0'),
-      port: port.default(9091),
-    })
-    .prefault({}),
-  logging: z
-    .strictObject({
-      level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-      pretty: z.boolean().default(false),
-    })
-    .prefault({}),
+      allowedHosts: z._default(z.array(str(1, 253)).check(z.maxLength(32)), []),
+    }),
+    {},
+  ),
+  metrics: z.prefault(
+    z.strictObject({
+      enabled: z._default(z.boolean(), true),
+      host: z._default(nonEmpty(), '0.0.0.0'),
+      port: z._default(port, 9090),
+      path: z._default(z.string().check(z.startsWith('/')), '/metrics'),
+    }),
+    {},
+  ),
+  health: z.prefault(
+    z.strictObject({
+      enabled: z._default(z.boolean(), true),
+      host: z._default(nonEmpty(), '0.0.0.0'),
+      port: z._default(port, 9091),
+    }),
+    {},
+  ),
+  logging: z.prefault(
+    z.strictObject({
+      level: z._default(z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), 'info'),
+      pretty: z._default(z.boolean(), false),
+    }),
+    {},
+  ),
 });
 
 export type BridgeConfig = z.output<typeof configSchema>;
