@@ -147,9 +147,9 @@ export function loadConfig<S extends z.core.$ZodType>(options: LoadConfigOptions
     setPath(raw as Record<string, unknown>, o.path, (o.parse ?? coerceEnvValue)(value));
     overridden.push(name);
   }
-  // Parsed once: zod's eval-compiled fast path for objects (`jitless: false`) would be built for this one
-  // parse, about half of it at each service's start (docs/at-rest.md "What was cut").
-  const result = z.safeParse(options.schema, raw, { jitless: true });
+  // Parsed once, by zod's runtime parser: the mini API's objects build no eval-compiled fast path, which the
+  // classic API's built for this one parse at each start (docs/at-rest.md "What was cut").
+  const result = z.safeParse(options.schema, raw);
   if (!result.success) {
     const from = overridden.length
       ? `${source} (with ${overridden.join(', ')} from the environment)`

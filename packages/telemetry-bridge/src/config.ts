@@ -211,11 +211,11 @@ export const configSchema = z.strictObject({
 export type BridgeConfig = z.output<typeof configSchema>;
 
 /**
- * The fully defaulted configuration (used to derive environment names and types). Parsed once, at load,
- * without zod's compiled fast path, which would be built for this one parse (about 10 ms of every start;
- * core's loadConfig parses the same way, docs/at-rest.md at the repository root, "What was cut").
+ * The fully defaulted configuration (used to derive environment names and types), parsed once at load by
+ * zod's runtime parser: the mini API's objects build no compiled fast path for a parse (docs/at-rest.md at
+ * the repository root, "What was cut" and "zod's mini API").
  */
-export const DEFAULT_CONFIG: BridgeConfig = configSchema.parse({}, { jitless: true });
+export const DEFAULT_CONFIG: BridgeConfig = configSchema.parse({});
 
 function snake(key: string): string {
   return key.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toUpperCase();
