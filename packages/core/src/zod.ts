@@ -13,3 +13,6 @@ import en from 'zod/v4/locales/en.js';
 config(en());
 
 export * from 'zod/mini';
+// The error a failed `parse` throws, for `instanceof`: read through `z.core`, the whole of zod's core would be
+// kept in every start file (esbuild keeps a namespace whole once it is used as a value).
+export { $ZodError } from 'zod/v4/core';

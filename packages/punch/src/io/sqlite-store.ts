@@ -288,9 +288,7 @@ export class SqliteSessionStore implements SessionStore {
         };
       } catch (err) {
         const why =
-          err instanceof z.core.$ZodError
-            ? z.prettifyError(err).replace(/\n/g, '; ')
-            : (err as Error).message;
+          err instanceof z.$ZodError ? z.prettifyError(err).replace(/\n/g, '; ') : (err as Error).message;
         throw new SessionStoreError(
           this.#file,
           `session store ${this.#file}: the row of session ${JSON.stringify(name)} is unreadable (${why}). ` +
