@@ -2,7 +2,7 @@
  * zod for every schema of the repository: its mini API (`z.optional(s)`, `s.check(z.minLength(1))`:
  * functions instead of methods), with zod's English messages. docs/ARCHITECTURE.md "Rules the build
  * enforces" (rule 5) says why one API and why this one: a schema of zod's classic API installs each of its
- * types' members the first time one is built, 10-14 ms and about 0.5 MB of every service's start
+ * types' members the first time one is built, 7-14 ms of every service's start
  * (docs/at-rest.md "zod's mini API").
  */
 import { config } from 'zod/mini';
