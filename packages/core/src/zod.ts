@@ -5,7 +5,7 @@
  * types' members the first time one is built, 7-14 ms of every service's start
  * (docs/at-rest.md "zod's mini API").
  */
-import { config } from 'zod/mini';
+import { config, int, maxLength, maximum, minLength, minimum, string } from 'zod/mini';
 import en from 'zod/v4/locales/en.js';
 
 // zod/mini registers no locale (the classic API registers English on its first schema): without it every
@@ -13,6 +13,16 @@ import en from 'zod/v4/locales/en.js';
 config(en());
 
 export * from 'zod/mini';
+
+// The repository's two shorthands beside zod's own names, for the bounds nearly every schema states.
+
+/** An integer from `min` to `max`, inclusive; without `max`, unbounded above. */
+export const intRange = (min: number, max?: number) =>
+  max === undefined ? int().check(minimum(min)) : int().check(minimum(min), maximum(max));
+
+/** A string of `min` to `max` characters; without `max`, of at least `min`. */
+export const textRange = (min: number, max?: number) =>
+  max === undefined ? string().check(minLength(min)) : string().check(minLength(min), maxLength(max));
 // The error a failed `parse` throws, for `instanceof`: read through `z.core`, the whole of zod's core would be
 // kept in every start file (esbuild keeps a namespace whole once it is used as a value).
 export { $ZodError } from 'zod/v4/core';

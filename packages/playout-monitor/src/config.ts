@@ -8,16 +8,12 @@ import { ConfigError, loadConfig } from '@broadcast-ops/core';
 import * as z from '@broadcast-ops/core/zod';
 import { casparcgFormat } from './domain/video-format.ts';
 
-/** An integer from min to max, inclusive. */
-const int = (min: number, max: number) => z.int().check(z.minimum(min), z.maximum(max));
-/** A string of min to max characters. */
-const text = (min: number, max: number) => z.string().check(z.minLength(min), z.maxLength(max));
 /** A frame rate: above 0, at most 100. */
 const framerate = () => z.number().check(z.positive(), z.maximum(100));
 
-const port = int(0, 65535);
+const port = z.intRange(0, 65535);
 /** A peer's port: 0 is not a port anyone listens on. */
-const peerPort = int(1, 65535);
+const peerPort = z.intRange(1, 65535);
 
 const HOST_LABEL = /^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$/;
 
@@ -31,9 +27,9 @@ export function isValidHost(h: string): boolean {
   return !/^[0-9.]+$/.test(h);
 }
 
-const host = text(1, 253).check(
-  z.refine(isValidHost, { message: 'not an IP address or a host name (RFC 1123)' }),
-);
+const host = z
+  .textRange(1, 253)
+  .check(z.refine(isValidHost, { message: 'not an IP address or a host name (RFC 1123)' }));
 
 export const MAX_DEVICES = 12;
 
@@ -51,7 +47,7 @@ const defaultPorts = z._default(
 
 export const settingsSchema = z.strictObject({
   defaultFramerate: z._default(framerate(), 50),
-  updateIntervalMs: z._default(int(10, 60_000), 100),
+  updateIntervalMs: z._default(z.intRange(10, 60_000), 100),
   webSocketPort: z._default(port, 3050),
   defaultPorts,
   emberPlusPort: z._default(port, 9000),
@@ -59,7 +55,7 @@ export const settingsSchema = z.strictObject({
     z.array(z.strictObject({ host, port: z._default(peerPort, 4003) })).check(z.maxLength(32)),
     [],
   ),
-  tslUmdScreen: z._default(int(0, 65535), 0),
+  tslUmdScreen: z._default(z.intRange(0, 65535), 0),
   /** Design addition: `single` = one display message per packet (receivers that read only the first);
    * `packed` = as many as fit in 2048 bytes (docs/OUTPUTS.md). */
   tslUmdPacking: z._default(z.enum(['single', 'packed']), 'single'),
@@ -77,15 +73,15 @@ export const settingsSchema = z.strictObject({
       .array(
         z.strictObject({
           brokerUrl: z.url({ protocol: /^https?$/ }),
-          session: text(1, 64),
-          adminToken: z.optional(text(1, 2048)),
+          session: z.textRange(1, 64),
+          adminToken: z.optional(z.textRange(1, 2048)),
           adminTokenEnv: z.optional(z.string().check(z.regex(/^[A-Z_][A-Z0-9_]{0,63}$/))),
           inputs: z
             .array(
               z.strictObject({
-                device: int(1, 65534),
-                key: text(1, 64),
-                stream: text(1, 64),
+                device: z.intRange(1, 65534),
+                key: z.textRange(1, 64),
+                stream: z.textRange(1, 64),
               }),
             )
             .check(z.minLength(1), z.maxLength(64)),
@@ -98,8 +94,8 @@ export const settingsSchema = z.strictObject({
 });
 
 const common = {
-  id: int(1, 65534),
-  name: text(1, 64),
+  id: z.intRange(1, 65534),
+  name: z.textRange(1, 64),
   ip: host,
   port: z.optional(peerPort),
   framerate: z.optional(framerate()),
@@ -110,12 +106,12 @@ export const oscServerSchema = z.strictObject({
   /** The local UDP port the monitor receives this server's OSC on; 0 = any free port. */
   port: z.optional(port),
   type: z.literal('osc_player'),
-  channel: z._default(int(1, 9999), 1),
-  layer: z._default(int(-999, 99999), 10),
+  channel: z._default(z.intRange(1, 9999), 1),
+  layer: z._default(z.intRange(-999, 99999), 10),
   /** Design addition: further layers of the channel watched, each with its own state (what is playing,
    * paused, time) in the device's `layers`; `layer` stays the device's own state (docs/PROTOCOLS.md). */
   layers: z.optional(
-    z.array(int(-999, 99999)).check(
+    z.array(z.intRange(-999, 99999)).check(
       z.maxLength(16),
       z.refine((l) => new Set(l).size === l.length, { message: 'a layer is listed twice' }),
     ),
@@ -130,16 +126,16 @@ export const oscServerSchema = z.strictObject({
       }),
     ),
   ),
-  staleTimeoutMs: z._default(int(100, 600_000), 5000),
-  layerQuietMs: z._default(int(100, 60_000), 1000),
+  staleTimeoutMs: z._default(z.intRange(100, 600_000), 5000),
+  layerQuietMs: z._default(z.intRange(100, 60_000), 1000),
 });
 
 export const httpServerSchema = z.strictObject({
   ...common,
   type: z.literal('http_mixer'),
-  pollIntervalMs: z._default(int(50, 60_000), 250),
-  timeoutMs: z._default(int(50, 60_000), 2000),
-  offlineAfterFailures: z._default(int(1, 100), 3),
+  pollIntervalMs: z._default(z.intRange(50, 60_000), 250),
+  timeoutMs: z._default(z.intRange(50, 60_000), 2000),
+  offlineAfterFailures: z._default(z.intRange(1, 100), 3),
   /** Where the tally comes from: `tcp` = vMix's TCP API (`SUBSCRIBE TALLY`, falling back to the HTTP poll
    * while it does not answer), `http` = the HTTP poll only (docs/TALLY.md). */
   tallyApi: z._default(z.enum(['tcp', 'http']), 'tcp'),
@@ -151,9 +147,9 @@ export const httpServerSchema = z.strictObject({
     z
       .array(
         z.strictObject({
-          key: text(1, 64),
-          tslIndex: z.optional(int(1, 65534)),
-          name: z.optional(text(1, 64)),
+          key: z.textRange(1, 64),
+          tslIndex: z.optional(z.intRange(1, 65534)),
+          name: z.optional(z.textRange(1, 64)),
         }),
       )
       .check(z.maxLength(64)),
@@ -165,16 +161,16 @@ export const httpServerSchema = z.strictObject({
 export const tcpServerSchema = z.strictObject({
   ...common,
   type: z.literal('tcp_recorder'),
-  pollIntervalMs: z._default(int(0, 60_000), 500),
-  pingIntervalMs: z._default(int(100, 60_000), 5000),
+  pollIntervalMs: z._default(z.intRange(0, 60_000), 500),
+  pingIntervalMs: z._default(z.intRange(100, 60_000), 5000),
   /** A command unanswered for this long means a lost reply: the connection is dropped and reopened. */
-  replyTimeoutMs: z._default(int(100, 60_000), 4000),
+  replyTimeoutMs: z._default(z.intRange(100, 60_000), 4000),
   /** A clip id missing from the clip list is looked up again at most this often. */
-  clipsRefreshMinMs: z._default(int(100, 600_000), 10_000),
-  timeoutMs: z._default(int(200, 120_000), 6500),
-  reconnectMinMs: z._default(int(10, 60_000), 1000),
+  clipsRefreshMinMs: z._default(z.intRange(100, 600_000), 10_000),
+  timeoutMs: z._default(z.intRange(200, 120_000), 6500),
+  reconnectMinMs: z._default(z.intRange(10, 60_000), 1000),
   /** The reconnect backoff's cap: a deck that comes back is seen within this (README "Configuration"). */
-  reconnectMaxMs: z._default(int(10, 600_000), 5000),
+  reconnectMaxMs: z._default(z.intRange(10, 600_000), 5000),
 });
 
 export const serverSchema = z.discriminatedUnion('type', [

@@ -14,27 +14,20 @@ const onOff = z.pipe(
   z.transform((v) => v === true || v === 1 || v === 'on' || v === 'yes'),
 );
 
-/** An integer of at least `min` (and at most `max` when given). */
-const int = (min: number, max?: number) =>
-  max === undefined ? z.int().check(z.minimum(min)) : z.int().check(z.minimum(min), z.maximum(max));
-
-/** A string of at least one character. */
-const nonEmpty = () => z.string().check(z.minLength(1));
-
 export const punchConfigSchema = z.strictObject({
   /** HMAC key of the tokens; required by `serve`, at least 32 characters (64+ advised). */
   secret: z.optional(z.string().check(z.minLength(32, { error: 'must be at least 32 characters' }))),
-  host: z._default(nonEmpty(), '0.0.0.0'),
-  port: z._default(int(0, 65535), 8787),
+  host: z._default(z.textRange(1), '0.0.0.0'),
+  port: z._default(z.intRange(0, 65535), 8787),
   /** Origin used in `url` and `qr`; default from host and port. */
   baseUrl: z.optional(z.url()),
   /** SQLite file of the embedded store. */
-  db: z._default(nonEmpty(), 'data/punch/punch.db'),
+  db: z._default(z.textRange(1), 'data/punch/punch.db'),
   /**
    * Which `X-Forwarded-For` entries to believe (src/io/client-address.ts): off/0 (the socket's address),
    * a number of proxy hops (`on` = 1), or a comma-separated list of trusted proxy networks.
    */
-  trustProxy: z._default(z.union([z.boolean(), int(0, 10), z.string()]), false).check(
+  trustProxy: z._default(z.union([z.boolean(), z.intRange(0, 10), z.string()]), false).check(
     z.superRefine((v, ctx) => {
       try {
         parseTrustPolicy(v);
@@ -53,8 +46,8 @@ export const punchConfigSchema = z.strictObject({
       url: z.optional(
         z.string().check(z.regex(/^rediss?:\/\//, { error: 'must be a redis:// or rediss:// URL' })),
       ),
-      prefix: z._default(z.string().check(z.minLength(1), z.maxLength(64)), 'punch:'),
-      leaseMs: z._default(int(1_000, 120_000), 10_000),
+      prefix: z._default(z.textRange(1, 64), 'punch:'),
+      leaseMs: z._default(z.intRange(1_000, 120_000), 10_000),
     }),
     {},
   ),
@@ -62,8 +55,8 @@ export const punchConfigSchema = z.strictObject({
   tls: z
     .prefault(
       z.strictObject({
-        cert: z.optional(nonEmpty()),
-        key: z.optional(nonEmpty()),
+        cert: z.optional(z.textRange(1)),
+        key: z.optional(z.textRange(1)),
       }),
       {},
     )
@@ -79,34 +72,34 @@ export const punchConfigSchema = z.strictObject({
         /** Master switch for the per-client HTTP limits (off only for benchmarks and load tests). */
         rateLimits: z._default(onOff, true),
         /** POST /api/session per minute per client (spec "Limits"). */
-        createPerMinute: z._default(int(1), 10),
+        createPerMinute: z._default(z.intRange(1), 10),
         /** GET /api/session/:name per minute per client (spec "Limits"). */
-        getPerMinute: z._default(int(1), 60),
+        getPerMinute: z._default(z.intRange(1), 60),
         /** DELETE, /connect and /token per minute per client (a bucket of their own). */
-        adminPerMinute: z._default(int(1), 60),
+        adminPerMinute: z._default(z.intRange(1), 60),
         /** The pages /s/:name and /s/:name/qr per minute per client (a bucket of their own). */
-        pagePerMinute: z._default(int(1), 60),
+        pagePerMinute: z._default(z.intRange(1), 60),
         /** WebSocket connects per minute per IP (used by the WebSocket layer). */
-        wsConnectPerMinute: z._default(int(1), 20),
+        wsConnectPerMinute: z._default(z.intRange(1), 20),
         /** WebSocket messages per second per connection (used by the WebSocket layer). */
-        wsMessagesPerSecond: z._default(int(1), 100),
+        wsMessagesPerSecond: z._default(z.intRange(1), 100),
         /** Distinct clients tracked per bucket; beyond this the least recently seen is forgotten. */
-        rateLimitKeys: z._default(int(100), 100_000),
+        rateLimitKeys: z._default(z.intRange(100), 100_000),
         /** IPv6 clients are counted per prefix of this length (64: one LAN or subscriber). */
-        ipv6PrefixBits: z._default(int(32, 128), 64),
+        ipv6PrefixBits: z._default(z.intRange(32, 128), 64),
         /** Streams per session (the original deployment's PUNCH_MAX_STREAMS=16). */
-        maxStreams: z._default(int(1, 256), 16),
+        maxStreams: z._default(z.intRange(1, 256), 16),
         /** Live sessions per server; 0 = unlimited. */
-        maxSessions: z._default(int(0), 100_000),
-        defaultTtl: z._default(int(1), 1800),
-        maxTtl: z._default(int(1), 86_400),
-        defaultLatency: z._default(int(20, 8000), 200),
+        maxSessions: z._default(z.intRange(0), 100_000),
+        defaultTtl: z._default(z.intRange(1), 1800),
+        maxTtl: z._default(z.intRange(1), 86_400),
+        defaultLatency: z._default(z.intRange(20, 8000), 200),
         /** Largest request body, bytes. */
-        bodyLimit: z._default(int(256, 1_048_576), 16_384),
+        bodyLimit: z._default(z.intRange(256, 1_048_576), 16_384),
         /** Seconds a closed session answers 410 before its name is forgotten. */
-        tombstoneTtl: z._default(int(0), 600),
+        tombstoneTtl: z._default(z.intRange(0), 600),
         /** Closed sessions kept as tombstones at most; the oldest is forgotten first. */
-        maxTombstones: z._default(int(0), 10_000),
+        maxTombstones: z._default(z.intRange(0), 10_000),
       }),
       {},
     )
@@ -119,8 +112,8 @@ export const punchConfigSchema = z.strictObject({
   turnstile: z.prefault(
     z.strictObject({
       /** Turnstile verification is on only when a secret is set. */
-      secret: z.optional(nonEmpty()),
-      siteKey: z.optional(nonEmpty()),
+      secret: z.optional(z.textRange(1)),
+      siteKey: z.optional(z.textRange(1)),
       verifyUrl: z._default(z.url(), 'https://challenges.cloudflare.com/turnstile/v0/siteverify'),
     }),
     {},
@@ -146,8 +139,8 @@ export const punchConfigSchema = z.strictObject({
             ),
           ),
           secret: z.optional(z.string().check(z.minLength(16, { error: 'must be at least 16 characters' }))),
-          retries: z._default(int(0, 5), 3),
-          timeoutMs: z._default(int(100, 30_000), 5_000),
+          retries: z._default(z.intRange(0, 5), 3),
+          timeoutMs: z._default(z.intRange(100, 30_000), 5_000),
         }),
         {},
       ),
@@ -163,8 +156,8 @@ export const punchConfigSchema = z.strictObject({
   relay: z.prefault(
     z.strictObject({
       enabled: z._default(onOff, true),
-      host: z._default(nonEmpty(), '0.0.0.0'),
-      publicAddress: z.optional(nonEmpty()),
+      host: z._default(z.textRange(1), '0.0.0.0'),
+      publicAddress: z.optional(z.textRange(1)),
       /** UDP ports of the allocations, inclusive (`0-0`: ephemeral ports), e.g. `40000-40999`. */
       ports: z
         ._default(
@@ -184,11 +177,11 @@ export const punchConfigSchema = z.strictObject({
             { error: 'must be 0-0 or a range within 1024-65535, low first' },
           ),
         ),
-      fallbackAfterMs: z._default(int(2_000, 120_000), 8_000),
+      fallbackAfterMs: z._default(z.intRange(2_000, 120_000), 8_000),
       /** CIDRs allowed as peer addresses although loopback or private-use (a lab, one private network). */
       allow: z
         .pipe(
-          z._default(z.union([z.array(nonEmpty()), z.string()]), []),
+          z._default(z.union([z.array(z.textRange(1)), z.string()]), []),
           z.transform((v) =>
             typeof v === 'string'
               ? v
@@ -207,14 +200,14 @@ export const punchConfigSchema = z.strictObject({
             }
           }),
         ),
-      maxAllocations: z._default(int(1, 10_000), 100),
+      maxAllocations: z._default(z.intRange(1, 10_000), 100),
       /** Byte rate per direction per allocation (20 Mbit/s by default). */
-      bytesPerSecond: z._default(int(12_500, 12_500_000), 2_500_000),
+      bytesPerSecond: z._default(z.intRange(12_500, 12_500_000), 2_500_000),
       /**
        * An allocation's lifetime (6 h); the owning broker renews it at three quarters of it while the
        * session is live (docs/relay.md "Renewal"). Short values are for tests.
        */
-      lifetimeMs: z._default(int(4_000, 24 * 60 * 60 * 1000), 6 * 60 * 60 * 1000),
+      lifetimeMs: z._default(z.intRange(4_000, 24 * 60 * 60 * 1000), 6 * 60 * 60 * 1000),
       /**
        * `punch relay`'s own `/health` and `/metrics` (docs/relay.md "Deploying a separate relay"): off
        * unless a port is set (0: an ephemeral port, printed at start); the broker ignores it (its relay's
@@ -222,8 +215,8 @@ export const punchConfigSchema = z.strictObject({
        */
       http: z.prefault(
         z.strictObject({
-          host: z._default(nonEmpty(), '127.0.0.1'),
-          port: z.optional(int(0, 65535)),
+          host: z._default(z.textRange(1), '127.0.0.1'),
+          port: z.optional(z.intRange(0, 65535)),
         }),
         {},
       ),

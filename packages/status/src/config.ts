@@ -10,12 +10,6 @@ export { SERVICE_KINDS, type ServiceKind } from './domain/service.ts';
 
 const httpUrl = z.url({ protocol: /^https?$/ });
 
-/** A string of 1 to max characters. */
-const nonEmpty = (max: number) => z.string().check(z.minLength(1), z.maxLength(max));
-
-/** An integer from min to max, inclusive. */
-const int = (min: number, max: number) => z.int().check(z.minimum(min), z.maximum(max));
-
 const serviceSchema = z.strictObject({
   /** Shown on the page and used as the `service` label of the metrics. */
   name: z.string().check(z.regex(/^[a-z0-9][a-z0-9._-]{0,62}$/, 'lower-case letters, digits, . _ -')),
@@ -36,8 +30,8 @@ const serviceSchema = z.strictObject({
     z
       .array(
         z.strictObject({
-          label: nonEmpty(200),
-          url: nonEmpty(2000),
+          label: z.textRange(1, 200),
+          url: z.textRange(1, 2000),
           page: z.optional(z.boolean()),
           template: z.optional(z.boolean()),
         }),
@@ -50,9 +44,9 @@ const serviceSchema = z.strictObject({
     z
       .array(
         z.strictObject({
-          label: nonEmpty(200),
+          label: z.textRange(1, 200),
           proto: z.optional(z.enum(['tcp', 'udp'])),
-          port: z.optional(int(1, 65_535)),
+          port: z.optional(z.intRange(1, 65_535)),
           outbound: z.optional(z.boolean()),
           use: z._default(z.string().check(z.maxLength(1000)), ''),
         }),
@@ -71,16 +65,16 @@ export const statusConfigSchema = z
     listen: z.prefault(
       z.strictObject({
         host: z._default(z.string().check(z.minLength(1)), '127.0.0.1'),
-        port: z._default(int(0, 65_535), 8700),
+        port: z._default(z.intRange(0, 65_535), 8700),
       }),
       {},
     ),
     /** Each service is polled this often (ms). */
-    pollIntervalMs: z._default(int(250, 600_000), 2000),
+    pollIntervalMs: z._default(z.intRange(250, 600_000), 2000),
     /** A poll that takes longer is abandoned and counts as "no answer"; below the interval, so polls never pile up. */
-    timeoutMs: z._default(int(100, 60_000), 1500),
+    timeoutMs: z._default(z.intRange(100, 60_000), 1500),
     /** Largest health or metrics body read (bytes); the rest is refused as an error. */
-    maxBodyBytes: z._default(int(1024, 16 * 1024 * 1024), 1024 * 1024),
+    maxBodyBytes: z._default(z.intRange(1024, 16 * 1024 * 1024), 1024 * 1024),
     services: z.array(serviceSchema).check(z.minLength(1), z.maxLength(64)),
     /** Notes shown above the cards as text (e.g. the demo's lab credential; `npm start` writes them). */
     notes: z._default(
@@ -88,8 +82,8 @@ export const statusConfigSchema = z
         .array(
           z.strictObject({
             id: z.string().check(z.regex(/^[a-z][a-z0-9-]{0,62}$/)),
-            title: nonEmpty(200),
-            text: nonEmpty(2000),
+            title: z.textRange(1, 200),
+            text: z.textRange(1, 2000),
           }),
         )
         .check(z.maxLength(16)),

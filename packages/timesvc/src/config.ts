@@ -21,7 +21,7 @@ function num<T extends z.ZodMiniType<number>>(schema: T) {
 }
 
 /** An integer from min to max, inclusive, in its textual form too. */
-const int = (min: number, max: number) => num(z.int().check(z.minimum(min), z.maximum(max)));
+const int = (min: number, max: number) => num(z.intRange(min, max));
 
 function bool() {
   return z.pipe(

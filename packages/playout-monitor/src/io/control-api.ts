@@ -29,8 +29,8 @@ const simulateSchema = z.strictObject({
 
 const testSchema = z.strictObject({
   type: z.optional(z.enum(['osc_player', 'http_mixer', 'tcp_recorder'])),
-  ip: z.optional(z.string().check(z.minLength(1), z.maxLength(253))),
-  port: z.optional(z.int().check(z.minimum(1), z.maximum(65535))),
+  ip: z.optional(z.textRange(1, 253)),
+  port: z.optional(z.intRange(1, 65535)),
   username: z.optional(z.string().check(z.maxLength(256))),
   password: z.optional(z.string().check(z.maxLength(256))),
 });

@@ -11,15 +11,13 @@ import * as z from '@broadcast-ops/core/zod';
 
 /** A relay's id: the first part of its allocation ids (`<relay>.<local id>`). */
 const RELAY_ID = /^[A-Za-z0-9_-]{1,64}$/;
-const port = z.int().check(z.minimum(0), z.maximum(65535));
-/** A string of `min` to `max` characters. */
-const text = (min: number, max: number) => z.string().check(z.minLength(min), z.maxLength(max));
+const port = z.intRange(0, 65535);
 const relayId = () => z.string().check(z.regex(RELAY_ID));
 
 export const relayRegistrationSchema = z.strictObject({
   id: relayId(),
   /** The address the peers send to. */
-  address: text(1, 255),
+  address: z.textRange(1, 255),
   /** The UDP port range of its allocations, `lo-hi` (`0-0`: ephemeral). */
   ports: z.string().check(z.maxLength(11)),
   capacity: z.int().check(z.minimum(0)),
@@ -35,26 +33,26 @@ export const relayRequestSchema = z.discriminatedUnion('t', [
   z.strictObject({
     t: z.literal('allocate'),
     /** Correlates the answer. */
-    rq: text(1, 64),
+    rq: z.textRange(1, 64),
     /** The broker instance whose bus takes the answer. */
     from: relayId(),
-    sessionId: text(1, 128),
-    peers: z.tuple([text(1, 64), text(1, 64)]),
+    sessionId: z.textRange(1, 128),
+    peers: z.tuple([z.textRange(1, 64), z.textRange(1, 64)]),
     bytesPerSecond: z.optional(z.int().check(z.positive())),
     lifetimeMs: z.optional(z.int().check(z.positive())),
   }),
-  z.strictObject({ t: z.literal('release'), id: text(1, 200) }),
+  z.strictObject({ t: z.literal('release'), id: z.textRange(1, 200) }),
   /** Extend an allocation to `lifetimeMs` from now (docs/relay.md "Renewal"); no answer. */
   z.strictObject({
     t: z.literal('renew'),
-    id: text(1, 200),
+    id: z.textRange(1, 200),
     lifetimeMs: z.int().check(z.positive()),
   }),
 ]);
 export type RelayRequest = z.output<typeof relayRequestSchema>;
 
 /** Figures as the relay measured them (docs/relay.md "What the relay measures"), per media direction. */
-const count = z.int().check(z.minimum(0), z.maximum(Number.MAX_SAFE_INTEGER));
+const count = z.intRange(0, Number.MAX_SAFE_INTEGER);
 const millis = z.nullable(z.number().check(z.minimum(0), z.maximum(3_600_000)));
 export const relayDirectionSchema = z.strictObject({
   packets: count,
@@ -77,8 +75,8 @@ export const relayAnswerSchema = z.discriminatedUnion('t', [
   z.strictObject({
     t: z.literal('relay_allocated'),
     rq: z.string(),
-    id: text(1, 200),
-    address: text(1, 255),
+    id: z.textRange(1, 200),
+    address: z.textRange(1, 255),
     ports: z.tuple([port, port]),
   }),
   z.strictObject({
@@ -89,7 +87,7 @@ export const relayAnswerSchema = z.discriminatedUnion('t', [
   /** The relay ended an allocation by itself (idle, expired), or it was released. */
   z.strictObject({
     t: z.literal('relay_ended'),
-    id: text(1, 200),
+    id: z.textRange(1, 200),
     reason: z.string().check(z.maxLength(64)),
   }),
   /** Every few seconds, to the owner: what the relay measured on each allocation it holds. */
@@ -101,7 +99,7 @@ export const relayAnswerSchema = z.discriminatedUnion('t', [
     allocations: z
       .array(
         z.strictObject({
-          id: text(1, 200),
+          id: z.textRange(1, 200),
           directions: z.tuple([relayDirectionSchema, relayDirectionSchema]),
         }),
       )

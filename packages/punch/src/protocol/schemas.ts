@@ -40,9 +40,6 @@ export const nameSchema = z.string().check(
   }),
 );
 
-/** An integer from `min` to `max`, inclusive. */
-const int = (min: number, max: number) => z.int().check(z.minimum(min), z.maximum(max));
-
 export function makeSchemas(limits: SchemaLimits) {
   const createSessionRequest = z
     .object({
@@ -62,10 +59,10 @@ export function makeSchemas(limits: SchemaLimits) {
           }),
         ),
       latency: z
-        ._default(int(MIN_LATENCY_MS, MAX_LATENCY_MS), limits.defaultLatency)
+        ._default(z.intRange(MIN_LATENCY_MS, MAX_LATENCY_MS), limits.defaultLatency)
         .check(z.meta({ description: 'Recommended SRT latency, milliseconds' })),
       ttl: z
-        ._default(int(1, limits.maxTtl), limits.defaultTtl)
+        ._default(z.intRange(1, limits.maxTtl), limits.defaultTtl)
         .check(z.meta({ description: 'Session lifetime, seconds' })),
       turnstileToken: z.optional(z.string().check(z.maxLength(MAX_TURNSTILE_TOKEN_LENGTH))).check(
         z.meta({
@@ -101,9 +98,11 @@ export function makeSchemas(limits: SchemaLimits) {
 
   const extendRequest = z
     .object({
-      ttl: int(1, limits.maxTtl).check(
-        z.meta({ description: 'New lifetime from now, seconds: the session expires ttl seconds from now' }),
-      ),
+      ttl: z
+        .intRange(1, limits.maxTtl)
+        .check(
+          z.meta({ description: 'New lifetime from now, seconds: the session expires ttl seconds from now' }),
+        ),
     })
     .check(z.meta({ id: 'ExtendSessionRequest' }));
 

@@ -124,33 +124,30 @@ export interface TransportError {
   timestamp: number;
 }
 
-/** A string of min to max characters. */
-const str = (min: number, max: number) => z.string().check(z.minLength(min), z.maxLength(max));
-
-const idString = str(1, MAX_ID_LENGTH);
+const idString = z.textRange(1, MAX_ID_LENGTH);
 const path = z
   .string()
   .check(z.maxLength(MAX_PATH_LENGTH), z.regex(PATH_RE, 'must be a lower-case dotted path'));
 const namespace = z
   .string()
   .check(z.maxLength(128), z.regex(NAMESPACE_RE, 'must be a namespace like companion.satellite'));
-const pattern = str(1, MAX_PATH_LENGTH).check(
-  z.refine((p) => patternError(p) === undefined, { message: 'invalid pattern' }),
-);
+const pattern = z
+  .textRange(1, MAX_PATH_LENGTH)
+  .check(z.refine((p) => patternError(p) === undefined, { message: 'invalid pattern' }));
 const patterns = z.array(pattern).check(z.minLength(1), z.maxLength(MAX_PATTERNS));
 
 const commandPayload = z.strictObject({
-  action: str(1, 64),
+  action: z.textRange(1, 64),
   params: z.optional(z.record(z.string(), z.unknown())),
 });
-const eventPayload = z.strictObject({ event: str(1, 64), data: z.optional(z.unknown()) });
+const eventPayload = z.strictObject({ event: z.textRange(1, 64), data: z.optional(z.unknown()) });
 // `value` must be present (zod 4 treats an unknown-typed key as required); null clears the key.
 const statePayload = z.strictObject({ value: z.unknown() });
 const subscribePayload = z.strictObject({
   patterns,
   filter: z.optional(z.enum(['state', 'events', 'all'])),
   snapshot: z.optional(z.boolean()),
-  since: z.optional(z.strictObject({ offset: z.int().check(z.minimum(0)), epoch: str(1, 64) })),
+  since: z.optional(z.strictObject({ offset: z.int().check(z.minimum(0)), epoch: z.textRange(1, 64) })),
 });
 const unsubscribePayload = z.strictObject({ patterns });
 
@@ -160,7 +157,7 @@ const base = {
   source: z.optional(z.string().check(z.maxLength(128))),
   path,
   timestamp: z.int().check(z.positive()),
-  correlationId: z.optional(str(1, MAX_CORRELATION_ID_LENGTH)),
+  correlationId: z.optional(z.textRange(1, MAX_CORRELATION_ID_LENGTH)),
   sequence: z.optional(z.int().check(z.minimum(0))),
 };
 
@@ -171,7 +168,7 @@ const clientEnvelope = z.discriminatedUnion('type', [
     target: namespace,
     payload: commandPayload,
     ttl: z.optional(z.int().check(z.positive(), z.maximum(MAX_TTL_MS))),
-    idempotencyKey: z.optional(str(1, MAX_ID_LENGTH)),
+    idempotencyKey: z.optional(z.textRange(1, MAX_ID_LENGTH)),
   }),
   z.strictObject({ ...base, type: z.literal('event'), payload: eventPayload }),
   z.strictObject({ ...base, type: z.literal('state'), payload: statePayload }),
@@ -187,7 +184,7 @@ const handshake = z.strictObject({
   name: z.string().check(z.maxLength(256)),
   version: z.string().check(z.maxLength(64)),
   authToken: z.optional(z.string().check(z.maxLength(1024))),
-  resumeToken: z.optional(str(1, 128)),
+  resumeToken: z.optional(z.textRange(1, 128)),
   clientId: z.optional(z.string().check(z.regex(CLIENT_ID_RE, 'clientId: 8-128 characters A-Z a-z 0-9 _ -'))),
   metadata: z.optional(z.record(z.string(), z.unknown())),
 });

@@ -50,12 +50,12 @@ declare module 'fastify' {
 }
 
 const loginBody = z.strictObject({
-  username: z.string().check(z.minLength(1), z.maxLength(128)),
-  password: z.string().check(z.minLength(1), z.maxLength(1024)),
+  username: z.textRange(1, 128),
+  password: z.textRange(1, 1024),
 });
 
 const peerBody = z.strictObject({
-  address: z.string().check(z.minLength(1), z.maxLength(300)),
+  address: z.textRange(1, 300),
   prefer: z.optional(z.boolean()),
   iburst: z.optional(z.boolean()),
   minpoll: z.optional(z.int()),
