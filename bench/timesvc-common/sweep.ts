@@ -5,6 +5,11 @@ export interface SweepStep {
   rate: number;
   loss: number;
   achievedRate: number;
+  /**
+   * With several steps per rate (`sweepTogether`'s `repeat`): each round's `key`, in round order (NaN for
+   * a round the server sat out), so two servers' steps of the same round can be paired.
+   */
+  roundKeys?: readonly number[];
 }
 
 /**
@@ -61,7 +66,9 @@ export async function sweepTogether<R extends SweepStep>(
   /**
    * Steps per server at each rate (default 1), interleaved round by round; the step kept is the one with
    * the median `key` (a single disturbance of the shared machine in one 2-second step then does not decide
-   * the rate's figure).
+   * the rate's figure). The servers' order is reversed in every second round (A B C, C B A, ...), so no
+   * server always follows another: each round's steps of two servers lie seconds apart, in either order,
+   * which `compareToAnchors` pairs.
    */
   repeat: { times: number; key: (r: R) => number } = { times: 1, key: () => 0 },
 ): Promise<R[][]> {
@@ -76,8 +83,11 @@ export async function sweepTogether<R extends SweepStep>(
   }
   for (const rate of rates) {
     const steps: R[][] = servers.map(() => []);
+    const roundKeys: number[][] = servers.map(() => []);
     for (let round = 0; round < Math.max(1, repeat.times); round++) {
-      for (let s = 0; s < servers.length; s++) {
+      for (let turn = 0; turn < servers.length; turn++) {
+        const s = round % 2 === 0 ? turn : servers.length - 1 - turn;
+        roundKeys[s]![round] = Number.NaN;
         if (failures[s]! >= 2) continue;
         const { name, step } = servers[s]!;
         let r = await step(rate);
@@ -87,6 +97,7 @@ export async function sweepTogether<R extends SweepStep>(
           if (again.loss < r.loss) r = again;
         }
         steps[s]!.push(r);
+        roundKeys[s]![round] = repeat.key(r);
         console.log(
           `  ${name.padEnd(8)} offered ${String(rate).padStart(6)}/s (generator achieved ${r.achievedRate.toFixed(0)}/s): ` +
             detail(r),
@@ -103,6 +114,7 @@ export async function sweepTogether<R extends SweepStep>(
       const r = {
         ...[...all].sort((a, b) => repeat.key(a) - repeat.key(b))[mid]!,
         loss: [...all].map((x) => x.loss).sort((a, b) => a - b)[mid]!,
+        roundKeys: roundKeys[s]!,
       };
       if (all.length > 1)
         console.log(`  ${servers[s]!.name.padEnd(8)} median of ${all.length} at ${rate}/s: ${detail(r)}`);
@@ -139,7 +151,8 @@ export function compareToAnchors<R extends CpuStep>(
   lossLimit: number,
 ): (number | undefined)[] {
   console.log(
-    `Same offered rate, side by side (loss, server CPU µs per answered request; ratio ${subject.name}/anchor):`,
+    `Same offered rate, side by side (loss, server CPU µs per answered request; ratio ${subject.name}/anchor, ` +
+      `the median of the rounds' paired ratios where a rate had three rounds or more):`,
   );
   const ratios: number[][] = anchors.map(() => []);
   const pct = (r: R): string => `${(r.loss * 100).toFixed(3)} %`;
@@ -153,11 +166,18 @@ export function compareToAnchors<R extends CpuStep>(
         parts.push(`${a.name} -`);
         return;
       }
-      const ratio = r.cpuUsPerReq / c.cpuUsPerReq;
+      const ofMedians = r.cpuUsPerReq / c.cpuUsPerReq;
+      const paired = pairedRatios(r.roundKeys, c.roundKeys);
+      // With three or more rounds the paired median is the figure ("Measuring a start here" in
+      // docs/at-rest.md: this VM's speed changes for seconds at a time, and each pair shares one phase).
+      const ratio = paired.length >= 3 ? median(paired) : ofMedians;
       const both = r.loss < lossLimit && c.loss < lossLimit;
       if (both) ratios[i]!.push(ratio);
       parts.push(
         `${a.name} ${pct(c)} ${c.cpuUsPerReq.toFixed(1)}: ${ratio.toFixed(2)}×` +
+          (paired.length >= 3
+            ? ` (paired, ${paired.length} rounds ${paired.map((x) => x.toFixed(2)).join(' ')}; of medians ${ofMedians.toFixed(2)}×)`
+            : '') +
           (both ? (ratio <= a.target ? '' : ` (above ${a.target}×)`) : ' (not counted: a server lost)'),
       );
     });
@@ -177,6 +197,27 @@ export function compareToAnchors<R extends CpuStep>(
     );
     return worst;
   });
+}
+
+/** Per round, subject / anchor, for the rounds both served (NaN where either sat out). */
+export function pairedRatios(
+  subject: readonly number[] | undefined,
+  anchor: readonly number[] | undefined,
+): number[] {
+  if (!subject || !anchor) return [];
+  const out: number[] = [];
+  for (let i = 0; i < Math.min(subject.length, anchor.length); i++) {
+    const q = subject[i]! / anchor[i]!;
+    if (Number.isFinite(q)) out.push(q);
+  }
+  return out;
+}
+
+/** The median (the mean of the middle two for an even count). */
+export function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
 /**
