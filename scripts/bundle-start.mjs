@@ -70,6 +70,55 @@ export function startPackages(packagesDir) {
  */
 const LAZY_BUILTIN = /^const (\w+) = require\((['"])(?:node:)?(https|http2|tls|zlib)\2\);?$/gm;
 
+/**
+ * Builtins named by their functions and classes and read on use: `import { a, b as c } from 'node:crypto'`
+ * in a module of ours, `const { a, b: c } = require('crypto')` in node_modules (ws's sender, server and
+ * socket destructure crypto when loaded). The statement becomes one stand-in (`__lazyNamed`, in the footer)
+ * and every free use of a name a read of it where it is used (`c(...)` is `__lazy_crypto.b(...)`: esbuild's
+ * `define` on that module, which leaves a local of the same name alone), so the builtin loads with the
+ * first call: a service that calls none before it listens starts without it (docs/at-rest.md "One start
+ * file"). After that call each name is a plain property of the stand-in, as it was of the module.
+ */
+const ON_USE = ['crypto', 'dns/promises', 'tty'];
+const ids = ON_USE.map((m) => m.replace('/', '\\/')).join('|');
+const NAMED_IMPORT = new RegExp(`^import \\{([^}]*)\\} from (['"])node:(${ids})\\2;?$`, 'gm');
+const NAMED_REQUIRE = new RegExp(
+  `^(?:const|var|let) \\{([^}]*)\\} = require\\((['"])(?:node:)?(${ids})\\2\\);?$`,
+  'gm',
+);
+
+/** `a, b as c` (an import) or `a, b: c` (a destructuring), as [local, exported] pairs; undefined if neither. */
+function namedBindings(list, separator) {
+  const out = [];
+  for (const part of list
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean)) {
+    const m = part.match(separator === 'as' ? /^(\w+)(?:\s+as\s+(\w+))?$/ : /^(\w+)(?:\s*:\s*(\w+))?$/);
+    if (!m) return undefined;
+    out.push([m[2] ?? m[1], m[1]]);
+  }
+  return out.length > 0 ? out : undefined;
+}
+
+/** The module's text with the builtins of ON_USE read on use, or undefined when it names none of them. */
+async function builtinsOnUse(text, file) {
+  const define = {};
+  let body = text;
+  let n = 0;
+  for (const m of [...text.matchAll(NAMED_IMPORT), ...text.matchAll(NAMED_REQUIRE)]) {
+    const pairs = namedBindings(m[1], m[0].startsWith('import') ? 'as' : ':');
+    if (!pairs) continue;
+    const holder = `__lazy_${m[3].replace('/', '_')}${n++}`;
+    for (const [local, name] of pairs) define[local] = `${holder}.${name}`;
+    const names = JSON.stringify([...new Set(pairs.map(([, name]) => name))]);
+    body = body.replace(m[0], `const ${holder} = __lazyNamed('node:${m[3]}', ${names});`);
+  }
+  if (n === 0) return undefined;
+  const { code } = await esbuild.transform(body, { loader: 'js', sourcefile: file, define });
+  return code;
+}
+
 /** `createRequire(import.meta.url)('<package>')`, a package by name (not a relative path). */
 const CREATE_REQUIRE_BY_NAME = /\bcreateRequire\(import\.meta\.url\)\((['"])([@a-z][\w./@-]*)\1\)/g;
 
@@ -88,6 +137,7 @@ function sourcePlugin(outfile) {
         let contents = text;
         if (/[/\\]node_modules[/\\]/.test(args.path))
           contents = contents.replace(LAZY_BUILTIN, "const $1 = __lazyBuiltin('node:$3');");
+        contents = (await builtinsOnUse(contents, args.path)) ?? contents;
         // A package a module loads on use through its own require (core's YAML parser: config.ts), by
         // name: bundled like an import, still loaded only when that code runs (esbuild's lazy CommonJS
         // wrapper); an external one stays Node's to load.
@@ -124,8 +174,9 @@ export function assertAscii(file) {
  * writes CommonJS without one unless told, here by tsconfig's `strict`, and then as the file's first
  * statement, which a banner before it would turn into an expression; docs/at-rest.md "One start file"). The two
  * helpers each module's code may call are function declarations in the footer, in scope (hoisted) from the
- * first line: `__moduleUrl` (the `import.meta.url` of the file a module came from) and `__lazyBuiltin`
- * (a builtin loaded on its first property read).
+ * first line: `__moduleUrl` (the `import.meta.url` of the file a module came from), `__lazyBuiltin`
+ * (a builtin loaded on its first property read) and `__lazyNamed` (a builtin's named members, the builtin
+ * loaded by the first read of any of them, each a plain property after it).
  */
 const BANNER = "(function (exports, require, module, __filename, __dirname) { 'use strict';";
 const FOOTER = [
@@ -134,6 +185,10 @@ const FOOTER = [
   '  return new Proxy({}, { get: (_, k) => load()[k], has: (_, k) => k in load(),',
   '    ownKeys: () => Reflect.ownKeys(load()),',
   '    getOwnPropertyDescriptor: (_, k) => ({ ...Reflect.getOwnPropertyDescriptor(load(), k), configurable: true }) }); }',
+  'function __lazyNamed(id, names) { const o = {}; const load = () => { const m = require(id);',
+  '    for (const k of names) Object.defineProperty(o, k, { value: m[k], enumerable: true }); };',
+  '  for (const k of names) Object.defineProperty(o, k, { get: () => (load(), o[k]), configurable: true, enumerable: true });',
+  '  return o; }',
   '});',
 ].join('\n');
 

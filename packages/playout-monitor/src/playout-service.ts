@@ -95,7 +95,8 @@ export class PlayoutService implements ControlPort {
   #oscPorts = new Map<number, number>();
   /** Configuration changes run one at a time. */
   #applying: Promise<unknown> = Promise.resolve();
-  readonly #tokenHash: Buffer | undefined;
+  /** The admin token's SHA-256, taken by the first check (node:crypto is then loaded on use, not at start). */
+  #tokenHash: Buffer | undefined;
   #allowedHosts: readonly string[];
 
   constructor(options: PlayoutServiceOptions) {
@@ -104,7 +105,6 @@ export class PlayoutService implements ControlPort {
     this.#retryGrid = new RetryGrid(this.#clock);
     this.#startedAtMs = this.#clock.monotonicMs();
     this.#config = options.config;
-    this.#tokenHash = options.adminToken ? sha256(options.adminToken) : undefined;
     this.view = new OutputView(this.#clock);
     this.#monitor = this.#newMonitor(options.config);
     this.view.attach(this.#monitor.store, staleMap(options.config));
@@ -172,7 +172,9 @@ export class PlayoutService implements ControlPort {
 
   /** Throws 401 unless no token is configured or the request carries it (compared in constant time). */
   authorize(req: FastifyRequest): void {
-    if (!this.#tokenHash) return;
+    const adminToken = this.#o.adminToken;
+    if (!adminToken) return;
+    this.#tokenHash ??= sha256(adminToken);
     const token = bearerToken(req.headers.authorization);
     if (token === undefined || !timingSafeEqual(sha256(token), this.#tokenHash)) {
       throw fail('UNAUTHORIZED', 'this endpoint needs Authorization: Bearer <admin token>', {

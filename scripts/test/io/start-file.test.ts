@@ -3,7 +3,7 @@
  * dist/main.js into dist/main.bundle.cjs, and dist/start.cjs (scripts/start-launcher.cjs) runs it with V8's
  * code cache of the last start. On a package made here, so each case is the one it names: each module's
  * import.meta.url is its own file's; the cache is written after a start, used by the next, refused when
- * it is not this bundle's and replaced; the bundle is strict code, ASCII, and its own CommonJS wrapper; a package required by name through createRequire is bundled; a dependency's zlib, TLS or HTTP/2 loads on first use, one file per Node.js version; a cache that cannot be written costs
+ * it is not this bundle's and replaced; the bundle is strict code, ASCII, and its own CommonJS wrapper; a package required by name through createRequire is bundled; a dependency's zlib, TLS or HTTP/2 and any module's node:crypto load on first use, one file per Node.js version; a cache that cannot be written costs
  * nothing; the cache may live elsewhere (BROADCAST_OPS_CODE_CACHE). The services' own start files are run by every test that starts a service through its bin, and
  * npm-start.test.ts checks their caches.
  */
@@ -156,6 +156,43 @@ test('the start file runs the bundle; each module keeps its own import.meta.url;
   const rb = bundle(refused);
   assert.notEqual(rb.status, 0);
   assert.match(rb.stderr, /\[empty-import-meta\]/);
+});
+
+test('node:crypto loads on its first use: named imports of ours, a dependency destructuring it, a local of the same name left alone', (t) => {
+  const tmp = tempDir('start-file-crypto-');
+  t.after(() => tmp.remove());
+  const pkg = fixture(
+    tmp.path,
+    [
+      "import { createHash as hash, randomBytes } from 'node:crypto';",
+      "import { digest } from 'crypto-dep';",
+      "const loaded = () => process.moduleLoadList.includes('NativeModule crypto');",
+      'console.log(`before: ${loaded()}`);',
+      // A parameter named like an import is the parameter, not the module's function.
+      'function twice(randomBytes) { return randomBytes * 2; }',
+      'console.log(`local: ${twice(21)} ${loaded()}`);',
+      'console.log(`dependency: ${digest("ok")}`);',
+      'console.log(`after: ${loaded()}`);',
+      "console.log(`own: ${hash('sha256').update('ok').digest('hex').slice(0, 8)} ${randomBytes(4).length}`);",
+    ].join('\n'),
+  );
+  // A dependency that destructures crypto when loaded, as ws does (its sender, server and socket).
+  const dep = join(pkg, 'node_modules', 'crypto-dep');
+  mkdirSync(dep, { recursive: true });
+  writeFileSync(join(dep, 'package.json'), JSON.stringify({ name: 'crypto-dep', main: 'index.js' }));
+  writeFileSync(
+    join(dep, 'index.js'),
+    "const { createHash, randomBytes: rb } = require('crypto');\n" +
+      "exports.digest = (s) => `${createHash('sha1').update(s).digest('hex').slice(0, 8)} ${rb(2).length}`;\n",
+  );
+  const b = bundle(pkg);
+  assert.equal(b.status, 0, b.stderr);
+  const r = start(pkg);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(
+    r.stdout,
+    'before: false\nlocal: 42 false\ndependency: 7a85f476 2\nafter: true\nown: 2689367b 4\n',
+  );
 });
 
 test('the bundle runs as its modules were written: strict, its text as written, its own CommonJS wrapper', async (t) => {

@@ -43,13 +43,16 @@ export type TokenVerification =
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
 
 export class TokenSigner {
-  readonly #key: KeyObject;
+  readonly #secret: Buffer;
+  /** Made from the secret by the first signature or check, so node:crypto loads on use, not at start. */
+  #key: KeyObject | undefined;
 
   constructor(secret: string) {
-    this.#key = createSecretKey(Buffer.from(secret, 'utf8'));
+    this.#secret = Buffer.from(secret, 'utf8');
   }
 
   #mac(segment: string): Buffer {
+    this.#key ??= createSecretKey(this.#secret);
     return createHmac('sha256', this.#key).update(segment, 'ascii').digest();
   }
 
