@@ -74,7 +74,7 @@ const LAZY_BUILTIN = /^const (\w+) = require\((['"])(?:node:)?(https|http2|tls|z
  * Builtins named by their functions and classes and read on use: `import { a, b as c } from 'node:crypto'`
  * in a module of ours, `const { a, b: c } = require('crypto')` in node_modules (ws's sender, server and
  * socket destructure crypto when loaded). The statement becomes one stand-in (`__lazyNamed`, in the footer)
- * and every free use of a name a read of it where it is used (`c(...)` is `__lazy_crypto.b(...)`: esbuild's
+ * and every free use of a name a read of it where it is used (`c(...)` is `__lazy_crypto0.b(...)`: esbuild's
  * `define` on that module, which leaves a local of the same name alone), so the builtin loads with the
  * first call: a service that calls none before it listens starts without it (docs/at-rest.md "One start
  * file"). After that call each name is a plain property of the stand-in, as it was of the module.
@@ -172,7 +172,7 @@ export function assertAscii(file) {
  * The bundle is its own CommonJS wrapper (`Module.wrap`'s): the banner opens it, and the footer closes it.
  * The banner's `"use strict"` keeps the bundled ES modules strict, as they are when Node loads them (esbuild
  * writes CommonJS without one unless told, here by tsconfig's `strict`, and then as the file's first
- * statement, which a banner before it would turn into an expression; docs/at-rest.md "One start file"). The two
+ * statement, which a banner before it would turn into an expression; docs/at-rest.md "One start file"). The
  * helpers each module's code may call are function declarations in the footer, in scope (hoisted) from the
  * first line: `__moduleUrl` (the `import.meta.url` of the file a module came from), `__lazyBuiltin`
  * (a builtin loaded on its first property read) and `__lazyNamed` (a builtin's named members, the builtin
