@@ -149,7 +149,12 @@ for (const { kind, open, ownKeys } of KINDS) {
       const panels: Panel[] = [];
       try {
         const bp = (proc = await bridgeProcess(dir.path, companion, companion.port, DEVICE, {
-          companion: { transport: 'tcp' },
+          // Companion runs in this test's own process, beside the panels' clients: on a loaded machine its
+          // answers to the heartbeat wait behind them, and 400 ms of silence (twice the default 200 ms PING)
+          // makes the bridge refuse a press as suspect. This test is about one press per identity and key;
+          // the suspicion rule has its own test with Companion in a process of its own
+          // (test/io/companion-hung-host.test.ts), so here a link is suspect after 2 s and dead after 4 s.
+          companion: { transport: 'tcp', heartbeatInterval: 1000, deadAfter: 4000 },
         }));
         const downs = (): number =>
           companion.presses.filter((p) => p.controlId === CONTROL && p.pressed).length;
