@@ -64,12 +64,23 @@ test('SIGSTOP of one service: red within two polls with the reason, the others g
     const reason = red.services.find((s) => s.name === 'punch')?.reason ?? '';
     assert.match(reason, /^no answer: nothing within 600 ms \(2 polls in a row; last answer \d+ s ago\)$/);
     assert.ok((await metric(rig.url, noAnswer)) - missedBefore >= 2);
-    assert.deepEqual(levels(red), {
-      punch: 'red',
-      'telemetry-bridge': 'green',
-      'playout-monitor': 'green',
-      timesvc: 'green',
-    });
+    // A hung service does not colour the others: none of them is red, and each is green while punch is
+    // still stopped. One of their own polls may pass 600 ms on a loaded machine (amber for that poll; seen
+    // once under the full suite with three Node versions at once), so green is waited for, not read from
+    // the same snapshot.
+    const others = ['telemetry-bridge', 'playout-monitor', 'timesvc'];
+    assert.deepEqual(
+      others.filter((name) => levels(red)[name] === 'red'),
+      [],
+      JSON.stringify(red.services.map((x) => [x.name, x.level, x.reason])),
+    );
+    await waitFor(
+      async () => {
+        const now = levels(await fleet(rig));
+        return (now['punch'] === 'red' && others.every((name) => now[name] === 'green')) || undefined;
+      },
+      { timeoutMs: 10_000, intervalMs: 100, what: 'the others green while punch is stopped' },
+    );
     // The others kept being polled on their own timers while punch hung.
     assert.ok((await metric(rig.url, bridgeAnswered)) - bridgeBefore >= 2);
     assert.match(
