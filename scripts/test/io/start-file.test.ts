@@ -19,6 +19,14 @@ import { repoRoot, tempDir } from '@broadcast-ops/core/testing';
 
 const bundleStart = pathToFileURL(join(repoRoot, 'scripts/bundle-start.mjs')).href;
 
+/** A package `name` in `pkg`'s node_modules whose index.js is `source`. */
+function dependency(pkg: string, name: string, source: string): void {
+  const dir = join(pkg, 'node_modules', name);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name, main: 'index.js' }));
+  writeFileSync(join(dir, 'index.js'), source);
+}
+
 /** A package with a start: dist/main.js reads a file beside a module of its own through import.meta.url. */
 function fixture(root: string, main: string): string {
   const pkg = join(root, 'packages', 'demo');
@@ -35,11 +43,9 @@ function fixture(root: string, main: string): string {
   );
   writeFileSync(join(pkg, 'dist', 'main.js'), main);
   // A dependency that requires zlib when loaded and uses it later (as ws does for permessage-deflate).
-  const dep = join(pkg, 'node_modules', 'lazy-dep');
-  mkdirSync(dep, { recursive: true });
-  writeFileSync(join(dep, 'package.json'), JSON.stringify({ name: 'lazy-dep', main: 'index.js' }));
-  writeFileSync(
-    join(dep, 'index.js'),
+  dependency(
+    pkg,
+    'lazy-dep',
     "const zlib = require('zlib');\n" +
       'exports.gunzip = (b) => zlib.gunzipSync(b).toString();\n' +
       'exports.level = () => zlib.constants.Z_BEST_COMPRESSION;\n',
@@ -177,11 +183,9 @@ test('node:crypto loads on its first use: named imports of ours, a dependency de
     ].join('\n'),
   );
   // A dependency that destructures crypto when loaded, as ws does (its sender, server and socket).
-  const dep = join(pkg, 'node_modules', 'crypto-dep');
-  mkdirSync(dep, { recursive: true });
-  writeFileSync(join(dep, 'package.json'), JSON.stringify({ name: 'crypto-dep', main: 'index.js' }));
-  writeFileSync(
-    join(dep, 'index.js'),
+  dependency(
+    pkg,
+    'crypto-dep',
     "const { createHash, randomBytes: rb } = require('crypto');\n" +
       "exports.digest = (s) => `${createHash('sha1').update(s).digest('hex').slice(0, 8)} ${rb(2).length}`;\n",
   );
