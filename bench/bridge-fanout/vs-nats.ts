@@ -4,27 +4,34 @@
  * WebSocket connections) and messages of the same size: the hub a state write under app.pub.custom.* that
  * it delivers as its ~330-byte state envelope, nats-server a PUB whose payload is a JSON text of that
  * envelope's shape and size. Per round and target:
- *   0. warm-up: --warmup-messages (20,000) in a closed loop, not measured (WARMUP below);
- *   1. steady: --rate messages/s (200 × 100 subscribers = 20,000 deliveries/s): p50/p99 publish→receive;
+ *   0. warm-up: --warmup-messages (20,000) in a closed loop, not measured (WARMUP_MSGS below);
+ *   1. steady: --rate messages/s (200 × 100 subscribers = 20,000 deliveries/s), --steady-warmup seconds (5)
+ *      of it not measured (STEADY_WARMUP_MS below), then for --seconds: p50/p99 publish→receive, and where
+ *      the p99 comes from: a message's first, middle and last delivery (`Spread`);
  *   2. saturation: a closed loop (at most --window messages in flight, paced by one extra subscriber in this
  *      process) for the maximum deliveries/s;
  *   and the server's CPU time per delivery in both phases (utime + stime from /proc/<pid>/stat).
- * Subscribers live in --procs child processes (sub-worker.ts, a hand-written WebSocket client that finds the
- * message's index and send time without parsing JSON). `--procs 4,8` runs every target with each count: if
- * doubling the subscriber processes does not raise a server's figure, the load generator is not its limit.
+ * Subscribers live in --procs child processes (sub-worker.ts bundled to plain JavaScript, `subscriberScript`:
+ * a hand-written WebSocket client that finds the message's index and send time without parsing JSON).
+ * `--procs 4,8` runs every target with each count: if doubling the subscriber processes does not raise a
+ * server's figure, the load generator is not its limit.
  * Then a scale row: --scale subscribers (5,000) at --scale-rate messages/s: p99, and the server's RSS per
  * idle client (RSS with the subscribers connected and idle, minus RSS before they connected).
- * The hub runs from source (tsx) with its event log on (a temp dir), as in production, and its connection
- * cap raised to fit the scale row.
+ * The hub runs as `npm start` runs it, from its start file (dist/start.cjs through its bin: build first,
+ * `node scripts/build.mjs`), with its event log on (a temp dir), as in production, and its connection cap
+ * raised to fit the scale row. Until 2026-11-30 it ran from src/ through tsx, whose module loader runs on a
+ * thread of its own with its own heap (a second V8 isolate collecting its garbage beside the hub's work);
+ * `BENCH_HUB_NODE_ARGS=--conditions=source` still does that.
  *
  *   npx tsx bench/bridge-fanout/vs-nats.ts [--rounds 3] [--procs 4] [--subscribers 100] [--rate 200]
- *     [--seconds 5] [--saturate-seconds 4] [--window 500] [--warmup-messages 20000] [--scale 5000]
+ *     [--seconds 5] [--steady-warmup 5] [--saturate-seconds 4] [--window 500] [--warmup-messages 20000] [--scale 5000]
  *     [--scale-rate 4] [--scale-seconds 5] [--only hub|nats] [--hub-config '{"eventLog":{"fsync":false}}']
  *
  * Acceptance anchors (printed beside the figures): hub deliveries/s at saturation ≥ 1.0× nats-server's and
  * hub p99 at 20,000 deliveries/s ≤ 1.0× nats-server's, per round and as medians of the rounds.
  */
 import { fork, type ChildProcess } from 'node:child_process';
+import { buildSync } from 'esbuild';
 import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -57,6 +64,7 @@ const { values } = parseArgs({
     'hub-config': { type: 'string', default: '' },
     // Messages sent in a closed loop (as at saturation, not measured) before the steady phase: see WARMUP.
     'warmup-messages': { type: 'string', default: '20000' },
+    'steady-warmup': { type: 'string', default: '5' },
   },
 });
 const SUBSCRIBERS = Number(values.subscribers);
@@ -69,7 +77,16 @@ const ROUNDS = Number(values.rounds);
 const SCALE = Number(values.scale);
 const SCALE_RATE = Number(values['scale-rate']);
 const SCALE_SECONDS = Number(values['scale-seconds']);
-const WARMUP_MS = 1000;
+/**
+ * The steady phase runs --steady-warmup seconds (5) at its rate before its measured --seconds, for both
+ * servers, so that the hub is measured warm on this pattern too: the closed-loop warm-up below handles
+ * several messages per read, the steady rate one message per wake. Timed inside the hub over 20 s at the
+ * steady rate (docs/performance.md "The first seconds at the steady rate"), 13 of the 29 messages whose
+ * handling took over 0.35 ms came in the first 2.6 s, then 0-3 per 2 s, each using as much CPU as wall
+ * time (the hub's own work, not a wait for a core). Until 2026-11-30 it was 1 s; three pairs of 1 s and
+ * 5 s runs since then differ by less than the rounds spread.
+ */
+const STEADY_WARMUP_MS = Number(values['steady-warmup']) * 1000;
 /**
  * Both servers get --warmup-messages first, unmeasured: the hub is JIT-compiled, and at 200 messages/s its
  * per-message code (one call per message, not per delivery) is still in V8's baseline tier during a
@@ -125,9 +142,9 @@ async function startHub(dir: string, maxClients: number): Promise<Server> {
   const proc = startProcess(
     process.execPath,
     [
-      '--conditions=source',
       ...(prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : []),
-      // BENCH_HUB_NODE_ARGS: more node flags for the hub, e.g. '--perf-basic-prof' for `perf record -p`.
+      // BENCH_HUB_NODE_ARGS: more node flags for the hub, e.g. '--perf-basic-prof' for `perf record -p`, or
+      // '--conditions=source' to run src/ through tsx (as this bench did before; see the header).
       ...(process.env['BENCH_HUB_NODE_ARGS'] ?? '').split(' ').filter(Boolean),
       join(repoRoot, 'packages/telemetry-bridge/bin/telemetry-bridge.mjs'),
       '--config',
@@ -233,14 +250,35 @@ function publisherFor(server: Server): Promise<{ send(i: number): void; close():
   });
 }
 
+/**
+ * The subscriber processes run sub-worker.ts bundled into one plain JavaScript file (esbuild, once per run),
+ * not through tsx. tsx's module loader runs on a thread of its own with its own V8 heap, and that heap's
+ * memory reducer collected 8-9.5 s after each process started (`--trace-gc`: two or three mark-compacts of
+ * 2-6 ms each plus their incremental steps, in all four processes within the same second), CPU taken from
+ * the two cores the servers and subscribers share, in the middle of a measured steady phase.
+ */
+function subscriberScript(dir: string): string {
+  const out = join(dir, 'sub-worker.mjs');
+  buildSync({
+    entryPoints: [join(repoRoot, 'bench/bridge-fanout/sub-worker.ts')],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    outfile: out,
+    logLevel: 'warning',
+  });
+  return out;
+}
+
 class Workers {
   readonly #kids: ChildProcess[] = [];
   readonly #waiting = new Map<ChildProcess, (m: Record<string, unknown>) => void>();
 
   constructor(n: number) {
     for (let k = 0; k < n; k++) {
-      const kid = fork(join(repoRoot, 'bench/bridge-fanout/sub-worker.ts'), [], {
-        execArgv: ['--import', 'tsx'],
+      const kid = fork(SUBSCRIBER_SCRIPT, [], {
+        execArgv: [],
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       });
       kid.on('message', (m: Record<string, unknown>) => {
@@ -279,20 +317,36 @@ class Workers {
     for (const r of replies) if (r['ev'] === 'error') throw new Error(String(r['message']));
   }
 
-  /** Counts deliveries of messages from..to-1 from now on (keep: without resetting the counts so far). */
-  window(from: number, to: number, keep = false): void {
-    for (const kid of this.#kids) kid.send({ cmd: 'window', from, to, keep });
+  /**
+   * Counts deliveries of messages from..to-1 from now on (keep: without resetting the counts so far; ranks:
+   * with each delivery's message index, for `Spread`).
+   */
+  window(from: number, to: number, keep = false, ranks = false): void {
+    for (const kid of this.#kids) kid.send({ cmd: 'window', from, to, keep, ranks });
   }
 
-  async report(): Promise<{ delivered: number; lat: Float64Array }> {
+  async report(): Promise<{ delivered: number; lat: Float64Array; spread?: Spread }> {
     const rs = await Promise.all(this.#kids.map((kid) => this.#ask(kid, { cmd: 'report' })));
     let delivered = 0;
     const all: number[] = [];
+    const byMessage = new Map<number, number[]>();
     for (const r of rs) {
       delivered += r['delivered'] as number;
-      for (const x of r['lat'] as number[]) all.push(x / 1000);
+      const idx = r['idx'] as number[];
+      (r['lat'] as number[]).forEach((x, k) => {
+        all.push(x / 1000);
+        const i = idx[k];
+        if (i === undefined) return;
+        let list = byMessage.get(i);
+        if (!list) byMessage.set(i, (list = []));
+        list.push(x / 1000);
+      });
     }
-    return { delivered, lat: Float64Array.from(all).sort() };
+    return {
+      delivered,
+      lat: Float64Array.from(all).sort(),
+      ...(byMessage.size > 0 ? { spread: spreadOf(byMessage.values()) } : {}),
+    };
   }
 
   async stop(): Promise<void> {
@@ -314,9 +368,39 @@ interface Phase {
   p99: number;
   lost: number;
   cpuUsPerDelivery: number;
+  spread?: Spread;
 }
 
 const q = (s: Float64Array, p: number): number => s[Math.min(s.length - 1, Math.floor(p * s.length))] ?? NaN;
+
+/**
+ * Where a p99 comes from: each message's deliveries ordered from first to last received, and for the first,
+ * the middle and the last delivery the median and the p99 over the messages, in ms. The median's first-to-last
+ * is the fan-out's own ramp (one thread writing the sockets one after another takes about that long for the
+ * last); a p99 of the first delivery above its median is messages whose whole fan-out started late.
+ */
+interface Spread {
+  first: [number, number];
+  middle: [number, number];
+  last: [number, number];
+}
+
+function spreadOf(messages: Iterable<number[]>): Spread {
+  const first: number[] = [];
+  const middle: number[] = [];
+  const last: number[] = [];
+  for (const list of messages) {
+    list.sort((a, b) => a - b);
+    first.push(list[0]!);
+    middle.push(list[Math.floor(list.length / 2)]!);
+    last.push(list[list.length - 1]!);
+  }
+  const pair = (xs: number[]): [number, number] => {
+    const s = Float64Array.from(xs).sort();
+    return [q(s, 0.5), q(s, 0.99)];
+  };
+  return { first: pair(first), middle: pair(middle), last: pair(last) };
+}
 
 /** Pacer: one extra subscriber in this process that tells the closed loop which index arrived last. */
 async function pacer(server: Server, onIndex: (i: number) => void): Promise<LiteSocket> {
@@ -368,12 +452,12 @@ async function steadyPhase(
         pub.send(next.i++);
         sent++;
       }
-      if (from < 0 && elapsed >= WARMUP_MS) {
+      if (from < 0 && elapsed >= STEADY_WARMUP_MS) {
         from = next.i;
         c0 = cpuTicks(server.pid);
-        workers.window(from, Number.MAX_SAFE_INTEGER);
+        workers.window(from, Number.MAX_SAFE_INTEGER, false, subscribers <= 1000);
       }
-      if (from >= 0 && elapsed >= WARMUP_MS + seconds * 1000) {
+      if (from >= 0 && elapsed >= STEADY_WARMUP_MS + seconds * 1000) {
         clearInterval(timer);
         to = next.i;
         workers.window(from, to, true);
@@ -390,6 +474,7 @@ async function steadyPhase(
     p99: q(r.lat, 0.99),
     lost: (to - from) * subscribers - r.delivered,
     cpuUsPerDelivery: (((c1 - c0) / CLK_TCK) * 1e6) / r.delivered,
+    ...(r.spread ? { spread: r.spread } : {}),
   };
 }
 
@@ -500,14 +585,18 @@ const median = (xs: number[]): number => {
   return s.length % 2 ? (s[m] ?? NaN) : ((s[m - 1] ?? NaN) + (s[m] ?? NaN)) / 2;
 };
 const f2 = (n: number): string => n.toFixed(2).padStart(8);
+const spreadText = (s: Spread): string =>
+  `a message's first / middle / last delivery, median ${[s.first, s.middle, s.last].map((x) => x[0].toFixed(2)).join(' / ')} ms, ` +
+  `p99 ${[s.first, s.middle, s.last].map((x) => x[1].toFixed(2)).join(' / ')} ms`;
 const dir = mkdtempSync(join(tmpdir(), 'bridge-vs-nats-'));
+const SUBSCRIBER_SCRIPT = subscriberScript(dir);
 const kinds: TargetKind[] = values.only ? [values.only as TargetKind] : ['hub', 'nats'];
 try {
   const loadStart = load();
   console.log(
     `bridge-fanout vs nats-server: ${SUBSCRIBERS} WebSocket subscribers in ${PROCS.join(' / ')} processes, ` +
       `steady ${RATE} msg/s (${RATE * SUBSCRIBERS} deliveries/s) for ${SECONDS}s, saturation ${SAT_SECONDS}s ` +
-      `(window ${WINDOW}), ${WARMUP_MSGS} unmeasured warm-up messages first, ${ROUNDS} round(s) alternating; node ${process.version}, ${cpus().length} cores, ` +
+      `(window ${WINDOW}), ${WARMUP_MSGS} unmeasured warm-up messages first and ${STEADY_WARMUP_MS / 1000}s unmeasured at the steady rate, ${ROUNDS} round(s) alternating; node ${process.version}, ${cpus().length} cores, ` +
       `load average ${loadStart} (machine shared with other sessions)`,
   );
   console.log(
@@ -531,6 +620,7 @@ try {
             `${String(r + 1).padStart(5)} ${String(procs).padStart(5)} ${kind.padEnd(6)} ${phase.padEnd(10)} ` +
               `${p.rate.toFixed(0).padStart(14)} ${f2(p.p50)} ${f2(p.p99)} ${String(p.lost).padStart(8)} ${f2(p.cpuUsPerDelivery)}`,
           );
+          if (p.spread) console.log(`${' '.repeat(24)}${spreadText(p.spread)}`);
         }
       }
       byProcs.set(procs, row);
@@ -564,7 +654,10 @@ try {
       for (const kind of kinds) {
         console.log(
           `[${procs} subscriber processes] ${kind} saturation median ${median(rows.map((x) => x[kind].saturated.rate)).toFixed(0)}/s, ` +
-            `steady p99 median ${median(rows.map((x) => x[kind].steady.p99)).toFixed(2)} ms`,
+            `steady p99 median ${median(rows.map((x) => x[kind].steady.p99)).toFixed(2)} ms, ` +
+            `a message's first / last delivery p99 median ` +
+            `${median(rows.map((x) => x[kind].steady.spread?.first[1] ?? NaN)).toFixed(2)} / ` +
+            `${median(rows.map((x) => x[kind].steady.spread?.last[1] ?? NaN)).toFixed(2)} ms`,
         );
       }
     }
