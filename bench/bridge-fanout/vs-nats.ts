@@ -81,10 +81,10 @@ const SCALE_SECONDS = Number(values['scale-seconds']);
  * The steady phase runs --steady-warmup seconds (5) at its rate before its measured --seconds, for both
  * servers, so that the hub is measured warm on this pattern too: the closed-loop warm-up below handles
  * several messages per read, the steady rate one message per wake. Timed inside the hub over 20 s at the
- * steady rate (docs/performance.md "The first seconds at the steady rate"), 13 of the 29 messages whose
- * handling took over 0.35 ms came in the first 2.6 s, then 0-3 per 2 s, each using as much CPU as wall
- * time (the hub's own work, not a wait for a core). Until 2026-11-30 it was 1 s; three pairs of 1 s and
- * 5 s runs since then differ by less than the rounds spread.
+ * steady rate (packages/telemetry-bridge/docs/performance.md "The machine of 2026-11-30"), 13 of the 29
+ * messages whose handling took over 0.35 ms came in the first 2.6 s, then 0-3 per 2 s, each using as much
+ * CPU as wall time (the hub's own work, not a wait for a core). Until 2026-11-30 it was 1 s; three pairs of
+ * 1 s and 5 s runs since then differ by less than the rounds spread.
  */
 const STEADY_WARMUP_MS = Number(values['steady-warmup']) * 1000;
 /**
