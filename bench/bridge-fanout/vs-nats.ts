@@ -5,7 +5,7 @@
  * it delivers as its ~330-byte state envelope, nats-server a PUB whose payload is a JSON text of that
  * envelope's shape and size. Per round and target:
  *   0. warm-up: --warmup-messages (20,000) in a closed loop, not measured (WARMUP_MSGS below);
- *   1. steady: --rate messages/s (200 × 100 subscribers = 20,000 deliveries/s), --steady-warmup seconds (5)
+ *   1. steady: --rate messages/s (200 × 100 subscribers = 20,000 deliveries/s), --steady-warmup seconds (20)
  *      of it not measured (STEADY_WARMUP_MS below), then for --seconds: p50/p99 publish→receive, and where
  *      the p99 comes from: a message's first, middle and last delivery (`Spread`);
  *   2. saturation: a closed loop (at most --window messages in flight, paced by one extra subscriber in this
@@ -24,7 +24,7 @@
  * `BENCH_HUB_NODE_ARGS=--conditions=source` still does that.
  *
  *   npx tsx bench/bridge-fanout/vs-nats.ts [--rounds 3] [--procs 4] [--subscribers 100] [--rate 200]
- *     [--seconds 5] [--steady-warmup 5] [--saturate-seconds 4] [--window 500] [--warmup-messages 20000] [--scale 5000]
+ *     [--seconds 5] [--steady-warmup 20] [--saturate-seconds 4] [--window 500] [--warmup-messages 20000] [--scale 5000]
  *     [--scale-rate 4] [--scale-seconds 5] [--only hub|nats] [--hub-config '{"eventLog":{"fsync":false}}']
  *
  * Acceptance anchors (printed beside the figures): hub deliveries/s at saturation ≥ 1.0× nats-server's and
@@ -64,7 +64,7 @@ const { values } = parseArgs({
     'hub-config': { type: 'string', default: '' },
     // Messages sent in a closed loop (as at saturation, not measured) before the steady phase: see WARMUP.
     'warmup-messages': { type: 'string', default: '20000' },
-    'steady-warmup': { type: 'string', default: '5' },
+    'steady-warmup': { type: 'string', default: '20' },
   },
 });
 const SUBSCRIBERS = Number(values.subscribers);
@@ -78,13 +78,14 @@ const SCALE = Number(values.scale);
 const SCALE_RATE = Number(values['scale-rate']);
 const SCALE_SECONDS = Number(values['scale-seconds']);
 /**
- * The steady phase runs --steady-warmup seconds (5) at its rate before its measured --seconds, for both
- * servers, so that the hub is measured warm on this pattern too: the closed-loop warm-up below handles
- * several messages per read, the steady rate one message per wake. Timed inside the hub over 20 s at the
- * steady rate (packages/telemetry-bridge/docs/performance.md "The machine of 2026-11-30"), 13 of the 29
- * messages whose handling took over 0.35 ms came in the first 2.6 s, then 0-3 per 2 s, each using as much
- * CPU as wall time (the hub's own work, not a wait for a core). Until 2026-11-30 it was 1 s; three pairs of
- * 1 s and 5 s runs since then differ by less than the rounds spread.
+ * The steady phase runs --steady-warmup seconds (20) at its rate before its measured --seconds, for both
+ * servers, so that the hub is measured warm on this pattern: the closed-loop warm-up below handles several
+ * messages per read, the steady rate one message per wake, through paths V8 has not optimised yet. With
+ * `perf record` on the hub beside a probe of each message's handling (packages/telemetry-bridge/docs/
+ * performance.md "The machine of 2026-11-30"), TurboFan's threads were still compiling 10-15 s into the
+ * steady rate, and the messages whose handling took over 0.35 ms came with those compilations (a quarter
+ * of the compiler threads' samples fell in those messages' 0.3 % of the time), in bursts for the first 7 s,
+ * then about one a second. Until 2026-11-30 it was 1 s, then briefly 5 s.
  */
 const STEADY_WARMUP_MS = Number(values['steady-warmup']) * 1000;
 /**
