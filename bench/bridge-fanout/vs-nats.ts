@@ -456,7 +456,7 @@ async function steadyPhase(
       if (from < 0 && elapsed >= STEADY_WARMUP_MS) {
         from = next.i;
         c0 = cpuTicks(server.pid);
-        workers.window(from, Number.MAX_SAFE_INTEGER, false, subscribers <= 1000);
+        workers.window(from, Number.MAX_SAFE_INTEGER, false, true);
       }
       if (from >= 0 && elapsed >= STEADY_WARMUP_MS + seconds * 1000) {
         clearInterval(timer);
