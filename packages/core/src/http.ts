@@ -1,5 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import { createRequire } from 'node:module';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import Fastify, {
   LogController,
@@ -21,9 +22,17 @@ export interface HttpAppOptions {
    * extra fields adds them here (punch's `code`), keeping `error` and `message`; it may set headers.
    */
   errorBody?: ErrorBodyShaper;
+  /**
+   * How long `close()` lets in-flight requests finish before it ends every connection left (default
+   * CLOSE_GRACE_MS). See closeConnectionsOnClose.
+   */
+  closeGraceMs?: number;
   /** Extra fastify options. */
   fastify?: Omit<FastifyServerOptions, 'logger' | 'loggerInstance' | 'bodyLimit' | 'trustProxy'>;
 }
+
+/** The default bound on in-flight requests at close: under core's Shutdown deadline (10 s). */
+export const CLOSE_GRACE_MS = 5000;
 
 /** The one error body of every HTTP surface: `{error: CODE, message}` (AppError.toBody adds `details`). */
 export interface ErrorBody {
@@ -178,15 +187,11 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
     ...options.fastify,
   };
   const app = Fastify(serverOptions) as unknown as FastifyInstance;
+  const closing = closeConnectionsOnClose(app, options.closeGraceMs ?? CLOSE_GRACE_MS);
   // During shutdown, answers to in-flight requests carry `Connection: close` so their keep-alive sockets
   // end with the response and close() can finish instead of waiting for an idle client.
-  let closing = false;
-  app.addHook('preClose', (done) => {
-    closing = true;
-    done();
-  });
   app.addHook('onSend', (_request, reply, payload, done) => {
-    if (closing) void reply.header('connection', 'close');
+    if (closing()) void reply.header('connection', 'close');
     done(null, payload);
   });
   // The default 404 is installed at boot unless the app has set its own by then (fastify allows one per
@@ -208,6 +213,45 @@ export function createHttpApp(options: HttpAppOptions): FastifyInstance {
     return sendError(reply, genericError('SERVER_ERROR'));
   });
   return app;
+}
+
+/**
+ * `close()` ends in bounded time whoever is connected; returns whether the app is closing.
+ *
+ * - A connection that has not sent a byte is ended at once. A browser opens such sockets ahead of need
+ *   (Chromium's preconnect) and may keep them for minutes. Node counts a connection as active from its
+ *   accept, not from its first request, so `closeIdleConnections()` (fastify's `forceCloseConnections:
+ *   'idle'`) leaves it, and `server.close()` stops the header-timeout checks that would have ended it: one
+ *   page open on an operator's PC held every stop until Shutdown's deadline and exit 1.
+ * - A connection accepted while closing is ended at once.
+ * - In-flight requests may finish for `graceMs`. Then every connection still open is destroyed: a
+ *   request whose handler never answers, headers sent a byte at a time, an upgraded socket its owner left.
+ */
+function closeConnectionsOnClose(app: FastifyInstance, graceMs: number): () => boolean {
+  const open = new Set<Socket>();
+  let closing = false;
+  let grace: NodeJS.Timeout | undefined;
+  app.server.on('connection', (socket: Socket) => {
+    if (closing) {
+      socket.destroy();
+      return;
+    }
+    open.add(socket);
+    socket.once('close', () => open.delete(socket));
+  });
+  app.addHook('preClose', (done) => {
+    closing = true;
+    for (const socket of open) if (socket.bytesRead === 0) socket.destroy();
+    grace = setTimeout(() => {
+      for (const socket of open) socket.destroy();
+    }, graceMs);
+    grace.unref();
+    done();
+  });
+  // The server's own close, not fastify's onClose: an app whose server another owner listens on and
+  // closes (the bridge's client transport) runs its onClose hooks without waiting for that close.
+  app.server.on('close', () => clearTimeout(grace));
+  return () => closing;
 }
 
 /**

@@ -226,10 +226,14 @@ export async function startBridge(options: BridgeOptions): Promise<RunningBridge
   const closeAll = async (): Promise<void> => {
     await transport.close();
     if (consoleApp) {
+      // The transport listens on the console app's server, so fastify does not close it: the app's close
+      // starts first (core's close rules: a connection that never sent a byte, a page's preconnect, ends at
+      // once; the rest after a grace), then the server's.
       const srv = consoleApp.server;
+      const appClosed = consoleApp.close();
       srv.closeIdleConnections();
       await new Promise<void>((r) => (srv.listening ? srv.close(() => r()) : r()));
-      await consoleApp.close();
+      await appClosed;
     }
     hub.abortAll();
     await hub.stopAdapters();

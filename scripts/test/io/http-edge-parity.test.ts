@@ -3,9 +3,13 @@
 // route, malformed JSON, a wrong content type, an oversized body, a state change without a credential. The
 // answers must agree in status, generic code and body shape, and no answer may carry a fastify `FST_ERR`
 // code. Body cases carry a valid credential, so each reaches the body parser and not the credential check.
+// Last, each stops with a connection open that never sent a byte, as a browser's preconnect (core's
+// close rules, docs/ARCHITECTURE.md "The HTTP edge").
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { after, before, test } from 'node:test';
+import { settlesWithin } from '@broadcast-ops/core/testing';
 import { startTestServer, type TestServer } from '@broadcast-ops/punch/testing';
 import { startRig, type Rig } from '@broadcast-ops/playout-monitor/testing';
 import { startTestBridge, type TestBridge } from '@broadcast-ops/telemetry-bridge/testing';
@@ -124,8 +128,10 @@ before(async () => {
   );
 });
 
+let closed = false;
 after(async () => {
-  await Promise.allSettled([punch?.close(), playout?.close(), bridge?.close(), timesvc?.close()]);
+  if (!closed)
+    await Promise.allSettled([punch?.close(), playout?.close(), bridge?.close(), timesvc?.close()]);
 });
 
 const OVERSIZED = JSON.stringify({ pad: 'x'.repeat(256 * 1024) });
@@ -209,3 +215,33 @@ for (const c of CASES) {
     assert.deepEqual(seen, ['punch', 'playout-monitor', 'telemetry-bridge', 'timesvc']);
   });
 }
+
+test('each service stops with a connection open that never sent a byte (a page open on a PC), and ends it', async () => {
+  const silent = await Promise.all(
+    targets.map(
+      (t) =>
+        new Promise<{ name: string; ended: Promise<void> }>((resolve, reject) => {
+          const url = new URL(t.url);
+          const socket = connect(Number(url.port), url.hostname);
+          const ended = new Promise<void>((r) => socket.once('close', () => r()));
+          socket.once('error', reject);
+          socket.once('connect', () => {
+            socket.removeListener('error', reject);
+            socket.on('error', () => undefined);
+            resolve({ name: t.name, ended });
+          });
+        }),
+    ),
+  );
+  // Each accept has run once a request on another connection is answered.
+  for (const t of targets) await send(t.url, 'GET', '/no-such-route/at-all', t.auth);
+  closed = true;
+  const stops = await Promise.all(
+    [punch.close(), playout.close(), bridge.close(), timesvc.close()].map((p, i) =>
+      settlesWithin(p, 30_000, `${targets[i]!.name} close`),
+    ),
+  );
+  assert.equal(stops.length, 4);
+  for (const s of silent)
+    await settlesWithin(s.ended, 30_000, `${s.name}: the silent connection ended by the server`);
+});

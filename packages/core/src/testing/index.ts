@@ -147,6 +147,23 @@ export async function waitFor<T>(
 }
 
 /**
+ * `promise`, or a failure naming `what` once `timeoutMs` (scaled by `loadFactor`, as waitFor's bound) has
+ * passed: a close or a reply that never comes fails its own test with a name, not the runner's file
+ * timeout.
+ */
+export function settlesWithin<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
+  const bound = timeoutMs * loadFactor();
+  let timer: NodeJS.Timeout | undefined;
+  const guard = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`${what}: still pending after ${Math.round(bound)} ms`)),
+      bound,
+    );
+  });
+  return Promise.race([promise, guard]).finally(() => clearTimeout(timer));
+}
+
+/**
  * How much slower than on a quiet machine a process starts now: the run queue per core (1-minute load
  * average / cores), at least 1, at most 10. A child's start-up (node, then tsx compiling sources) needs CPU
  * time it shares with everything else running, so waitForOutput scales its bound by this; a process that
