@@ -4,12 +4,13 @@
  * for, once per request, with nothing else) under the same bounded load, in one run, on loopback. The
  * load comes from the C generator (bench/timesvc-common/gen.c), whose own ceiling is printed first.
  *
- *   npx tsx bench/timesvc-nts/run.ts [--step-ms 2000] [--rates 2000,5000,...] [--pool 4096] [--repeat 3]
+ *   npx tsx bench/timesvc-nts/run.ts [--step-ms 2000] [--min-requests 20000] [--rates 2000,5000,...]
+ *     [--pool 4096] [--repeat 3]
  *
  * For each server: one NTS-KE (timesvc's client, certificate checked against a throwaway self-signed CA),
  * then a pool of distinct 228-byte requests (header + UID + cookie + authenticator, the layout chrony
- * sends) built before the clock starts; each step offers a fixed rate for step-ms from 16 loopback source
- * addresses and counts authentic replies (size and mark; the S2C authenticator verified on every 64th).
+ * sends) built before the clock starts; each step offers a fixed rate for step-ms, longer at the low rates
+ * so that a step holds at least min-requests requests (2,000/s: 10 s), from 16 loopback source addresses and counts authentic replies (size and mark; the S2C authenticator verified on every 64th).
  * Prints the highest rate answered with < 0.1 % loss with the generator's limit, the server's CPU time per
  * request (schedstat, load.ts cpuUs) and the ratios timesvc/chronyd and timesvc/floor. The floor holds
  * timesvc's cookie master keys (same nts.cookie_key), so it is offered the very requests timesvc is.
@@ -50,15 +51,25 @@ import {
 const { values } = parseArgs({
   options: {
     'step-ms': { type: 'string' },
+    'min-requests': { type: 'string' },
     rates: { type: 'string' },
     pool: { type: 'string' },
     repeat: { type: 'string' },
   },
 });
 const STEP_MS = Number(values['step-ms'] ?? 2000);
+/**
+ * Requests a step holds at least: a step at a low rate lasts longer. At 2,000/s a 2 s step is 4,000
+ * requests, about 40 ms of a server's CPU, and its paired rounds spread by ±15 % where the rates from
+ * 10,000/s (20,000 requests a step) agree within a few per cent (docs/performance.md "Quiet machine, the
+ * full sweeps").
+ */
+const MIN_REQUESTS = Number(values['min-requests'] ?? 20_000);
 const RATES = (values.rates ?? '2000,5000,10000,15000,20000,30000,40000,60000').split(',').map(Number);
+/** A step's length at `rate`: step-ms, or long enough for min-requests. */
+const stepMs = (rate: number): number => Math.max(STEP_MS, Math.ceil((MIN_REQUESTS / rate) * 1000));
 /** Distinct requests: by default enough that no request repeats within a step (chrony drops repeats). */
-const POOL = Number(values.pool ?? Math.max(...RATES.map((r) => Math.round((r * STEP_MS) / 1000))));
+const POOL = Number(values.pool ?? Math.max(...RATES.map((r) => Math.round((r * stepMs(r)) / 1000))));
 /** Steps per server and rate, interleaved; the median CPU per request is kept (sweep.ts). */
 const REPEAT = Number(values.repeat ?? 3);
 const LOSS_LIMIT = 0.001;
@@ -134,7 +145,7 @@ async function loadStep(
     port,
     pid,
     rate,
-    ms: STEP_MS,
+    ms: stepMs(rate),
     requestFile: pool.file,
     minReply: 85,
     sampleFile: join(dir.path, `sample-${port}.bin`),
@@ -157,7 +168,7 @@ async function loadStep(
     sent: r.sent,
     received: r.received,
     loss: 1 - r.received / r.sent,
-    achievedRate: (r.sent / Math.max(r.sendMs, STEP_MS - 1000 / rate)) * 1000,
+    achievedRate: (r.sent / Math.max(r.sendMs, stepMs(rate) - 1000 / rate)) * 1000,
     answeredRate: (r.received / Math.max(r.sendMs, 1)) * 1000,
     cpuUsPerReq: r.received > 0 ? r.cpuUs / r.received : NaN,
     verified,
@@ -264,7 +275,7 @@ try {
   // Requests like timesvc's (its cookies), each with its own session for the verification.
   const poolFloor = buildPool(keTs);
   console.log(
-    `Load: ${STEP_MS} ms per step, 16 source addresses, ${POOL} distinct ${poolTs.requests[0]?.length}-byte requests, loss limit ${LOSS_LIMIT * 100} %`,
+    `Load: ${STEP_MS} ms per step (at least ${MIN_REQUESTS} requests: ${RATES.map((r) => `${r}/s ${stepMs(r) / 1000} s`).join(', ')}), 16 source addresses, ${POOL} distinct ${poolTs.requests[0]?.length}-byte requests, loss limit ${LOSS_LIMIT * 100} %`,
   );
   const ceiling = generatorCeiling(tools, 1000, poolTs.file);
   console.log(
