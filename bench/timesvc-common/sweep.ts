@@ -64,13 +64,17 @@ export async function sweepTogether<R extends SweepStep>(
   lossLimit: number,
   detail: (r: R) => string,
   /**
-   * Steps per server at each rate (default 1), interleaved round by round; the step kept is the one with
+   * Steps per server at each rate (default 1; a function of the rate gives a rate more rounds), interleaved
+   * round by round; the step kept is the one with
    * the median `key` (a single disturbance of the shared machine in one 2-second step then does not decide
    * the rate's figure). The servers' order is reversed in every second round (A B C, C B A, ...), so no
    * server always follows another: each round's steps of two servers lie seconds apart, in either order,
    * which `compareToAnchors` pairs.
    */
-  repeat: { times: number; key: (r: R) => number } = { times: 1, key: () => 0 },
+  repeat: { times: number | ((rate: number) => number); key: (r: R) => number } = {
+    times: 1,
+    key: () => 0,
+  },
 ): Promise<R[][]> {
   const results: R[][] = servers.map(() => []);
   const failures = servers.map(() => 0);
@@ -84,7 +88,8 @@ export async function sweepTogether<R extends SweepStep>(
   for (const rate of rates) {
     const steps: R[][] = servers.map(() => []);
     const roundKeys: number[][] = servers.map(() => []);
-    for (let round = 0; round < Math.max(1, repeat.times); round++) {
+    const rounds = Math.max(1, typeof repeat.times === 'number' ? repeat.times : repeat.times(rate));
+    for (let round = 0; round < rounds; round++) {
       for (let turn = 0; turn < servers.length; turn++) {
         const s = round % 2 === 0 ? turn : servers.length - 1 - turn;
         roundKeys[s]![round] = Number.NaN;

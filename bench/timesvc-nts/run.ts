@@ -4,13 +4,14 @@
  * for, once per request, with nothing else) under the same bounded load, in one run, on loopback. The
  * load comes from the C generator (bench/timesvc-common/gen.c), whose own ceiling is printed first.
  *
- *   npx tsx bench/timesvc-nts/run.ts [--step-ms 2000] [--min-requests 20000] [--rates 2000,5000,...]
- *     [--pool 4096] [--repeat 3]
+ *   npx tsx bench/timesvc-nts/run.ts [--step-ms 2000] [--rates 2000,5000,...] [--pool 4096] [--repeat 3]
+ *     [--min-requests 20000×repeat]
  *
  * For each server: one NTS-KE (timesvc's client, certificate checked against a throwaway self-signed CA),
  * then a pool of distinct 228-byte requests (header + UID + cookie + authenticator, the layout chrony
- * sends) built before the clock starts; each step offers a fixed rate for step-ms, longer at the low rates
- * so that a step holds at least min-requests requests (2,000/s: 10 s), from 16 loopback source addresses and counts authentic replies (size and mark; the S2C authenticator verified on every 64th).
+ * sends) built before the clock starts; each step offers a fixed rate for step-ms from 16 loopback source
+ * addresses, in --repeat paired rounds (more at the low rates: --min-requests, `roundsAt`), and counts
+ * authentic replies (size and mark; the S2C authenticator verified on every 64th).
  * Prints the highest rate answered with < 0.1 % loss with the generator's limit, the server's CPU time per
  * request (schedstat, load.ts cpuUs) and the ratios timesvc/chronyd and timesvc/floor. The floor holds
  * timesvc's cookie master keys (same nts.cookie_key), so it is offered the very requests timesvc is.
@@ -58,20 +59,21 @@ const { values } = parseArgs({
   },
 });
 const STEP_MS = Number(values['step-ms'] ?? 2000);
-/**
- * Requests a step holds at least: a step at a low rate lasts longer. At 2,000/s a 2 s step is 4,000
- * requests, about 40 ms of a server's CPU, and its paired rounds spread by ±15 % where the rates from
- * 10,000/s (20,000 requests a step) agree within a few per cent (docs/performance.md "Quiet machine, the
- * full sweeps").
- */
-const MIN_REQUESTS = Number(values['min-requests'] ?? 20_000);
 const RATES = (values.rates ?? '2000,5000,10000,15000,20000,30000,40000,60000').split(',').map(Number);
-/** A step's length at `rate`: step-ms, or long enough for min-requests. */
-const stepMs = (rate: number): number => Math.max(STEP_MS, Math.ceil((MIN_REQUESTS / rate) * 1000));
 /** Distinct requests: by default enough that no request repeats within a step (chrony drops repeats). */
-const POOL = Number(values.pool ?? Math.max(...RATES.map((r) => Math.round((r * stepMs(r)) / 1000))));
+const POOL = Number(values.pool ?? Math.max(...RATES.map((r) => Math.round((r * STEP_MS) / 1000))));
 /** Steps per server and rate, interleaved; the median CPU per request is kept (sweep.ts). */
 const REPEAT = Number(values.repeat ?? 3);
+/**
+ * A rate's rounds hold at least this many requests per server: a low rate gets more rounds. At 2,000/s
+ * one 2 s step is 4,000 requests, about 40 ms of a server's CPU, and on a 2-vCPU VM the same server's
+ * steps there differ by ±20-50 % (a request is a wake-up of an idle vCPU), where from 10,000/s they agree
+ * within a few per cent. Longer steps did not narrow it (10 s steps at 2,000/s spread as 2 s ones do); more
+ * paired rounds do, each pair being seconds apart (docs/performance.md "Quiet machine, the full sweeps").
+ */
+const MIN_REQUESTS = Number(values['min-requests'] ?? 20_000 * REPEAT);
+const roundsAt = (rate: number): number =>
+  Math.max(REPEAT, Math.ceil(MIN_REQUESTS / ((rate * STEP_MS) / 1000)));
 const LOSS_LIMIT = 0.001;
 /** CPU per request, timesvc / chronyd, at most this at every rate both serve with < 0.1 % loss. */
 const CPU_RATIO_TARGET = 1.0;
@@ -145,7 +147,7 @@ async function loadStep(
     port,
     pid,
     rate,
-    ms: stepMs(rate),
+    ms: STEP_MS,
     requestFile: pool.file,
     minReply: 85,
     sampleFile: join(dir.path, `sample-${port}.bin`),
@@ -168,7 +170,7 @@ async function loadStep(
     sent: r.sent,
     received: r.received,
     loss: 1 - r.received / r.sent,
-    achievedRate: (r.sent / Math.max(r.sendMs, stepMs(rate) - 1000 / rate)) * 1000,
+    achievedRate: (r.sent / Math.max(r.sendMs, STEP_MS - 1000 / rate)) * 1000,
     answeredRate: (r.received / Math.max(r.sendMs, 1)) * 1000,
     cpuUsPerReq: r.received > 0 ? r.cpuUs / r.received : NaN,
     verified,
@@ -275,7 +277,7 @@ try {
   // Requests like timesvc's (its cookies), each with its own session for the verification.
   const poolFloor = buildPool(keTs);
   console.log(
-    `Load: ${STEP_MS} ms per step (at least ${MIN_REQUESTS} requests: ${RATES.map((r) => `${r}/s ${stepMs(r) / 1000} s`).join(', ')}), 16 source addresses, ${POOL} distinct ${poolTs.requests[0]?.length}-byte requests, loss limit ${LOSS_LIMIT * 100} %`,
+    `Load: ${STEP_MS} ms per step, paired rounds per rate ${RATES.map((r) => `${r}/s ${roundsAt(r)}`).join(', ')} (at least ${MIN_REQUESTS} requests), 16 source addresses, ${POOL} distinct ${poolTs.requests[0]?.length}-byte requests, loss limit ${LOSS_LIMIT * 100} %`,
   );
   const ceiling = generatorCeiling(tools, 1000, poolTs.file);
   console.log(
@@ -305,7 +307,7 @@ try {
     RATES,
     LOSS_LIMIT,
     detail,
-    { times: REPEAT, key: (r) => r.cpuUsPerReq },
+    { times: roundsAt, key: (r) => r.cpuUsPerReq },
   );
   console.log(`  at end: ${loadLine()}`);
   console.log(
