@@ -10,7 +10,9 @@
  *      the p99 comes from: a message's first, middle and last delivery (`Spread`);
  *   2. saturation: a closed loop (at most --window messages in flight, paced by one extra subscriber in this
  *      process) for the maximum deliveries/s;
- *   and the server's CPU time per delivery in both phases (utime + stime from /proc/<pid>/stat).
+ *   and the server's CPU time per delivery in both phases (utime + stime from /proc/<pid>/stat; the kernel's
+ *   part, stime, in brackets), and in the steady phase how often per second its threads were preempted (switched
+ *   out while runnable: the two cores are shared with the subscriber processes it wakes).
  * Subscribers live in --procs child processes (sub-worker.ts bundled to plain JavaScript, `subscriberScript`:
  * a hand-written WebSocket client that finds the message's index and send time without parsing JSON).
  * `--procs 4,8` runs every target with each count: if doubling the subscriber processes does not raise a
@@ -32,7 +34,15 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { buildSync } from 'esbuild';
-import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -170,10 +180,40 @@ async function startNats(dir: string): Promise<Server> {
   return { kind: 'nats', port: wsPort, pid: proc.child.pid!, proc };
 }
 
-function cpuTicks(pid: number): number {
+/** The process's CPU time so far in clock ticks: fields 14 (utime) and 15 (stime) of /proc/<pid>/stat. */
+function cpuTicks(pid: number): { user: number; sys: number } {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return Number(f[11]) + Number(f[12]); // fields 14 (utime) and 15 (stime), counted from field 3
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // counted from field 3
+  return { user: Number(f[11]), sys: Number(f[12]) };
+}
+
+/**
+ * Times the server's threads were switched out while still runnable (nonvoluntary_ctxt_switches in
+ * /proc/<pid>/task/<tid>/status, summed over its threads): preempted by another process on these cores.
+ */
+function preemptions(pid: number): number {
+  let n = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const m = /nonvoluntary_ctxt_switches:\s+(\d+)/.exec(
+        readFileSync(`/proc/${pid}/task/${tid}/status`, 'utf8'),
+      );
+      n += Number(m?.[1] ?? 0);
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return n;
+}
+
+/** CPU µs per delivery between two readings, in all and its kernel share. */
+function cpuPer(
+  c0: { user: number; sys: number },
+  c1: { user: number; sys: number },
+  n: number,
+): [number, number] {
+  const us = (ticks: number): number => ((ticks / CLK_TCK) * 1e6) / n;
+  return [us(c1.user - c0.user + c1.sys - c0.sys), us(c1.sys - c0.sys)];
 }
 
 function rssKiB(pid: number): number {
@@ -369,6 +409,10 @@ interface Phase {
   p99: number;
   lost: number;
   cpuUsPerDelivery: number;
+  /** The kernel's part of it (stime): socket writes, the event log's writes and syncs. */
+  sysUsPerDelivery: number;
+  /** The server's threads preempted per second (`preemptions`), steady phase only. */
+  preemptedPerS?: number;
   spread?: Spread;
 }
 
@@ -444,7 +488,8 @@ async function steadyPhase(
   let sent = 0;
   let from = -1;
   let to = -1;
-  let c0 = 0;
+  let c0 = { user: 0, sys: 0 };
+  let pre0 = 0;
   await new Promise<void>((resolve) => {
     const timer = setInterval(() => {
       const elapsed = performance.now() - t0;
@@ -456,6 +501,7 @@ async function steadyPhase(
       if (from < 0 && elapsed >= STEADY_WARMUP_MS) {
         from = next.i;
         c0 = cpuTicks(server.pid);
+        pre0 = preemptions(server.pid);
         workers.window(from, Number.MAX_SAFE_INTEGER, false, true);
       }
       if (from >= 0 && elapsed >= STEADY_WARMUP_MS + seconds * 1000) {
@@ -468,13 +514,17 @@ async function steadyPhase(
   });
   await sleep(GRACE_MS);
   const c1 = cpuTicks(server.pid);
+  const preempted = (preemptions(server.pid) - pre0) / (seconds + GRACE_MS / 1000);
   const r = await workers.report();
+  const [cpu, sys] = cpuPer(c0, c1, r.delivered);
   return {
     rate: r.delivered / seconds,
     p50: q(r.lat, 0.5),
     p99: q(r.lat, 0.99),
     lost: (to - from) * subscribers - r.delivered,
-    cpuUsPerDelivery: (((c1 - c0) / CLK_TCK) * 1e6) / r.delivered,
+    cpuUsPerDelivery: cpu,
+    sysUsPerDelivery: sys,
+    preemptedPerS: preempted,
     ...(r.spread ? { spread: r.spread } : {}),
   };
 }
@@ -505,6 +555,7 @@ async function saturationPhase(
   // Deliveries made within the phase count for the rate; the messages sent in it are then awaited for the
   // loss count (a broker that drops or coalesces under load must not look faster for it).
   const r = await workers.report();
+  const [cpu, sys] = cpuPer(c0, c1, r.delivered);
   const to = next.i;
   workers.window(from, to, true);
   await sleep(GRACE_MS * 2);
@@ -515,7 +566,8 @@ async function saturationPhase(
     p50: q(r.lat, 0.5),
     p99: q(r.lat, 0.99),
     lost: (to - from) * subscribers - r.delivered - late.delivered,
-    cpuUsPerDelivery: (((c1 - c0) / CLK_TCK) * 1e6) / r.delivered,
+    cpuUsPerDelivery: cpu,
+    sysUsPerDelivery: sys,
   };
 }
 
@@ -619,7 +671,9 @@ try {
           const p = res[phase];
           console.log(
             `${String(r + 1).padStart(5)} ${String(procs).padStart(5)} ${kind.padEnd(6)} ${phase.padEnd(10)} ` +
-              `${p.rate.toFixed(0).padStart(14)} ${f2(p.p50)} ${f2(p.p99)} ${String(p.lost).padStart(8)} ${f2(p.cpuUsPerDelivery)}`,
+              `${p.rate.toFixed(0).padStart(14)} ${f2(p.p50)} ${f2(p.p99)} ${String(p.lost).padStart(8)} ${f2(p.cpuUsPerDelivery)}` +
+              ` (kernel ${p.sysUsPerDelivery.toFixed(2)})` +
+              (p.preemptedPerS === undefined ? '' : `, preempted ${p.preemptedPerS.toFixed(0)}/s`),
           );
           if (p.spread) console.log(`${' '.repeat(24)}${spreadText(p.spread)}`);
         }
@@ -656,6 +710,7 @@ try {
         console.log(
           `[${procs} subscriber processes] ${kind} saturation median ${median(rows.map((x) => x[kind].saturated.rate)).toFixed(0)}/s, ` +
             `steady p99 median ${median(rows.map((x) => x[kind].steady.p99)).toFixed(2)} ms, ` +
+            `preempted ${median(rows.map((x) => x[kind].steady.preemptedPerS ?? NaN)).toFixed(0)}/s, ` +
             `a message's first / last delivery p99 median ` +
             `${median(rows.map((x) => x[kind].steady.spread?.first[1] ?? NaN)).toFixed(2)} / ` +
             `${median(rows.map((x) => x[kind].steady.spread?.last[1] ?? NaN)).toFixed(2)} ms`,
