@@ -197,7 +197,7 @@ function cpuTicks(pid: number): { user: number; sys: number } {
 
 /**
  * Times the server's threads were switched out while still runnable (nonvoluntary_ctxt_switches in
- * /proc/<pid>/task/<tid>/status, summed over its threads): preempted by another process on these cores.
+ * /proc/<pid>/task/<tid>/status, summed over its threads): another task took the core.
  */
 function preemptions(pid: number): number {
   let n = 0;
