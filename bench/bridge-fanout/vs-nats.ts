@@ -43,11 +43,19 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { repoRoot, requireTool, startProcess, type RunningProcess } from '@broadcast-ops/core/testing';
+import {
+  CLK_TCK,
+  freePort,
+  procRssKiB,
+  procStat,
+  repoRoot,
+  requireTool,
+  startProcess,
+  type RunningProcess,
+} from '@broadcast-ops/core/testing';
 import {
   NatsStream,
   openLite,
@@ -117,7 +125,6 @@ const GRACE_MS = 500;
 const HOST = '127.0.0.1';
 const SUBJECT = { hub: 'app.pub.custom.**', nats: 'bench.fanout' } as const;
 const PAD = 'x'.repeat(120);
-const CLK_TCK = 100; // sysconf(_SC_CLK_TCK) on Linux
 const nowUs = (): number => Number(process.hrtime.bigint() / 1000n);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const load = (): string =>
@@ -130,17 +137,6 @@ interface Server {
   port: number;
   pid: number;
   proc: RunningProcess;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, HOST, () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 async function startHub(dir: string, maxClients: number): Promise<Server> {
@@ -177,7 +173,9 @@ async function startHub(dir: string, maxClients: number): Promise<Server> {
 
 async function startNats(dir: string): Promise<Server> {
   mkdirSync(dir, { recursive: true });
-  const [port, wsPort] = [await freePort(), await freePort()];
+  const port = await freePort();
+  let wsPort = await freePort();
+  for (let k = 0; k < 10 && wsPort === port; k++) wsPort = await freePort();
   const cfg = join(dir, 'nats.conf');
   writeFileSync(
     cfg,
@@ -186,13 +184,6 @@ async function startNats(dir: string): Promise<Server> {
   const proc = startProcess(requireTool('nats-server'), ['-c', cfg]);
   await proc.waitForOutput(/Listening for websocket clients/, 30_000);
   return { kind: 'nats', port: wsPort, pid: proc.child.pid!, proc };
-}
-
-/** The process's CPU time so far in clock ticks: fields 14 (utime) and 15 (stime) of /proc/<pid>/stat. */
-function cpuTicks(pid: number): { user: number; sys: number } {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // counted from field 3
-  return { user: Number(f[11]), sys: Number(f[12]) };
 }
 
 /**
@@ -214,6 +205,9 @@ function preemptions(pid: number): number {
   return n;
 }
 
+/** The process's CPU time so far in clock ticks, user and kernel. */
+const cpuTicks = (pid: number): { user: number; sys: number } => procStat(`/proc/${pid}`);
+
 /** CPU µs per delivery between two readings, in all and its kernel share. */
 function cpuPer(
   c0: { user: number; sys: number },
@@ -222,11 +216,6 @@ function cpuPer(
 ): [number, number] {
   const us = (ticks: number): number => ((ticks / CLK_TCK) * 1e6) / n;
   return [us(c1.user - c0.user + c1.sys - c0.sys), us(c1.sys - c0.sys)];
-}
-
-function rssKiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return Number(m?.[1] ?? NaN);
 }
 
 /** The message published as number i: the hub's state write, or the NATS payload of the same shape. */
@@ -626,10 +615,10 @@ async function scaleRow(
   try {
     const pub = await publisherFor(server);
     await sleep(500);
-    const rss0 = rssKiB(server.pid);
+    const rss0 = procRssKiB(server.pid);
     await workers.connect(server, SCALE);
     await sleep(1000);
-    const rss1 = rssKiB(server.pid);
+    const rss1 = procRssKiB(server.pid);
     const next = { i: 0 };
     const p = await steadyPhase(server, workers, pub, next, SCALE, SCALE_RATE, SCALE_SECONDS);
     pub.close();

@@ -29,11 +29,11 @@
  * bare process's time to listen. The load average is printed: figures from a busy machine say little.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
+import { procCpuNs, procRssKiB } from '@broadcast-ops/core/testing';
 import { STATUS_BIN, discover } from '../../scripts/stack/services.ts';
 
 const root = join(import.meta.dirname, '../..');
@@ -95,28 +95,6 @@ const bare: Target = {
   env: {},
   ready: `http://127.0.0.1:${BARE_PORT}/`,
 };
-
-function rssKb(pid: number): number {
-  const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return Number(rss?.[1] ?? 0);
-}
-
-/**
- * CPU time of all the process's threads in nanoseconds: the first field of each thread's schedstat (time
- * on a CPU), summed. /proc/<pid>/stat counts whole 10 ms ticks, too coarse for a 1 ms/s anchor over a window
- * of tens of seconds.
- */
-function cpuNs(pid: number): number {
-  let ns = 0;
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
-    } catch {
-      // the thread ended between the listing and the read
-    }
-  }
-  return ns;
-}
 
 async function isReady(url: string): Promise<boolean> {
   try {
@@ -226,17 +204,17 @@ async function measureRound(targets: readonly [Target, ...Target[]]): Promise<Fi
   try {
     for (const t of targets) running.push(await start(t));
     await new Promise((r) => setTimeout(r, SETTLE_S * 1000));
-    const a = running.map((s) => cpuNs(s.pid));
+    const a = running.map((s) => procCpuNs(s.pid));
     const w0 = performance.now();
     await new Promise((r) => setTimeout(r, IDLE_S * 1000));
-    const b = running.map((s) => cpuNs(s.pid));
+    const b = running.map((s) => procCpuNs(s.pid));
     const seconds = (performance.now() - w0) / 1000;
     return targets.map((t, i) => ({
       name: t.name,
       ...(t.simulators ? { simulators: true } : {}),
       readyMs: readyMs[i]!,
       readyX: readyX[i]!,
-      rssMb: rssKb(running[i]!.pid) / 1024,
+      rssMb: procRssKiB(running[i]!.pid) / 1024,
       idleCpuMsPerS: (b[i]! - a[i]!) / 1e6 / seconds,
     }));
   } finally {

@@ -1,23 +1,12 @@
 /** The UDP load generators shared by the timesvc NTP and NTS benches (gen.c, and one in Node), and the floor. */
 import { execFile, execFileSync } from 'node:child_process';
 import { createSocket, type Socket } from 'node:dgram';
-import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { startProcess, type RunningProcess } from '@broadcast-ops/core/testing';
+import { CLK_TCK, procCpuNs, procStat, startProcess, type RunningProcess } from '@broadcast-ops/core/testing';
 import { NtsCookieJar } from '@broadcast-ops/timesvc/testing';
-
-const CLK_TCK = 100; // Linux USER_HZ
-
-/** CPU time (utime + stime, in ticks) of process `pid`, from /proc/<pid>/stat (proc(5)). */
-function cpuTicks(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // Fields after the command name (which may contain spaces) start at ") ".
-  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  // rest[0] is field 3 (state); utime is field 14, stime field 15.
-  return Number(rest[11]) + Number(rest[12]);
-}
 
 /**
  * CPU time of process `pid` in µs: the sum over its threads of the time on a CPU that the scheduler
@@ -28,20 +17,10 @@ function cpuTicks(pid: number): number {
  * here keep theirs); without schedstat (a kernel without CONFIG_SCHED_INFO) the ticks are used.
  */
 export function cpuUs(pid: number): number {
-  try {
-    let ns = 0;
-    for (const tid of readdirSync(`/proc/${pid}/task`)) {
-      try {
-        ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
-      } catch {
-        /* the thread ended between the listing and the read */
-      }
-    }
-    if (ns > 0) return ns / 1000;
-  } catch {
-    /* no schedstat: ticks below */
-  }
-  return (cpuTicks(pid) / CLK_TCK) * 1e6;
+  const ns = procCpuNs(pid);
+  if (ns > 0) return ns / 1000;
+  const { user, sys } = procStat(`/proc/${pid}`);
+  return ((user + sys) / CLK_TCK) * 1e6;
 }
 
 /**
@@ -119,13 +98,10 @@ export async function settle(
   const minAge = o.minAgeMs ?? 35_000;
   const limit = o.idleUsPerS ?? 20_000;
   const deadline = performance.now() + (o.maxMs ?? 90_000);
-  const clkTck = 100;
-  // proc(5): field 22 of /proc/<pid>/stat is the start time in ticks after boot; /proc/uptime is now.
+  // The start (proc(5) starttime, ticks after boot) against /proc/uptime, now.
   const ageMs = (pid: number): number => {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const startTicks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
     const nowS = Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
-    return (nowS - startTicks / clkTck) * 1000;
+    return (nowS - procStat(`/proc/${pid}`).start / CLK_TCK) * 1000;
   };
   const started = performance.now();
   const out: { name: string; idleUsPerS: number; waitedMs: number }[] = [];

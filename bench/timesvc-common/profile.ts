@@ -10,7 +10,7 @@ import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import { startProcess, tempDir } from '@broadcast-ops/core/testing';
+import { procStat, startProcess, tempDir } from '@broadcast-ops/core/testing';
 import { offerLoad } from './load.ts';
 import {
   timesvcBin,
@@ -39,12 +39,8 @@ function threadTicks(pid: number): Map<string, number> {
   const out = new Map<string, number>();
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     try {
-      const st = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      const rest = st.slice(st.lastIndexOf(')') + 2).split(' ');
-      out.set(
-        `${tid} ${st.slice(st.indexOf('(') + 1, st.lastIndexOf(')'))}`,
-        Number(rest[11]) + Number(rest[12]),
-      );
+      const st = procStat(`/proc/${pid}/task/${tid}`);
+      out.set(`${tid} ${st.name}`, st.user + st.sys);
     } catch {
       /* the thread ended */
     }

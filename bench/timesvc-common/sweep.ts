@@ -66,9 +66,9 @@ export async function sweepTogether<R extends SweepStep>(
   /**
    * Steps per server at each rate (default 1; a function of the rate gives a rate more rounds), interleaved
    * round by round; the step kept is the one with the median `key` (a single disturbance of the shared
-   * machine in one 2-second step then does not decide the rate's figure). The servers' order is reversed in every second round (A B C, C B A, ...), so no
-   * server always follows another: each round's steps of two servers lie seconds apart, in either order,
-   * which `compareToAnchors` pairs.
+   * machine in one 2-second step then does not decide the rate's figure). The servers' order is reversed in
+   * every second round (A B C, C B A, ...), so no server always follows another: each round's steps of two
+   * servers lie seconds apart, in either order, which `compareToAnchors` pairs.
    */
   repeat: { times: number | ((rate: number) => number); key: (r: R) => number } = {
     times: 1,

@@ -8,6 +8,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export { ManualClock } from '../clock.ts';
+export { CLK_TCK, procCpuNs, procRssKiB, procStat } from './proc.ts';
 
 /** The value of a codec's answer that must decode (our own output, a capture); throws with the refusal if not. */
 export function expectDecoded<T>(
